@@ -1,0 +1,1 @@
+//! Staging backends: where a chunk lives between its read and its write (issue 3).
