@@ -83,7 +83,7 @@ fn an_unloadable_file_is_reported_with_the_loader_reason() {
         } => {
             assert_eq!(path, &not_elf);
             assert!(!reason.is_empty());
-            assert_eq!(searched, &[not_elf.clone()]);
+            assert_eq!(searched, std::slice::from_ref(&not_elf));
         }
         other => panic!("expected Unloadable, got {other:?}"),
     }
