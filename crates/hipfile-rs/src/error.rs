@@ -142,6 +142,9 @@ pub enum Failure {
 /// - `-1` with errno set: a POSIX error. `-1` with errno still 0 is `-(hipErrorInvalidValue)`.
 /// - `abs > 5000`: `-(library code)`.
 /// - other negatives: `-(hipError_t)` (AMD returns runtime statuses this way).
+///
+/// The byte counts async ops store at completion follow the same conventions; for them
+/// `errno` is the value read right after the stream synchronization.
 pub fn decode_io_result(ret: isize, errno: i32) -> Result<usize, Failure> {
     if ret >= 0 {
         return Ok(ret as usize);
@@ -159,22 +162,6 @@ pub fn decode_io_result(ret: isize, errno: i32) -> Result<usize, Failure> {
         Err(Failure::Op(code))
     } else {
         Err(Failure::Runtime(code))
-    }
-}
-
-/// Decodes the byte count an async op stored at completion. There is no errno to consult from
-/// a stream, so small negatives are taken as `-errno` (what the libraries store there), and
-/// `abs > 5000` as `-(library code)`.
-pub fn decode_async_result(ret: isize) -> Result<usize, Failure> {
-    if ret >= 0 {
-        return Ok(ret as usize);
-    }
-    let magnitude = ret.unsigned_abs() as u64;
-    let code = i32::try_from(magnitude).unwrap_or(i32::MAX);
-    if sys::is_op_error(magnitude as i64) {
-        Err(Failure::Op(code))
-    } else {
-        Err(Failure::Errno(code))
     }
 }
 
@@ -258,16 +245,6 @@ mod tests {
             Err(Failure::Op(i32::MAX)),
             "no overflow on absurd values"
         );
-    }
-
-    #[test]
-    fn async_results() {
-        assert_eq!(decode_async_result(4096), Ok(4096));
-        assert_eq!(
-            decode_async_result(-(libc::EIO as isize)),
-            Err(Failure::Errno(libc::EIO))
-        );
-        assert_eq!(decode_async_result(-5027), Err(Failure::Op(5027)));
     }
 
     #[test]

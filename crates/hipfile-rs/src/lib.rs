@@ -1128,7 +1128,14 @@ impl<'io> Stream<'io> {
     /// failed op is the error (all ops are complete either way). If the stream itself fails to
     /// synchronize, the ops stay pending: their memory is then never freed under the library.
     pub fn synchronize(&mut self) -> Result<Vec<usize>, Error> {
+        // Ops that run inside the synchronization (compatibility paths) leave errno behind
+        // with a stored -1, as a synchronous call would.
+        self.device.ensure_current()?;
+        // SAFETY: errno is thread-local and writable.
+        unsafe { *errno_location() = 0 };
         self.device.sync_stream(self.raw)?;
+        // SAFETY: as above.
+        let errno = unsafe { *errno_location() };
         let lib = self.device.library();
         let mut counts = Vec::with_capacity(self.ops.len());
         let mut first_error = None;
@@ -1137,7 +1144,7 @@ impl<'io> Stream<'io> {
             let params = unsafe { Box::from_raw(op.params.as_ptr()) };
             op.buf_in_flight.fetch_sub(1, Ordering::AcqRel);
             op.file_in_flight.fetch_sub(1, Ordering::AcqRel);
-            match error::decode_async_result(params.bytes_done) {
+            match decode_io_result(params.bytes_done, errno) {
                 Ok(n) => counts.push(n),
                 Err(fail) => {
                     first_error.get_or_insert_with(|| lib.error(op.call, fail));
