@@ -8,7 +8,7 @@ mod common;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use hipfile::{Device, Error, Flavor, Library};
