@@ -259,7 +259,13 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
         let mut reg = fake().registry();
         match reg.streams.get_mut(&(stream as usize)) {
             Some(entry) => std::mem::take(&mut entry.pending),
-            None => return HIP_ERROR_INVALID_HANDLE,
+            None => {
+                reg.misuse(format!(
+                    "hipStreamSynchronize of unknown stream {:#x}",
+                    stream as usize
+                ));
+                return HIP_ERROR_INVALID_HANDLE;
+            }
         }
     };
     for op in ops {

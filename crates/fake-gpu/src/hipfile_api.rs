@@ -108,6 +108,8 @@ pub unsafe extern "C" fn hipFileHandleRegister(
     let fake = fake();
     let call = fake.calls.register.fetch_add(1, Ordering::SeqCst) + 1;
     if fh.is_null() || descr.is_null() {
+        fake.registry()
+            .misuse("hipFileHandleRegister with a null pointer".into());
         return HipFileError::code(HIPFILE_INVALID_VALUE);
     }
     if let Some(code) = FaultPlan::code_fault(&fake.faults.register, call) {
@@ -115,6 +117,10 @@ pub unsafe extern "C" fn hipFileHandleRegister(
     }
     let descr = &*descr;
     if descr.handle_type != HIPFILE_HANDLE_TYPE_OPAQUE_FD {
+        fake.registry().misuse(format!(
+            "hipFileHandleRegister with handle type {}, not OpaqueFD (1)",
+            descr.handle_type
+        ));
         return HipFileError::code(HIPFILE_INVALID_VALUE);
     }
     let fd = descr.handle.fd;
