@@ -2,7 +2,7 @@
 # Issue 3 on real hardware: the release aiscp, cuFile backend, on the H200 machine.
 #
 #   scripts/gpu-check.sh [--dir DIR] [--shm DIR] [--backend cufile] [--deadline SECS]
-#                        [--no-roundtrip] [--keep]
+#                        [--no-roundtrip] [--keep] [--small]
 #
 # Cases: sizes 0, 1, 4097, 1 GiB, 3 GiB of random data; an existing larger DST and an existing
 # DST under an empty SRC (truncated in place: same inode); SRC and DST on /dev/shm (cuFile
@@ -15,7 +15,8 @@
 # AISCP_BIN / ROUNDTRIP_BIN override the binaries (defaults target/release/aiscp and
 # target/release/examples/roundtrip). Each case's command and output go to gpu-check.log in $OUT
 # (when set) or in DIR. Cases are time-bounded; after --deadline seconds (default 480) the rest
-# are skipped, so the whole script fits one 10-minute device command.
+# are skipped, so the whole script fits one 10-minute device command. --small uses 1 MiB and
+# 3 MiB instead of 1 GiB and 3 GiB: a quick test of this script, not of aiscp.
 set -uo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -26,6 +27,7 @@ backend=cufile
 deadline=480
 roundtrip=1
 keep=0
+G1=$((1 << 30)) G3=$((3 << 30))
 while (($#)); do
     case $1 in
         --dir) dir=$2; shift 2 ;;
@@ -34,7 +36,8 @@ while (($#)); do
         --deadline) deadline=$2; shift 2 ;;
         --no-roundtrip) roundtrip=0; shift ;;
         --keep) keep=1; shift ;;
-        -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+        --small) G1=$((1 << 20)) G3=$((3 << 20)); shift ;; # smoke test of the script itself
+        -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
@@ -58,7 +61,7 @@ fi
 
 # Sources, generated once (outside any timing) with their digests.
 declare -A SRC SUM
-for s in 0 1 4097 $((1 << 30)) $((3 << 30)); do
+for s in 0 1 4097 $G1 $G3; do
     SRC[$s]=$dir/src-$(human_size "$s").bin
     gen_random "${SRC[$s]}" "$s"
     SUM[$s]=$(digest "${SRC[$s]}")
@@ -126,7 +129,6 @@ copy_case() {
     ((keep)) || rm -f "$dst"
 }
 
-G1=$((1 << 30)) G3=$((3 << 30))
 for s in 0 1 4097 $G1 $G3; do
     rm -f "$dir/dst.bin"
     copy_case "size-$(human_size "$s")" "$s" "${SRC[$s]}" "$dir/dst.bin" -- 
