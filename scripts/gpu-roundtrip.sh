@@ -1,0 +1,66 @@
+#!/bin/bash
+# Issue 2 on real hardware: hipfile-rs's roundtrip example copies a random file (3 GiB by default,
+# more than the 0x7ffff000-byte per-call cap) through device memory with the cuFile flavor, and
+# the checksums must match.
+#
+#   scripts/gpu-roundtrip.sh [--size 3G] [--src FILE] [--dir DIR] [--flavor cufile] [--keep]
+#
+# ROUNDTRIP_BIN overrides the example's path (default target/release/examples/roundtrip).
+# Prints the example's output (indented), then one line:
+#   PASS|FAIL roundtrip-<flavor> <size> <digest>:match|MISMATCH|rc=N <seconds>
+# Exit status 0 on PASS, 1 on FAIL.
+set -uo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+size=3G src="" dir=${W:-/var/tmp/aiscp-check} flavor=cufile keep=0
+while (($#)); do
+    case $1 in
+        --size) size=$2; shift 2 ;;
+        --src) src=$2; shift 2 ;;
+        --dir) dir=$2; shift 2 ;;
+        --flavor) flavor=$2; shift 2 ;;
+        --keep) keep=1; shift ;;
+        -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+        *) die "unknown argument: $1 (see --help)" ;;
+    esac
+done
+mkdir -p "$dir"
+[[ -x $ROUNDTRIP_BIN ]] || { echo "FAIL roundtrip-$flavor - missing:$ROUNDTRIP_BIN 0"; exit 1; }
+if ((EUID == 0)); then udev_record "$dir" | sed 's/^/  | /'; fi
+
+made_src=0
+if [[ -z $src ]]; then
+    bytes=$(parse_size "$size") || die "bad --size: $size"
+    src=$dir/roundtrip-src.bin
+    gen_random "$src" "$bytes"
+    made_src=1
+fi
+bytes=$(stat -c %s "$src")
+dst=$dir/roundtrip-dst.bin
+rm -f "$dst"
+want=$(digest "$src")
+log=$dir/roundtrip.log
+cmd=("$ROUNDTRIP_BIN" --flavor "$flavor" "$src" "$dst")
+echo "  | \$ ${cmd[*]}"
+t0=$(date +%s.%N)
+timeout -k 5 $((60 + bytes / 50000000)) "${cmd[@]}" > "$log" 2>&1
+rc=$?
+t1=$(date +%s.%N)
+secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+sed 's/^/  | /' "$log" | tail -n 15
+if ((rc != 0)); then
+    verdict="rc=$rc"
+elif [[ ! -f $dst ]]; then
+    verdict="no-dst"
+elif [[ $(digest "$dst") == "$want" ]]; then
+    verdict="$DIGEST_NAME:match"
+else
+    verdict="$DIGEST_NAME:MISMATCH(size=$(stat -c %s "$dst"))"
+fi
+status=FAIL
+[[ $verdict == *:match ]] && status=PASS
+echo "$status roundtrip-$flavor $(human_size "$bytes") $verdict $secs"
+((keep)) || rm -f "$dst"
+((keep || !made_src)) || rm -f "$src"
+[[ $status == PASS ]]
