@@ -112,9 +112,56 @@ impl Engine {
     /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied.
     pub fn copy(
         &mut self,
-        _job: &DataJob<'_>,
-        _progress: &dyn ProgressSink,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
-        todo!("issue 3")
+        simple_host_copy(job, progress)
     }
+}
+
+/// First, serial host implementation: read a chunk, write it, until EOF; then set the size.
+fn simple_host_copy(job: &DataJob<'_>, progress: &dyn ProgressSink) -> Result<u64, CopyError> {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 1 << 20;
+    let read_err = |e| CopyError::Read {
+        name: format!("'{}'", job.src_name.display()),
+        source: e,
+    };
+    let write_err = |e| CopyError::Write {
+        name: format!("'{}'", job.dst_name.display()),
+        source: e,
+    };
+    let len = match job.src_kind {
+        SourceKind::Regular { len } => Some(len),
+        SourceKind::Stream => None,
+    };
+    progress.file_started(job.src_name, len);
+    let dst_regular = job.dst.metadata().map_err(write_err)?.is_file();
+    let mut buf = vec![0u8; CHUNK];
+    let mut off = 0u64;
+    loop {
+        let n = match job.src_kind {
+            SourceKind::Regular { .. } => job.src.read_at(&mut buf, off),
+            SourceKind::Stream => (&*job.src).read(&mut buf),
+        };
+        let n = match n {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_err(e)),
+        };
+        if dst_regular {
+            job.dst.write_all_at(&buf[..n], off).map_err(write_err)?;
+        } else {
+            (&*job.dst).write_all(&buf[..n]).map_err(write_err)?;
+        }
+        off += n as u64;
+        progress.advanced(n as u64);
+    }
+    if dst_regular {
+        job.dst.set_len(off).map_err(write_err)?;
+    }
+    progress.file_finished();
+    Ok(off)
 }
