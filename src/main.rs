@@ -108,5 +108,9 @@ fn main() {
     for job in &jobs {
         copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
     }
-    std::process::exit(i32::from(copier.failed));
+    let failed = copier.failed;
+    // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
+    // driver closed); process::exit would skip that.
+    drop(copier);
+    std::process::exit(i32::from(failed));
 }

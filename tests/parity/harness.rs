@@ -28,11 +28,8 @@ use std::process::{Command, Stdio};
 
 pub const FIXED_TIME: i64 = 1_000_000_000;
 
-/// Which staging backend aiscp runs on.
-#[derive(Clone, Copy, Debug)]
-pub enum Backend {
-    Host,
-}
+pub use crate::common::Backend;
+use crate::common::FakeReport;
 
 #[derive(Default, Clone)]
 pub struct Scenario {
@@ -304,8 +301,12 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     for (k, v) in &s.env {
         cmd.env(k, v);
     }
-    if let Some(Backend::Host) = aiscp {
-        cmd.env("AISCP_BACKEND", "host");
+    // The fake GPU library's leak report goes outside the compared tree.
+    let report_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(report_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let report = report_dir.path().join("report");
+    if let Some(b) = aiscp {
+        b.apply(&mut cmd, &report);
     }
     let umask = s.umask.unwrap_or(0o022);
     // SAFETY: umask is async-signal-safe and touches no memory.
@@ -322,6 +323,10 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
         let _ = stdin.write_all(s.stdin.unwrap_or("").as_bytes());
     }
     let out = child.wait_with_output().unwrap();
+    // Written only when the run loaded the library (some file had data to copy).
+    if report.exists() {
+        FakeReport::read(&report).assert_clean();
+    }
     Outcome {
         status: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -4,6 +4,8 @@
 //! Permission-denied cases run both programs as `nobody` through setpriv, because root
 //! bypasses permission checks; the temp directory is made world-writable for them.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod harness;
 
 use harness::{check, sc, Backend, Scenario};
@@ -17,6 +19,10 @@ macro_rules! scenarios {
         mod host {
             use super::*;
             $(#[test] fn $name() { check(&$s, Backend::Host) })*
+        }
+        mod fake_gpu {
+            use super::*;
+            $(#[test] fn $name() { check(&$s, Backend::FakeGpu) })*
         }
     };
 }
