@@ -44,7 +44,7 @@ fn shape() -> impl Strategy<Value = (u64, u64, u64)> {
 proptest! {
     #[test]
     fn whole_file_is_covered_exactly((len, align, chunk) in shape()) {
-        let plan = ChunkPlan::new(len, align, chunk, &[0..len]);
+        let plan = ChunkPlan::new(len, align, chunk, std::slice::from_ref(&(0..len)));
         check_shape(&plan, len, align, chunk);
         // Contiguous from 0 to the tail: every byte exactly once.
         let mut pos = 0;
