@@ -784,7 +784,12 @@ impl<'a> Copier<'a> {
 /// and directory-only runs never load a GPU library); a failure ends the run.
 fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
     if slot.is_none() {
-        let mut warn = |w: &str| error(w);
+        let quiet = config.quiet;
+        let mut warn = |w: &str| {
+            if !quiet {
+                error(&format!("warning: {w}"));
+            }
+        };
         match Engine::start(config.clone(), &mut warn) {
             Ok(e) => *slot = Some(e),
             Err(e) => {

@@ -8,6 +8,7 @@ mod generate;
 mod messages;
 mod options;
 mod plan;
+mod progress;
 mod quote;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -57,6 +58,23 @@ fn clap_exit(e: clap::Error) -> ! {
                 format!("option requires an argument -- '{c}'")
             }
         }
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            // GNU's argmatch shape: "invalid argument 'X' for '--opt'", then why or the
+            // valid choices.
+            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
+            let name = arg.split_whitespace().next().unwrap_or("").to_owned();
+            let value = ctx(ContextKind::InvalidValue).unwrap_or_default();
+            let mut msg = format!("invalid argument '{value}' for '{name}'");
+            if let Some(why) = std::error::Error::source(&e) {
+                msg.push_str(&format!(": {why}"));
+            } else if let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) {
+                msg.push_str("\nValid arguments are:");
+                for v in valid {
+                    msg.push_str(&format!("\n  - '{v}'"));
+                }
+            }
+            msg
+        }
         ErrorKind::NoEquals | ErrorKind::TooManyValues => {
             let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
             let name = arg.split_whitespace().next().unwrap_or("").to_owned();
@@ -102,7 +120,7 @@ fn main() {
     let mut copier = copy::Copier::new(
         &opts,
         config,
-        Box::new(aiscp::engine::NoProgress),
+        Box::new(progress::Bar::new(cli.staging.progress_enabled())),
         jobs.len() > 1,
     );
     for job in &jobs {

@@ -1,15 +1,19 @@
 //! The progress bar on stderr, fed by the engine's per-chunk events (it never reaches into
-//! the engine). Hidden entirely when disabled, so callers need not branch.
+//! the engine). One bar per file, drawn only while that file's data moves and cleared when
+//! it ends, well or badly, so error messages never land on top of a bar. Hidden entirely when
+//! disabled, so callers need not branch.
 
 use aiscp::engine::ProgressSink;
 use humansize::{format_size, BINARY};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// One bar per file: name, bytes done / total, rate, ETA.
 pub struct Bar {
-    bar: ProgressBar,
+    enabled: bool,
+    bar: Mutex<Option<ProgressBar>>,
 }
 
 fn human(n: u64) -> String {
@@ -18,12 +22,15 @@ fn human(n: u64) -> String {
 
 impl Bar {
     pub fn new(enabled: bool) -> Bar {
-        let bar = if enabled {
-            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr())
-        } else {
-            ProgressBar::hidden()
-        };
-        Bar { bar }
+        Bar {
+            enabled,
+            bar: Mutex::new(None),
+        }
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
+        // A poisoned lock only means a panic elsewhere; the bar itself is still usable.
+        self.bar.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn style(known_len: bool) -> ProgressStyle {
@@ -46,36 +53,41 @@ impl Bar {
             })
     }
 
-    /// Removes the bar from the terminal (before an error message is printed).
+    /// Removes the bar from the terminal.
     pub fn clear(&self) {
-        self.bar.finish_and_clear();
+        if let Some(bar) = self.current().take() {
+            bar.finish_and_clear();
+        }
     }
 }
 
 impl ProgressSink for Bar {
     fn file_started(&self, name: &Path, len: Option<u64>) {
-        self.bar.set_style(Bar::style(len.is_some()));
-        match len {
-            Some(len) => self.bar.set_length(len),
-            None => self.bar.unset_length(),
+        if !self.enabled {
+            return;
         }
-        self.bar.set_position(0);
-        self.bar.reset_eta();
-        self.bar.set_message(name.display().to_string());
-        self.bar.enable_steady_tick(Duration::from_millis(200));
+        let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr())
+            .with_style(Bar::style(len.is_some()))
+            .with_message(name.display().to_string());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        if let Some(old) = self.current().replace(bar) {
+            old.finish_and_clear();
+        }
     }
 
     fn advanced(&self, bytes: u64) {
-        self.bar.inc(bytes);
+        if let Some(bar) = self.current().as_ref() {
+            bar.inc(bytes);
+        }
     }
 
     fn file_finished(&self) {
-        self.bar.disable_steady_tick();
+        self.clear();
     }
 }
 
 impl Drop for Bar {
     fn drop(&mut self) {
-        self.bar.finish_and_clear();
+        self.clear();
     }
 }

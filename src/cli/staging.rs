@@ -64,6 +64,9 @@ pub struct StagingArgs {
     /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
     #[arg(long, help_heading = "GPU staging")]
     pub debug: bool,
+    /// Suppress warnings (such as falling back to host memory when no GPU library loads)
+    #[arg(short, long, help_heading = "GPU staging")]
+    pub quiet: bool,
 }
 
 impl StagingArgs {
@@ -146,6 +149,7 @@ impl From<&StagingArgs> for Config {
             streams: Some(a.streams as usize),
             async_io: a.async_io,
             debug: a.debug,
+            quiet: a.quiet,
             ..Config::default()
         }
     }

@@ -109,6 +109,7 @@ pub struct DataJob<'a> {
 pub trait ProgressSink {
     fn file_started(&self, name: &Path, len: Option<u64>);
     fn advanced(&self, bytes: u64);
+    /// The file's data phase ended, successfully or not (called before any error returns).
     fn file_finished(&self);
 }
 

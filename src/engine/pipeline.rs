@@ -166,6 +166,8 @@ impl<S: Staging> Pipeline<S> {
                 self.sequential(job, 0, dst_regular, false, &names, progress, cancel)
             }
         };
+        // The file's data phase is over either way; a bar must not outlive it.
+        progress.file_finished();
         let end = match result {
             Ok(end) => end,
             Err((copied, e)) => {
@@ -182,7 +184,6 @@ impl<S: Staging> Pipeline<S> {
                 source: e,
             })?;
         }
-        progress.file_finished();
         Ok(end)
     }
 
