@@ -1,11 +1,113 @@
-//! aiscp: parse, run, map errors to exit status.
+//! aiscp: parse, run, map errors to exit status (0 or 1, as cp).
 
+mod attrs;
+mod backup;
 mod cli;
+mod copy;
+mod generate;
+mod messages;
+mod options;
+mod plan;
+mod quote;
 
-use clap::Parser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, FromArgMatches};
+use messages::{error, program};
+use options::{Options, UsageError};
+use plan::PlanError;
+
+/// Prints a usage error GNU's way and exits 1.
+fn usage_exit(e: &UsageError) -> ! {
+    error(&e.0);
+    eprintln!("Try '{} --help' for more information.", program());
+    std::process::exit(1);
+}
+
+/// Maps clap's parse errors onto GNU getopt's wording (exit 1, not clap's 2).
+fn clap_exit(e: clap::Error) -> ! {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            std::process::exit(0);
+        }
+        _ => {}
+    }
+    let ctx = |k: ContextKind| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let last_arg = std::env::args().last().unwrap_or_default();
+    let msg = match e.kind() {
+        ErrorKind::UnknownArgument => {
+            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
+            if arg.starts_with("--") {
+                format!("unrecognized option '{arg}'")
+            } else {
+                let c = arg.trim_start_matches('-').chars().next().unwrap_or('?');
+                format!("invalid option -- '{c}'")
+            }
+        }
+        ErrorKind::InvalidValue if last_arg.starts_with('-') => {
+            if let Some(long) = last_arg.strip_prefix("--") {
+                format!("option '--{long}' requires an argument")
+            } else {
+                let c = last_arg.chars().last().unwrap_or('?');
+                format!("option requires an argument -- '{c}'")
+            }
+        }
+        ErrorKind::NoEquals | ErrorKind::TooManyValues => {
+            let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
+            let name = arg.split_whitespace().next().unwrap_or("").to_owned();
+            format!("option '{name}' doesn't allow an argument")
+        }
+        _ => {
+            let text = e.kind().as_str().unwrap_or("invalid arguments").to_owned();
+            text
+        }
+    };
+    usage_exit(&UsageError(msg))
+}
 
 fn main() {
-    let cli = cli::Cli::parse();
-    let _config = aiscp::engine::Config::from(&cli.staging);
-    std::process::exit(0);
+    let matches = match cli::Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => clap_exit(e),
+    };
+    let cli = match cli::Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => clap_exit(e),
+    };
+    if let Some(what) = &cli.generate {
+        if let Err(e) = options::argmatch("--generate", what, cli::GENERATE_CHOICES) {
+            usage_exit(&e);
+        }
+        if let Err(e) = generate::run(what) {
+            error(&format!("write error: {}", messages::io_text(&e)));
+            std::process::exit(1);
+        }
+        return;
+    }
+    let opts = match Options::resolve(&cli, &matches) {
+        Ok(o) => o,
+        Err(e) => usage_exit(&e),
+    };
+    let jobs = match plan::plan(&cli.operands, &opts) {
+        Ok(j) => j,
+        Err(PlanError::Usage(e)) => usage_exit(&e),
+        Err(PlanError::Fatal(msg)) => {
+            error(&msg);
+            std::process::exit(1);
+        }
+    };
+    let config = aiscp::engine::Config::from(&cli.staging);
+    let mut copier = copy::Copier::new(
+        &opts,
+        config,
+        Box::new(aiscp::engine::NoProgress),
+        jobs.len() > 1,
+    );
+    for job in &jobs {
+        copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
+    }
+    std::process::exit(i32::from(copier.failed));
 }

@@ -1,1 +1,105 @@
-//! Staging backends: where a chunk lives between its read and its write (issue 3).
+//! Staging backends: where a slice lives between its read and its write.
+//!
+//! A backend hands each worker a [`Staging::Slot`] (device memory on GPU backends, aligned
+//! host memory on the host one) and moves bytes between files and slots two ways:
+//! - through the I/O library on a registered file ([`Staging::read`]/[`Staging::write`]),
+//!   the direct route; only GPU backends have it;
+//! - through a host window the engine fills with POSIX reads and drains with POSIX writes,
+//!   [`Staging::upload`]/[`Staging::download`] carrying the bytes to and from the slot, the
+//!   bounce route. On the host backend the window *is* the slot and the copies are no-ops.
+
+pub mod gpu;
+pub mod host;
+
+use crate::engine::{BackendChoice, Config, StartError};
+use hipfile::{Error, Flavor};
+use std::os::fd::BorrowedFd;
+
+/// One way of staging bytes. Shared by the workers of a copy, hence `Sync`.
+pub trait Staging: Sync {
+    /// One worker's staging memory, reused across slices and files.
+    type Slot: Send;
+    /// A file registered for direct I/O; workers share it.
+    type Handle<'fd>: Sync;
+
+    /// "hipFile", "cuFile" or "host memory", for messages.
+    fn name(&self) -> &'static str;
+    /// Whether files can be registered for library I/O (the direct route).
+    fn has_direct_route(&self) -> bool;
+    /// The address alignment every slot is guaranteed to have.
+    fn slot_alignment(&self) -> u64;
+    /// Prepares the calling thread (makes the GPU current: that is per thread).
+    fn enter_worker(&self) -> Result<(), Error>;
+    fn alloc_slot(&self, len: usize) -> Result<Self::Slot, Error>;
+    /// Registers an O_DIRECT fd. `Ok(None)`: refused in a way the bounce route serves
+    /// (tmpfs, FUSE: 5027, 5008, 5030).
+    fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<Self::Handle<'fd>>, Error>;
+    /// One library read of up to `len` bytes at `file_off` into the slot at `slot_off`.
+    fn read(
+        &self,
+        file: &Self::Handle<'_>,
+        slot: &mut Self::Slot,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<usize, Error>;
+    /// One library write of up to `len` bytes from the slot at `slot_off` to `file_off`.
+    fn write(
+        &self,
+        file: &Self::Handle<'_>,
+        slot: &mut Self::Slot,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<usize, Error>;
+    /// The host window of the bounce route (allocated on first use).
+    fn window<'s>(&self, slot: &'s mut Self::Slot) -> Result<&'s mut [u8], Error>;
+    /// Copies `window[..len]` into the slot at `slot_off`.
+    fn upload(&self, slot: &mut Self::Slot, slot_off: usize, len: usize) -> Result<(), Error>;
+    /// Copies `len` bytes of the slot at `slot_off` into `window[..len]`.
+    fn download(&self, slot: &mut Self::Slot, slot_off: usize, len: usize) -> Result<(), Error>;
+}
+
+/// The backend chosen at start.
+pub enum Loaded {
+    Host(host::HostStaging),
+    Gpu(gpu::GpuStaging),
+}
+
+/// Brings up the backend `config` asks for. `warn` gets the one-line fallback warning;
+/// `diag` the --debug lines.
+pub fn load(
+    config: &Config,
+    warn: &mut dyn FnMut(&str),
+    diag: &mut dyn FnMut(&str),
+) -> Result<Loaded, StartError> {
+    let flavors: &[Flavor] = match config.backend {
+        BackendChoice::Host => return Ok(Loaded::Host(host::HostStaging::new())),
+        BackendChoice::HipFile => &[Flavor::HipFile],
+        BackendChoice::CuFile => &[Flavor::CuFile],
+        BackendChoice::Auto | BackendChoice::Gpu => &[Flavor::HipFile, Flavor::CuFile],
+    };
+    let mut missing = Vec::new();
+    for &flavor in flavors {
+        match gpu::GpuStaging::open(flavor, config.gpu, diag) {
+            Ok(staging) => return Ok(Loaded::Gpu(staging)),
+            // A GPU that exists but cannot be used is an error whatever the choice: the user
+            // asked for that index.
+            Err(e @ Error::NoSuchDevice { .. }) => return Err(StartError::Backend(e.to_string())),
+            Err(e) => missing.push(format!("{}: {e}", gpu::flavor_name(flavor))),
+        }
+    }
+    let looked_for = missing.join("; ");
+    match config.backend {
+        BackendChoice::Auto => {
+            warn(&format!(
+                "no usable GPU I/O library ({looked_for}); copying through host memory"
+            ));
+            Ok(Loaded::Host(host::HostStaging::new()))
+        }
+        BackendChoice::Gpu => Err(StartError::Backend(format!(
+            "no usable GPU I/O library: {looked_for}"
+        ))),
+        _ => Err(StartError::Backend(looked_for)),
+    }
+}

@@ -1,17 +1,211 @@
-//! The command line (clap derive). Feeds parsing, the man page and the completions.
+//! The command line (clap derive). One definition feeds parsing, --help, the man page and the
+//! shell completions. Option values that GNU cp validates with `argmatch` (abbreviations,
+//! its exact error text) are taken as strings here and checked in `options`.
 
 pub mod staging;
 
-use clap::Parser;
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::{ArgAction, Parser, ValueHint};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
-/// Copy files, staging every byte through GPU memory (hipFile / cuFile).
+/// Copy SOURCE to DEST, or multiple SOURCE(s) to DIRECTORY, like cp(1), with every byte of
+/// file data staged through GPU memory (AMD hipFile or NVIDIA cuFile; host memory where no GPU
+/// library loads).
 #[derive(Parser, Debug)]
-#[command(name = "aiscp", version)]
+#[command(
+    name = "aiscp",
+    version,
+    args_override_self = true,
+    infer_long_args = true,
+    override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",
+    after_help = "Exit status is 0 when every operand was copied, 1 otherwise."
+)]
 pub struct Cli {
+    /// Same as -dR --preserve=all
+    #[arg(short = 'a', long, action = ArgAction::SetTrue)]
+    pub archive: bool,
+    /// Don't copy the file data, just the attributes
+    #[arg(long, action = ArgAction::SetTrue)]
+    pub attributes_only: bool,
+    /// Make a backup of each existing destination file
+    #[arg(long, value_name = "CONTROL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "", value_parser = Choices(BACKUP_CHOICES))]
+    pub backup: Option<String>,
+    /// Like --backup but does not accept an argument
+    #[arg(short = 'b', action = ArgAction::SetTrue)]
+    pub backup_short: bool,
+    /// Copy contents of special files when recursive
+    #[arg(long, action = ArgAction::SetTrue)]
+    pub copy_contents: bool,
+    /// Same as --no-dereference --preserve=links
+    #[arg(short = 'd', action = ArgAction::SetTrue)]
+    pub no_deref_preserve_links: bool,
+    /// If an existing destination file cannot be opened, remove it and try again
+    #[arg(short = 'f', long, action = ArgAction::SetTrue)]
+    pub force: bool,
+    /// Prompt before overwrite
+    #[arg(short = 'i', long, action = ArgAction::SetTrue)]
+    pub interactive: bool,
+    /// Follow command-line symbolic links in SOURCE
+    #[arg(short = 'H', action = ArgAction::SetTrue)]
+    pub deref_command_line: bool,
+    /// Hard link files instead of copying
+    #[arg(short = 'l', long, action = ArgAction::SetTrue)]
+    pub link: bool,
+    /// Always follow symbolic links in SOURCE
+    #[arg(short = 'L', long, action = ArgAction::SetTrue)]
+    pub dereference: bool,
+    /// Do not overwrite an existing file
+    #[arg(short = 'n', long, action = ArgAction::SetTrue)]
+    pub no_clobber: bool,
+    /// Never follow symbolic links in SOURCE
+    #[arg(short = 'P', long, action = ArgAction::SetTrue)]
+    pub no_dereference: bool,
+    /// Same as --preserve=mode,ownership,timestamps
+    #[arg(short = 'p', action = ArgAction::SetTrue)]
+    pub preserve_default: bool,
+    /// Preserve the specified attributes (default: mode,ownership,timestamps), if possible
+    /// additional attributes: context, links, xattr, all
+    #[arg(long, value_name = "ATTR_LIST", num_args = 0..=1, require_equals = true,
+          default_missing_value = "mode,ownership,timestamps", action = ArgAction::Append,
+          value_parser = Choices(PRESERVE_CHOICES))]
+    pub preserve: Vec<String>,
+    /// Don't preserve the specified attributes
+    #[arg(long, value_name = "ATTR_LIST", action = ArgAction::Append,
+          value_parser = Choices(PRESERVE_CHOICES))]
+    pub no_preserve: Vec<String>,
+    /// Use full source file name under DIRECTORY
+    #[arg(long, action = ArgAction::SetTrue)]
+    pub parents: bool,
+    /// Copy directories recursively
+    #[arg(short = 'R', short_alias = 'r', long, action = ArgAction::SetTrue)]
+    pub recursive: bool,
+    /// Control clone/CoW copies; data always passes through the GPU, so only auto and never
+    /// can be honoured
+    #[arg(long, value_name = "WHEN", num_args = 0..=1, require_equals = true,
+          default_missing_value = "always", value_parser = Choices(REFLINK_CHOICES))]
+    pub reflink: Option<String>,
+    /// Remove each existing destination file before attempting to open it
+    #[arg(long, action = ArgAction::SetTrue)]
+    pub remove_destination: bool,
+    /// Control creation of sparse files (auto: stage only the data extents, keep holes)
+    #[arg(long, value_name = "WHEN", value_parser = Choices(SPARSE_CHOICES))]
+    pub sparse: Option<String>,
+    /// Remove any trailing slashes from each SOURCE argument
+    #[arg(long, action = ArgAction::SetTrue)]
+    pub strip_trailing_slashes: bool,
+    /// Make symbolic links instead of copying
+    #[arg(short = 's', long = "symbolic-link", action = ArgAction::SetTrue)]
+    pub symbolic_link: bool,
+    /// Override the usual backup suffix
+    #[arg(short = 'S', long, value_name = "SUFFIX", allow_hyphen_values = true)]
+    pub suffix: Option<String>,
+    /// Copy all SOURCE arguments into DIRECTORY
+    #[arg(short = 't', long, value_name = "DIRECTORY", value_hint = ValueHint::DirPath)]
+    pub target_directory: Option<PathBuf>,
+    /// Treat DEST as a normal file
+    #[arg(short = 'T', long, action = ArgAction::SetTrue)]
+    pub no_target_directory: bool,
+    /// Control which existing files are updated (-u: older)
+    #[arg(long, value_name = "UPDATE", num_args = 0..=1, require_equals = true,
+          default_missing_value = "older", value_parser = Choices(UPDATE_CHOICES))]
+    pub update: Option<String>,
+    /// Equivalent to --update=older
+    #[arg(short = 'u', action = ArgAction::SetTrue)]
+    pub update_short: bool,
+    /// Explain what is being done
+    #[arg(short = 'v', long, action = ArgAction::SetTrue)]
+    pub verbose: bool,
+    /// Stay on this file system
+    #[arg(short = 'x', long, action = ArgAction::SetTrue)]
+    pub one_file_system: bool,
+    /// Write each file to a temporary name in DEST's directory, fsync it and rename it over
+    /// DEST, so readers never see a partial file
+    #[arg(long, action = ArgAction::SetTrue, help_heading = "Durability")]
+    pub atomic: bool,
+    /// Flush each copied file (and, for new files, its directory) to stable storage before
+    /// reporting success
+    #[arg(long, action = ArgAction::SetTrue, help_heading = "Durability")]
+    pub fsync: bool,
     #[command(flatten)]
     pub staging: staging::StagingArgs,
-    /// SOURCE... DEST
-    #[arg(value_name = "FILE")]
+    /// Write the man page or a shell completion script to stdout
+    #[arg(long, hide = true, value_name = "WHAT", value_parser = Choices(GENERATE_CHOICES))]
+    pub generate: Option<String>,
+    #[arg(value_name = "SOURCE", value_hint = ValueHint::AnyPath, allow_hyphen_values = false)]
     pub operands: Vec<PathBuf>,
+}
+
+/// Clap ids of the flags whose relative order matters (GNU applies options left to right).
+pub mod ids {
+    pub const ARCHIVE: &str = "archive";
+    pub const D: &str = "no_deref_preserve_links";
+    pub const H: &str = "deref_command_line";
+    pub const L: &str = "dereference";
+    pub const P: &str = "no_dereference";
+    pub const PRESERVE_DEFAULT: &str = "preserve_default";
+    pub const PRESERVE: &str = "preserve";
+    pub const NO_PRESERVE: &str = "no_preserve";
+    pub const INTERACTIVE: &str = "interactive";
+    pub const NO_CLOBBER: &str = "no_clobber";
+    pub const UPDATE: &str = "update";
+    pub const UPDATE_SHORT: &str = "update_short";
+}
+
+/// A choice list as GNU's argmatch prints it: groups of synonyms, in GNU's order.
+pub type ChoiceGroups = &'static [&'static [&'static str]];
+
+pub const BACKUP_CHOICES: ChoiceGroups = &[
+    &["none", "off"],
+    &["simple", "never"],
+    &["existing", "nil"],
+    &["numbered", "t"],
+];
+pub const PRESERVE_CHOICES: ChoiceGroups = &[
+    &["mode"],
+    &["timestamps"],
+    &["ownership"],
+    &["links"],
+    &["context"],
+    &["xattr"],
+    &["all"],
+];
+pub const REFLINK_CHOICES: ChoiceGroups = &[&["auto"], &["always"], &["never"]];
+pub const SPARSE_CHOICES: ChoiceGroups = &[&["never"], &["auto"], &["always"]];
+pub const UPDATE_CHOICES: ChoiceGroups = &[&["all"], &["none"], &["none-fail"], &["older"]];
+pub const GENERATE_CHOICES: ChoiceGroups = &[
+    &["man"],
+    &["bash"],
+    &["zsh"],
+    &["fish"],
+    &["elvish"],
+    &["powershell"],
+];
+
+/// Accepts any string (validated later with GNU's rules and messages) but advertises the
+/// choices to --help, the man page and the completions.
+#[derive(Clone, Copy)]
+pub struct Choices(pub ChoiceGroups);
+
+impl TypedValueParser for Choices {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<String, clap::Error> {
+        value
+            .to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidUtf8).with_cmd(cmd))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            self.0.iter().flat_map(|g| g.iter()).map(PossibleValue::new),
+        ))
+    }
 }

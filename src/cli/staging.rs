@@ -1,7 +1,8 @@
-//! Flags that choose how data is staged through the GPU (owned with the engine, issue 3/5/6).
+//! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp::engine::{BackendChoice, Config};
+use aiscp::engine::{BackendChoice, Config, DEFAULT_CHUNK, DEFAULT_STREAMS, MAX_CHUNK};
 use clap::{Args, ValueEnum};
+use std::io::IsTerminal;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BackendArg {
@@ -14,7 +15,8 @@ pub enum BackendArg {
 
 #[derive(Args, Debug, Clone)]
 pub struct StagingArgs {
-    /// Staging backend: auto tries hipFile, then cuFile, then host memory
+    /// Staging backend: auto tries hipFile, then cuFile, then host memory (with a warning);
+    /// gpu is hipFile or cuFile, an error if neither loads
     #[arg(
         long,
         value_enum,
@@ -31,6 +33,102 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub gpu: u32,
+    /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
+    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = parse_chunk_size,
+        default_value = "64M",
+        help_heading = "GPU staging"
+    )]
+    pub chunk_size: u64,
+    /// Slices in flight, each with its own staging buffer of --chunk-size bytes
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_STREAMS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=256),
+        help_heading = "GPU staging"
+    )]
+    pub streams: u64,
+    /// Use hipFile's asynchronous stream API (one stream per slice)
+    #[arg(long = "async", help_heading = "GPU staging")]
+    pub async_io: bool,
+    /// Show a progress bar on stderr [default: when stderr is a terminal]
+    #[arg(long, overrides_with = "no_progress", help_heading = "GPU staging")]
+    pub progress: bool,
+    /// Never show a progress bar
+    #[arg(long, overrides_with = "progress", help_heading = "GPU staging")]
+    pub no_progress: bool,
+    /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
+    #[arg(long, help_heading = "GPU staging")]
+    pub debug: bool,
+}
+
+impl StagingArgs {
+    /// Whether to draw the progress bar: as asked, else when stderr is a terminal.
+    pub fn progress_enabled(&self) -> bool {
+        if self.progress {
+            true
+        } else if self.no_progress {
+            false
+        } else {
+            std::io::stderr().is_terminal()
+        }
+    }
+}
+
+const _: () = assert!(DEFAULT_CHUNK <= MAX_CHUNK);
+
+/// Parses a size: decimal or 0x hex, with an optional K, M, G, T suffix (powers of 1024,
+/// also written KiB, MiB...) or KB, MB, GB, TB (powers of 1000), as dd and cp read them.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, suffix) = if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X"))
+    {
+        let end = hex
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(hex.len());
+        let n =
+            u64::from_str_radix(&hex[..end], 16).map_err(|_| format!("'{text}' is not a size"))?;
+        (n, &hex[end..])
+    } else {
+        let end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let n = t[..end]
+            .parse::<u64>()
+            .map_err(|_| format!("'{text}' is not a size"))?;
+        (n, &t[end..])
+    };
+    let multiplier: u64 = match suffix {
+        "" | "B" => 1,
+        "K" | "k" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => {
+            return Err(format!(
+                "'{text}' has an unknown unit (use K, M, G, KiB, MB, ...)"
+            ))
+        }
+    };
+    digits
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("'{text}' is too large"))
+}
+
+fn parse_chunk_size(text: &str) -> Result<u64, String> {
+    let n = parse_size(text)?;
+    if n == 0 || n > MAX_CHUNK {
+        return Err(format!(
+            "must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes"
+        ));
+    }
+    Ok(n)
 }
 
 impl From<&StagingArgs> for Config {
@@ -43,13 +141,30 @@ impl From<&StagingArgs> for Config {
                 BackendArg::Cufile => BackendChoice::CuFile,
                 BackendArg::Host => BackendChoice::Host,
             },
-            chunk_size: None,
+            chunk_size: Some(a.chunk_size),
             gpu: a.gpu,
-            streams: None,
-            async_io: false,
-            verify: false,
-            debug: false,
-            quiet: false,
+            streams: Some(a.streams as usize),
+            async_io: a.async_io,
+            debug: a.debug,
+            ..Config::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("0x7ffff000"), Ok(0x7fff_f000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2MB"), Ok(2_000_000));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999T").is_err());
     }
 }

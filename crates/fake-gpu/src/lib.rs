@@ -1,1 +1,20 @@
-//! placeholder
+//! TEST DOUBLE of `libhipfile.so.0` and `libamdhip64`: not a GPU.
+//!
+//! One cdylib exports the hipFile and HIP runtime symbols aiscp loads at run time (point
+//! `AISCP_HIPFILE_LIB` and `AISCP_HIP_LIB` at it). "Device" memory is host memory, reads
+//! and writes really go to the file, and the real library's rules are enforced and
+//! recorded, so tests without a GPU can prove the copier drives the API correctly. Faults
+//! are injected through `AISCP_FAKE_GPU_FAULTS`; `AISCP_FAKE_GPU_REPORT` gets a report of
+//! leaks, misuse and byte counts at exit. See README.md for the whole contract.
+//!
+//! Every export's safety contract is the C header's (pointers valid as documented there),
+//! so the individual `unsafe extern "C" fn`s do not repeat it.
+#![allow(clippy::missing_safety_doc)]
+
+mod faults;
+mod hip_runtime;
+mod hipfile_api;
+mod io;
+mod memory;
+mod messages;
+mod state;

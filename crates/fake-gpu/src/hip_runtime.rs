@@ -1,0 +1,314 @@
+//! The HIP runtime symbols (hip_runtime_api.h signatures). Device memory is host memory.
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::Ordering;
+
+use crate::io::run_async;
+use crate::memory;
+use crate::messages::*;
+use crate::state::{fake, StreamEntry};
+
+/// `hipError_t`.
+pub type HipError = c_int;
+/// `hipStream_t`: an opaque pointer; null is the default stream.
+pub type HipStream = *mut c_void;
+
+const HIP_MEMCPY_HOST_TO_HOST: c_int = 0;
+const HIP_MEMCPY_HOST_TO_DEVICE: c_int = 1;
+const HIP_MEMCPY_DEVICE_TO_HOST: c_int = 2;
+const HIP_MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
+const HIP_MEMCPY_DEFAULT: c_int = 4;
+const HIP_STREAM_NON_BLOCKING: c_uint = 1;
+/// What hipRuntimeGetVersion reports: HIP 6.4.0 in HIP's major*1e7 + minor*1e5 + patch form.
+pub const FAKE_RUNTIME_VERSION: c_int = 60_400_000;
+
+thread_local! {
+    /// The current device is per thread in HIP; every thread starts on device 0.
+    static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
+}
+
+/// hipErrorNoDevice when the fake has no devices, for calls that need one.
+fn need_device() -> Result<(), HipError> {
+    if fake().devices == 0 {
+        Err(HIP_ERROR_NO_DEVICE)
+    } else {
+        Ok(())
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipInit(_flags: c_uint) -> HipError {
+    match need_device() {
+        Ok(()) => HIP_SUCCESS,
+        Err(e) => e,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> HipError {
+    if count.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let devices = fake().devices;
+    *count = devices;
+    if devices == 0 {
+        HIP_ERROR_NO_DEVICE
+    } else {
+        HIP_SUCCESS
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipSetDevice(device: c_int) -> HipError {
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if device < 0 || device >= fake().devices {
+        return HIP_ERROR_INVALID_DEVICE;
+    }
+    CURRENT_DEVICE.set(device);
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> HipError {
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if device.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    *device = CURRENT_DEVICE.get();
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipError {
+    let fake = fake();
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if ptr.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let call = fake.calls.malloc.fetch_add(1, Ordering::SeqCst) + 1;
+    if fake.faults.malloc_fails(call, size as u64) {
+        *ptr = std::ptr::null_mut();
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
+    if size == 0 {
+        // Like HIP: success with a null pointer.
+        *ptr = std::ptr::null_mut();
+        return HIP_SUCCESS;
+    }
+    let Some(addr) = memory::map(size) else {
+        *ptr = std::ptr::null_mut();
+        return HIP_ERROR_OUT_OF_MEMORY;
+    };
+    let mut reg = fake.registry();
+    reg.device_allocs.insert(addr, size);
+    reg.stats.mallocs += 1;
+    reg.stats.max_alloc = reg.stats.max_alloc.max(size as u64);
+    *ptr = addr as *mut c_void;
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
+    if ptr.is_null() {
+        return HIP_SUCCESS;
+    }
+    let addr = ptr as usize;
+    let mut reg = fake().registry();
+    let Some(&len) = reg.device_allocs.get(&addr) else {
+        reg.misuse(format!(
+            "hipFree of {addr:#x}, not a device allocation base"
+        ));
+        return HIP_ERROR_INVALID_VALUE;
+    };
+    let registered: Vec<usize> = reg
+        .buffers
+        .keys()
+        .copied()
+        .filter(|&b| b >= addr && b < addr + len)
+        .collect();
+    if !registered.is_empty() {
+        reg.misuse(format!(
+            "hipFree of {addr:#x} while buffer(s) {registered:#x?} are still registered (refused)"
+        ));
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    reg.device_allocs.remove(&addr);
+    drop(reg);
+    memory::unmap(addr, len);
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipHostMalloc(
+    ptr: *mut *mut c_void,
+    size: usize,
+    _flags: c_uint,
+) -> HipError {
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if ptr.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    if size == 0 {
+        *ptr = std::ptr::null_mut();
+        return HIP_SUCCESS;
+    }
+    let Some(addr) = memory::map(size) else {
+        *ptr = std::ptr::null_mut();
+        return HIP_ERROR_OUT_OF_MEMORY;
+    };
+    fake().registry().host_allocs.insert(addr, size);
+    *ptr = addr as *mut c_void;
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> HipError {
+    if ptr.is_null() {
+        return HIP_SUCCESS;
+    }
+    let addr = ptr as usize;
+    let mut reg = fake().registry();
+    let Some(len) = reg.host_allocs.remove(&addr) else {
+        reg.misuse(format!(
+            "hipHostFree of {addr:#x}, not a pinned host allocation base"
+        ));
+        return HIP_ERROR_INVALID_VALUE;
+    };
+    drop(reg);
+    memory::unmap(addr, len);
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> HipError {
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if !(HIP_MEMCPY_HOST_TO_HOST..=HIP_MEMCPY_DEFAULT).contains(&kind) {
+        return HIP_ERROR_INVALID_MEMCPY_DIRECTION;
+    }
+    if size == 0 {
+        return HIP_SUCCESS;
+    }
+    if dst.is_null() || src.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let (d, s) = (dst as usize, src as usize);
+    let mut reg = fake().registry();
+    let dst_dev = reg.device_alloc_holding(d, size).is_some();
+    let src_dev = reg.device_alloc_holding(s, size).is_some();
+    let (want_dst_dev, want_src_dev) = match kind {
+        HIP_MEMCPY_HOST_TO_DEVICE => (true, false),
+        HIP_MEMCPY_DEVICE_TO_HOST => (false, true),
+        HIP_MEMCPY_DEVICE_TO_DEVICE => (true, true),
+        _ => (dst_dev, src_dev),
+    };
+    if (want_dst_dev && !dst_dev) || (want_src_dev && !src_dev) {
+        reg.misuse(format!(
+            "hipMemcpy kind {kind} of {size} bytes {s:#x} -> {d:#x}: device side is not inside one device allocation"
+        ));
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    match (want_dst_dev, want_src_dev) {
+        (true, false) => reg.stats.htod_bytes += size as u64,
+        (false, true) => reg.stats.dtoh_bytes += size as u64,
+        _ => {}
+    }
+    drop(reg);
+    std::ptr::copy(src as *const u8, dst as *mut u8, size);
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreateWithFlags(
+    stream: *mut HipStream,
+    flags: c_uint,
+) -> HipError {
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if stream.is_null() || flags & !HIP_STREAM_NON_BLOCKING != 0 {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let mut reg = fake().registry();
+    let id = reg.new_id();
+    reg.streams.insert(id, StreamEntry::default());
+    *stream = id as HipStream;
+    HIP_SUCCESS
+}
+
+/// Runs the stream's queued async ops in order. The params they point to are read now,
+/// which is what exposes a caller that freed them before synchronizing.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
+    let ops = {
+        let mut reg = fake().registry();
+        match reg.streams.get_mut(&(stream as usize)) {
+            Some(entry) => std::mem::take(&mut entry.pending),
+            None => {
+                reg.misuse(format!(
+                    "hipStreamSynchronize of unknown stream {:#x}",
+                    stream as usize
+                ));
+                return HIP_ERROR_INVALID_HANDLE;
+            }
+        }
+    };
+    for op in ops {
+        run_async(op);
+    }
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
+    let id = stream as usize;
+    let mut reg = fake().registry();
+    if id == 0 {
+        return HIP_ERROR_INVALID_HANDLE;
+    }
+    let Some(entry) = reg.streams.remove(&id) else {
+        reg.misuse(format!("hipStreamDestroy of unknown stream {id:#x}"));
+        return HIP_ERROR_INVALID_HANDLE;
+    };
+    if !entry.pending.is_empty() {
+        reg.misuse(format!(
+            "hipStreamDestroy of stream {id:#x} with {} async op(s) pending (dropped, never run)",
+            entry.pending.len()
+        ));
+    }
+    if entry.hipfile_flags.is_some() {
+        reg.misuse(format!(
+            "hipStreamDestroy of stream {id:#x} still registered with hipFile"
+        ));
+    }
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipGetErrorString(error: HipError) -> *const c_char {
+    hip_error_string(error).as_ptr()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipRuntimeGetVersion(version: *mut c_int) -> HipError {
+    if version.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    *version = FAKE_RUNTIME_VERSION;
+    HIP_SUCCESS
+}

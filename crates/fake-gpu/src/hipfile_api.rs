@@ -1,0 +1,450 @@
+//! The hipFile symbols, with the signatures of hipfile.h 0.2.0.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::Ordering;
+
+use crate::faults::{FaultPlan, IoOp};
+use crate::hip_runtime::HipStream;
+use crate::io::{
+    transfer, IoRequest, HIPFILE_HANDLE_NOT_REGISTERED, HIPFILE_INVALID_VALUE,
+    HIPFILE_MEMORY_NOT_REGISTERED, HIPFILE_POINTER_RANGE_ERROR,
+};
+use crate::messages::hipfile_error_string;
+use crate::state::{fake, AsyncOp, BufferEntry, HandleEntry};
+
+const HIPFILE_DRIVER_NOT_INITIALIZED: i32 = 5001;
+const HIPFILE_MEMORY_TYPE_INVALID: i32 = 5013;
+const HIPFILE_MEMORY_ALREADY_REGISTERED: i32 = 5023;
+const HIPFILE_HANDLE_ALREADY_REGISTERED: i32 = 5028;
+const HIPFILE_HANDLE_TYPE_OPAQUE_FD: c_int = 1;
+const STREAM_FIXED_BUF_OFFSET: c_uint = 1;
+const STREAM_FIXED_FILE_OFFSET: c_uint = 2;
+const STREAM_FIXED_FILE_SIZE: c_uint = 4;
+const STREAM_PAGE_ALIGNED_INPUTS: c_uint = 8;
+const STREAM_FLAGS_MASK: c_uint = 0xf;
+
+/// `hipFileError_t`: 8 bytes, returned by value.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HipFileError {
+    pub err: c_int,
+    pub hip_drv_err: c_int,
+}
+
+impl HipFileError {
+    const SUCCESS: HipFileError = HipFileError::code(0);
+
+    const fn code(err: i32) -> HipFileError {
+        HipFileError {
+            err,
+            hip_drv_err: 0,
+        }
+    }
+}
+
+impl From<(i32, i32)> for HipFileError {
+    fn from((err, hip_drv_err): (i32, i32)) -> HipFileError {
+        HipFileError { err, hip_drv_err }
+    }
+}
+
+/// `hipFileDescr_t`: 24 bytes {type @0, handle union @8, fs_ops @16}.
+#[repr(C)]
+pub struct HipFileDescr {
+    pub handle_type: c_int,
+    pub handle: HipFileDescrHandle,
+    pub fs_ops: *const c_void,
+}
+
+#[repr(C)]
+pub union HipFileDescrHandle {
+    pub fd: c_int,
+    pub h_file: *mut c_void,
+}
+
+/// `hipFileHandle_t`.
+pub type HipFileHandle = *mut c_void;
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileDriverOpen() -> HipFileError {
+    let fake = fake();
+    if let Err(e) = fake.driver_open_fault() {
+        return e.into();
+    }
+    let mut reg = fake.registry();
+    reg.driver_refs += 1;
+    reg.explicit_opens += 1;
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileDriverClose() -> HipFileError {
+    let mut reg = fake().registry();
+    if reg.driver_refs == 0 {
+        reg.misuse("hipFileDriverClose with the driver not open".into());
+        return HipFileError::code(HIPFILE_DRIVER_NOT_INITIALIZED);
+    }
+    reg.driver_refs -= 1;
+    reg.explicit_opens -= 1;
+    if reg.driver_refs == 0 && (!reg.handles.is_empty() || !reg.buffers.is_empty()) {
+        let (h, b) = (reg.handles.len(), reg.buffers.len());
+        reg.misuse(format!(
+            "hipFileDriverClose closed the driver with {h} handle(s) and {b} buffer(s) still registered"
+        ));
+    }
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileUseCount() -> i64 {
+    fake().registry().driver_refs
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileHandleRegister(
+    fh: *mut HipFileHandle,
+    descr: *mut HipFileDescr,
+) -> HipFileError {
+    let fake = fake();
+    let call = fake.calls.register.fetch_add(1, Ordering::SeqCst) + 1;
+    if fh.is_null() || descr.is_null() {
+        fake.registry()
+            .misuse("hipFileHandleRegister with a null pointer".into());
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    if let Some(code) = FaultPlan::code_fault(&fake.faults.register, call) {
+        return HipFileError::code(code);
+    }
+    let descr = &*descr;
+    if descr.handle_type != HIPFILE_HANDLE_TYPE_OPAQUE_FD {
+        fake.registry().misuse(format!(
+            "hipFileHandleRegister with handle type {}, not OpaqueFD (1)",
+            descr.handle_type
+        ));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    let fd = descr.handle.fd;
+    if fd < 0 || libc::fcntl(fd, libc::F_GETFL) == -1 {
+        fake.registry().misuse(format!(
+            "hipFileHandleRegister of fd {fd}, not an open file"
+        ));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    let mut reg = fake.registry();
+    if reg.handles.values().any(|h| h.fd == fd) {
+        reg.misuse(format!(
+            "hipFileHandleRegister of fd {fd}, already registered"
+        ));
+        return HipFileError::code(HIPFILE_HANDLE_ALREADY_REGISTERED);
+    }
+    if let Err(e) = reg.implicit_open(fake) {
+        return e.into();
+    }
+    let id = reg.new_id();
+    reg.handles.insert(id, HandleEntry { fd, in_flight: 0 });
+    reg.stats.handles += 1;
+    *fh = id as HipFileHandle;
+    HipFileError::SUCCESS
+}
+
+/// Like the real library, a handle with I/O in flight is silently kept; here that is
+/// also recorded as misuse, since the caller should have joined its workers first.
+#[no_mangle]
+pub unsafe extern "C" fn hipFileHandleDeregister(fh: HipFileHandle) {
+    let id = fh as usize;
+    let mut reg = fake().registry();
+    match reg.handles.get(&id) {
+        None => reg.misuse(format!(
+            "hipFileHandleDeregister of unregistered handle {id:#x}"
+        )),
+        Some(h) if h.in_flight > 0 => {
+            let (fd, n) = (h.fd, h.in_flight);
+            reg.misuse(format!(
+                "hipFileHandleDeregister of handle {id:#x} (fd {fd}) with {n} I/O call(s) in flight (kept)"
+            ));
+        }
+        Some(_) => {
+            reg.handles.remove(&id);
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileBufRegister(
+    buffer_base: *const c_void,
+    length: usize,
+    _flags: c_int,
+) -> HipFileError {
+    let fake = fake();
+    let call = fake.calls.bufregister.fetch_add(1, Ordering::SeqCst) + 1;
+    if let Some(code) = FaultPlan::code_fault(&fake.faults.bufregister, call) {
+        return HipFileError::code(code);
+    }
+    let base = buffer_base as usize;
+    let mut reg = fake.registry();
+    if base == 0 || length == 0 {
+        reg.misuse(format!(
+            "hipFileBufRegister of {base:#x} with length {length}"
+        ));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    if reg.buffers.contains_key(&base) {
+        reg.misuse(format!(
+            "hipFileBufRegister of {base:#x}, already registered"
+        ));
+        return HipFileError::code(HIPFILE_MEMORY_ALREADY_REGISTERED);
+    }
+    if reg.device_alloc_holding(base, 1).is_none() {
+        let kind = if reg.host_alloc_holding(base, 1).is_some() {
+            "pinned host memory"
+        } else {
+            "not device memory"
+        };
+        reg.misuse(format!("hipFileBufRegister of {base:#x}: {kind}"));
+        return HipFileError::code(HIPFILE_MEMORY_TYPE_INVALID);
+    }
+    if reg.device_alloc_holding(base, length).is_none() {
+        reg.misuse(format!(
+            "hipFileBufRegister of {base:#x} for {length} bytes runs past its allocation"
+        ));
+        return HipFileError::code(HIPFILE_POINTER_RANGE_ERROR);
+    }
+    if let Err(e) = reg.implicit_open(fake) {
+        return e.into();
+    }
+    reg.buffers.insert(
+        base,
+        BufferEntry {
+            len: length,
+            in_flight: 0,
+        },
+    );
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> HipFileError {
+    let base = buffer_base as usize;
+    let mut reg = fake().registry();
+    match reg.buffers.get(&base) {
+        None => {
+            reg.misuse(format!(
+                "hipFileBufDeregister of unregistered buffer {base:#x}"
+            ));
+            HipFileError::code(HIPFILE_MEMORY_NOT_REGISTERED)
+        }
+        Some(b) if b.in_flight > 0 => {
+            let n = b.in_flight;
+            reg.misuse(format!(
+                "hipFileBufDeregister of buffer {base:#x} with {n} I/O call(s) in flight (refused)"
+            ));
+            HipFileError::code(HIPFILE_INVALID_VALUE)
+        }
+        Some(_) => {
+            reg.buffers.remove(&base);
+            HipFileError::SUCCESS
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileRead(
+    fh: HipFileHandle,
+    buffer_base: *mut c_void,
+    size: usize,
+    file_offset: i64,
+    buffer_offset: i64,
+) -> isize {
+    transfer(IoRequest {
+        op: IoOp::Read,
+        fh: fh as usize,
+        base: buffer_base as usize,
+        size,
+        file_offset,
+        buffer_offset,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileWrite(
+    fh: HipFileHandle,
+    buffer_base: *const c_void,
+    size: usize,
+    file_offset: i64,
+    buffer_offset: i64,
+) -> isize {
+    transfer(IoRequest {
+        op: IoOp::Write,
+        fh: fh as usize,
+        base: buffer_base as usize,
+        size,
+        file_offset,
+        buffer_offset,
+    })
+}
+
+/// Queues an async op on `stream`; it runs when the stream is synchronized.
+#[allow(clippy::too_many_arguments)]
+unsafe fn enqueue(
+    op: IoOp,
+    fh: HipFileHandle,
+    buffer_base: *const c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut i64,
+    buffer_offset_p: *mut i64,
+    bytes_p: *mut isize,
+    stream: HipStream,
+) -> HipFileError {
+    let name = op.name();
+    if size_p.is_null() || file_offset_p.is_null() || buffer_offset_p.is_null() || bytes_p.is_null()
+    {
+        fake()
+            .registry()
+            .misuse(format!("async {name} with a null parameter pointer"));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    let (fh, base, stream) = (fh as usize, buffer_base as usize, stream as usize);
+    let mut reg = fake().registry();
+    if !reg.handles.contains_key(&fh) {
+        reg.misuse(format!("async {name} on unregistered file handle {fh:#x}"));
+        return HipFileError::code(HIPFILE_HANDLE_NOT_REGISTERED);
+    }
+    if !reg.buffers.contains_key(&base) {
+        reg.misuse(format!("async {name} into unregistered buffer {base:#x}"));
+        return HipFileError::code(HIPFILE_MEMORY_NOT_REGISTERED);
+    }
+    let Some(entry) = reg.streams.get(&stream) else {
+        reg.misuse(format!("async {name} on unknown stream {stream:#x}"));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    };
+    let flags = entry.hipfile_flags.unwrap_or(0);
+    let fixed = |flag: c_uint| flags & flag != 0;
+    let op = AsyncOp {
+        op,
+        fh,
+        base,
+        size_p: size_p as usize,
+        file_offset_p: file_offset_p as usize,
+        buffer_offset_p: buffer_offset_p as usize,
+        bytes_p: bytes_p as usize,
+        fixed_size: fixed(STREAM_FIXED_FILE_SIZE).then(|| *size_p),
+        fixed_file_offset: fixed(STREAM_FIXED_FILE_OFFSET).then(|| *file_offset_p),
+        fixed_buffer_offset: fixed(STREAM_FIXED_BUF_OFFSET).then(|| *buffer_offset_p),
+        page_aligned: fixed(STREAM_PAGE_ALIGNED_INPUTS),
+    };
+    if let Some(entry) = reg.streams.get_mut(&stream) {
+        entry.pending.push(op);
+    }
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileReadAsync(
+    fh: HipFileHandle,
+    buffer_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut i64,
+    buffer_offset_p: *mut i64,
+    bytes_read_p: *mut isize,
+    stream: HipStream,
+) -> HipFileError {
+    enqueue(
+        IoOp::Read,
+        fh,
+        buffer_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p,
+        bytes_read_p,
+        stream,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileWriteAsync(
+    fh: HipFileHandle,
+    buffer_base: *mut c_void,
+    size_p: *mut usize,
+    file_offset_p: *mut i64,
+    buffer_offset_p: *mut i64,
+    bytes_written_p: *mut isize,
+    stream: HipStream,
+) -> HipFileError {
+    enqueue(
+        IoOp::Write,
+        fh,
+        buffer_base,
+        size_p,
+        file_offset_p,
+        buffer_offset_p,
+        bytes_written_p,
+        stream,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileStreamRegister(stream: HipStream, flags: c_uint) -> HipFileError {
+    let id = stream as usize;
+    let mut reg = fake().registry();
+    if flags & !STREAM_FLAGS_MASK != 0 {
+        reg.misuse(format!(
+            "hipFileStreamRegister with unknown flags {flags:#x}"
+        ));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    let Some(entry) = reg.streams.get_mut(&id) else {
+        reg.misuse(format!("hipFileStreamRegister of unknown stream {id:#x}"));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    };
+    if entry.hipfile_flags.is_some() {
+        reg.misuse(format!(
+            "hipFileStreamRegister of stream {id:#x}, already registered"
+        ));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    entry.hipfile_flags = Some(flags);
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileStreamDeregister(stream: HipStream) -> HipFileError {
+    let id = stream as usize;
+    let mut reg = fake().registry();
+    let Some(entry) = reg
+        .streams
+        .get_mut(&id)
+        .filter(|e| e.hipfile_flags.is_some())
+    else {
+        reg.misuse(format!(
+            "hipFileStreamDeregister of unregistered stream {id:#x}"
+        ));
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    };
+    entry.hipfile_flags = None;
+    let pending = std::mem::take(&mut entry.pending).len();
+    if pending > 0 {
+        reg.misuse(format!(
+            "hipFileStreamDeregister of stream {id:#x} with {pending} async op(s) pending (dropped, never run)"
+        ));
+    }
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileGetOpErrorString(status: c_int) -> *const c_char {
+    hipfile_error_string(status).as_ptr()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileGetVersion(
+    major: *mut c_uint,
+    minor: *mut c_uint,
+    patch: *mut c_uint,
+) -> HipFileError {
+    for (out, value) in [(major, 0), (minor, 2), (patch, 0)] {
+        if !out.is_null() {
+            *out = value;
+        }
+    }
+    HipFileError::SUCCESS
+}

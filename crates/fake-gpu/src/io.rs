@@ -1,0 +1,232 @@
+//! The one place bytes move between a file and "device" memory: hipFileRead/Write and the
+//! async ops (when their stream is synchronized) all end in [`transfer`].
+
+use std::sync::atomic::Ordering;
+
+use crate::faults::{IoFault, IoOp};
+use crate::state::{fake, AsyncOp};
+
+/// Linux MAX_RW_COUNT: one call moves at most this many bytes, like the real library.
+pub const MAX_IO_BYTES: usize = 0x7fff_f000;
+/// The alignment the real fastpath demands of O_DIRECT I/O.
+pub const DIRECT_IO_ALIGN: u64 = 4096;
+
+pub const HIPFILE_INVALID_VALUE: i32 = 5022;
+pub const HIPFILE_POINTER_RANGE_ERROR: i32 = 5014;
+pub const HIPFILE_MEMORY_NOT_REGISTERED: i32 = 5024;
+pub const HIPFILE_HANDLE_NOT_REGISTERED: i32 = 5027;
+
+/// One read or write as the caller asked for it.
+#[derive(Debug, Clone, Copy)]
+pub struct IoRequest {
+    pub op: IoOp,
+    pub fh: usize,
+    pub base: usize,
+    pub size: usize,
+    pub file_offset: i64,
+    pub buffer_offset: i64,
+}
+
+/// Sets the calling thread's errno.
+pub fn set_errno(value: i32) {
+    // SAFETY: __errno_location always returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = value };
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// Performs `req` with the real library's rules and the fault plan, returning what
+/// hipFileRead/Write return: bytes moved, -1 with errno set, or a negated error code.
+pub fn transfer(req: IoRequest) -> isize {
+    let fake = fake();
+    let call = fake.calls.io(req.op).fetch_add(1, Ordering::SeqCst) + 1;
+    let (fd, result) = match begin(req, call) {
+        Ok((fd, target, len)) => (fd, finish(req, fd, target, len)),
+        Err((fd, result)) => (fd, result),
+    };
+    fake.trace(|| {
+        format!(
+            "{} fd={fd} size={} file_off={} buf_off={} result={result}",
+            req.op.name(),
+            req.size,
+            req.file_offset,
+            req.buffer_offset
+        )
+    });
+    result
+}
+
+/// Validates and accounts for a call under the lock. On success returns the fd, the host
+/// address to move bytes at and how many bytes to move, with the handle and buffer marked
+/// in flight; otherwise the fd (or -1) and the call's result.
+fn begin(req: IoRequest, call: u64) -> Result<(i32, usize, usize), (i32, isize)> {
+    let fake = fake();
+    let mut reg = fake.registry();
+    match req.op {
+        IoOp::Read => reg.stats.reads += 1,
+        IoOp::Write => reg.stats.writes += 1,
+    }
+    let name = req.op.name();
+    let Some(fd) = reg.handles.get(&req.fh).map(|h| h.fd) else {
+        reg.misuse(format!("{name} on unregistered file handle {:#x}", req.fh));
+        return Err((-1, -(HIPFILE_HANDLE_NOT_REGISTERED as isize)));
+    };
+    let Some(buf_len) = reg.buffers.get(&req.base).map(|b| b.len) else {
+        reg.misuse(format!(
+            "{name} (fd {fd}) into unregistered buffer {:#x}",
+            req.base
+        ));
+        return Err((fd, -(HIPFILE_MEMORY_NOT_REGISTERED as isize)));
+    };
+    if req.file_offset < 0 || req.buffer_offset < 0 {
+        reg.misuse(format!(
+            "{name} (fd {fd}) with negative offset: file_offset {} buffer_offset {}",
+            req.file_offset, req.buffer_offset
+        ));
+        return Err((fd, -(HIPFILE_INVALID_VALUE as isize)));
+    }
+    let buffer_offset = req.buffer_offset as u64;
+    if buffer_offset.saturating_add(req.size as u64) > buf_len as u64 {
+        reg.misuse(format!(
+            "{name} (fd {fd}) of {} bytes at buffer offset {buffer_offset} overruns buffer {:#x} of {buf_len} bytes",
+            req.size, req.base
+        ));
+        return Err((fd, -(HIPFILE_POINTER_RANGE_ERROR as isize)));
+    }
+    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let target = req.base + buffer_offset as usize;
+    if flags != -1 && flags & libc::O_DIRECT != 0 {
+        let misaligned = (req.file_offset as u64) % DIRECT_IO_ALIGN != 0
+            || (req.size as u64) % DIRECT_IO_ALIGN != 0
+            || (target as u64) % DIRECT_IO_ALIGN != 0;
+        if misaligned {
+            reg.misuse(format!(
+                "{name} on O_DIRECT fd {fd} not 4096-aligned: file_offset {} size {} buffer address {target:#x}",
+                req.file_offset, req.size
+            ));
+            set_errno(libc::EINVAL);
+            return Err((fd, -1));
+        }
+    }
+    let mut len = req.size.min(MAX_IO_BYTES);
+    match fake
+        .faults
+        .io_fault(req.op, call, req.file_offset as u64, len as u64)
+    {
+        None => {}
+        Some(IoFault::Short(limit)) => len = len.min(usize::try_from(limit).unwrap_or(len)),
+        Some(IoFault::Errno(e)) => {
+            set_errno(e);
+            return Err((fd, -1));
+        }
+        Some(IoFault::HipFile(code)) => return Err((fd, -(code as isize))),
+        Some(IoFault::HipErr(code)) => {
+            // errno 0 is what tells a HIP error apart from a system error when CODE is 1.
+            set_errno(0);
+            return Err((fd, -(code as isize)));
+        }
+    }
+    if let Some(h) = reg.handles.get_mut(&req.fh) {
+        h.in_flight += 1;
+    }
+    if let Some(b) = reg.buffers.get_mut(&req.base) {
+        b.in_flight += 1;
+    }
+    Ok((fd, target, len))
+}
+
+/// Moves the bytes without the lock, then releases the in-flight marks and counts them.
+fn finish(req: IoRequest, fd: i32, target: usize, len: usize) -> isize {
+    let result = move_bytes(req.op, fd, target, len, req.file_offset);
+    let fake = fake();
+    let mut reg = fake.registry();
+    if let Some(h) = reg.handles.get_mut(&req.fh) {
+        h.in_flight -= 1;
+    }
+    if let Some(b) = reg.buffers.get_mut(&req.base) {
+        b.in_flight -= 1;
+    }
+    if result > 0 {
+        match req.op {
+            IoOp::Read => reg.stats.read_bytes += result as u64,
+            IoOp::Write => reg.stats.write_bytes += result as u64,
+        }
+    }
+    result
+}
+
+/// pread/pwrite until `len` bytes moved, end of file, or an error. Returns the count, or
+/// -1 with errno when nothing moved.
+fn move_bytes(op: IoOp, fd: i32, target: usize, len: usize, file_offset: i64) -> isize {
+    let mut done = 0usize;
+    while done < len {
+        let ptr = (target + done) as *mut libc::c_void;
+        let off = file_offset + done as i64;
+        // SAFETY: [target, target + len) lies inside a registered, mapped buffer that cannot
+        // be freed or deregistered while marked in flight.
+        let n = unsafe {
+            match op {
+                IoOp::Read => libc::pread(fd, ptr, len - done, off),
+                IoOp::Write => libc::pwrite(fd, ptr, len - done, off),
+            }
+        };
+        if n < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            if done > 0 {
+                break;
+            }
+            set_errno(e);
+            return -1;
+        }
+        if n == 0 {
+            break;
+        }
+        done += n as usize;
+    }
+    done as isize
+}
+
+/// Runs a queued async op: reads its parameters now (unless the stream fixed them at
+/// enqueue), performs it, and stores the result through `bytes_p`.
+///
+/// # Safety
+/// The op's pointers must be valid, as the caller of hipFile*Async promised.
+pub unsafe fn run_async(op: AsyncOp) {
+    // SAFETY: promised by the caller of hipFile*Async (checked non-null at enqueue).
+    let (size, file_offset, buffer_offset) = unsafe {
+        (
+            op.fixed_size.unwrap_or(*(op.size_p as *const usize)),
+            op.fixed_file_offset
+                .unwrap_or(*(op.file_offset_p as *const i64)),
+            op.fixed_buffer_offset
+                .unwrap_or(*(op.buffer_offset_p as *const i64)),
+        )
+    };
+    let aligned = |v: u64| v % DIRECT_IO_ALIGN == 0;
+    let result = if op.page_aligned
+        && !(aligned(size as u64) && aligned(file_offset as u64) && aligned(buffer_offset as u64))
+    {
+        fake().registry().misuse(format!(
+            "async {} on a PAGE_ALIGNED_INPUTS stream with unaligned inputs: size {size} file_offset {file_offset} buffer_offset {buffer_offset}",
+            op.op.name()
+        ));
+        -(HIPFILE_INVALID_VALUE as isize)
+    } else {
+        transfer(IoRequest {
+            op: op.op,
+            fh: op.fh,
+            base: op.base,
+            size,
+            file_offset,
+            buffer_offset,
+        })
+    };
+    // SAFETY: as above.
+    unsafe { *(op.bytes_p as *mut isize) = result };
+}

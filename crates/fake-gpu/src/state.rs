@@ -1,0 +1,375 @@
+//! The double's process-wide state: configuration read once from the environment, the
+//! bookkeeping of everything registered or allocated, call counters, and the exit report.
+//!
+//! All bookkeeping sits behind one mutex; callers never hold it across a pread/pwrite, so
+//! worker threads doing I/O only contend for the short validation and accounting steps.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use crate::faults::{FaultPlan, IoOp};
+
+/// Misuse lines kept in the report; more are counted, not listed, so a runaway loop cannot
+/// exhaust memory.
+const MAX_MISUSE_LINES: usize = 1000;
+
+pub struct Fake {
+    pub faults: FaultPlan,
+    /// `AISCP_FAKE_GPU_DEVICES`, default 1.
+    pub devices: i32,
+    report_path: Option<PathBuf>,
+    /// Append-only trace file descriptor (`AISCP_FAKE_GPU_TRACE`), or -1.
+    trace_fd: i32,
+    pub calls: CallCounters,
+    registry: Mutex<Registry>,
+}
+
+/// Per-process call numbers for the `#N` selectors; counted at entry, refused calls included.
+#[derive(Default)]
+pub struct CallCounters {
+    pub read: AtomicU64,
+    pub write: AtomicU64,
+    pub register: AtomicU64,
+    pub bufregister: AtomicU64,
+    pub driver_open: AtomicU64,
+    pub malloc: AtomicU64,
+}
+
+impl CallCounters {
+    pub fn io(&self, op: IoOp) -> &AtomicU64 {
+        match op {
+            IoOp::Read => &self.read,
+            IoOp::Write => &self.write,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct HandleEntry {
+    pub fd: i32,
+    /// I/O calls running on this handle; deregistering while nonzero is refused.
+    pub in_flight: u32,
+}
+
+#[derive(Debug)]
+pub struct BufferEntry {
+    pub len: usize,
+    pub in_flight: u32,
+}
+
+/// A queued hipFileReadAsync/WriteAsync, run when its stream is synchronized. The pointers
+/// are the caller's, kept as addresses so the queue can live in the shared registry.
+#[derive(Debug, Clone, Copy)]
+pub struct AsyncOp {
+    pub op: IoOp,
+    pub fh: usize,
+    pub base: usize,
+    pub size_p: usize,
+    pub file_offset_p: usize,
+    pub buffer_offset_p: usize,
+    pub bytes_p: usize,
+    /// Values captured at enqueue because the stream was registered with a FIXED_* flag.
+    pub fixed_size: Option<usize>,
+    pub fixed_file_offset: Option<i64>,
+    pub fixed_buffer_offset: Option<i64>,
+    /// The stream promised 4 KiB-aligned inputs (HIPFILE_STREAM_PAGE_ALIGNED_INPUTS).
+    pub page_aligned: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct StreamEntry {
+    /// Flags given to hipFileStreamRegister while registered.
+    pub hipfile_flags: Option<u32>,
+    pub pending: Vec<AsyncOp>,
+}
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub htod_bytes: u64,
+    pub dtoh_bytes: u64,
+    pub mallocs: u64,
+    pub max_alloc: u64,
+    pub handles: u64,
+}
+
+#[derive(Debug)]
+pub struct Registry {
+    next_id: usize,
+    /// hipFile's reference count (explicit and implicit opens).
+    pub driver_refs: i64,
+    /// hipFileDriverOpen calls minus hipFileDriverClose calls.
+    pub explicit_opens: i64,
+    pub handles: HashMap<usize, HandleEntry>,
+    pub buffers: HashMap<usize, BufferEntry>,
+    /// Device allocations: base address -> length.
+    pub device_allocs: BTreeMap<usize, usize>,
+    /// Pinned host allocations: base address -> length.
+    pub host_allocs: BTreeMap<usize, usize>,
+    /// Created streams; the null (default) stream is key 0 and always present.
+    pub streams: HashMap<usize, StreamEntry>,
+    misuse: Vec<String>,
+    misuse_dropped: u64,
+    pub stats: Stats,
+}
+
+impl Registry {
+    fn new() -> Registry {
+        Registry {
+            next_id: 0,
+            driver_refs: 0,
+            explicit_opens: 0,
+            handles: HashMap::new(),
+            buffers: HashMap::new(),
+            device_allocs: BTreeMap::new(),
+            host_allocs: BTreeMap::new(),
+            streams: HashMap::from([(0, StreamEntry::default())]),
+            misuse: Vec::new(),
+            misuse_dropped: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// A fresh opaque value for a handle or stream. Handles and streams share the sequence
+    /// and values are never reused, so a stale or mixed-up pointer is always detected.
+    pub fn new_id(&mut self) -> usize {
+        self.next_id += 1;
+        0x0fa6_0000_0000 + self.next_id * 0x10
+    }
+
+    pub fn misuse(&mut self, line: String) {
+        if self.misuse.len() < MAX_MISUSE_LINES {
+            self.misuse.push(line);
+        } else {
+            self.misuse_dropped += 1;
+        }
+    }
+
+    /// The device allocation `[base, base + len)` that holds `[addr, addr + size)`, if any.
+    pub fn device_alloc_holding(&self, addr: usize, size: usize) -> Option<(usize, usize)> {
+        alloc_holding(&self.device_allocs, addr, size)
+    }
+
+    pub fn host_alloc_holding(&self, addr: usize, size: usize) -> Option<(usize, usize)> {
+        alloc_holding(&self.host_allocs, addr, size)
+    }
+
+    /// Opens the driver implicitly (the first registration does so when the count is 0).
+    /// Returns the hipFile error to report if opening fails.
+    pub fn implicit_open(&mut self, fake: &Fake) -> Result<(), (i32, i32)> {
+        if self.driver_refs == 0 {
+            fake.driver_open_fault()?;
+            self.driver_refs = 1;
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> String {
+        let mut out = String::new();
+        let mut handles: Vec<_> = self.handles.iter().collect();
+        handles.sort_by_key(|(id, _)| **id);
+        for (id, h) in handles {
+            let _ = writeln!(
+                out,
+                "leak: file handle {id:#x} (fd {}) still registered",
+                h.fd
+            );
+        }
+        let mut buffers: Vec<_> = self.buffers.iter().collect();
+        buffers.sort_by_key(|(base, _)| **base);
+        for (base, b) in buffers {
+            let _ = writeln!(
+                out,
+                "leak: buffer {base:#x} ({} bytes) still registered",
+                b.len
+            );
+        }
+        for (base, len) in &self.device_allocs {
+            let _ = writeln!(
+                out,
+                "leak: device allocation {base:#x} ({len} bytes) not freed"
+            );
+        }
+        for (base, len) in &self.host_allocs {
+            let _ = writeln!(
+                out,
+                "leak: pinned host allocation {base:#x} ({len} bytes) not freed"
+            );
+        }
+        let mut streams: Vec<_> = self.streams.iter().filter(|(id, _)| **id != 0).collect();
+        streams.sort_by_key(|(id, _)| **id);
+        for (id, s) in &streams {
+            let _ = writeln!(out, "leak: stream {id:#x} not destroyed");
+            if s.hipfile_flags.is_some() {
+                let _ = writeln!(out, "leak: stream {id:#x} still registered with hipFile");
+            }
+        }
+        if let Some(default) = self.streams.get(&0) {
+            if default.hipfile_flags.is_some() {
+                let _ = writeln!(out, "leak: null stream still registered with hipFile");
+            }
+        }
+        if self.explicit_opens > 0 {
+            let _ = writeln!(out, "leak: driver open count {}", self.explicit_opens);
+        }
+        for line in &self.misuse {
+            let _ = writeln!(out, "misuse: {line}");
+        }
+        if self.misuse_dropped > 0 {
+            let _ = writeln!(
+                out,
+                "misuse: {} more misuse lines not listed",
+                self.misuse_dropped
+            );
+        }
+        let s = &self.stats;
+        let _ = writeln!(
+            out,
+            "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
+             mallocs={} max_alloc={} handles={}",
+            s.reads,
+            s.writes,
+            s.read_bytes,
+            s.write_bytes,
+            s.htod_bytes,
+            s.dtoh_bytes,
+            s.mallocs,
+            s.max_alloc,
+            s.handles
+        );
+        out
+    }
+}
+
+fn alloc_holding(
+    allocs: &BTreeMap<usize, usize>,
+    addr: usize,
+    size: usize,
+) -> Option<(usize, usize)> {
+    let (&base, &len) = allocs.range(..=addr).next_back()?;
+    let end = addr.checked_add(size)?;
+    (addr < base + len.max(1) && end <= base + len).then_some((base, len))
+}
+
+static FAKE: OnceLock<Fake> = OnceLock::new();
+
+/// The state, created on first use of any exported symbol. Creating it reads the
+/// environment once and registers the exit report.
+pub fn fake() -> &'static Fake {
+    FAKE.get_or_init(|| {
+        let fake = Fake::from_env();
+        // SAFETY: `write_report_at_exit` is a plain extern "C" fn with no arguments.
+        unsafe { libc::atexit(write_report_at_exit) };
+        fake
+    })
+}
+
+extern "C" fn write_report_at_exit() {
+    if let Some(fake) = FAKE.get() {
+        fake.write_report();
+    }
+}
+
+impl Fake {
+    fn from_env() -> Fake {
+        let devices = match std::env::var("AISCP_FAKE_GPU_DEVICES") {
+            Err(_) => 1,
+            Ok(text) => match text.trim().parse::<i32>() {
+                Ok(n) if n >= 0 => n,
+                _ => {
+                    eprintln!("fake-gpu: malformed AISCP_FAKE_GPU_DEVICES `{text}`: expected a count >= 0");
+                    std::process::abort();
+                }
+            },
+        };
+        let trace_fd = std::env::var_os("AISCP_FAKE_GPU_TRACE")
+            .and_then(|path| CString::new(path.into_encoded_bytes()).ok())
+            .map(|path| {
+                // SAFETY: `path` is a valid NUL-terminated string.
+                unsafe {
+                    libc::open(
+                        path.as_ptr(),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+                        0o644,
+                    )
+                }
+            })
+            .unwrap_or(-1);
+        Fake {
+            faults: FaultPlan::from_env(),
+            devices,
+            report_path: std::env::var_os("AISCP_FAKE_GPU_REPORT").map(PathBuf::from),
+            trace_fd,
+            calls: CallCounters::default(),
+            registry: Mutex::new(Registry::new()),
+        }
+    }
+
+    /// The registry lock. A panic while holding it cannot leave the bookkeeping half-updated
+    /// in a way that matters more than the panic itself, so poisoning is ignored.
+    pub fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The (hipFile error, hipError_t) pair an opening of the driver fails with, if any.
+    pub fn driver_open_fault(&self) -> Result<(), (i32, i32)> {
+        use std::sync::atomic::Ordering;
+        let call = self.calls.driver_open.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(code) = FaultPlan::code_fault(&self.faults.driver, call) {
+            return Err((code, 0));
+        }
+        if self.devices == 0 {
+            return Err((5011, crate::messages::HIP_ERROR_NO_DEVICE));
+        }
+        Ok(())
+    }
+
+    /// Appends one line to the trace file, if tracing is on.
+    pub fn trace(&self, line: impl FnOnce() -> String) {
+        if self.trace_fd < 0 {
+            return;
+        }
+        let mut text = line();
+        text.push('\n');
+        // One write per line: O_APPEND keeps lines from concurrent threads whole.
+        // SAFETY: the buffer is valid for its length.
+        unsafe { libc::write(self.trace_fd, text.as_ptr().cast(), text.len()) };
+    }
+
+    fn write_report(&self) {
+        let Some(path) = &self.report_path else {
+            return;
+        };
+        let text = self.registry().report();
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!(
+                "fake-gpu: cannot write report {}: {e}",
+                path.to_string_lossy()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_lookup_respects_bounds() {
+        let allocs = BTreeMap::from([(4096, 8192), (65536, 4096)]);
+        assert_eq!(alloc_holding(&allocs, 4096, 8192), Some((4096, 8192)));
+        assert_eq!(alloc_holding(&allocs, 8192, 4096), Some((4096, 8192)));
+        assert_eq!(alloc_holding(&allocs, 8192, 4097), None);
+        assert_eq!(alloc_holding(&allocs, 12288, 0), None);
+        assert_eq!(alloc_holding(&allocs, 4095, 1), None);
+        assert_eq!(alloc_holding(&allocs, 65536 + 4095, 1), Some((65536, 4096)));
+        assert_eq!(alloc_holding(&allocs, usize::MAX, 2), None);
+    }
+}

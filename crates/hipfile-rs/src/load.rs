@@ -1,0 +1,288 @@
+//! Finding the libraries and filling the function tables of [`crate::sys`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use libloading::Library as DynLib;
+
+use crate::error::LoadError;
+use crate::sys;
+use crate::Flavor;
+
+/// Environment variable: exact path of libhipfile (only that path is tried).
+pub const ENV_HIPFILE_LIB: &str = "AISCP_HIPFILE_LIB";
+/// Environment variable: exact path of the HIP runtime (libamdhip64).
+pub const ENV_HIP_LIB: &str = "AISCP_HIP_LIB";
+/// Environment variable: exact path of libcufile.
+pub const ENV_CUFILE_LIB: &str = "AISCP_CUFILE_LIB";
+/// Environment variable: exact path of the CUDA driver library (libcuda).
+pub const ENV_CUDA_LIB: &str = "AISCP_CUDA_LIB";
+
+/// One library to find: names for the loader path and directories to look in after it.
+struct Wanted {
+    library: &'static str,
+    override_var: &'static str,
+    names: &'static [&'static str],
+}
+
+const HIPFILE: Wanted = Wanted {
+    library: "libhipfile",
+    override_var: ENV_HIPFILE_LIB,
+    names: &["libhipfile.so.0", "libhipfile.so"],
+};
+const HIP: Wanted = Wanted {
+    library: "libamdhip64",
+    override_var: ENV_HIP_LIB,
+    names: &[
+        "libamdhip64.so.7",
+        "libamdhip64.so.6",
+        "libamdhip64.so.5",
+        "libamdhip64.so",
+    ],
+};
+const CUFILE: Wanted = Wanted {
+    library: "libcufile",
+    override_var: ENV_CUFILE_LIB,
+    names: &["libcufile.so.0", "libcufile.so"],
+};
+const CUDA: Wanted = Wanted {
+    library: "libcuda",
+    override_var: ENV_CUDA_LIB,
+    names: &["libcuda.so.1", "libcuda.so"],
+};
+
+/// Directories searched after the loader path, per flavor.
+fn extra_dirs(flavor: Flavor) -> Vec<PathBuf> {
+    match flavor {
+        Flavor::HipFile => {
+            let mut dirs = Vec::new();
+            if let Some(root) = std::env::var_os("ROCM_PATH").filter(|r| !r.is_empty()) {
+                dirs.push(PathBuf::from(root).join("lib"));
+            }
+            dirs.push(PathBuf::from("/opt/rocm/lib"));
+            // ROCm >= 7.11 installs components under /opt/rocm/core-X.Y; newest first.
+            if let Ok(entries) = std::fs::read_dir("/opt/rocm") {
+                let mut cores: Vec<PathBuf> = entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("core-"))
+                    .map(|e| e.path().join("lib"))
+                    .collect();
+                cores.sort();
+                cores.reverse();
+                dirs.extend(cores);
+            }
+            dirs
+        }
+        Flavor::CuFile => vec![
+            PathBuf::from("/usr/local/cuda/lib64"),
+            PathBuf::from("/usr/local/cuda/targets/x86_64-linux/lib"),
+        ],
+    }
+}
+
+/// A loaded library and where it came from.
+pub struct Loaded {
+    pub lib: DynLib,
+    pub path: PathBuf,
+}
+
+/// The candidate list: the override alone when set, else loader-path names then directories.
+fn candidates(wanted: &Wanted, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if let Some(path) = std::env::var_os(wanted.override_var).filter(|p| !p.is_empty()) {
+        return vec![PathBuf::from(path)];
+    }
+    let mut all: Vec<PathBuf> = wanted.names.iter().map(PathBuf::from).collect();
+    for dir in dirs {
+        all.extend(wanted.names.iter().map(|n| dir.join(n)));
+    }
+    all
+}
+
+fn is_not_found(reason: &str) -> bool {
+    reason.contains("No such file") || reason.contains("cannot open shared object file")
+}
+
+fn open(wanted: &Wanted, dirs: &[PathBuf]) -> Result<Loaded, LoadError> {
+    let mut searched = Vec::new();
+    let mut refused: Option<(PathBuf, String)> = None;
+    for path in candidates(wanted, dirs) {
+        searched.push(path.clone());
+        // A path with a slash is a file: skip the loader when it plainly is not there.
+        if path.components().count() > 1 && !path.exists() {
+            continue;
+        }
+        // SAFETY: loading runs the library's initialisers; these are the vendor libraries
+        // (or the override the user named), which is what this crate exists to call.
+        match unsafe { DynLib::new(OsString::from(path.as_os_str())) } {
+            Ok(lib) => return Ok(Loaded { lib, path }),
+            Err(e) => {
+                let reason = e.to_string();
+                if !is_not_found(&reason) || path.exists() {
+                    refused.get_or_insert((path, reason));
+                }
+            }
+        }
+    }
+    Err(match refused {
+        Some((path, reason)) => LoadError::Unloadable {
+            library: wanted.library,
+            path,
+            reason,
+            searched,
+        },
+        None => LoadError::NotFound {
+            library: wanted.library,
+            searched,
+        },
+    })
+}
+
+/// Resolves symbols from one loaded library, naming the library in errors.
+struct Resolver<'a> {
+    loaded: &'a Loaded,
+}
+
+impl Resolver<'_> {
+    /// A required symbol.
+    ///
+    /// # Safety
+    /// `T` must be the exact C signature of `name`.
+    unsafe fn get<T: Copy>(&self, name: &'static str) -> Result<T, LoadError> {
+        self.optional(name).ok_or_else(|| LoadError::MissingSymbol {
+            path: self.loaded.path.clone(),
+            symbol: name,
+        })
+    }
+
+    /// A symbol that older releases lack.
+    ///
+    /// # Safety
+    /// `T` must be the exact C signature of `name`.
+    unsafe fn optional<T: Copy>(&self, name: &str) -> Option<T> {
+        // SAFETY: the caller vouches for the signature; the copy outlives the `Symbol` borrow,
+        // and the library stays loaded for as long as the table (both live in `Inner`).
+        unsafe { self.loaded.lib.get::<T>(name.as_bytes()).ok().map(|s| *s) }
+    }
+
+    /// The first of `names` that resolves.
+    ///
+    /// # Safety
+    /// `T` must be the exact C signature of every name.
+    unsafe fn first<T: Copy>(&self, names: &'static [&'static str]) -> Result<T, LoadError> {
+        for name in names {
+            // SAFETY: forwarded from the caller.
+            if let Some(f) = unsafe { self.optional(name) } {
+                return Ok(f);
+            }
+        }
+        Err(LoadError::MissingSymbol {
+            path: self.loaded.path.clone(),
+            symbol: names[0],
+        })
+    }
+}
+
+fn io_functions(loaded: &Loaded, flavor: Flavor) -> Result<sys::IoFunctions, LoadError> {
+    let r = Resolver { loaded };
+    let names = match flavor {
+        Flavor::HipFile => &sys::HIPFILE_SYMBOLS,
+        Flavor::CuFile => &sys::CUFILE_SYMBOLS,
+    };
+    // SAFETY: each type below is the signature of the named function in hipfile.h 0.2.0 /
+    // cufile.h (same shapes).
+    unsafe {
+        let get_version = match flavor {
+            Flavor::HipFile => r.optional(names.get_version).map(sys::VersionFn::HipFile),
+            Flavor::CuFile => r.optional(names.get_version).map(sys::VersionFn::CuFile),
+        };
+        Ok(sys::IoFunctions {
+            driver_open: r.get(names.driver_open)?,
+            driver_close: r.first(names.driver_close)?,
+            handle_register: r.get(names.handle_register)?,
+            handle_deregister: r.get(names.handle_deregister)?,
+            buf_register: r.get(names.buf_register)?,
+            buf_deregister: r.get(names.buf_deregister)?,
+            read: r.get(names.read)?,
+            write: r.get(names.write)?,
+            read_async: r.optional(names.read_async),
+            write_async: r.optional(names.write_async),
+            stream_register: r.optional(names.stream_register),
+            stream_deregister: r.optional(names.stream_deregister),
+            get_op_error_string: names.get_op_error_string.and_then(|n| r.optional(n)),
+            get_version,
+            use_count: r.optional(names.use_count),
+        })
+    }
+}
+
+fn hip_functions(loaded: &Loaded) -> Result<sys::HipFunctions, LoadError> {
+    let r = Resolver { loaded };
+    // SAFETY: signatures from hip_runtime_api.h.
+    unsafe {
+        Ok(sys::HipFunctions {
+            get_device_count: r.get("hipGetDeviceCount")?,
+            set_device: r.get("hipSetDevice")?,
+            malloc: r.get("hipMalloc")?,
+            free: r.get("hipFree")?,
+            memcpy: r.get("hipMemcpy")?,
+            host_malloc: r.get("hipHostMalloc")?,
+            host_free: r.get("hipHostFree")?,
+            stream_create_with_flags: r.get("hipStreamCreateWithFlags")?,
+            stream_synchronize: r.get("hipStreamSynchronize")?,
+            stream_destroy: r.get("hipStreamDestroy")?,
+            get_error_string: r.get("hipGetErrorString")?,
+            runtime_get_version: r.optional("hipRuntimeGetVersion"),
+        })
+    }
+}
+
+fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
+    let r = Resolver { loaded };
+    // SAFETY: signatures from cuda.h; the `_v2` names are what its macros select, the plain
+    // names are the pre-rename exports of the same functions.
+    unsafe {
+        Ok(sys::CudaFunctions {
+            init: r.get("cuInit")?,
+            device_get_count: r.get("cuDeviceGetCount")?,
+            device_get: r.get("cuDeviceGet")?,
+            primary_ctx_retain: r.get("cuDevicePrimaryCtxRetain")?,
+            primary_ctx_release: r
+                .first(&["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"])?,
+            ctx_set_current: r.get("cuCtxSetCurrent")?,
+            mem_alloc: r.get("cuMemAlloc_v2")?,
+            mem_free: r.get("cuMemFree_v2")?,
+            memcpy_htod: r.get("cuMemcpyHtoD_v2")?,
+            memcpy_dtoh: r.get("cuMemcpyDtoH_v2")?,
+            mem_host_alloc: r.get("cuMemHostAlloc")?,
+            mem_free_host: r.get("cuMemFreeHost")?,
+            stream_create: r.get("cuStreamCreate")?,
+            stream_synchronize: r.get("cuStreamSynchronize")?,
+            stream_destroy: r.first(&["cuStreamDestroy_v2", "cuStreamDestroy"])?,
+            get_error_string: r.get("cuGetErrorString")?,
+            driver_get_version: r.optional("cuDriverGetVersion"),
+        })
+    }
+}
+
+/// Finds and loads the I/O library of `flavor` (libhipfile / libcufile) and resolves its table.
+pub fn load_io(flavor: Flavor) -> Result<(sys::IoFunctions, Loaded), LoadError> {
+    let loaded = match flavor {
+        Flavor::HipFile => open(&HIPFILE, &extra_dirs(flavor))?,
+        Flavor::CuFile => open(&CUFILE, &extra_dirs(flavor))?,
+    };
+    Ok((io_functions(&loaded, flavor)?, loaded))
+}
+
+/// Finds and loads the GPU runtime of `flavor` (libamdhip64 / libcuda) and resolves its table.
+pub fn load_runtime(flavor: Flavor) -> Result<(sys::RuntimeFunctions, Loaded), LoadError> {
+    let dirs = extra_dirs(flavor);
+    let loaded = match flavor {
+        Flavor::HipFile => open(&HIP, &dirs)?,
+        Flavor::CuFile => open(&CUDA, &dirs)?,
+    };
+    let table = match flavor {
+        Flavor::HipFile => sys::RuntimeFunctions::Hip(hip_functions(&loaded)?),
+        Flavor::CuFile => sys::RuntimeFunctions::Cuda(cuda_functions(&loaded)?),
+    };
+    Ok((table, loaded))
+}

@@ -1,0 +1,154 @@
+//! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
+//! a registered device buffer; the bounce window is pinned host memory allocated on first use.
+
+use super::Staging;
+use hipfile::{Device, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
+use std::os::fd::BorrowedFd;
+
+/// Size of a bounce window: large enough for full-speed POSIX I/O, small enough that host
+/// memory stays bounded with several workers.
+const WINDOW: usize = 8 << 20;
+
+/// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
+/// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
+/// 5030 internal error (seen on FUSE and overlay filesystems).
+const BOUNCE_CODES: [i32; 3] = [5027, 5008, 5030];
+
+pub fn flavor_name(flavor: Flavor) -> &'static str {
+    match flavor {
+        Flavor::HipFile => "hipFile",
+        Flavor::CuFile => "cuFile",
+    }
+}
+
+pub struct GpuStaging {
+    // Field order is drop order: the device (holding the driver) goes after everything else
+    // the engine drops first (its slots).
+    device: Device,
+    _driver: Driver,
+    flavor: Flavor,
+}
+
+impl GpuStaging {
+    /// Loads `flavor`'s libraries, opens the driver and selects GPU `index`.
+    pub fn open(
+        flavor: Flavor,
+        index: u32,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<GpuStaging, Error> {
+        let library = hipfile::Library::load(flavor)?;
+        let count = library.device_count()?;
+        if count == 0 {
+            return Err(Error::Os(std::io::Error::other(
+                "library loaded, no GPU found",
+            )));
+        }
+        if index >= count {
+            return Err(Error::NoSuchDevice { index, count });
+        }
+        let driver = library.open_driver()?;
+        let device = driver.device(index)?;
+        device.make_current()?;
+        diag(&format!(
+            "backend {} ({}{}), runtime {}, GPU {index} of {count}",
+            flavor_name(flavor),
+            library.io_library_path().display(),
+            library
+                .version()
+                .map(|v| format!(", {v}"))
+                .unwrap_or_default(),
+            library.runtime_library_path().display(),
+        ));
+        Ok(GpuStaging {
+            device,
+            _driver: driver,
+            flavor,
+        })
+    }
+}
+
+pub struct GpuSlot {
+    device: RegisteredBuffer,
+    window: Option<PinnedBuffer>,
+}
+
+impl GpuSlot {
+    fn window_len(&self) -> usize {
+        self.device.len().min(WINDOW)
+    }
+}
+
+impl Staging for GpuStaging {
+    type Slot = GpuSlot;
+    type Handle<'fd> = FileHandle<'fd>;
+
+    fn name(&self) -> &'static str {
+        flavor_name(self.flavor)
+    }
+    fn has_direct_route(&self) -> bool {
+        true
+    }
+    fn slot_alignment(&self) -> u64 {
+        4096
+    }
+    fn enter_worker(&self) -> Result<(), Error> {
+        self.device.make_current()
+    }
+    fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
+        let buffer = self.device.alloc(len)?;
+        let device = buffer.register().map_err(|(_buffer, e)| e)?;
+        Ok(GpuSlot {
+            device,
+            window: None,
+        })
+    }
+    fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
+        match self.device.register_file(fd) {
+            Ok(handle) => Ok(Some(handle)),
+            Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code.abs()) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn read(
+        &self,
+        file: &FileHandle<'_>,
+        slot: &mut GpuSlot,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<usize, Error> {
+        file.read(&mut slot.device, len, file_off, slot_off)
+    }
+    fn write(
+        &self,
+        file: &FileHandle<'_>,
+        slot: &mut GpuSlot,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<usize, Error> {
+        file.write(&slot.device, len, file_off, slot_off)
+    }
+    fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
+        if slot.window.is_none() {
+            slot.window = Some(self.device.alloc_pinned(slot.window_len())?);
+        }
+        let window = slot.window.as_mut().expect("allocated above");
+        Ok(window.as_mut_slice())
+    }
+    fn upload(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
+        let window = slot.window.as_ref().expect("upload after window()");
+        slot.device
+            .buffer_mut()
+            .copy_from_host(slot_off, &window.as_slice()[..len])
+    }
+    fn download(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
+        if slot.window.is_none() {
+            self.window(slot)?;
+        }
+        let window = slot.window.as_mut().expect("allocated above");
+        slot.device
+            .buffer()
+            .copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
+    }
+}

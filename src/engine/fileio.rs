@@ -1,0 +1,178 @@
+//! POSIX file primitives the engine builds on: full positional reads and writes (retrying
+//! short counts and EINTR), O_DIRECT toggling, direct-I/O alignment, data extents.
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+
+/// The alignment no direct I/O may go below: the AMD kernel driver refuses anything finer
+/// than 4 KiB even where statx reports 512.
+pub const MIN_ALIGN: u64 = 4096;
+
+/// Largest count one read or write syscall moves on Linux (MAX_RW_COUNT).
+pub const MAX_IO: usize = hipfile::sys::MAX_IO_BYTES;
+
+/// Direct-I/O alignment the file asks for: max(statx DIO offset and memory alignment, 4096).
+/// Falls back to 4096 where statx cannot tell (old kernels, filesystems without DIO).
+pub fn dio_alignment(fd: BorrowedFd<'_>) -> u64 {
+    // SAFETY: statx with AT_EMPTY_PATH reads the open fd and writes into our zeroed struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return MIN_ALIGN;
+    }
+    let asked = u64::from(stx.stx_dio_offset_align.max(stx.stx_dio_mem_align));
+    asked.max(MIN_ALIGN).next_power_of_two()
+}
+
+/// Sets O_DIRECT on the open file description. Returns Ok(false) when the filesystem refuses
+/// it (EINVAL), so that side takes the buffered route.
+pub fn set_direct(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let flags = OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
+    if flags.contains(OFlag::O_DIRECT) {
+        return Ok(true);
+    }
+    match fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags | OFlag::O_DIRECT)) {
+        Ok(_) => Ok(true),
+        Err(Errno::EINVAL) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Clears O_DIRECT again (for the unaligned tail, and to hand the fd back as it came).
+pub fn clear_direct(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let flags = OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
+    if flags.contains(OFlag::O_DIRECT) {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags - OFlag::O_DIRECT))?;
+    }
+    Ok(())
+}
+
+/// Reads into all of `buf` at `offset`; fewer bytes only at EOF.
+pub fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let end = buf.len().min(done + MAX_IO);
+        match file.read_at(&mut buf[done..end], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads a stream (pipe, terminal, /proc file) sequentially into all of `buf`; fewer only
+/// at EOF.
+pub fn read_full(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+    use std::io::Read;
+    let mut done = 0;
+    while done < buf.len() {
+        let end = buf.len().min(done + MAX_IO);
+        match (&*file).read(&mut buf[done..end]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Writes all of `buf` at `offset`, retrying short writes.
+pub fn pwrite_all(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let end = buf.len().min(done + MAX_IO);
+        match file.write_at(&buf[done..end], offset + done as u64) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` sequentially (a DST that cannot seek: a pipe, a terminal).
+pub fn write_all(file: &File, buf: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    (&*file).write_all(buf)
+}
+
+/// Writes `buf` at `offset` except its all-zero blocks of `block` bytes, which stay holes.
+pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize) -> io::Result<()> {
+    let mut run_start = None;
+    let mut pos = 0;
+    while pos < buf.len() {
+        let end = buf.len().min(pos + block);
+        let zero = is_zero(&buf[pos..end]);
+        match (zero, run_start) {
+            (false, None) => run_start = Some(pos),
+            (true, Some(start)) => {
+                pwrite_all(file, &buf[start..pos], offset + start as u64)?;
+                run_start = None;
+            }
+            _ => {}
+        }
+        pos = end;
+    }
+    if let Some(start) = run_start {
+        pwrite_all(file, &buf[start..], offset + start as u64)?;
+    }
+    Ok(())
+}
+
+pub fn is_zero(buf: &[u8]) -> bool {
+    let (head, words, tail) = unsafe { buf.align_to::<u64>() };
+    head.iter().all(|&b| b == 0) && words.iter().all(|&w| w == 0) && tail.iter().all(|&b| b == 0)
+}
+
+/// The data extents of `file` within `[0, len)`, found with SEEK_DATA/SEEK_HOLE. Where the
+/// filesystem cannot tell, the whole range is data.
+pub fn data_extents(file: &File, len: u64) -> io::Result<Vec<Range<u64>>> {
+    let fd = file.as_fd().as_raw_fd();
+    let seek = |off: u64, whence: libc::c_int| -> io::Result<Option<u64>> {
+        // SAFETY: lseek on an fd we borrow; the position is not used by positional I/O.
+        let r = unsafe { libc::lseek(fd, off as libc::off_t, whence) };
+        if r >= 0 {
+            return Ok(Some(r as u64));
+        }
+        match Errno::last() {
+            Errno::ENXIO => Ok(None),
+            e => Err(e.into()),
+        }
+    };
+    let mut extents = Vec::new();
+    let mut pos = 0;
+    while pos < len {
+        let start = match seek(pos, libc::SEEK_DATA) {
+            Ok(Some(s)) => s,
+            Ok(None) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && pos == 0 => {
+                return Ok(std::iter::once(0..len).collect())
+            }
+            Err(e) => return Err(e),
+        };
+        if start >= len {
+            break;
+        }
+        let end = seek(start, libc::SEEK_HOLE)?.unwrap_or(len).min(len);
+        extents.push(start..end);
+        pos = end;
+    }
+    Ok(extents)
+}

@@ -1,0 +1,578 @@
+//! The copy of one file over a staging backend: parallel aligned slices, then the
+//! sequential tail (or the whole stream), then the exact size.
+
+use super::chunk_plan::ChunkPlan;
+use super::fileio::{self, MIN_ALIGN};
+use super::{quote, CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
+use crate::backend::Staging;
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+/// Workers' slots (dropped first: buffers go back before the driver closes) and the backend.
+pub(crate) struct Pipeline<S: Staging> {
+    slots: Vec<Option<S::Slot>>,
+    pub(crate) staging: S,
+    chunk: usize,
+}
+
+/// How one side of a copy moves its bytes.
+enum Side<H> {
+    /// Library I/O on a registered O_DIRECT fd, straight into device memory.
+    Library(H),
+    /// POSIX I/O through the host window; `direct` when O_DIRECT is set (host backend).
+    Posix { direct: bool },
+}
+
+impl<H> Side<H> {
+    fn is_direct(&self) -> bool {
+        matches!(self, Side::Library(_) | Side::Posix { direct: true })
+    }
+    fn describe(&self) -> &'static str {
+        match self {
+            Side::Library(_) => "direct",
+            Side::Posix { direct: true } => "O_DIRECT",
+            Side::Posix { direct: false } => "bounce",
+        }
+    }
+}
+
+/// Names for messages, quoted once.
+struct Names {
+    src: String,
+    dst: String,
+}
+
+impl Names {
+    fn read(&self, e: impl Into<IoLike>) -> CopyError {
+        CopyError::Read {
+            name: self.src.clone(),
+            source: e.into().0,
+        }
+    }
+    fn write(&self, e: impl Into<IoLike>) -> CopyError {
+        CopyError::Write {
+            name: self.dst.clone(),
+            source: e.into().0,
+        }
+    }
+}
+
+/// An io::Error from either an OS call or a GPU library call (decoded text).
+struct IoLike(io::Error);
+impl From<io::Error> for IoLike {
+    fn from(e: io::Error) -> Self {
+        IoLike(e)
+    }
+}
+impl From<hipfile::Error> for IoLike {
+    fn from(e: hipfile::Error) -> Self {
+        match e {
+            hipfile::Error::Os(e) => IoLike(e),
+            e => IoLike(io::Error::other(e.to_string())),
+        }
+    }
+}
+
+/// State the workers of one file share.
+struct Work<'a> {
+    slices: &'a [Range<u64>],
+    next: AtomicUsize,
+    /// Per slice: fully copied.
+    done: Vec<AtomicBool>,
+    stop: AtomicBool,
+    cancel: &'a AtomicBool,
+    /// Lowest offset where SRC ended early (it shrank); u64::MAX if it did not.
+    eof_at: AtomicU64,
+    error: Mutex<Option<(u64, CopyError)>>,
+}
+
+impl Work<'_> {
+    fn fail(&self, offset: u64, e: CopyError) {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        // Keep the error at the lowest offset: that is what a serial copy would have hit.
+        if slot.as_ref().map_or(true, |(o, _)| offset < *o) {
+            *slot = Some((offset, e));
+        }
+    }
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.cancel.load(Ordering::SeqCst)
+    }
+    /// Where DST's contents stop being known-good: the end of the leading run of completed
+    /// slices (holes between them count as copied).
+    fn copied_prefix(&self) -> u64 {
+        let mut prefix = 0;
+        for (slice, done) in self.slices.iter().zip(&self.done) {
+            if !done.load(Ordering::SeqCst) {
+                return slice.start;
+            }
+            prefix = slice.end;
+        }
+        prefix
+    }
+}
+
+/// One side's files and routes for a slice copy.
+struct Route<'a, H> {
+    src: &'a File,
+    dst: &'a File,
+    src_side: &'a Side<H>,
+    dst_side: &'a Side<H>,
+    names: &'a Names,
+    /// Write only the non-zero `align` blocks (--sparse=always).
+    skip_zeros: bool,
+    align: u64,
+}
+
+impl<S: Staging> Pipeline<S> {
+    pub(crate) fn new(staging: S, chunk: usize, streams: usize) -> Pipeline<S> {
+        Pipeline {
+            slots: (0..streams).map(|_| None).collect(),
+            staging,
+            chunk,
+        }
+    }
+
+    pub(crate) fn copy(
+        &mut self,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+        cancel: &AtomicBool,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<u64, CopyError> {
+        let names = Names {
+            src: quote(job.src_name),
+            dst: quote(job.dst_name),
+        };
+        let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
+        let len = match job.src_kind {
+            SourceKind::Regular { len } => Some(len),
+            SourceKind::Stream => None,
+        };
+        progress.file_started(job.src_name, len);
+        if dst_regular {
+            // The cp layer truncates; make sure, since holes are left unwritten.
+            job.dst.set_len(0).map_err(|e| names.write(e))?;
+        }
+        let result = match len {
+            Some(len) if dst_regular => self.copy_regular(job, len, &names, progress, cancel, diag),
+            _ => {
+                diag(&format!("{}: streamed through the bounce route", names.src));
+                self.sequential(job, 0, dst_regular, false, &names, progress, cancel)
+            }
+        };
+        let end = match result {
+            Ok(end) => end,
+            Err((copied, e)) => {
+                if dst_regular {
+                    // Never leave DST padded past what was copied; the copy error wins.
+                    let _ = job.dst.set_len(copied);
+                }
+                return Err(e);
+            }
+        };
+        if dst_regular {
+            job.dst.set_len(end).map_err(|e| CopyError::Extend {
+                name: names.dst.clone(),
+                source: e,
+            })?;
+        }
+        progress.file_finished();
+        Ok(end)
+    }
+
+    /// Opens one side for the parallel phase: O_DIRECT, then registration on GPU backends.
+    fn open_side<'fd>(
+        &self,
+        file: &'fd File,
+        want_direct: bool,
+        name: &str,
+    ) -> Result<(Side<S::Handle<'fd>>, &'static str), CopyError> {
+        if !want_direct {
+            return Ok((Side::Posix { direct: false }, "small or unaligned"));
+        }
+        let io_err = |e: io::Error| CopyError::Read {
+            name: name.to_owned(),
+            source: e,
+        };
+        if !fileio::set_direct(file.as_fd()).map_err(io_err)? {
+            return Ok((Side::Posix { direct: false }, "O_DIRECT refused"));
+        }
+        if !self.staging.has_direct_route() {
+            return Ok((Side::Posix { direct: true }, ""));
+        }
+        match self.staging.register(file.as_fd()) {
+            Ok(Some(handle)) => Ok((Side::Library(handle), "")),
+            Ok(None) => {
+                fileio::clear_direct(file.as_fd()).map_err(io_err)?;
+                Ok((Side::Posix { direct: false }, "registration refused"))
+            }
+            Err(e) => {
+                let _ = fileio::clear_direct(file.as_fd());
+                Err(CopyError::Register {
+                    name: name.to_owned(),
+                    library: self.staging.name(),
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    fn ensure_slots(&mut self, n: usize, names: &Names) -> Result<(), CopyError> {
+        for slot in &mut self.slots[..n] {
+            if slot.is_none() {
+                *slot =
+                    Some(
+                        self.staging
+                            .alloc_slot(self.chunk)
+                            .map_err(|e| CopyError::Alloc {
+                                name: names.src.clone(),
+                                bytes: self.chunk,
+                                memory: if self.staging.has_direct_route() {
+                                    "GPU memory"
+                                } else {
+                                    "host memory"
+                                },
+                                message: e.to_string(),
+                            })?,
+                    );
+            }
+        }
+        Ok(())
+    }
+
+    /// A regular SRC into a regular DST. Returns DST's final size, or the error with the
+    /// size DST must be cut back to.
+    fn copy_regular(
+        &mut self,
+        job: &DataJob<'_>,
+        len: u64,
+        names: &Names,
+        progress: &dyn ProgressSink,
+        cancel: &AtomicBool,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<u64, (u64, CopyError)> {
+        let align =
+            fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
+        let chunk = (self.chunk as u64) & !(align - 1);
+        let extents = match job.sparse {
+            SparseMode::Never => std::iter::once(0..len).collect::<Vec<_>>(),
+            _ => fileio::data_extents(job.src, len).map_err(|e| (0, names.read(e)))?,
+        };
+        let plan = ChunkPlan::new(len, align, chunk.max(align), &extents);
+        let want_direct =
+            !plan.slices.is_empty() && chunk >= align && align <= self.staging.slot_alignment();
+        // --sparse=always must see the bytes on the host to find zero blocks.
+        let dst_direct =
+            want_direct && !(job.sparse == SparseMode::Always && self.staging.has_direct_route());
+        let (src_side, src_why) = self
+            .open_side(job.src, want_direct, &names.src)
+            .map_err(|e| (0, e))?;
+        let dst_side = self.open_side(job.dst, dst_direct, &names.dst);
+        let (dst_side, dst_why) = match dst_side {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = fileio::clear_direct(job.src.as_fd());
+                return Err((0, e));
+            }
+        };
+        diag(&format!(
+            "{} -> {}: {} bytes, {} slice(s) aligned to {align}, read {}{}, write {}{}",
+            names.src,
+            names.dst,
+            len,
+            plan.slices.len(),
+            src_side.describe(),
+            paren(src_why),
+            dst_side.describe(),
+            paren(dst_why),
+        ));
+        // A direct side needs aligned slices; with none, the slices are still aligned (the
+        // plan does not care), only the last bytes go to the sequential phase.
+        let route = Route {
+            src: job.src,
+            dst: job.dst,
+            src_side: &src_side,
+            dst_side: &dst_side,
+            names,
+            skip_zeros: job.sparse == SparseMode::Always,
+            align: align.max(MIN_ALIGN),
+        };
+        let work = Work {
+            slices: &plan.slices,
+            next: AtomicUsize::new(0),
+            done: plan.slices.iter().map(|_| AtomicBool::new(false)).collect(),
+            stop: AtomicBool::new(false),
+            cancel,
+            eof_at: AtomicU64::new(u64::MAX),
+            error: Mutex::new(None),
+        };
+        let workers = self.slots.len().min(plan.slices.len());
+        let mut reported = 0;
+        let parallel = self
+            .ensure_slots(workers, names)
+            .map(|()| self.run_workers(workers, &route, &work, progress));
+        // Workers are joined: hand the fds back buffered for the tail and for the caller.
+        let restored = fileio::clear_direct(job.src.as_fd())
+            .map_err(|e| names.read(e))
+            .and_then(|()| fileio::clear_direct(job.dst.as_fd()).map_err(|e| names.write(e)));
+        drop(src_side);
+        drop(dst_side);
+        match parallel {
+            Err(e) => return Err((0, e)),
+            Ok(bytes) => reported += bytes,
+        }
+        let first_error = work.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((_, e)) = first_error {
+            return Err((work.copied_prefix(), e));
+        }
+        if cancel.load(Ordering::SeqCst) {
+            return Err((work.copied_prefix(), CopyError::Interrupted));
+        }
+        restored.map_err(|e| (work.copied_prefix(), e))?;
+
+        // The tail: what the slices left (the unaligned end, or from where SRC shrank), and
+        // anything SRC grew by. Skipped when it lies in a hole.
+        let eof_at = work.eof_at.load(Ordering::SeqCst);
+        let tail_start = plan.tail.start.min(eof_at & !(align - 1));
+        let tail_has_data = eof_at != u64::MAX
+            || job.sparse == SparseMode::Never
+            || extents.iter().any(|e| e.end > tail_start);
+        let end = if tail_has_data {
+            let end = self.sequential(job, tail_start, true, true, names, progress, cancel)?;
+            reported += end - tail_start;
+            end
+        } else {
+            len
+        };
+        if let Some(holes) = end.checked_sub(reported) {
+            progress.advanced(holes);
+        }
+        Ok(end)
+    }
+
+    /// Runs the slices on `workers` threads (inline when one). Returns bytes copied.
+    fn run_workers(
+        &mut self,
+        workers: usize,
+        route: &Route<'_, S::Handle<'_>>,
+        work: &Work<'_>,
+        progress: &dyn ProgressSink,
+    ) -> u64 {
+        let Pipeline { slots, staging, .. } = self;
+        let staging = &*staging;
+        let mut slots = slots[..workers]
+            .iter_mut()
+            .map(|s| s.as_mut().expect("allocated"));
+        if workers <= 1 {
+            let mut total = 0;
+            if let Some(slot) = slots.next() {
+                run_worker(staging, slot, route, work, |n| {
+                    total += n;
+                    progress.advanced(n);
+                });
+            }
+            return total;
+        }
+        let (tx, rx) = mpsc::channel::<u64>();
+        std::thread::scope(|scope| {
+            for slot in slots {
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    run_worker(staging, slot, route, work, |n| {
+                        let _ = tx.send(n);
+                    })
+                });
+            }
+            drop(tx);
+            let mut total = 0;
+            loop {
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(n) => {
+                        total += n;
+                        progress.advanced(n);
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break total,
+                }
+            }
+        })
+    }
+
+    /// Copies from `start` to SRC's EOF on this thread through the bounce route of slot 0
+    /// (POSIX read into the host window, to the slot, back, POSIX write). Positional I/O when
+    /// `positional_src`; DST is written at offsets when `dst_regular`. Returns the end offset,
+    /// or the error with the size DST must be cut back to.
+    #[allow(clippy::too_many_arguments)]
+    fn sequential(
+        &mut self,
+        job: &DataJob<'_>,
+        start: u64,
+        dst_regular: bool,
+        positional_src: bool,
+        names: &Names,
+        progress: &dyn ProgressSink,
+        cancel: &AtomicBool,
+    ) -> Result<u64, (u64, CopyError)> {
+        self.ensure_slots(1, names).map_err(|e| (start, e))?;
+        let staging = &self.staging;
+        let slot = self.slots[0].as_mut().expect("allocated");
+        staging.enter_worker().map_err(|e| (start, names.read(e)))?;
+        let skip_zeros = dst_regular && job.sparse == SparseMode::Always;
+        let mut pos = start;
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return Err((pos, CopyError::Interrupted));
+            }
+            let window = staging.window(slot).map_err(|e| (pos, names.read(e)))?;
+            let n = if positional_src {
+                fileio::pread_full(job.src, window, pos)
+            } else {
+                fileio::read_full(job.src, window)
+            }
+            .map_err(|e| (pos, names.read(e)))?;
+            if n == 0 {
+                return Ok(pos);
+            }
+            staging
+                .upload(slot, 0, n)
+                .map_err(|e| (pos, names.read(e)))?;
+            staging
+                .download(slot, 0, n)
+                .map_err(|e| (pos, names.write(e)))?;
+            let window = &staging.window(slot).map_err(|e| (pos, names.write(e)))?[..n];
+            let written = if !dst_regular {
+                fileio::write_all(job.dst, window)
+            } else if skip_zeros {
+                fileio::pwrite_skipping_zeros(job.dst, window, pos, MIN_ALIGN as usize)
+            } else {
+                fileio::pwrite_all(job.dst, window, pos)
+            };
+            written.map_err(|e| (pos, names.write(e)))?;
+            pos += n as u64;
+            progress.advanced(n as u64);
+        }
+    }
+}
+
+fn paren(why: &str) -> String {
+    if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({why})")
+    }
+}
+
+/// One worker: takes slices until none are left, the copy fails, or it is cancelled.
+fn run_worker<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    route: &Route<'_, S::Handle<'_>>,
+    work: &Work<'_>,
+    mut report: impl FnMut(u64),
+) {
+    if let Err(e) = staging.enter_worker() {
+        work.fail(0, route.names.read(e));
+        return;
+    }
+    while !work.stopping() {
+        let index = work.next.fetch_add(1, Ordering::SeqCst);
+        let Some(slice) = work.slices.get(index) else {
+            break;
+        };
+        match copy_slice(staging, slot, route, slice.clone()) {
+            Ok(n) => {
+                report(n);
+                if n == slice.end - slice.start {
+                    work.done[index].store(true, Ordering::SeqCst);
+                } else {
+                    work.eof_at.fetch_min(slice.start + n, Ordering::SeqCst);
+                }
+            }
+            Err(e) => work.fail(slice.start, e),
+        }
+    }
+}
+
+/// Reads `slice` into the slot and writes it out. Returns the bytes moved: fewer than the
+/// slice only when SRC ended early, and then only the aligned part of what was read is
+/// written (the sequential phase re-reads the rest).
+fn copy_slice<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    route: &Route<'_, S::Handle<'_>>,
+    slice: Range<u64>,
+) -> Result<u64, CopyError> {
+    let names = route.names;
+    let len = (slice.end - slice.start) as usize;
+    let mut got = 0;
+    match route.src_side {
+        Side::Library(handle) => {
+            while got < len {
+                let want = (len - got).min(fileio::MAX_IO);
+                let n = staging
+                    .read(handle, slot, want, slice.start + got as u64, got)
+                    .map_err(|e| names.read(e))?;
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+        }
+        Side::Posix { .. } => loop {
+            let window = staging.window(slot).map_err(|e| names.read(e))?;
+            let piece = window.len().min(len - got);
+            let n = fileio::pread_full(route.src, &mut window[..piece], slice.start + got as u64)
+                .map_err(|e| names.read(e))?;
+            staging.upload(slot, got, n).map_err(|e| names.read(e))?;
+            got += n;
+            if n < piece || got == len {
+                break;
+            }
+        },
+    }
+    let to_write = if got < len && route.src_side.is_direct() | route.dst_side.is_direct() {
+        got & !(route.align as usize - 1)
+    } else {
+        got
+    };
+    let mut put = 0;
+    match route.dst_side {
+        Side::Library(handle) => {
+            while put < to_write {
+                let want = (to_write - put).min(fileio::MAX_IO);
+                let n = staging
+                    .write(handle, slot, want, slice.start + put as u64, put)
+                    .map_err(|e| names.write(e))?;
+                if n == 0 {
+                    return Err(names.write(io::Error::from(io::ErrorKind::WriteZero)));
+                }
+                put += n;
+            }
+        }
+        Side::Posix { .. } => {
+            while put < to_write {
+                let window_len = staging.window(slot).map_err(|e| names.write(e))?.len();
+                let piece = window_len.min(to_write - put);
+                staging
+                    .download(slot, put, piece)
+                    .map_err(|e| names.write(e))?;
+                let window = &staging.window(slot).map_err(|e| names.write(e))?[..piece];
+                let at = slice.start + put as u64;
+                if route.skip_zeros {
+                    fileio::pwrite_skipping_zeros(route.dst, window, at, route.align as usize)
+                } else {
+                    fileio::pwrite_all(route.dst, window, at)
+                }
+                .map_err(|e| names.write(e))?;
+                put += piece;
+            }
+        }
+    }
+    Ok(put as u64)
+}

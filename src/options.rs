@@ -1,0 +1,345 @@
+//! cp's decisions, resolved from the command line: the flags applied left to right as GNU cp
+//! applies them (so `-a --no-preserve=mode` and `-L -P` mean what they mean there), option
+//! values checked with GNU's argmatch rules (unique abbreviations, its error text), and the
+//! combinations cp refuses refused with its words.
+
+use crate::cli::{self, ids, ChoiceGroups, Cli};
+use crate::quote::{locale_quote, quote_os};
+use aiscp::engine::SparseMode;
+use clap::ArgMatches;
+use std::path::PathBuf;
+
+/// When symlinks in SOURCE are followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deref {
+    Always,
+    Never,
+    CommandLine,
+}
+
+/// What to do with an existing destination (-i, -n, --update=none, --update=none-fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clobber {
+    Overwrite,
+    Ask,
+    SkipSilently,
+    SkipAndFail,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupKind {
+    Simple,
+    Numbered,
+    Existing,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Preserve {
+    pub mode: bool,
+    pub ownership: bool,
+    pub timestamps: bool,
+    pub links: bool,
+    pub xattr: bool,
+    /// Whether failing to copy xattrs is reported (only when named explicitly).
+    pub xattr_required: bool,
+}
+
+#[derive(Debug)]
+pub struct Options {
+    pub recursive: bool,
+    pub deref: Deref,
+    pub preserve: Preserve,
+    pub clobber: Clobber,
+    pub update_older: bool,
+    pub force: bool,
+    pub remove_destination: bool,
+    pub backup: Option<BackupKind>,
+    pub suffix: String,
+    pub verbose: bool,
+    pub one_file_system: bool,
+    pub parents: bool,
+    pub strip_trailing_slashes: bool,
+    pub target_directory: Option<PathBuf>,
+    pub no_target_directory: bool,
+    pub hard_link: bool,
+    pub symbolic_link: bool,
+    pub attributes_only: bool,
+    pub copy_contents: bool,
+    pub sparse: SparseMode,
+    pub reflink_always: bool,
+    pub atomic: bool,
+    pub fsync: bool,
+}
+
+/// A usage error: the message, printed with the program name and the "Try --help" line.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+enum Event<'a> {
+    Archive,
+    NoDerefLinks,
+    Deref(Deref),
+    PreserveDefault,
+    Preserve(&'a str),
+    NoPreserve(&'a str),
+    Interactive,
+    NoClobber,
+    Update(&'a str),
+    UpdateShort,
+}
+
+/// GNU argmatch: an exact match, else a unique prefix (or prefixes that all mean the same).
+/// Returns the index of the group matched.
+pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usize, UsageError> {
+    let mut found: Option<usize> = None;
+    let mut ambiguous = false;
+    for (gi, group) in groups.iter().enumerate() {
+        for name in group.iter() {
+            if *name == value {
+                return Ok(gi);
+            }
+            if !value.is_empty() && name.starts_with(value) {
+                match found {
+                    None => found = Some(gi),
+                    Some(f) if f != gi => ambiguous = true,
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    match found {
+        Some(gi) if !ambiguous => Ok(gi),
+        _ => {
+            let what = if ambiguous { "ambiguous" } else { "invalid" };
+            let mut msg = format!(
+                "{what} argument {} for {}\nValid arguments are:",
+                locale_quote(value),
+                locale_quote(context)
+            );
+            for g in groups {
+                let names: Vec<String> = g.iter().map(|n| locale_quote(n)).collect();
+                msg.push_str(&format!("\n  - {}", names.join(", ")));
+            }
+            Err(UsageError(msg))
+        }
+    }
+}
+
+fn apply_preserve(p: &mut Preserve, list: &str, on: bool, ctx: &str) -> Result<(), UsageError> {
+    for item in list.split(',') {
+        match argmatch(ctx, item, cli::PRESERVE_CHOICES)? {
+            0 => p.mode = on,
+            1 => p.timestamps = on,
+            2 => p.ownership = on,
+            3 => p.links = on,
+            4 => {} // SELinux context: nothing to do without SELinux
+            5 => {
+                p.xattr = on;
+                p.xattr_required = on;
+            }
+            _ => {
+                p.mode = on;
+                p.timestamps = on;
+                p.ownership = on;
+                p.links = on;
+                p.xattr = on;
+                if !on {
+                    p.xattr_required = false;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn backup_kind(context: &str, value: &str) -> Result<Option<BackupKind>, UsageError> {
+    if value.is_empty() {
+        return Ok(Some(BackupKind::Existing));
+    }
+    Ok(match argmatch(context, value, cli::BACKUP_CHOICES)? {
+        0 => None,
+        1 => Some(BackupKind::Simple),
+        2 => Some(BackupKind::Existing),
+        _ => Some(BackupKind::Numbered),
+    })
+}
+
+/// GNU ignores an empty suffix or one containing '/', falling back to "~".
+fn usable_suffix(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty() && !s.contains('/'))
+}
+
+impl Options {
+    pub fn resolve(cli: &Cli, m: &ArgMatches) -> Result<Options, UsageError> {
+        let mut events: Vec<(usize, Event<'_>)> = Vec::new();
+        let flag = |id: &str| -> Option<usize> {
+            if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+                m.indices_of(id).and_then(|i| i.last())
+            } else {
+                None
+            }
+        };
+        let simple = [
+            (ids::ARCHIVE, Event::Archive),
+            (ids::D, Event::NoDerefLinks),
+            (ids::H, Event::Deref(Deref::CommandLine)),
+            (ids::L, Event::Deref(Deref::Always)),
+            (ids::P, Event::Deref(Deref::Never)),
+            (ids::PRESERVE_DEFAULT, Event::PreserveDefault),
+            (ids::INTERACTIVE, Event::Interactive),
+            (ids::NO_CLOBBER, Event::NoClobber),
+            (ids::UPDATE_SHORT, Event::UpdateShort),
+        ];
+        for (id, ev) in simple {
+            if let Some(i) = flag(id) {
+                events.push((i, ev));
+            }
+        }
+        if let (Some(idx), Some(vals)) = (m.indices_of(ids::PRESERVE), m.get_many::<String>(ids::PRESERVE)) {
+            for (i, v) in idx.zip(vals) {
+                events.push((i, Event::Preserve(v)));
+            }
+        }
+        if let (Some(idx), Some(vals)) = (
+            m.indices_of(ids::NO_PRESERVE),
+            m.get_many::<String>(ids::NO_PRESERVE),
+        ) {
+            for (i, v) in idx.zip(vals) {
+                events.push((i, Event::NoPreserve(v)));
+            }
+        }
+        if let (Some(i), Some(v)) = (flag(ids::UPDATE), cli.update.as_deref()) {
+            events.push((i, Event::Update(v)));
+        }
+        events.sort_by_key(|(i, _)| *i);
+
+        let mut recursive = cli.recursive;
+        let mut deref: Option<Deref> = None;
+        let mut preserve = Preserve::default();
+        let mut clobber = Clobber::Overwrite;
+        let mut no_clobber_given = false;
+        let mut update_older = false;
+        for (_, ev) in events {
+            match ev {
+                Event::Archive => {
+                    recursive = true;
+                    deref = Some(Deref::Never);
+                    apply_preserve(&mut preserve, "all", true, "--preserve")?;
+                }
+                Event::NoDerefLinks => {
+                    deref = Some(Deref::Never);
+                    preserve.links = true;
+                }
+                Event::Deref(d) => deref = Some(d),
+                Event::PreserveDefault => {
+                    preserve.mode = true;
+                    preserve.ownership = true;
+                    preserve.timestamps = true;
+                }
+                Event::Preserve(list) => apply_preserve(&mut preserve, list, true, "--preserve")?,
+                Event::NoPreserve(list) => {
+                    apply_preserve(&mut preserve, list, false, "--no-preserve")?
+                }
+                Event::Interactive => clobber = Clobber::Ask,
+                Event::NoClobber => {
+                    clobber = Clobber::SkipSilently;
+                    no_clobber_given = true;
+                }
+                Event::UpdateShort => update_older = true,
+                Event::Update(v) => {
+                    let which = argmatch("--update", v, cli::UPDATE_CHOICES)?;
+                    if !no_clobber_given {
+                        (update_older, clobber) = match which {
+                            0 => (false, Clobber::Overwrite),
+                            1 => (false, Clobber::SkipSilently),
+                            2 => (false, Clobber::SkipAndFail),
+                            _ => (true, Clobber::Overwrite),
+                        };
+                    }
+                }
+            }
+        }
+
+        let mut backup = None;
+        let make_backups = cli.backup.is_some() || cli.backup_short || cli.suffix.is_some();
+        if make_backups {
+            backup = match cli.backup.as_deref() {
+                Some(v) if !v.is_empty() => backup_kind("backup type", v)?,
+                _ => match std::env::var("VERSION_CONTROL") {
+                    Ok(v) => backup_kind("$VERSION_CONTROL", &v)?,
+                    Err(_) => Some(BackupKind::Existing),
+                },
+            };
+        }
+        let suffix = usable_suffix(cli.suffix.clone())
+            .or_else(|| usable_suffix(std::env::var("SIMPLE_BACKUP_SUFFIX").ok()))
+            .unwrap_or_else(|| "~".to_owned());
+
+        let sparse = match cli.sparse.as_deref() {
+            None => SparseMode::Auto,
+            Some(v) => match argmatch("--sparse", v, cli::SPARSE_CHOICES)? {
+                0 => SparseMode::Never,
+                1 => SparseMode::Auto,
+                _ => SparseMode::Always,
+            },
+        };
+        let reflink_always = match cli.reflink.as_deref() {
+            None => false,
+            Some(v) => argmatch("--reflink", v, cli::REFLINK_CHOICES)? == 1,
+        };
+
+        if make_backups && clobber == Clobber::SkipSilently && no_clobber_given {
+            return Err(UsageError(
+                "options --backup and --no-clobber are mutually exclusive".into(),
+            ));
+        }
+        if reflink_always && sparse != SparseMode::Auto {
+            return Err(UsageError(
+                "--reflink can be used only with --sparse=auto".into(),
+            ));
+        }
+        if cli.link && cli.symbolic_link {
+            return Err(UsageError("cannot make both hard and symbolic links".into()));
+        }
+        if cli.target_directory.is_some() && cli.no_target_directory {
+            return Err(UsageError(
+                "cannot combine --target-directory (-t) and --no-target-directory (-T)".into(),
+            ));
+        }
+        let deref = deref.unwrap_or(if recursive && !cli.link {
+            Deref::Never
+        } else {
+            Deref::Always
+        });
+        Ok(Options {
+            recursive,
+            deref,
+            preserve,
+            clobber,
+            update_older,
+            force: cli.force,
+            remove_destination: cli.remove_destination,
+            backup,
+            suffix,
+            verbose: cli.verbose,
+            one_file_system: cli.one_file_system,
+            parents: cli.parents,
+            strip_trailing_slashes: cli.strip_trailing_slashes,
+            target_directory: cli.target_directory.clone(),
+            no_target_directory: cli.no_target_directory,
+            hard_link: cli.link,
+            symbolic_link: cli.symbolic_link,
+            attributes_only: cli.attributes_only,
+            copy_contents: cli.copy_contents,
+            sparse,
+            reflink_always,
+            atomic: cli.atomic,
+            fsync: cli.fsync,
+        })
+    }
+}
+
+/// The message for an operand GNU names in a usage error, e.g. "extra operand 'c'".
+pub fn extra_operand(op: &std::ffi::OsStr) -> UsageError {
+    UsageError(format!("extra operand {}", quote_os(op)))
+}

@@ -1,0 +1,175 @@
+//! cp's operand rules: which SOURCE goes to which DEST (two operands, SOURCE... DIRECTORY,
+//! -t, -T, --parents, --strip-trailing-slashes), with GNU's messages for the cases it refuses.
+
+use crate::options::{extra_operand, Options, UsageError};
+use crate::quote::quote;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// One top-level copy: SOURCE as given and the DEST name it is copied to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyJob {
+    pub src: PathBuf,
+    pub dst: PathBuf,
+    /// With --parents: the directories between the target directory and DEST, created first.
+    pub parents_of: Option<PathBuf>,
+}
+
+/// Why no job list could be made: a usage error (with the --help hint) or a fatal one.
+#[derive(Debug)]
+pub enum PlanError {
+    Usage(UsageError),
+    Fatal(String),
+}
+
+impl From<UsageError> for PlanError {
+    fn from(e: UsageError) -> Self {
+        PlanError::Usage(e)
+    }
+}
+
+/// Removes trailing slashes (keeping a lone "/").
+pub fn strip_trailing_slashes(p: &Path) -> PathBuf {
+    let mut b = p.as_os_str().as_bytes().to_vec();
+    while b.len() > 1 && b.last() == Some(&b'/') {
+        b.pop();
+    }
+    PathBuf::from(OsString::from_vec(b))
+}
+
+/// The last component of a name, trailing slashes removed ("d/" -> "d").
+fn base_name(p: &Path) -> PathBuf {
+    let s = strip_trailing_slashes(p);
+    let b = s.as_os_str().as_bytes();
+    match b.iter().rposition(|&c| c == b'/') {
+        Some(i) if b.len() > 1 => PathBuf::from(OsString::from_vec(b[i + 1..].to_vec())),
+        _ => s,
+    }
+}
+
+fn is_dir(p: &Path) -> std::io::Result<bool> {
+    std::fs::metadata(p).map(|m| m.is_dir())
+}
+
+fn errno_text(e: &std::io::Error) -> String {
+    crate::messages::io_text(e)
+}
+
+/// Turns the operands into jobs following GNU cp's do_copy.
+pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanError> {
+    if operands.is_empty() {
+        return Err(UsageError("missing file operand".into()).into());
+    }
+    let mut files: Vec<PathBuf> = operands.to_vec();
+    let target: Option<PathBuf>;
+    if opts.no_target_directory {
+        if files.len() > 2 {
+            return Err(extra_operand(files[2].as_os_str()).into());
+        }
+        if files.len() == 1 {
+            return Err(UsageError(format!(
+                "missing destination file operand after {}",
+                quote(&files[0])
+            ))
+            .into());
+        }
+        target = None;
+    } else if let Some(t) = &opts.target_directory {
+        match is_dir(t) {
+            Ok(true) => target = Some(t.clone()),
+            Ok(false) => {
+                return Err(PlanError::Fatal(format!(
+                    "target directory {}: Not a directory",
+                    quote(t)
+                )))
+            }
+            Err(e) => {
+                return Err(PlanError::Fatal(format!(
+                    "target directory {}: {}",
+                    quote(t),
+                    errno_text(&e)
+                )))
+            }
+        }
+    } else {
+        if files.len() == 1 {
+            return Err(UsageError(format!(
+                "missing destination file operand after {}",
+                quote(&files[0])
+            ))
+            .into());
+        }
+        let last = files.last().cloned().unwrap_or_default();
+        match is_dir(&last) {
+            Ok(true) => {
+                files.pop();
+                target = Some(last);
+            }
+            res => {
+                if files.len() > 2 {
+                    let why = match res {
+                        Err(e) => errno_text(&e),
+                        Ok(_) => "Not a directory".into(),
+                    };
+                    return Err(PlanError::Fatal(format!("target {}: {}", quote(&last), why)));
+                }
+                target = None;
+            }
+        }
+    }
+    if opts.parents && target.is_none() {
+        return Err(
+            UsageError("with --parents, the destination must be a directory".into()).into(),
+        );
+    }
+    let strip = |p: &Path| {
+        if opts.strip_trailing_slashes {
+            strip_trailing_slashes(p)
+        } else {
+            p.to_path_buf()
+        }
+    };
+    let Some(target) = target else {
+        return Ok(vec![CopyJob {
+            src: strip(&files[0]),
+            dst: files[1].clone(),
+            parents_of: None,
+        }]);
+    };
+    let mut jobs = Vec::with_capacity(files.len());
+    for f in &files {
+        let src = strip(f);
+        if opts.parents {
+            let rel: PathBuf = src
+                .components()
+                .filter(|c| !matches!(c, std::path::Component::RootDir))
+                .collect();
+            let dst = join(&target, &rel);
+            jobs.push(CopyJob {
+                src,
+                dst,
+                parents_of: Some(target.clone()),
+            });
+        } else {
+            let dst = join(&target, &base_name(&src));
+            jobs.push(CopyJob {
+                src,
+                dst,
+                parents_of: None,
+            });
+        }
+    }
+    Ok(jobs)
+}
+
+/// Joins like GNU's file_name_concat: one slash between, none doubled.
+pub fn join(dir: &Path, name: &Path) -> PathBuf {
+    let d = dir.as_os_str().as_bytes();
+    let mut out = d.to_vec();
+    if !out.ends_with(b"/") {
+        out.push(b'/');
+    }
+    out.extend_from_slice(name.as_os_str().as_bytes());
+    PathBuf::from(OsString::from_vec(out))
+}

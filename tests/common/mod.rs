@@ -1,0 +1,154 @@
+//! Helpers shared by the integration suites: random data, sparse files, the fake GPU
+//! library, and the backend matrix every end-to-end suite runs over.
+#![allow(dead_code)] // each suite uses a different subset
+
+use rand::{RngCore, SeedableRng};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `len` random bytes from a seeded generator (a failure reproduces with the same seed).
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut data = vec![0u8; len];
+    rng.fill_bytes(&mut data);
+    data
+}
+
+/// Writes `len` random bytes to `path` and returns them.
+pub fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let data = random_bytes(len, seed);
+    fs::write(path, &data).unwrap();
+    data
+}
+
+/// Asserts two byte strings are equal, naming the first differing offset (not a 1 GiB dump).
+pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: first difference at byte {i}");
+    }
+    assert_eq!(got.len(), want.len(), "{what}: length differs");
+}
+
+/// A sparse file of `len` bytes whose data is the given (offset, bytes) pieces.
+pub fn write_sparse(path: &Path, len: u64, pieces: &[(u64, &[u8])]) {
+    use std::os::unix::fs::FileExt;
+    let f = fs::File::create(path).unwrap();
+    f.set_len(len).unwrap();
+    for (off, bytes) in pieces {
+        f.write_all_at(bytes, *off).unwrap();
+    }
+}
+
+/// 512-byte blocks allocated to `path`.
+pub fn blocks(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().blocks()
+}
+
+/// The directory cargo builds into for this profile (target/debug).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/suite-hash -> target/debug
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Builds crates/fake-gpu once per test process and returns the path of libfake_gpu.so.
+/// Cargo's own lock serialises concurrent builds from several suites.
+pub fn fake_gpu_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "fake-gpu"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cannot run cargo to build fake-gpu");
+        assert!(status.success(), "building fake-gpu failed");
+        let lib = target_dir().join("libfake_gpu.so");
+        assert!(lib.exists(), "{} missing after build", lib.display());
+        lib
+    })
+}
+
+/// The backends every end-to-end suite runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Host memory staging (no GPU library).
+    Host,
+    /// The hipFile flavor loaded from the fake GPU library.
+    FakeGpu,
+}
+
+pub const BACKENDS: [Backend; 2] = [Backend::Host, Backend::FakeGpu];
+
+impl Backend {
+    /// Environment for a child `aiscp` (or child test process) using this backend; the fake
+    /// writes its leak report to `report`.
+    pub fn env(self, report: &Path) -> Vec<(&'static str, String)> {
+        match self {
+            Backend::Host => vec![("AISCP_BACKEND", "host".into())],
+            Backend::FakeGpu => {
+                let lib = fake_gpu_lib().display().to_string();
+                vec![
+                    ("AISCP_BACKEND", "hipfile".into()),
+                    ("AISCP_HIPFILE_LIB", lib.clone()),
+                    ("AISCP_HIP_LIB", lib),
+                    ("AISCP_FAKE_GPU_REPORT", report.display().to_string()),
+                ]
+            }
+        }
+    }
+
+    /// Applies [`Backend::env`] to a command.
+    pub fn apply(self, cmd: &mut Command, report: &Path) {
+        for (k, v) in self.env(report) {
+            cmd.env(k, v);
+        }
+    }
+}
+
+/// The fake library's exit report.
+#[derive(Debug, Default)]
+pub struct FakeReport {
+    pub leaks: Vec<String>,
+    pub misuse: Vec<String>,
+    /// `stats:` fields, e.g. ("htod_bytes", 4096).
+    pub stats: Vec<(String, u64)>,
+}
+
+impl FakeReport {
+    pub fn read(path: &Path) -> FakeReport {
+        let text = fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("no fake GPU report at {}: {e}", path.display()));
+        let mut report = FakeReport::default();
+        for line in text.lines() {
+            if let Some(l) = line.strip_prefix("leak: ") {
+                report.leaks.push(l.to_owned());
+            } else if let Some(l) = line.strip_prefix("misuse: ") {
+                report.misuse.push(l.to_owned());
+            } else if let Some(l) = line.strip_prefix("stats: ") {
+                for field in l.split_whitespace() {
+                    if let Some((k, v)) = field.split_once('=') {
+                        report.stats.push((k.to_owned(), v.parse().unwrap_or(0)));
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    pub fn stat(&self, key: &str) -> u64 {
+        self.stats
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no stat {key} in report"))
+    }
+
+    /// Asserts the run gave back everything it took and broke no rule.
+    pub fn assert_clean(&self) {
+        assert!(self.leaks.is_empty(), "leaks: {:?}", self.leaks);
+        assert!(self.misuse.is_empty(), "misuse: {:?}", self.misuse);
+    }
+}
