@@ -97,7 +97,7 @@ impl VerifyError {
 }
 
 /// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
-/// regular files (a stream cannot be read twice). `dst` may be open write-only: it is
+/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst` may be open write-only: it is
 /// reopened for reading through /proc/self/fd, so the file checked is the one written even
 /// if its name was replaced meanwhile.
 pub fn verify(
@@ -129,9 +129,15 @@ fn verify_in_chunks(
             what: "not a regular file (it cannot be read twice)".into(),
         });
     }
+    let dst_meta = dst.metadata().map_err(read_err(&dq))?;
+    if !dst_meta.is_file() {
+        return Err(VerifyError::Cannot {
+            name: dq,
+            what: "not a regular file".into(),
+        });
+    }
     let (reader, dst_read) = reopen_for_reading(dst, dst_name).map_err(read_err(&dq))?;
     let reader_meta = reader.metadata().map_err(read_err(&dq))?;
-    let dst_meta = dst.metadata().map_err(read_err(&dq))?;
     if (reader_meta.dev(), reader_meta.ino()) != (dst_meta.dev(), dst_meta.ino()) {
         return Err(VerifyError::Cannot {
             name: dq,
@@ -411,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_source_cannot_be_verified() {
+    fn streams_and_devices_cannot_be_verified() {
         let dir = tempfile::tempdir().unwrap();
         let (d, dp) = file_with(dir.path(), "b", b"x");
         let fifo = dir.path().join("fifo");
@@ -423,6 +429,9 @@ mod tests {
             .unwrap();
         let e = verify(&s, &fifo, &d, &dp).expect_err("a FIFO verified");
         assert!(e.to_string().starts_with("cannot verify "), "{e}");
+        let null = OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let e = verify(&d, &dp, &null, Path::new("/dev/null")).expect_err("/dev/null verified");
+        assert_eq!(e.to_string(), "cannot verify '/dev/null': not a regular file");
     }
 
     #[test]
