@@ -73,7 +73,7 @@ pub fn apply(
             if !chown_failure_ok(&e) {
                 return Err(report("failed to preserve ownership for", dst, &e));
             }
-            mode &= !(libc::S_ISUID | libc::S_ISGID) as u32;
+            mode &= !(libc::S_ISUID | libc::S_ISGID);
         }
     }
     if p.xattr {
@@ -85,7 +85,12 @@ pub fn apply(
             .map_err(|e| report("preserving permissions for", dst, &e))?;
     } else if created && p.ownership {
         let umask = current_umask();
-        let m = src_meta.mode() & 0o777 & !umask;
+        let base = match (p.default_mode, src_meta.is_dir()) {
+            (true, true) => 0o777,
+            (true, false) => 0o666,
+            (false, _) => src_meta.mode() & 0o777,
+        };
+        let m = base & !umask;
         // SAFETY: as above.
         check(unsafe { libc::fchmod(fd, m as libc::mode_t) })
             .map_err(|e| report("setting permissions for", dst, &e))?;
@@ -120,7 +125,12 @@ fn set_times_nofollow(c: &CString, dst: &Path, src_meta: &Metadata) -> Result<()
     let ts = times(src_meta);
     // SAFETY: valid path and a two-element timespec array.
     check(unsafe {
-        libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
     })
     .map_err(|e| report("preserving times for", dst, &e))
 }
@@ -135,7 +145,7 @@ pub fn apply_path(dst: &Path, src_meta: &Metadata, opts: &Options) -> Result<(),
             if !chown_failure_ok(&e) {
                 return Err(report("failed to preserve ownership for", dst, &e));
             }
-            mode &= !(libc::S_ISUID | libc::S_ISGID) as u32;
+            mode &= !(libc::S_ISUID | libc::S_ISGID);
         }
     }
     if opts.preserve.mode {
@@ -176,33 +186,44 @@ fn copy_xattrs(src: &Path, f: &File, dst: &Path, required: bool) -> Result<(), R
         }
         names.truncate(n as usize);
         for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-            let cname = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+            let cname =
+                CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
             // SAFETY: size query as above.
-            let len = unsafe { libc::lgetxattr(c.as_ptr(), cname.as_ptr(), std::ptr::null_mut(), 0) };
+            let len =
+                unsafe { libc::lgetxattr(c.as_ptr(), cname.as_ptr(), std::ptr::null_mut(), 0) };
             if len < 0 {
                 return Err(io::Error::last_os_error());
             }
             let mut val = vec![0u8; len as usize];
             // SAFETY: `val` has room for `len` bytes.
             let len = unsafe {
-                libc::lgetxattr(c.as_ptr(), cname.as_ptr(), val.as_mut_ptr().cast(), val.len())
+                libc::lgetxattr(
+                    c.as_ptr(),
+                    cname.as_ptr(),
+                    val.as_mut_ptr().cast(),
+                    val.len(),
+                )
             };
             if len < 0 {
                 return Err(io::Error::last_os_error());
             }
             // SAFETY: `val[..len]` is initialised.
             check(unsafe {
-                libc::fsetxattr(f.as_raw_fd(), cname.as_ptr(), val.as_ptr().cast(), len as usize, 0)
+                libc::fsetxattr(
+                    f.as_raw_fd(),
+                    cname.as_ptr(),
+                    val.as_ptr().cast(),
+                    len as usize,
+                    0,
+                )
             })?;
         }
         Ok(())
     })();
     match res {
-        Err(e) if required && e.raw_os_error() != Some(libc::ENOTSUP) => Err(report(
-            "setting attributes for",
-            dst,
-            &e,
-        )),
+        Err(e) if required && e.raw_os_error() != Some(libc::ENOTSUP) => {
+            Err(report("setting attributes for", dst, &e))
+        }
         _ => Ok(()),
     }
 }

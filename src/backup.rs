@@ -21,7 +21,9 @@ fn highest_number(p: &Path) -> u64 {
     };
     let mut prefix = base.as_bytes().to_vec();
     prefix.extend_from_slice(b".~");
-    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| {
             let n = e.file_name();

@@ -47,6 +47,12 @@ pub struct Copier<'a> {
     created: HashSet<(FileId, PathBuf)>,
     /// Command-line sources already copied (warn when one is named twice).
     seen_sources: HashSet<(FileId, PathBuf)>,
+    /// Directories this run created: met again as a source, DEST lies inside SOURCE.
+    made_dirs: HashSet<FileId>,
+    /// Set once the into-itself case is met: like GNU, stop copying that tree.
+    into_itself: bool,
+    /// The top-level SOURCE and DEST being copied, named in the into-itself message.
+    top: (PathBuf, PathBuf),
     /// Whether the run has several sources (GNU keeps the two sets above only then).
     track: bool,
     pub failed: bool,
@@ -73,6 +79,9 @@ impl<'a> Copier<'a> {
             links: HashMap::new(),
             created: HashSet::new(),
             seen_sources: HashSet::new(),
+            made_dirs: HashSet::new(),
+            into_itself: false,
+            top: Default::default(),
             track: several_sources,
             failed: false,
         }
@@ -80,6 +89,8 @@ impl<'a> Copier<'a> {
 
     /// Copies one top-level operand.
     pub fn copy_top(&mut self, src: &Path, dst: &Path, parents_of: Option<&Path>) {
+        self.top = (src.to_path_buf(), dst.to_path_buf());
+        self.into_itself = false;
         if let Some(target) = parents_of {
             if self.make_parents(src, dst, target).is_err() {
                 self.failed = true;
@@ -107,13 +118,16 @@ impl<'a> Copier<'a> {
             d = join(&d, Path::new(c.as_os_str()));
             match std::fs::symlink_metadata(&d) {
                 Ok(m) if m.is_dir() => continue,
-                Ok(_) => {
-                    return Err(fail(format!("{} exists but is not a directory", quote(&d))))
-                }
+                Ok(_) => return Err(fail(format!("{} exists but is not a directory", quote(&d)))),
                 Err(_) => {}
             }
-            let sm = std::fs::metadata(&s)
-                .map_err(|e| fail(format!("failed to get attributes of {}: {}", quote(&s), io_text(&e))))?;
+            let sm = std::fs::metadata(&s).map_err(|e| {
+                fail(format!(
+                    "failed to get attributes of {}: {}",
+                    quote(&s),
+                    io_text(&e)
+                ))
+            })?;
             if !sm.is_dir() {
                 return Err(fail(format!(
                     "failed to get attributes of {}: Not a directory",
@@ -125,7 +139,10 @@ impl<'a> Copier<'a> {
             if self.opts.verbose {
                 println!("{} -> {}", s.display(), d.display());
             }
-            if self.opts.preserve.mode || self.opts.preserve.ownership || self.opts.preserve.timestamps {
+            if self.opts.preserve.mode
+                || self.opts.preserve.ownership
+                || self.opts.preserve.timestamps
+            {
                 let f = File::open(&d)
                     .map_err(|e| fail(format!("cannot open {}: {}", quote(&d), io_text(&e))))?;
                 attrs::apply(&f, &d, &s, &sm, self.opts, true)?;
@@ -192,11 +209,13 @@ impl<'a> Copier<'a> {
                     )));
                 }
             }
-            if is_inside(src, dst) {
+            // A directory this run created showing up as a source means DEST is inside SOURCE.
+            if self.made_dirs.contains(&id(&src_meta)) {
+                self.into_itself = true;
                 return Err(fail(format!(
                     "cannot copy a directory, {}, into itself, {}",
-                    quote(src),
-                    quote(dst)
+                    quote(&self.top.0),
+                    quote(&self.top.1)
                 )));
             }
             return self.copy_dir(src, dst, &src_meta, dst_meta.as_ref(), parent_dev);
@@ -208,8 +227,9 @@ impl<'a> Copier<'a> {
             if let Some(dm) = &dst_meta {
                 let same = id(dm) == id(&src_meta)
                     && (!src_as_link || dl.file_type().is_symlink() && id(dl) == id(&src_meta));
-                if same && !(opts.backup.is_some() && opts.force && src_meta.is_file())
-                    && !(opts.hard_link && !follow)
+                if same
+                    && !(opts.backup.is_some() && opts.force && src_meta.is_file())
+                    && (!opts.hard_link || follow)
                 {
                     return Err(fail(format!(
                         "{} and {} are the same file",
@@ -263,25 +283,20 @@ impl<'a> Copier<'a> {
         if dst_exists {
             if let Some(kind) = opts.backup {
                 let name = backup::name(dst, kind, &opts.suffix);
-                std::fs::rename(dst, &name).map_err(|e| {
-                    fail(format!(
-                        "cannot backup {}: {}",
-                        quote(dst),
-                        io_text(&e)
-                    ))
-                })?;
+                std::fs::rename(dst, &name)
+                    .map_err(|e| fail(format!("cannot backup {}: {}", quote(dst), io_text(&e))))?;
                 backup_name = Some(name);
                 dst_exists = false;
             } else if opts.remove_destination
-                || (dst_lmeta.as_ref().is_some_and(|m| m.file_type().is_symlink())
+                || (dst_lmeta
+                    .as_ref()
+                    .is_some_and(|m| m.file_type().is_symlink())
                     && (src_as_link || opts.hard_link || opts.symbolic_link))
-                || opts.hard_link
-                    && opts.force
+                || opts.hard_link && opts.force
                 || opts.symbolic_link && opts.force
             {
-                std::fs::remove_file(dst).map_err(|e| {
-                    fail(format!("cannot remove {}: {}", quote(dst), io_text(&e)))
-                })?;
+                std::fs::remove_file(dst)
+                    .map_err(|e| fail(format!("cannot remove {}: {}", quote(dst), io_text(&e))))?;
                 if opts.verbose && opts.remove_destination {
                     println!("removed {}", quote(dst));
                 }
@@ -388,8 +403,13 @@ impl<'a> Copier<'a> {
     }
 
     fn copy_symlink(&mut self, src: &Path, dst: &Path, meta: &Metadata, dst_exists: bool) -> Step {
-        let target = std::fs::read_link(src)
-            .map_err(|e| fail(format!("cannot read symbolic link {}: {}", quote(src), io_text(&e))))?;
+        let target = std::fs::read_link(src).map_err(|e| {
+            fail(format!(
+                "cannot read symbolic link {}: {}",
+                quote(src),
+                io_text(&e)
+            ))
+        })?;
         if dst_exists {
             std::fs::remove_file(dst)
                 .map_err(|e| fail(format!("cannot remove {}: {}", quote(dst), io_text(&e))))?;
@@ -422,7 +442,11 @@ impl<'a> Copier<'a> {
             nix::sys::stat::mknod(dst, kind, perm, meta.rdev())
         };
         res.map_err(|e| {
-            let what = if ft.is_fifo() { "cannot create fifo" } else { "cannot create special file" };
+            let what = if ft.is_fifo() {
+                "cannot create fifo"
+            } else {
+                "cannot create special file"
+            };
             fail(format!("{what} {}: {}", quote(dst), e.desc()))
         })?;
         let _ = src;
@@ -442,10 +466,19 @@ impl<'a> Copier<'a> {
         if new_dir {
             // Owner-only until the contents are in; the final mode is set afterwards.
             nix::unistd::mkdir(dst, Mode::S_IRWXU).map_err(|e| {
-                fail(format!("cannot create directory {}: {}", quote(dst), e.desc()))
+                fail(format!(
+                    "cannot create directory {}: {}",
+                    quote(dst),
+                    e.desc()
+                ))
             })?;
             if opts.verbose {
                 println!("{} -> {}", quote(src), quote(dst));
+            }
+        }
+        if new_dir {
+            if let Ok(m) = std::fs::symlink_metadata(dst) {
+                self.made_dirs.insert(id(&m));
             }
         }
         let mut ok = true;
@@ -471,8 +504,14 @@ impl<'a> Copier<'a> {
             for (_, name) in entries {
                 let s = join(src, Path::new(&name));
                 let d = join(dst, Path::new(&name));
-                if self.copy_entry(&s, &d, false, Some(src_meta.dev())).is_err() {
+                if self
+                    .copy_entry(&s, &d, false, Some(src_meta.dev()))
+                    .is_err()
+                {
                     ok = false;
+                }
+                if self.into_itself {
+                    break;
                 }
             }
         }
@@ -481,6 +520,8 @@ impl<'a> Copier<'a> {
         if new_dir || opts.preserve.mode {
             let mode = if opts.preserve.mode {
                 src_meta.mode() & 0o7777
+            } else if opts.preserve.default_mode {
+                0o777 & !self.umask
             } else {
                 src_meta.mode() & 0o1777 & !self.umask
             };
@@ -490,7 +531,11 @@ impl<'a> Copier<'a> {
                     Mode::from_bits_truncate(mode),
                 )
                 .map_err(|e| {
-                    fail(format!("setting permissions for {}: {}", quote(dst), e.desc()))
+                    fail(format!(
+                        "setting permissions for {}: {}",
+                        quote(dst),
+                        e.desc()
+                    ))
                 })?;
             }
         }
@@ -525,9 +570,9 @@ impl<'a> Copier<'a> {
                 io_text(&e)
             ))
         })?;
-        let opened = src_file.metadata().map_err(|e| {
-            fail(format!("cannot fstat {}: {}", quote(src), io_text(&e)))
-        })?;
+        let opened = src_file
+            .metadata()
+            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src), io_text(&e))))?;
         if id(&opened) != id(src_meta) {
             return Err(fail(format!(
                 "skipping file {}, as it was replaced while being copied",
@@ -583,7 +628,7 @@ impl<'a> Copier<'a> {
                 }
                 Err(e) => {
                     return Err(fail(format!(
-                        "cannot open {} for writing: {}",
+                        "cannot create regular file {}: {}",
                         quote(dst),
                         io_text(&e)
                     )))
@@ -591,7 +636,11 @@ impl<'a> Copier<'a> {
             }
         }
         let _ = src;
-        let mut mode = src_meta.mode() & 0o777;
+        let mut mode = if opts.preserve.default_mode {
+            0o666
+        } else {
+            src_meta.mode() & 0o777
+        };
         if opts.preserve.ownership {
             // Others get no access until the owner is set (GNU does the same).
             mode &= 0o700;
@@ -669,10 +718,21 @@ impl<'a> Copier<'a> {
             _ => PathBuf::from("."),
         };
         // An existing DEST keeps its permissions across the replacement, as cp keeps them.
-        let old = if dst_exists { std::fs::metadata(dst).ok() } else { None };
-        let mode = old.as_ref().map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
-        let (tmp, tmp_file) = temp_file(&dir, dst, mode & 0o700)
-            .map_err(|e| fail(format!("cannot create temporary file in {}: {}", quote(&dir), io_text(&e))))?;
+        let old = if dst_exists {
+            std::fs::metadata(dst).ok()
+        } else {
+            None
+        };
+        let mode = old
+            .as_ref()
+            .map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
+        let (tmp, tmp_file) = temp_file(&dir, dst, mode & 0o700).map_err(|e| {
+            fail(format!(
+                "cannot create temporary file in {}: {}",
+                quote(&dir),
+                io_text(&e)
+            ))
+        })?;
         let guard = TempGuard(Some(tmp.clone()));
         self.fill(src, dst, src_file, src_meta, &tmp_file)?;
         match &old {
@@ -680,14 +740,26 @@ impl<'a> Copier<'a> {
                 let fd = std::os::fd::AsRawFd::as_raw_fd(&tmp_file);
                 let _ = nix::unistd::fchown(fd, Some(m.uid().into()), Some(m.gid().into()));
                 nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(m.mode() & 0o7777)).map_err(
-                    |e| fail(format!("setting permissions for {}: {}", quote(dst), e.desc())),
+                    |e| {
+                        fail(format!(
+                            "setting permissions for {}: {}",
+                            quote(dst),
+                            e.desc()
+                        ))
+                    },
                 )?;
                 attrs::apply(&tmp_file, dst, src, src_meta, opts, false)?;
             }
             None => {
                 let fd = std::os::fd::AsRawFd::as_raw_fd(&tmp_file);
                 nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(mode & !self.umask)).map_err(
-                    |e| fail(format!("setting permissions for {}: {}", quote(dst), e.desc())),
+                    |e| {
+                        fail(format!(
+                            "setting permissions for {}: {}",
+                            quote(dst),
+                            e.desc()
+                        ))
+                    },
                 )?;
                 attrs::apply(&tmp_file, dst, src, src_meta, opts, true)?;
             }
@@ -750,7 +822,10 @@ fn temp_file(dir: &Path, dst: &Path, mode: u32) -> io::Result<(PathBuf, File)> {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let name = join(dir, Path::new(&format!(".{base}.aiscp-{pid}-{nanos:x}{attempt}")));
+        let name = join(
+            dir,
+            Path::new(&format!(".{base}.aiscp-{pid}-{nanos:x}{attempt}")),
+        );
         let mut oo = OpenOptions::new();
         oo.write(true).create_new(true).mode(mode);
         oo.custom_flags(libc::O_NOCTTY | libc::O_NOFOLLOW);
@@ -779,10 +854,19 @@ fn sync(f: &File, dst: &Path, created: bool) -> Step {
 
 fn sync_dir(dir: &Path, dst: &Path) -> Step {
     let d = File::open(dir).map_err(|e| {
-        fail(format!("cannot open directory {}: {}", quote(dir), io_text(&e)))
+        fail(format!(
+            "cannot open directory {}: {}",
+            quote(dir),
+            io_text(&e)
+        ))
     })?;
-    d.sync_all()
-        .map_err(|e| fail(format!("error syncing directory of {}: {}", quote(dst), io_text(&e))))
+    d.sync_all().map_err(|e| {
+        fail(format!(
+            "error syncing directory of {}: {}",
+            quote(dst),
+            io_text(&e)
+        ))
+    })
 }
 
 /// The prompt of -i, on stderr; an answer starting with y or Y means yes.
@@ -806,25 +890,4 @@ fn same_dir(a: &Path, b: &Path) -> bool {
         (Ok(x), Ok(y)) => id(&x) == id(&y),
         _ => false,
     }
-}
-
-/// Whether DST (which may not exist yet) lies inside directory SRC.
-fn is_inside(src: &Path, dst: &Path) -> bool {
-    let Ok(src_c) = std::fs::canonicalize(src) else {
-        return false;
-    };
-    let dst_c = match std::fs::canonicalize(dst) {
-        Ok(p) => p,
-        Err(_) => {
-            let parent = match dst.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            match (std::fs::canonicalize(parent), dst.file_name()) {
-                (Ok(p), Some(n)) => p.join(n),
-                _ => return false,
-            }
-        }
-    };
-    dst_c.starts_with(&src_c)
 }

@@ -18,8 +18,10 @@ use plan::PlanError;
 
 /// Prints a usage error GNU's way and exits 1.
 fn usage_exit(e: &UsageError) -> ! {
-    error(&e.0);
-    eprintln!("Try '{} --help' for more information.", program());
+    error(&e.msg);
+    if e.hint {
+        eprintln!("Try '{} --help' for more information.", program());
+    }
     std::process::exit(1);
 }
 
@@ -36,7 +38,7 @@ fn clap_exit(e: clap::Error) -> ! {
         Some(ContextValue::String(s)) => Some(s.clone()),
         _ => None,
     };
-    let last_arg = std::env::args().last().unwrap_or_default();
+    let last_arg = std::env::args().next_back().unwrap_or_default();
     let msg = match e.kind() {
         ErrorKind::UnknownArgument => {
             let arg = ctx(ContextKind::InvalidArg).unwrap_or_default();
@@ -60,12 +62,9 @@ fn clap_exit(e: clap::Error) -> ! {
             let name = arg.split_whitespace().next().unwrap_or("").to_owned();
             format!("option '{name}' doesn't allow an argument")
         }
-        _ => {
-            let text = e.kind().as_str().unwrap_or("invalid arguments").to_owned();
-            text
-        }
+        _ => e.kind().as_str().unwrap_or("invalid arguments").to_owned(),
     };
-    usage_exit(&UsageError(msg))
+    usage_exit(&UsageError::new(msg))
 }
 
 fn main() {
@@ -109,5 +108,9 @@ fn main() {
     for job in &jobs {
         copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
     }
-    std::process::exit(i32::from(copier.failed));
+    let failed = copier.failed;
+    // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
+    // driver closed); process::exit would skip that.
+    drop(copier);
+    std::process::exit(i32::from(failed));
 }

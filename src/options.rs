@@ -42,6 +42,8 @@ pub struct Preserve {
     pub xattr: bool,
     /// Whether failing to copy xattrs is reported (only when named explicitly).
     pub xattr_required: bool,
+    /// --no-preserve=mode given: new files get the default 0666/0777 less the umask.
+    pub default_mode: bool,
 }
 
 #[derive(Debug)]
@@ -71,9 +73,23 @@ pub struct Options {
     pub fsync: bool,
 }
 
-/// A usage error: the message, printed with the program name and the "Try --help" line.
+/// A usage error: the message, printed with the program name and, when `hint`, the
+/// "Try --help" line (GNU omits it for a few fatal combinations).
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub struct UsageError {
+    pub msg: String,
+    pub hint: bool,
+}
+
+impl UsageError {
+    /// A usage error followed by the "Try --help" line.
+    pub fn new(msg: impl Into<String>) -> UsageError {
+        UsageError {
+            msg: msg.into(),
+            hint: true,
+        }
+    }
+}
 
 enum Event<'a> {
     Archive,
@@ -120,7 +136,7 @@ pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usiz
                 let names: Vec<String> = g.iter().map(|n| locale_quote(n)).collect();
                 msg.push_str(&format!("\n  - {}", names.join(", ")));
             }
-            Err(UsageError(msg))
+            Err(UsageError::new(msg))
         }
     }
 }
@@ -128,7 +144,10 @@ pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usiz
 fn apply_preserve(p: &mut Preserve, list: &str, on: bool, ctx: &str) -> Result<(), UsageError> {
     for item in list.split(',') {
         match argmatch(ctx, item, cli::PRESERVE_CHOICES)? {
-            0 => p.mode = on,
+            0 => {
+                p.mode = on;
+                p.default_mode = !on;
+            }
             1 => p.timestamps = on,
             2 => p.ownership = on,
             3 => p.links = on,
@@ -145,6 +164,7 @@ fn apply_preserve(p: &mut Preserve, list: &str, on: bool, ctx: &str) -> Result<(
                 p.xattr = on;
                 if !on {
                     p.xattr_required = false;
+                    p.default_mode = true;
                 }
             }
         }
@@ -174,7 +194,7 @@ impl Options {
         let mut events: Vec<(usize, Event<'_>)> = Vec::new();
         let flag = |id: &str| -> Option<usize> {
             if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
-                m.indices_of(id).and_then(|i| i.last())
+                m.indices_of(id).and_then(|mut i| i.next_back())
             } else {
                 None
             }
@@ -195,7 +215,10 @@ impl Options {
                 events.push((i, ev));
             }
         }
-        if let (Some(idx), Some(vals)) = (m.indices_of(ids::PRESERVE), m.get_many::<String>(ids::PRESERVE)) {
+        if let (Some(idx), Some(vals)) = (
+            m.indices_of(ids::PRESERVE),
+            m.get_many::<String>(ids::PRESERVE),
+        ) {
             for (i, v) in idx.zip(vals) {
                 events.push((i, Event::Preserve(v)));
             }
@@ -289,22 +312,23 @@ impl Options {
         };
 
         if make_backups && clobber == Clobber::SkipSilently && no_clobber_given {
-            return Err(UsageError(
-                "options --backup and --no-clobber are mutually exclusive".into(),
+            return Err(UsageError::new(
+                "options --backup and --no-clobber are mutually exclusive",
             ));
         }
         if reflink_always && sparse != SparseMode::Auto {
-            return Err(UsageError(
-                "--reflink can be used only with --sparse=auto".into(),
+            return Err(UsageError::new(
+                "--reflink can be used only with --sparse=auto",
             ));
         }
         if cli.link && cli.symbolic_link {
-            return Err(UsageError("cannot make both hard and symbolic links".into()));
+            return Err(UsageError::new("cannot make both hard and symbolic links"));
         }
         if cli.target_directory.is_some() && cli.no_target_directory {
-            return Err(UsageError(
-                "cannot combine --target-directory (-t) and --no-target-directory (-T)".into(),
-            ));
+            return Err(UsageError {
+                msg: "cannot combine --target-directory (-t) and --no-target-directory (-T)".into(),
+                hint: false,
+            });
         }
         let deref = deref.unwrap_or(if recursive && !cli.link {
             Deref::Never
@@ -341,5 +365,5 @@ impl Options {
 
 /// The message for an operand GNU names in a usage error, e.g. "extra operand 'c'".
 pub fn extra_operand(op: &std::ffi::OsStr) -> UsageError {
-    UsageError(format!("extra operand {}", quote_os(op)))
+    UsageError::new(format!("extra operand {}", quote_os(op)))
 }

@@ -59,7 +59,7 @@ fn errno_text(e: &std::io::Error) -> String {
 /// Turns the operands into jobs following GNU cp's do_copy.
 pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanError> {
     if operands.is_empty() {
-        return Err(UsageError("missing file operand".into()).into());
+        return Err(UsageError::new("missing file operand").into());
     }
     let mut files: Vec<PathBuf> = operands.to_vec();
     let target: Option<PathBuf>;
@@ -68,7 +68,7 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
             return Err(extra_operand(files[2].as_os_str()).into());
         }
         if files.len() == 1 {
-            return Err(UsageError(format!(
+            return Err(UsageError::new(format!(
                 "missing destination file operand after {}",
                 quote(&files[0])
             ))
@@ -94,7 +94,7 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
         }
     } else {
         if files.len() == 1 {
-            return Err(UsageError(format!(
+            return Err(UsageError::new(format!(
                 "missing destination file operand after {}",
                 quote(&files[0])
             ))
@@ -112,16 +112,18 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
                         Err(e) => errno_text(&e),
                         Ok(_) => "Not a directory".into(),
                     };
-                    return Err(PlanError::Fatal(format!("target {}: {}", quote(&last), why)));
+                    return Err(PlanError::Fatal(format!(
+                        "target {}: {}",
+                        quote(&last),
+                        why
+                    )));
                 }
                 target = None;
             }
         }
     }
     if opts.parents && target.is_none() {
-        return Err(
-            UsageError("with --parents, the destination must be a directory".into()).into(),
-        );
+        return Err(UsageError::new("with --parents, the destination must be a directory").into());
     }
     let strip = |p: &Path| {
         if opts.strip_trailing_slashes {

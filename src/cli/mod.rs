@@ -9,13 +9,15 @@ use clap::{ArgAction, Parser, ValueHint};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
-/// Copy SOURCE to DEST, or multiple SOURCE(s) to DIRECTORY, like cp(1), with every byte of
-/// file data staged through GPU memory (AMD hipFile or NVIDIA cuFile; host memory where no GPU
-/// library loads).
+/// The whole cp command line plus aiscp's own flags.
 #[derive(Parser, Debug)]
 #[command(
     name = "aiscp",
     version,
+    about = "copy files and directories, staging file data through GPU memory",
+    long_about = "Copy SOURCE to DEST, or multiple SOURCE(s) to DIRECTORY, like cp(1), with every \
+byte of file data staged through GPU memory (AMD hipFile or NVIDIA cuFile; host memory where no \
+GPU library loads).",
     args_override_self = true,
     infer_long_args = true,
     override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",

@@ -43,15 +43,8 @@ fn parse_args() -> Result<Args, String> {
     while let Some(arg) = it.next() {
         match arg.to_str() {
             Some("--flavor") => {
-                flavor = Some(match it.next().as_ref().and_then(|v| v.to_str()) {
-                    Some("hipfile") => Flavor::HipFile,
-                    Some("cufile") => Flavor::CuFile,
-                    other => {
-                        return Err(format!(
-                            "--flavor: expected hipfile or cufile, got {other:?}"
-                        ))
-                    }
-                })
+                let v = it.next().unwrap_or_default();
+                flavor = Some(v.to_string_lossy().parse::<Flavor>()?);
             }
             Some("--chunk") => {
                 let v = it.next().and_then(|v| v.to_str()?.parse::<u64>().ok());
@@ -81,7 +74,7 @@ fn load(flavor: Option<Flavor>) -> Result<Library, String> {
     for f in order {
         match Library::load(f) {
             Ok(lib) => return Ok(lib),
-            Err(e) => errors.push(format!("{f:?}: {e}")),
+            Err(e) => errors.push(format!("{f}: {e}")),
         }
     }
     Err(errors.join("\n"))

@@ -66,6 +66,29 @@ pub enum Flavor {
     CuFile,
 }
 
+impl std::fmt::Display for Flavor {
+    /// The name used on command lines: `hipfile` or `cufile`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Flavor::HipFile => "hipfile",
+            Flavor::CuFile => "cufile",
+        })
+    }
+}
+
+impl std::str::FromStr for Flavor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Flavor, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "hipfile" => Ok(Flavor::HipFile),
+            "cufile" => Ok(Flavor::CuFile),
+            _ => Err(format!(
+                "unknown GPU I/O library '{s}' (expected hipfile or cufile)"
+            )),
+        }
+    }
+}
+
 fn c_text(p: *const std::ffi::c_char) -> Option<String> {
     if p.is_null() {
         None
@@ -303,6 +326,10 @@ impl Library {
 
     /// Opens the driver once; it is closed when the last clone of the `Driver` is dropped.
     pub fn open_driver(&self) -> Result<Driver, Error> {
+        if self.flavor() == Flavor::CuFile {
+            // cuFile runs on the driver API, which refuses every call before cuInit.
+            self.inner.runtime.cuda()?;
+        }
         // SAFETY: no arguments.
         let e = unsafe { (self.inner.io.driver_open)() };
         self.check_file_error(self.inner.names.driver_open, e)?;
@@ -1171,5 +1198,37 @@ impl Drop for Stream<'_> {
             let _ = unsafe { deregister(self.raw) };
         }
         self.device.destroy_stream(self.raw);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+
+    #[test]
+    fn thread_safety_of_the_public_types() {
+        // Workers on several threads share the library, driver, device and file handles, and
+        // move buffers between them.
+        send_sync::<Library>();
+        send_sync::<Runtime>();
+        send_sync::<Driver>();
+        send_sync::<Device>();
+        send_sync::<FileHandle<'static>>();
+        send_sync::<DeviceBuffer>();
+        send_sync::<RegisteredBuffer>();
+        send_sync::<PinnedBuffer>();
+        send::<Stream<'static>>();
+    }
+
+    #[test]
+    fn flavor_names_round_trip() {
+        for f in [Flavor::HipFile, Flavor::CuFile] {
+            assert_eq!(f.to_string().parse::<Flavor>(), Ok(f));
+        }
+        assert_eq!("CuFile".parse::<Flavor>(), Ok(Flavor::CuFile));
+        assert!("rocm".parse::<Flavor>().is_err());
     }
 }

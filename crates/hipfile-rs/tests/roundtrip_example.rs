@@ -144,6 +144,7 @@ fn errors_are_reported_and_leave_nothing_behind() {
     for (faults, expect) in [
         ("write#2=ENOSPC", "No space left on device"),
         ("read@65536=EIO", "Input/output error"),
+        ("write@131072=EDQUOT", "Disk quota exceeded"),
         ("read#1=hipfile:5030", "5030"),
         ("read#1=hiperr:2", "error 2"),
         ("malloc#1=oom", "cannot allocate"),

@@ -1,0 +1,89 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'aiscp' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'aiscp'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'aiscp' {
+            [CompletionResult]::new('--backup', '--backup', [CompletionResultType]::ParameterName, 'Make a backup of each existing destination file')
+            [CompletionResult]::new('--preserve', '--preserve', [CompletionResultType]::ParameterName, 'Preserve the specified attributes (default: mode,ownership,timestamps), if possible additional attributes: context, links, xattr, all')
+            [CompletionResult]::new('--no-preserve', '--no-preserve', [CompletionResultType]::ParameterName, 'Don''t preserve the specified attributes')
+            [CompletionResult]::new('--reflink', '--reflink', [CompletionResultType]::ParameterName, 'Control clone/CoW copies; data always passes through the GPU, so only auto and never can be honoured')
+            [CompletionResult]::new('--sparse', '--sparse', [CompletionResultType]::ParameterName, 'Control creation of sparse files (auto: stage only the data extents, keep holes)')
+            [CompletionResult]::new('-S', '-S ', [CompletionResultType]::ParameterName, 'Override the usual backup suffix')
+            [CompletionResult]::new('--suffix', '--suffix', [CompletionResultType]::ParameterName, 'Override the usual backup suffix')
+            [CompletionResult]::new('-t', '-t', [CompletionResultType]::ParameterName, 'Copy all SOURCE arguments into DIRECTORY')
+            [CompletionResult]::new('--target-directory', '--target-directory', [CompletionResultType]::ParameterName, 'Copy all SOURCE arguments into DIRECTORY')
+            [CompletionResult]::new('--update', '--update', [CompletionResultType]::ParameterName, 'Control which existing files are updated (-u: older)')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Staging backend: auto tries hipFile, then cuFile, then host memory (with a warning); gpu is hipFile or cuFile, an error if neither loads')
+            [CompletionResult]::new('--gpu', '--gpu', [CompletionResultType]::ParameterName, 'GPU index to stage through')
+            [CompletionResult]::new('--chunk-size', '--chunk-size', [CompletionResultType]::ParameterName, 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE')
+            [CompletionResult]::new('--streams', '--streams', [CompletionResultType]::ParameterName, 'Slices in flight, each with its own staging buffer of --chunk-size bytes')
+            [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Write the man page or a shell completion script to stdout')
+            [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
+            [CompletionResult]::new('--archive', '--archive', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
+            [CompletionResult]::new('--attributes-only', '--attributes-only', [CompletionResultType]::ParameterName, 'Don''t copy the file data, just the attributes')
+            [CompletionResult]::new('-b', '-b', [CompletionResultType]::ParameterName, 'Like --backup but does not accept an argument')
+            [CompletionResult]::new('--copy-contents', '--copy-contents', [CompletionResultType]::ParameterName, 'Copy contents of special files when recursive')
+            [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Same as --no-dereference --preserve=links')
+            [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'If an existing destination file cannot be opened, remove it and try again')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'If an existing destination file cannot be opened, remove it and try again')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Prompt before overwrite')
+            [CompletionResult]::new('--interactive', '--interactive', [CompletionResultType]::ParameterName, 'Prompt before overwrite')
+            [CompletionResult]::new('-H', '-H ', [CompletionResultType]::ParameterName, 'Follow command-line symbolic links in SOURCE')
+            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Hard link files instead of copying')
+            [CompletionResult]::new('--link', '--link', [CompletionResultType]::ParameterName, 'Hard link files instead of copying')
+            [CompletionResult]::new('-L', '-L ', [CompletionResultType]::ParameterName, 'Always follow symbolic links in SOURCE')
+            [CompletionResult]::new('--dereference', '--dereference', [CompletionResultType]::ParameterName, 'Always follow symbolic links in SOURCE')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Do not overwrite an existing file')
+            [CompletionResult]::new('--no-clobber', '--no-clobber', [CompletionResultType]::ParameterName, 'Do not overwrite an existing file')
+            [CompletionResult]::new('-P', '-P ', [CompletionResultType]::ParameterName, 'Never follow symbolic links in SOURCE')
+            [CompletionResult]::new('--no-dereference', '--no-dereference', [CompletionResultType]::ParameterName, 'Never follow symbolic links in SOURCE')
+            [CompletionResult]::new('-p', '-p', [CompletionResultType]::ParameterName, 'Same as --preserve=mode,ownership,timestamps')
+            [CompletionResult]::new('--parents', '--parents', [CompletionResultType]::ParameterName, 'Use full source file name under DIRECTORY')
+            [CompletionResult]::new('-R', '-R ', [CompletionResultType]::ParameterName, 'Copy directories recursively')
+            [CompletionResult]::new('--recursive', '--recursive', [CompletionResultType]::ParameterName, 'Copy directories recursively')
+            [CompletionResult]::new('--remove-destination', '--remove-destination', [CompletionResultType]::ParameterName, 'Remove each existing destination file before attempting to open it')
+            [CompletionResult]::new('--strip-trailing-slashes', '--strip-trailing-slashes', [CompletionResultType]::ParameterName, 'Remove any trailing slashes from each SOURCE argument')
+            [CompletionResult]::new('-s', '-s', [CompletionResultType]::ParameterName, 'Make symbolic links instead of copying')
+            [CompletionResult]::new('--symbolic-link', '--symbolic-link', [CompletionResultType]::ParameterName, 'Make symbolic links instead of copying')
+            [CompletionResult]::new('-T', '-T ', [CompletionResultType]::ParameterName, 'Treat DEST as a normal file')
+            [CompletionResult]::new('--no-target-directory', '--no-target-directory', [CompletionResultType]::ParameterName, 'Treat DEST as a normal file')
+            [CompletionResult]::new('-u', '-u', [CompletionResultType]::ParameterName, 'Equivalent to --update=older')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Explain what is being done')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Explain what is being done')
+            [CompletionResult]::new('-x', '-x', [CompletionResultType]::ParameterName, 'Stay on this file system')
+            [CompletionResult]::new('--one-file-system', '--one-file-system', [CompletionResultType]::ParameterName, 'Stay on this file system')
+            [CompletionResult]::new('--atomic', '--atomic', [CompletionResultType]::ParameterName, 'Write each file to a temporary name in DEST''s directory, fsync it and rename it over DEST, so readers never see a partial file')
+            [CompletionResult]::new('--fsync', '--fsync', [CompletionResultType]::ParameterName, 'Flush each copied file (and, for new files, its directory) to stable storage before reporting success')
+            [CompletionResult]::new('--async', '--async', [CompletionResultType]::ParameterName, 'Use hipFile''s asynchronous stream API (one stream per slice)')
+            [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'Show a progress bar on stderr [default: when stderr is a terminal]')
+            [CompletionResult]::new('--no-progress', '--no-progress', [CompletionResultType]::ParameterName, 'Never show a progress bar')
+            [CompletionResult]::new('--debug', '--debug', [CompletionResultType]::ParameterName, 'Report the backend, library, GPU, chunk, streams and each file''s route on stderr')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

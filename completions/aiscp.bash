@@ -1,0 +1,112 @@
+_aiscp() {
+    local i cur prev opts cmd
+    COMPREPLY=()
+    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+        cur="$2"
+    else
+        cur="${COMP_WORDS[COMP_CWORD]}"
+    fi
+    prev="$3"
+    cmd=""
+    opts=""
+
+    for i in "${COMP_WORDS[@]:0:COMP_CWORD}"
+    do
+        case "${cmd},${i}" in
+            ",$1")
+                cmd="aiscp"
+                ;;
+            *)
+                ;;
+        esac
+    done
+
+    case "${cmd}" in
+        aiscp)
+            opts="-a -b -d -f -i -H -l -L -n -P -p -R -s -S -t -T -u -v -x -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --chunk-size --streams --async --progress --no-progress --debug --generate --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --backup)
+                    COMPREPLY=($(compgen -W "none off simple never existing nil numbered t" -- "${cur}"))
+                    return 0
+                    ;;
+                --preserve)
+                    COMPREPLY=($(compgen -W "mode timestamps ownership links context xattr all" -- "${cur}"))
+                    return 0
+                    ;;
+                --no-preserve)
+                    COMPREPLY=($(compgen -W "mode timestamps ownership links context xattr all" -- "${cur}"))
+                    return 0
+                    ;;
+                --reflink)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --sparse)
+                    COMPREPLY=($(compgen -W "never auto always" -- "${cur}"))
+                    return 0
+                    ;;
+                --suffix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -S)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --target-directory)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                -t)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --update)
+                    COMPREPLY=($(compgen -W "all none none-fail older" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "auto gpu hipfile cufile host" -- "${cur}"))
+                    return 0
+                    ;;
+                --gpu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chunk-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --streams)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --generate)
+                    COMPREPLY=($(compgen -W "man bash zsh fish elvish powershell" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+    esac
+}
+
+if [[ "${BASH_VERSINFO[0]}" -eq 4 && "${BASH_VERSINFO[1]}" -ge 4 || "${BASH_VERSINFO[0]}" -gt 4 ]]; then
+    complete -F _aiscp -o nosort -o bashdefault -o default aiscp
+else
+    complete -F _aiscp -o bashdefault -o default aiscp
+fi

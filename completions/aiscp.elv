@@ -1,0 +1,83 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[aiscp] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'aiscp'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'aiscp'= {
+            cand --backup 'Make a backup of each existing destination file'
+            cand --preserve 'Preserve the specified attributes (default: mode,ownership,timestamps), if possible additional attributes: context, links, xattr, all'
+            cand --no-preserve 'Don''t preserve the specified attributes'
+            cand --reflink 'Control clone/CoW copies; data always passes through the GPU, so only auto and never can be honoured'
+            cand --sparse 'Control creation of sparse files (auto: stage only the data extents, keep holes)'
+            cand -S 'Override the usual backup suffix'
+            cand --suffix 'Override the usual backup suffix'
+            cand -t 'Copy all SOURCE arguments into DIRECTORY'
+            cand --target-directory 'Copy all SOURCE arguments into DIRECTORY'
+            cand --update 'Control which existing files are updated (-u: older)'
+            cand --backend 'Staging backend: auto tries hipFile, then cuFile, then host memory (with a warning); gpu is hipFile or cuFile, an error if neither loads'
+            cand --gpu 'GPU index to stage through'
+            cand --chunk-size 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE'
+            cand --streams 'Slices in flight, each with its own staging buffer of --chunk-size bytes'
+            cand --generate 'Write the man page or a shell completion script to stdout'
+            cand -a 'Same as -dR --preserve=all'
+            cand --archive 'Same as -dR --preserve=all'
+            cand --attributes-only 'Don''t copy the file data, just the attributes'
+            cand -b 'Like --backup but does not accept an argument'
+            cand --copy-contents 'Copy contents of special files when recursive'
+            cand -d 'Same as --no-dereference --preserve=links'
+            cand -f 'If an existing destination file cannot be opened, remove it and try again'
+            cand --force 'If an existing destination file cannot be opened, remove it and try again'
+            cand -i 'Prompt before overwrite'
+            cand --interactive 'Prompt before overwrite'
+            cand -H 'Follow command-line symbolic links in SOURCE'
+            cand -l 'Hard link files instead of copying'
+            cand --link 'Hard link files instead of copying'
+            cand -L 'Always follow symbolic links in SOURCE'
+            cand --dereference 'Always follow symbolic links in SOURCE'
+            cand -n 'Do not overwrite an existing file'
+            cand --no-clobber 'Do not overwrite an existing file'
+            cand -P 'Never follow symbolic links in SOURCE'
+            cand --no-dereference 'Never follow symbolic links in SOURCE'
+            cand -p 'Same as --preserve=mode,ownership,timestamps'
+            cand --parents 'Use full source file name under DIRECTORY'
+            cand -R 'Copy directories recursively'
+            cand --recursive 'Copy directories recursively'
+            cand --remove-destination 'Remove each existing destination file before attempting to open it'
+            cand --strip-trailing-slashes 'Remove any trailing slashes from each SOURCE argument'
+            cand -s 'Make symbolic links instead of copying'
+            cand --symbolic-link 'Make symbolic links instead of copying'
+            cand -T 'Treat DEST as a normal file'
+            cand --no-target-directory 'Treat DEST as a normal file'
+            cand -u 'Equivalent to --update=older'
+            cand -v 'Explain what is being done'
+            cand --verbose 'Explain what is being done'
+            cand -x 'Stay on this file system'
+            cand --one-file-system 'Stay on this file system'
+            cand --atomic 'Write each file to a temporary name in DEST''s directory, fsync it and rename it over DEST, so readers never see a partial file'
+            cand --fsync 'Flush each copied file (and, for new files, its directory) to stable storage before reporting success'
+            cand --async 'Use hipFile''s asynchronous stream API (one stream per slice)'
+            cand --progress 'Show a progress bar on stderr [default: when stderr is a terminal]'
+            cand --no-progress 'Never show a progress bar'
+            cand --debug 'Report the backend, library, GPU, chunk, streams and each file''s route on stderr'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,239 @@
+//! The CLI beyond parity: where aiscp differs from GNU cp 9.1 on purpose, --atomic, --fsync,
+//! the program name in messages, and the generated man page and completions.
+
+use assert_cmd::Command;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+fn aiscp(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("aiscp").unwrap();
+    c.current_dir(dir)
+        .env("AISCP_BACKEND", "host")
+        .env("LC_ALL", "C.UTF-8");
+    c
+}
+
+fn setup() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("a"), "new\n").unwrap();
+    std::fs::write(t.path().join("b"), "old\n").unwrap();
+    t
+}
+
+/// GNU 9.1 lacks --update=WHEN (newer GNU has it): aiscp follows newer GNU's documentation.
+#[test]
+fn update_none_fail_differs_from_9_1_on_purpose() {
+    let t = setup();
+    aiscp(t.path())
+        .args(["--update=none-fail", "a", "b"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(format!(
+            "{}: not replacing 'b'\n",
+            env!("CARGO_BIN_EXE_aiscp")
+        ));
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b")).unwrap(),
+        "old\n"
+    );
+    // GNU 9.1 refuses the option altogether.
+    let gnu = std::process::Command::new("cp")
+        .args(["--update=none-fail", "a", "b"])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert_eq!(gnu.status.code(), Some(1));
+}
+
+#[test]
+fn update_none_skips_and_update_all_overwrites() {
+    let t = setup();
+    aiscp(t.path())
+        .args(["--update=none", "a", "b"])
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b")).unwrap(),
+        "old\n"
+    );
+    aiscp(t.path())
+        .args(["--update=all", "a", "b"])
+        .assert()
+        .code(0);
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("b")).unwrap(),
+        "new\n"
+    );
+}
+
+/// Data must pass through the GPU, so no clone is ever made: refused on every filesystem,
+/// even where GNU cp could clone (btrfs, XFS).
+#[test]
+fn reflink_always_is_refused_everywhere() {
+    let t = setup();
+    aiscp(t.path())
+        .args(["--reflink=always", "a", "c"])
+        .assert()
+        .code(1)
+        .stderr(format!(
+            "{}: failed to clone 'c' from 'a': Operation not supported\n",
+            env!("CARGO_BIN_EXE_aiscp")
+        ));
+}
+
+#[test]
+fn program_name_is_argv0_as_invoked() {
+    let t = setup();
+    aiscp(t.path())
+        .arg("missing")
+        .arg("x")
+        .assert()
+        .code(1)
+        .stderr(format!(
+            "{}: cannot stat 'missing': No such file or directory\n",
+            env!("CARGO_BIN_EXE_aiscp")
+        ));
+}
+
+#[test]
+fn help_and_version_exit_zero() {
+    let t = setup();
+    aiscp(t.path()).arg("--help").assert().code(0);
+    aiscp(t.path()).arg("--version").assert().code(0);
+}
+
+#[test]
+fn atomic_replaces_existing_keeping_its_mode() {
+    let t = setup();
+    let b = t.path().join("b");
+    std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = std::fs::metadata(&b).unwrap().ino();
+    aiscp(t.path())
+        .args(["--atomic", "a", "b"])
+        .assert()
+        .code(0);
+    let m = std::fs::metadata(&b).unwrap();
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "new\n");
+    assert_eq!(m.mode() & 0o7777, 0o600);
+    assert_ne!(m.ino(), before, "--atomic renames a new file over DEST");
+    let names: Vec<_> = std::fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "temporary left behind: {names:?}");
+}
+
+#[test]
+fn atomic_new_file_gets_source_mode_under_umask() {
+    let t = setup();
+    let a = t.path().join("a");
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    aiscp(t.path())
+        .args(["--atomic", "a", "c"])
+        .assert()
+        .code(0);
+    let m = std::fs::metadata(t.path().join("c")).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o755 & !current_umask());
+}
+
+fn current_umask() -> u32 {
+    // SAFETY: umask touches no memory; restored at once.
+    unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old
+    }
+}
+
+/// A read error mid-copy (/proc/self/mem fails at offset 0) leaves no temporary and no DEST.
+#[test]
+fn atomic_failure_removes_the_temporary() {
+    let t = setup();
+    std::fs::create_dir(t.path().join("d")).unwrap();
+    aiscp(t.path())
+        .args(["--atomic", "/proc/self/mem", "d/x"])
+        .assert()
+        .code(1);
+    let left: Vec<_> = std::fs::read_dir(t.path().join("d")).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn fsync_copies_new_and_existing() {
+    let t = setup();
+    aiscp(t.path()).args(["--fsync", "a", "b"]).assert().code(0);
+    aiscp(t.path()).args(["--fsync", "a", "c"]).assert().code(0);
+    for n in ["b", "c"] {
+        assert_eq!(std::fs::read_to_string(t.path().join(n)).unwrap(), "new\n");
+    }
+}
+
+/// The committed man page and completions are what the code generates now.
+#[test]
+fn generated_files_are_current() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (what, file) in [
+        ("man", "man/aiscp.1"),
+        ("bash", "completions/aiscp.bash"),
+        ("zsh", "completions/_aiscp"),
+        ("fish", "completions/aiscp.fish"),
+        ("elvish", "completions/aiscp.elv"),
+        ("powershell", "completions/_aiscp.ps1"),
+    ] {
+        let out = Command::cargo_bin("aiscp")
+            .unwrap()
+            .args(["--generate", what])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "--generate {what} failed");
+        let committed = std::fs::read(root.join(file)).unwrap_or_default();
+        assert!(
+            committed == out.stdout,
+            "{file} is stale: run `aiscp --generate {what} > {file}` (scripts/regenerate.sh)"
+        );
+    }
+}
+
+#[test]
+fn bash_completion_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("source completions/aiscp.bash && complete -p aiscp")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("-F _aiscp aiscp"));
+}
+
+#[test]
+fn man_page_renders() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Ok(out) = std::process::Command::new("man")
+        .args(["-l", "man/aiscp.1"])
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .current_dir(root)
+        .output()
+    else {
+        eprintln!("skipped: man is not installed");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for section in [
+        "EXIT STATUS",
+        "ENVIRONMENT",
+        "EXAMPLES",
+        "SEE ALSO",
+        "AISCP_BACKEND",
+    ] {
+        assert!(text.contains(section), "man page lacks {section}");
+    }
+}

@@ -1,0 +1,256 @@
+//! The engine as a library on the fake GPU library (hipFile flavor). The fake is configured
+//! by environment variables when it loads and writes its leak report at exit, so each case
+//! runs in a child process: this test binary re-executed on `child_process_entry` with the
+//! case's name in AISCP_ENGINE_CASE. The parent checks the child's exit status and the
+//! report; the child checks the bytes.
+
+mod common;
+
+use aiscp::engine::{
+    BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, SourceKind, SparseMode,
+};
+use common::*;
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CHUNK: u64 = 64 * 1024;
+const CASE: &str = "AISCP_ENGINE_CASE";
+const DIR: &str = "AISCP_ENGINE_DIR";
+
+/// Runs `case` in a child with the fake library and `faults`; returns its report.
+fn run_child(case: &str, faults: &str, extra_env: &[(&str, &str)]) -> FakeReport {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_process_entry",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CASE, case)
+    .env(DIR, dir.path())
+    .env("AISCP_FAKE_GPU_FAULTS", faults);
+    Backend::FakeGpu.apply(&mut cmd, &report);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "child case {case} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1 passed"), "child ran no case:\n{text}");
+    FakeReport::read(&report)
+}
+
+fn gpu_engine(chunk: u64, streams: usize) -> Engine {
+    let config = Config {
+        backend: BackendChoice::HipFile,
+        chunk_size: Some(chunk),
+        streams: Some(streams),
+        ..Config::default()
+    };
+    Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
+}
+
+fn copy(engine: &mut Engine, src: &Path, dst: &Path, sparse: SparseMode) -> Result<u64, CopyError> {
+    let s = File::open(src).unwrap();
+    let d = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dst)
+        .unwrap();
+    let len = s.metadata().unwrap().len();
+    engine.copy(
+        &DataJob {
+            src: &s,
+            src_name: src,
+            src_kind: SourceKind::Regular { len },
+            dst: &d,
+            dst_name: dst,
+            sparse,
+        },
+        &NoProgress,
+    )
+}
+
+fn sizes() -> Vec<usize> {
+    let c = CHUNK as usize;
+    vec![
+        0,
+        1,
+        4095,
+        4096,
+        4097,
+        c - 1,
+        c,
+        c + 1,
+        9 * c + 4097,
+        16 * c,
+    ]
+}
+
+/// Copies every boundary size and compares; returns the total bytes.
+fn copy_all_sizes(dir: &Path, streams: usize) -> u64 {
+    let mut engine = gpu_engine(CHUNK, streams);
+    let mut total = 0;
+    for (i, size) in sizes().into_iter().enumerate() {
+        let src = dir.join(format!("src{i}"));
+        let dst = dir.join(format!("dst{i}"));
+        let data = write_random(&src, size, i as u64 + 100);
+        assert_eq!(
+            copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap(),
+            size as u64
+        );
+        assert_same_bytes(&fs::read(&dst).unwrap(), &data, &format!("size {size}"));
+        total += size as u64;
+    }
+    total
+}
+
+/// The child side: runs the case named in the environment. Does nothing in a normal run.
+#[test]
+fn child_process_entry() {
+    let Ok(case) = std::env::var(CASE) else {
+        return;
+    };
+    let dir = PathBuf::from(std::env::var(DIR).unwrap());
+    match case.as_str() {
+        "sizes" => {
+            copy_all_sizes(&dir, 4);
+            copy_all_sizes(&dir, 1);
+        }
+        "bounce" => {
+            copy_all_sizes(&dir, 3);
+        }
+        "read_eio" => {
+            let mut engine = gpu_engine(CHUNK, 4);
+            let src = dir.join("src");
+            let data = write_random(&src, 10 * CHUNK as usize, 1);
+            let dst = dir.join("dst");
+            let err = copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("error reading '{}': Input/output error", src.display())
+            );
+            let got = fs::read(&dst).unwrap();
+            assert!(
+                got.len() <= 5 * CHUNK as usize,
+                "DST kept {} bytes past the error",
+                got.len()
+            );
+            assert_same_bytes(&got, &data[..got.len()], "prefix");
+        }
+        "write_enospc" => {
+            let mut engine = gpu_engine(CHUNK, 2);
+            let src = dir.join("src");
+            write_random(&src, 10 * CHUNK as usize, 2);
+            let dst = dir.join("dst");
+            let err = copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("error writing '{}': No space left on device", dst.display())
+            );
+            // The engine keeps working for the next file.
+            let src2 = dir.join("src2");
+            let data = write_random(&src2, 3 * CHUNK as usize + 1, 3);
+            copy(&mut engine, &src2, &dst, SparseMode::Auto).unwrap();
+            assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after error");
+        }
+        "short_io" => {
+            copy_all_sizes(&dir, 2);
+        }
+        "sparse" => {
+            let mut engine = gpu_engine(CHUNK, 4);
+            let src = dir.join("sparse");
+            let a = random_bytes(8192, 1);
+            let len = 40 * CHUNK + 100;
+            write_sparse(&src, len, &[(12 * CHUNK, &a)]);
+            let mut want = vec![0u8; len as usize];
+            want[12 * CHUNK as usize..][..a.len()].copy_from_slice(&a);
+            for mode in [SparseMode::Auto, SparseMode::Always, SparseMode::Never] {
+                let dst = dir.join(format!("{mode:?}"));
+                copy(&mut engine, &src, &dst, mode).unwrap();
+                assert_same_bytes(&fs::read(&dst).unwrap(), &want, &format!("{mode:?}"));
+                if mode != SparseMode::Never && blocks(&src) * 512 < len {
+                    assert!(blocks(&dst) <= blocks(&src) + 8, "{mode:?}: holes filled");
+                }
+            }
+        }
+        "no_such_gpu" => {
+            let config = Config {
+                backend: BackendChoice::HipFile,
+                gpu: 1,
+                ..Config::default()
+            };
+            let err = Engine::start(config, &mut |_| {}).err().expect("refused");
+            assert_eq!(err.to_string(), "GPU 1 does not exist: 1 device(s) found");
+        }
+        other => panic!("unknown case {other}"),
+    }
+}
+
+#[test]
+fn all_sizes_through_device_memory_leave_nothing_behind() {
+    let report = run_child("sizes", "", &[]);
+    report.assert_clean();
+    assert!(report.stat("reads") > 0 && report.stat("writes") > 0);
+}
+
+#[test]
+fn refused_registration_takes_the_bounce_route_through_device_memory() {
+    let report = run_child("bounce", "register=5027", &[]);
+    report.assert_clean();
+    let total: u64 = sizes().iter().map(|&s| s as u64).sum();
+    assert!(
+        report.stat("htod_bytes") >= total,
+        "htod {} < {total}",
+        report.stat("htod_bytes")
+    );
+    assert!(
+        report.stat("dtoh_bytes") >= total,
+        "dtoh {} < {total}",
+        report.stat("dtoh_bytes")
+    );
+    assert_eq!(report.stat("reads"), 0, "no library I/O on refused files");
+}
+
+#[test]
+fn read_error_is_reported_and_nothing_leaks() {
+    let report = run_child("read_eio", &format!("read@{}=EIO", 5 * CHUNK), &[]);
+    report.assert_clean();
+}
+
+#[test]
+fn write_error_is_reported_and_nothing_leaks() {
+    let report = run_child("write_enospc", "write#3=ENOSPC", &[]);
+    report.assert_clean();
+}
+
+#[test]
+fn short_reads_and_writes_are_retried() {
+    let report = run_child(
+        "short_io",
+        "read#2=short:4096;write#3=short:8192;write#5=short:4096",
+        &[],
+    );
+    report.assert_clean();
+}
+
+#[test]
+fn sparse_modes_on_the_gpu() {
+    let report = run_child("sparse", "", &[]);
+    report.assert_clean();
+}
+
+#[test]
+fn missing_gpu_index_names_the_count() {
+    let report = run_child("no_such_gpu", "", &[]);
+    report.assert_clean();
+}

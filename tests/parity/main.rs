@@ -1,0 +1,182 @@
+//! Parity with GNU cp: each scenario runs GNU cp (the system's, 9.1 here) and aiscp on the
+//! same fresh tree and requires the same exit status, stdout, stderr and resulting tree.
+//!
+//! Permission-denied cases run both programs as `nobody` through setpriv, because root
+//! bypasses permission checks; the temp directory is made world-writable for them.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod harness;
+
+use harness::{check, sc, Backend, Scenario};
+
+macro_rules! scenarios {
+    ($($name:ident: $s:expr;)*) => {
+        /// Every scenario, for the count check.
+        fn all() -> Vec<(&'static str, Scenario)> {
+            vec![$((stringify!($name), $s)),*]
+        }
+        mod host {
+            use super::*;
+            $(#[test] fn $name() { check(&$s, Backend::Host) })*
+        }
+        mod fake_gpu {
+            use super::*;
+            $(#[test] fn $name() { check(&$s, Backend::FakeGpu) })*
+        }
+    };
+}
+
+const AB: &str = "text a new\ntext b old";
+
+scenarios! {
+    // Operands
+    two_operands: sc("file a 4097 0640", "a b");
+    empty_source: sc("file a 0", "a b");
+    one_byte: sc("file a 1", "a b");
+    page_boundary: sc("file a 4096\nfile b 9000 0600", "a b");
+    existing_dst_keeps_mode: sc("file a 100 0644\nfile b 5000 0600", "a b");
+    into_directory: sc("file a 10\ndir d", "a d");
+    many_into_directory: sc("file a 1\nfile b 4097\ndir d", "a b d");
+    many_into_file: sc("file a 1\nfile b 1\nfile c 1", "a b c");
+    many_into_missing: sc("file a 1\nfile b 1", "a b c");
+    missing_operand: sc("", "");
+    missing_destination: sc("file a 1", "a");
+    target_directory: sc("file a 1\nfile b 2\ndir d", "-t d a b");
+    target_directory_missing: sc("file a 1", "-t nonex a");
+    target_directory_is_file: sc("file a 1\nfile b 1", "-t b a");
+    target_directory_no_sources: sc("dir d", "-t d");
+    no_target_directory: sc("file a 1\ndir d", "-T a d");
+    no_target_directory_extra: sc("file a 1\nfile b 1", "-T a b c");
+    t_and_big_t: sc("file a 1\ndir d", "-T -t d a");
+    parents: sc("dir p/q\nfile p/q/f 100\ndir t", "-v --parents p/q/f t");
+    parents_needs_directory: sc("file a 1\nfile b 1", "--parents a b");
+    strip_trailing_slashes: sc("dir d\nfile d/f 10\ndir t", "-r --strip-trailing-slashes d/ t");
+    trailing_slash_new_dst: sc("file a 1", "a x/");
+    missing_source: sc("", "nonexist b");
+    failure_then_success: sc("file a 7\ndir d", "missing a d");
+    quoted_single_quote: sc("", "").raw_args(&["it's", "x"]);
+    quoted_space: sc("sh printf hi > 'a b'", "").raw_args(&["a b", "c d"]);
+    quoted_newline: sc("", "").raw_args(&["nl\nx", "y"]);
+    quoted_dollar: sc("", "").raw_args(&["it's $x", "y"]);
+    same_file: sc("file a 1", "a a");
+    same_file_through_symlink: sc("file a 1\nsym l a", "a l");
+    same_file_hard_link: sc("file a 1\nhard h a", "a h");
+    source_twice: sc("file a 3\ndir d", "a a d");
+    just_created: sc("dir x\ndir y\ntext x/a 1\ntext y/a 2\ndir d", "x/a y/a d");
+
+    // Usage errors
+    invalid_short_option: sc("file a 1", "-j a b");
+    unknown_long_option: sc("file a 1", "--foo a b");
+    bad_sparse: sc("file a 1", "--sparse=bad a b");
+    abbreviated_sparse: sc("file a 10", "--sparse=al a b");
+    bad_backup_type: sc(AB, "--backup=foo a b");
+    bad_preserve: sc(AB, "--preserve=bad a b");
+    bad_no_preserve: sc(AB, "--no-preserve=bad a b");
+    short_option_needs_argument: sc("", "-t");
+    backup_and_no_clobber: sc(AB, "-n -b a b");
+    hard_and_symbolic: sc(AB, "-l -s a b");
+    reflink_always_with_sparse: sc(AB, "--reflink=always --sparse=never a b");
+    abbreviated_long_option: sc("dir d\nfile d/f 5", "--recur d x");
+
+    // Directories
+    directory_without_r: sc("dir d", "d x");
+    directory_recursive: sc("dir d 0750\nfile d/f 4097 0600\ndir d/e\nfile d/e/g 0", "-r d x");
+    directory_umask_077: sc("dir d 0755\nfile d/f 10 0644\ndir d/e 0775", "-R d x").umask(0o077);
+    directory_into_existing: sc("dir d\nfile d/f 3\ndir x 0700", "-r d x");
+    directory_merge_existing: sc("dir d\nfile d/f 3\ndir x 0700\ntext x/g keep", "-rT d x");
+    directory_into_itself: sc("dir d", "-r d d/sub");
+    directory_into_itself_as_target: sc("dir d\nfile d/f 1", "-r d d");
+    directory_over_file: sc("dir d\nfile f 1", "-rT d f");
+    file_over_directory: sc("file a 1\ndir d\ndir d/a", "a d");
+    readonly_directory_copied: sc("dir d 0555\nfile d/f 1", "-r d x");
+    directory_verbose: sc("dir d\nfile d/f 1\ndir d/e\nfile d/e/g 2", "-rv d x");
+    directory_one_file_system: sc("dir d\nfile d/f 1", "-rx d x");
+
+    // Overwrite rules
+    no_clobber: sc(AB, "-n a b");
+    no_clobber_verbose: sc(AB, "-nv a b");
+    interactive_declined: sc(AB, "-i a b").stdin("n\n");
+    interactive_accepted: sc(AB, "-i a b").stdin("y\n");
+    interactive_eof: sc(AB, "-i a b");
+    interactive_new_file: sc("text a new", "-i a b");
+    update_skips_newer_dst: sc("text a new\ntext b old\nold a", "-u a b");
+    update_copies_over_older: sc("text a new\ntext b old\nold b", "-u a b");
+    remove_destination: sc("text a new\ntext b old\nhard h b", "-v --remove-destination a b");
+    force_unwritable: sc("text a new\ntext b old\nsh chmod 444 b", "-f a b").nobody();
+    unwritable_without_force: sc("text a new\ntext b old\nsh chmod 444 b", "a b").nobody();
+    unreadable_source: sc("file a 10 0000", "a b").nobody();
+    unwritable_directory: sc("file a 10\ndir ro 0555", "a ro/x").nobody();
+    backup_simple: sc(AB, "-b a b");
+    backup_verbose: sc(AB, "-bv a b");
+    backup_numbered: sc("text a new\ntext b old\ntext b.~1~ older", "--backup=numbered a b");
+    backup_existing_numbered: sc("text a new\ntext b old\ntext b.~3~ older", "--backup=existing a b");
+    backup_existing_simple: sc(AB, "--backup=nil a b");
+    backup_none: sc(AB, "--backup=none a b");
+    backup_suffix: sc(AB, "-S .bak a b");
+    backup_empty_suffix: sc(AB, "-b --suffix= a b");
+    backup_version_control_env: sc(AB, "-b a b").env("VERSION_CONTROL", "numbered");
+    backup_suffix_env: sc(AB, "-b a b").env("SIMPLE_BACKUP_SUFFIX", ".old");
+    backup_bad_version_control: sc(AB, "-b a b").env("VERSION_CONTROL", "bogus");
+
+    // Attributes
+    preserve_p: sc("file a 100 0751", "-p a b");
+    preserve_mode: sc("file a 100 0604", "--preserve=mode a b");
+    preserve_timestamps: sc("file a 100 0640", "--preserve=timestamps a b");
+    preserve_all_then_not_mode: sc("dir d 0700\nfile d/f 10 0600", "-a --no-preserve=mode d x");
+    archive_tree: sc("dir d 0750\nfile d/f 5000 0640\nsym d/l f\nhard d/h d/f\ndir d/e 0700\nfifo d/p\nfile d/e/z 0 0444", "-a d x");
+    setuid_dropped: sc("file a 10 4755", "a b");
+    setuid_kept_with_p: sc("file a 10 6755", "-p a b");
+    sticky_dropped: sc("file a 10 1777", "a b");
+    hard_links_kept_with_d: sc("file a 5\nhard b a\ndir d", "-d a b d");
+    hard_links_split_without_preserve: sc("dir d\nfile d/a 5\nhard d/b d/a", "-r d x");
+    hard_links_kept_with_preserve_links: sc("dir d\nfile d/a 5\nhard d/b d/a", "-r --preserve=links d x");
+    owner_kept_as_nobody_fails_silently: sc("file a 10 0644", "-p a b").nobody();
+
+    // Symlinks
+    symlink_followed: sc("file a 10\nsym l a", "l b");
+    symlink_not_followed_p: sc("file a 10\nsym l a", "-P l b");
+    symlink_d: sc("file a 10\nsym l a", "-d l b");
+    symlink_in_tree: sc("dir d\nfile d/f 1\nsym d/l f\nsym d/abs /nonexistent", "-r d x");
+    symlink_in_tree_dereferenced: sc("dir d\nfile d/f 1\nsym d/l f", "-rL d x");
+    symlink_command_line_h: sc("dir d\nfile d/f 1\nsym dl d\nsym d/l f", "-rH dl x");
+    dangling_source: sc("sym l nowhere", "l b");
+    dangling_source_p: sc("sym l nowhere", "-P l b");
+    dst_symlink_written_through: sc("text a hi\ntext t old\nsym l t", "a l");
+    dst_dangling_symlink: sc("text a hi\nsym l nowhere", "a l");
+    dst_dangling_symlink_forced: sc("text a hi\nsym l nowhere", "-f a l");
+    dst_dangling_symlink_removed: sc("text a hi\nsym l nowhere", "--remove-destination a l");
+
+    // Special files
+    fifo_recreated: sc("fifo p", "-r p q");
+    char_device_recreated: sc("", "-r /dev/null n");
+    char_device_streamed: sc("", "/dev/null n");
+    proc_file_streamed: sc("", "/proc/version v");
+    copy_contents: sc("", "-r --copy-contents /dev/null n");
+
+    // Sparse, reflink, links, attributes-only
+    sparse_auto: sc("sparse s 1048576", "s t");
+    sparse_always: sc("sparse s 65536", "--sparse=always s t");
+    sparse_never: sc("sparse s 65536", "--sparse=never s t");
+    reflink_auto: sc("file a 5000", "--reflink=auto a b");
+    reflink_never: sc("file a 5000", "--reflink a b").raw_args(&["--reflink=never", "a", "b"]);
+    hard_link_mode: sc("file a 10", "-l a b");
+    hard_link_exists: sc(AB, "-l a b");
+    hard_link_forced: sc(AB, "-lf a b");
+    hard_link_tree: sc("dir d\nfile d/f 3\ndir d/e\nfile d/e/g 3", "-rl d x");
+    symbolic_link_mode: sc("file a 10", "-s a b");
+    symbolic_link_exists: sc(AB, "-s a b");
+    symbolic_link_relative_elsewhere: sc("file a 10\ndir d", "-s a d/x");
+    attributes_only_existing: sc("file a 100 0700\ntext b old", "--attributes-only -p a b");
+    attributes_only_new: sc("file a 100 0640", "--attributes-only a c");
+
+    // Verbose
+    verbose: sc("file a 3", "-v a b");
+    verbose_many: sc("file a 3\nfile b 4\ndir d", "-v a b d");
+}
+
+#[test]
+fn at_least_sixty_scenarios() {
+    let all = all();
+    assert!(all.len() >= 60, "only {} scenarios", all.len());
+}
