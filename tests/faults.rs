@@ -144,7 +144,11 @@ fn assert_clean_success(scene: &Scene, out: &Output) -> FakeReport {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for name in ["big", "mid", "small"] {
         scene.assert_copied(name);
     }
@@ -174,7 +178,10 @@ fn a_clean_run_goes_through_device_memory_and_leaks_nothing() {
     // The aligned part of each file moved by hipFileRead/Write, the rest by hipMemcpy.
     let total = (BIG + MID + SMALL) as u64;
     assert_eq!(report.stat("read_bytes") + report.stat("htod_bytes"), total);
-    assert_eq!(report.stat("write_bytes") + report.stat("dtoh_bytes"), total);
+    assert_eq!(
+        report.stat("write_bytes") + report.stat("dtoh_bytes"),
+        total
+    );
     assert_eq!(report.stat("handles"), 6, "three SRC and three DST handles");
 }
 
@@ -305,7 +312,11 @@ fn assert_alloc_failure_is_handled(faults: &str) {
     let scene = Scene::new(9);
     let out = scene.run(faults, &["big", "out/big"]);
     if out.status.success() {
-        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         scene.assert_copied("big");
     } else {
         assert_one_error(&out, &["'big'", &CHUNK.to_string(), "memory"]);

@@ -33,7 +33,13 @@ impl SmallFs {
         let mnt = dir.path().join("mnt");
         fs::create_dir(&mnt).unwrap();
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={FS_SIZE},mode=0755"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={FS_SIZE},mode=0755"),
+                "tmpfs",
+            ])
             .arg(&mnt)
             .output();
         match out {
@@ -144,7 +150,9 @@ fn the_other_operands_are_still_attempted_after_enospc() {
         Ok(got) if got == small_data => assert_eq!(lines.len(), 1, "{stderr}"),
         _ => assert_eq!(
             lines[1..],
-            [format!("{prog}: error writing 'mnt/small': No space left on device")],
+            [format!(
+                "{prog}: error writing 'mnt/small': No space left on device"
+            )],
             "small was not attempted"
         ),
     }
@@ -163,7 +171,11 @@ fn an_atomic_copy_onto_a_full_filesystem_leaves_nothing_behind() {
             &["--atomic", "--chunk-size", "256K", "big", "mnt/big"],
         );
         assert_enospc(&out, "mnt/big");
-        assert!(small.entries().is_empty(), "left behind: {:?}", small.entries());
+        assert!(
+            small.entries().is_empty(),
+            "left behind: {:?}",
+            small.entries()
+        );
         check_report(&small, backend);
     }
 }

@@ -224,7 +224,11 @@ fn stops_on(sig: Signal, code: i32, extra: &[&str], also: impl Fn(&Copy)) {
         assert_interrupted(status, &stderr, code);
         copy.assert_dst_is_a_prefix();
         copy.assert_no_leaks();
-        assert!(copy.leftovers().is_empty(), "left behind: {:?}", copy.leftovers());
+        assert!(
+            copy.leftovers().is_empty(),
+            "left behind: {:?}",
+            copy.leftovers()
+        );
         also(&copy);
     }
 }
@@ -242,7 +246,10 @@ fn sigterm_stops_the_copy_and_exits_143() {
 #[test]
 fn an_interrupted_atomic_copy_leaves_no_temporary_and_no_dst() {
     stops_on(Signal::SIGINT, 130, &["--atomic"], |copy| {
-        assert!(!copy.path("dst").exists(), "a partial DST was renamed into place");
+        assert!(
+            !copy.path("dst").exists(),
+            "a partial DST was renamed into place"
+        );
     });
 }
 
@@ -255,7 +262,11 @@ fn an_interrupted_atomic_copy_keeps_the_old_dst() {
         let (status, stderr) = copy.wait_within(STOP_WITHIN);
         assert_interrupted(status, &stderr, 143);
         assert_eq!(fs::read(copy.path("dst")).unwrap(), b"old contents\n");
-        assert!(copy.leftovers().is_empty(), "left behind: {:?}", copy.leftovers());
+        assert!(
+            copy.leftovers().is_empty(),
+            "left behind: {:?}",
+            copy.leftovers()
+        );
         copy.assert_no_leaks();
     }
 }
@@ -294,6 +305,10 @@ fn the_fifo_copy_completes_without_a_signal() {
         .output()
         .unwrap();
     feeder.join().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(fs::read(dir.path().join("dst")).unwrap(), *data);
 }

@@ -60,7 +60,11 @@ fn verify_is_quiet_without_debug() {
     write_random(&dir.path().join("a"), 10_000, 1);
     let out = aiscp(dir.path(), Backend::Host, &["--verify", "a", "b"], "");
     assert!(out.status.success());
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.stdout.is_empty());
 }
 
@@ -70,12 +74,7 @@ fn a_source_that_cannot_be_read_twice_is_not_claimed_verified() {
     let fifo = dir.path().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let writer = std::thread::spawn(move || fs::write(&fifo, b"streamed bytes\n").unwrap());
-    let out = aiscp(
-        dir.path(),
-        Backend::Host,
-        &["--verify", "fifo", "b"],
-        "",
-    );
+    let out = aiscp(dir.path(), Backend::Host, &["--verify", "fifo", "b"], "");
     writer.join().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

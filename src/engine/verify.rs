@@ -230,7 +230,10 @@ fn reopen_for_reading(dst: &File, dst_name: &Path) -> io::Result<(File, DstRead)
         Ok(f) => Ok((f, DstRead::Direct)),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             let f = open(0)?;
-            Ok((f, DstRead::Buffered("the filesystem refused O_DIRECT".into())))
+            Ok((
+                f,
+                DstRead::Buffered("the filesystem refused O_DIRECT".into()),
+            ))
         }
         Err(e) => Err(e),
     }
@@ -335,16 +338,7 @@ mod tests {
     fn first_differing_offset_is_named() {
         let len = CHUNK + 3 * 4096 + 17;
         let bytes = data(len, 7);
-        let offsets = [
-            0,
-            1,
-            4095,
-            4096,
-            4097,
-            CHUNK - 1,
-            CHUNK,
-            len - 1,
-        ];
+        let offsets = [0, 1, 4095, 4096, 4097, CHUNK - 1, CHUNK, len - 1];
         for off in offsets {
             let mut tampered = bytes.clone();
             tampered[off] ^= 0x5a;
@@ -369,14 +363,18 @@ mod tests {
         assert_eq!(e.offset(), Some(4096));
         assert_eq!(
             e.to_string(),
-            format!("verification failed: 'b' is 4096 bytes long, 'a' is {}", bytes.len())
+            format!(
+                "verification failed: 'b' is 4096 bytes long, 'a' is {}",
+                bytes.len()
+            )
         );
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[0; 100]);
         let e = check(&bytes, &longer).expect_err("padded copy verified");
         assert_eq!(e.offset(), Some(bytes.len() as u64));
         assert!(
-            e.to_string().contains(&format!("'b' is {} bytes long", longer.len())),
+            e.to_string()
+                .contains(&format!("'b' is {} bytes long", longer.len())),
             "{e}"
         );
         let e = check(&bytes, &[]).expect_err("empty copy verified");
@@ -431,7 +429,10 @@ mod tests {
         assert!(e.to_string().starts_with("cannot verify "), "{e}");
         let null = OpenOptions::new().write(true).open("/dev/null").unwrap();
         let e = verify(&d, &dp, &null, Path::new("/dev/null")).expect_err("/dev/null verified");
-        assert_eq!(e.to_string(), "cannot verify '/dev/null': not a regular file");
+        assert_eq!(
+            e.to_string(),
+            "cannot verify '/dev/null': not a regular file"
+        );
     }
 
     #[test]
