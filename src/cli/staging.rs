@@ -153,7 +153,63 @@ impl From<&StagingArgs> for Config {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_size, StagingArgs};
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Only {
+        #[command(flatten)]
+        staging: StagingArgs,
+    }
+
+    fn error_text(args: &[&str]) -> String {
+        let mut argv = vec!["aiscp"];
+        argv.extend(args);
+        Only::try_parse_from(argv).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_values_say_what_is_wrong() {
+        let e = error_text(&["--chunk-size", "0"]);
+        assert!(
+            e.contains("--chunk-size") && e.contains("must be between 1 and"),
+            "{e}"
+        );
+        let e = error_text(&["--chunk-size", "0x7ffff001"]);
+        assert!(e.contains("must be between 1 and 2147479552"), "{e}");
+        let e = error_text(&["--chunk-size", "lots"]);
+        assert!(e.contains("'lots' is not a size"), "{e}");
+        let e = error_text(&["--streams", "0"]);
+        assert!(e.contains("--streams"), "{e}");
+        let e = error_text(&["--backend", "tpu"]);
+        assert!(e.contains("tpu") && e.contains("hipfile"), "{e}");
+        let e = error_text(&["--gpu", "two"]);
+        assert!(e.contains("--gpu"), "{e}");
+    }
+
+    #[test]
+    fn flags_reach_the_config() {
+        let only = Only::try_parse_from([
+            "aiscp",
+            "--chunk-size",
+            "1M",
+            "--streams",
+            "8",
+            "--backend",
+            "host",
+            "--debug",
+        ])
+        .unwrap();
+        let c = aiscp::engine::Config::from(&only.staging);
+        assert_eq!(c.chunk_size, Some(1 << 20));
+        assert_eq!(c.streams, Some(8));
+        assert_eq!(c.backend, aiscp::engine::BackendChoice::Host);
+        assert!(c.debug);
+        let only = Only::try_parse_from(["aiscp", "--progress", "--no-progress"]).unwrap();
+        assert!(!only.staging.progress_enabled());
+        let only = Only::try_parse_from(["aiscp", "--no-progress", "--progress"]).unwrap();
+        assert!(only.staging.progress_enabled());
+    }
 
     #[test]
     fn sizes() {

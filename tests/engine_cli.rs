@@ -1,0 +1,143 @@
+//! The engine's flags through the built binary, on both backends of the matrix.
+
+mod common;
+
+use assert_cmd::Command;
+use common::*;
+use std::fs;
+
+fn aiscp(backend: Backend, report: &std::path::Path) -> Command {
+    let mut cmd = Command::cargo_bin("aiscp").unwrap();
+    cmd.env_remove("AISCP_BACKEND")
+        .env_remove("AISCP_FAKE_GPU_FAULTS");
+    for (k, v) in backend.env(report) {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+#[test]
+fn copies_with_small_chunks_on_every_backend() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report");
+        for (i, size) in [0usize, 1, 4097, 65535, 65536, 65537, 20 * 65536 + 3]
+            .into_iter()
+            .enumerate()
+        {
+            let src = dir.path().join(format!("s{i}"));
+            let dst = dir.path().join(format!("d{i}"));
+            let data = write_random(&src, size, i as u64);
+            aiscp(backend, &report)
+                .args(["--chunk-size", "64K", "--streams", "3"])
+                .arg(&src)
+                .arg(&dst)
+                .assert()
+                .success();
+            assert_same_bytes(
+                &fs::read(&dst).unwrap(),
+                &data,
+                &format!("{backend:?} {size}"),
+            );
+            if backend == Backend::FakeGpu {
+                FakeReport::read(&report).assert_clean();
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_values_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 10, 1);
+    let dst = dir.path().join("d");
+    let report = dir.path().join("report");
+    for args in [
+        &["--chunk-size", "0"][..],
+        &["--chunk-size", "0x7ffff001"],
+        &["--chunk-size", "abc"],
+        &["--streams", "0"],
+        &["--backend", "tpu"],
+    ] {
+        aiscp(Backend::Host, &report)
+            .args(args)
+            .arg(&src)
+            .arg(&dst)
+            .assert()
+            .code(1);
+    }
+    assert!(!dst.exists());
+}
+
+#[test]
+fn missing_gpu_index_names_the_device_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 10, 1);
+    let report = dir.path().join("report");
+    aiscp(Backend::FakeGpu, &report)
+        .args(["--gpu", "1"])
+        .arg(&src)
+        .arg(dir.path().join("d"))
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "GPU 1 does not exist: 1 device(s) found",
+        ));
+}
+
+#[test]
+fn auto_without_a_gpu_library_warns_once_and_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    let data = write_random(&src, 5000, 1);
+    let dst = dir.path().join("d");
+    let out = Command::cargo_bin("aiscp")
+        .unwrap()
+        .env("AISCP_BACKEND", "auto")
+        .env("AISCP_HIPFILE_LIB", dir.path().join("none.so"))
+        .env("AISCP_CUFILE_LIB", dir.path().join("none.so"))
+        .env("AISCP_HIP_LIB", dir.path().join("none.so"))
+        .env("AISCP_CUDA_LIB", dir.path().join("none.so"))
+        .arg(&src)
+        .arg(&dst)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("hipFile") && stderr.contains("cuFile") && stderr.contains("host memory"),
+        "{stderr}"
+    );
+    assert_same_bytes(&fs::read(&dst).unwrap(), &data, "auto fallback");
+}
+
+#[test]
+fn help_states_the_gpu_memory_used() {
+    Command::cargo_bin("aiscp")
+        .unwrap()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "GPU memory used = STREAMS x SIZE",
+        ));
+}
+
+#[test]
+fn debug_names_backend_and_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 300_000, 1);
+    let report = dir.path().join("report");
+    aiscp(Backend::FakeGpu, &report)
+        .args(["--debug", "--chunk-size", "64K"])
+        .arg(&src)
+        .arg(dir.path().join("d"))
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("backend hipFile"))
+        .stderr(predicates::str::contains("read direct, write direct"));
+}
