@@ -1,0 +1,448 @@
+//! --verify: after a copy, read SRC and DST back and check they hold the same bytes.
+//!
+//! DST is read with O_DIRECT so the check covers what reached the disk, not the page cache
+//! that the copy itself may have filled (a direct read first writes back any dirty pages of
+//! its range). Where the filesystem refuses O_DIRECT, DST is read buffered and the outcome
+//! says so. Both files stream through two fixed buffers, so memory stays bounded whatever
+//! the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
+//! examples), and the digest is returned for --debug. The comparison itself is exact: the
+//! first differing byte is found by comparing the buffers, not by trusting a hash.
+
+use super::fileio::MIN_ALIGN;
+use super::quote;
+use crate::backend::host::AlignedBuf;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Bytes read from each file per step: large enough that the per-call cost disappears,
+/// small enough that two of them are no burden (16 MiB in all).
+pub const VERIFY_CHUNK: usize = 8 << 20;
+
+/// How DST was read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DstRead {
+    /// With O_DIRECT: the bytes came from the disk.
+    Direct,
+    /// Through the page cache, with the reason O_DIRECT could not be used.
+    Buffered(String),
+}
+
+/// A successful verification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// Bytes compared (the size of both files).
+    pub bytes: u64,
+    /// xxh3-128 of the contents (the same for both files).
+    pub digest: u128,
+    pub dst_read: DstRead,
+}
+
+impl Verified {
+    /// A --debug line: "verified 'b': 123 bytes, xxh3-128 …, read back with O_DIRECT".
+    pub fn describe(&self, dst_name: &Path) -> String {
+        let how = match &self.dst_read {
+            DstRead::Direct => "read back with O_DIRECT".to_owned(),
+            DstRead::Buffered(why) => format!("read back through the page cache ({why})"),
+        };
+        format!(
+            "verified {}: {} bytes, xxh3-128 {:032x}, {how}",
+            quote(dst_name),
+            self.bytes,
+            self.digest
+        )
+    }
+}
+
+/// Why a verification failed; Display is the message without the program prefix. Names are
+/// quoted as cp quotes them.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("verification failed: {dst} differs from {src} at offset {offset}")]
+    Differs {
+        src: String,
+        dst: String,
+        /// First differing byte, counted from 0.
+        offset: u64,
+    },
+    /// One file ends where the other goes on; every byte before `offset` matched.
+    #[error("verification failed: {dst} is {dst_len} bytes long, {src} is {src_len}")]
+    Length {
+        src: String,
+        dst: String,
+        src_len: u64,
+        dst_len: u64,
+        /// Where the shorter one ends (the first differing offset).
+        offset: u64,
+    },
+    #[error("cannot verify {name}: {what}")]
+    Cannot { name: String, what: String },
+    #[error("error reading {name} to verify it: {}", super::os_text(source))]
+    Read { name: String, source: io::Error },
+}
+
+impl VerifyError {
+    /// The first offset at which the files differ, for the two mismatch kinds.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            VerifyError::Differs { offset, .. } | VerifyError::Length { offset, .. } => {
+                Some(*offset)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
+/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst` may be open write-only: it is
+/// reopened for reading through /proc/self/fd, so the file checked is the one written even
+/// if its name was replaced meanwhile.
+pub fn verify(
+    src: &File,
+    src_name: &Path,
+    dst: &File,
+    dst_name: &Path,
+) -> Result<Verified, VerifyError> {
+    verify_in_chunks(src, src_name, dst, dst_name, VERIFY_CHUNK)
+}
+
+/// [`verify`] with `chunk` bytes per read (tests cross chunk boundaries with a small one).
+fn verify_in_chunks(
+    src: &File,
+    src_name: &Path,
+    dst: &File,
+    dst_name: &Path,
+    chunk: usize,
+) -> Result<Verified, VerifyError> {
+    let (sq, dq) = (quote(src_name), quote(dst_name));
+    let read_err = |name: &str| {
+        let name = name.to_owned();
+        move |source| VerifyError::Read { name, source }
+    };
+    let src_meta = src.metadata().map_err(read_err(&sq))?;
+    if !src_meta.is_file() {
+        return Err(VerifyError::Cannot {
+            name: sq,
+            what: "not a regular file (it cannot be read twice)".into(),
+        });
+    }
+    let dst_meta = dst.metadata().map_err(read_err(&dq))?;
+    if !dst_meta.is_file() {
+        return Err(VerifyError::Cannot {
+            name: dq,
+            what: "not a regular file".into(),
+        });
+    }
+    let (reader, dst_read) = reopen_for_reading(dst, dst_name).map_err(read_err(&dq))?;
+    let reader_meta = reader.metadata().map_err(read_err(&dq))?;
+    if (reader_meta.dev(), reader_meta.ino()) != (dst_meta.dev(), dst_meta.ino()) {
+        return Err(VerifyError::Cannot {
+            name: dq,
+            what: "it was replaced during the copy".into(),
+        });
+    }
+    let direct = dst_read == DstRead::Direct;
+
+    let alloc_err = |e: hipfile::Error| VerifyError::Cannot {
+        name: dq.clone(),
+        what: e.to_string(),
+    };
+    let mut src_buf = AlignedBuf::new(chunk).map_err(alloc_err)?;
+    let mut dst_buf = AlignedBuf::new(chunk).map_err(alloc_err)?;
+    let (src_buf, dst_buf) = (src_buf.as_mut_slice(), dst_buf.as_mut_slice());
+    let (mut src_hash, mut dst_hash) = (Xxh3::new(), Xxh3::new());
+    let mut offset = 0u64;
+    loop {
+        let a = read_chunk(src, src_buf, offset, false).map_err(read_err(&sq))?;
+        let b = read_chunk(&reader, dst_buf, offset, direct).map_err(read_err(&dq))?;
+        let common = a.min(b);
+        if let Some(i) = first_difference(&src_buf[..common], &dst_buf[..common]) {
+            return Err(VerifyError::Differs {
+                src: sq,
+                dst: dq,
+                offset: offset + i as u64,
+            });
+        }
+        if a != b {
+            // One side ended inside this chunk; report both full lengths.
+            let src_len = file_len(src, offset + a as u64, a < b);
+            let dst_len = file_len(&reader, offset + b as u64, b < a);
+            return Err(VerifyError::Length {
+                src: sq,
+                dst: dq,
+                src_len,
+                dst_len,
+                offset: offset + common as u64,
+            });
+        }
+        if a == 0 {
+            break;
+        }
+        src_hash.update(&src_buf[..a]);
+        dst_hash.update(&dst_buf[..b]);
+        offset += a as u64;
+    }
+    let digest = src_hash.digest128();
+    // Equal bytes give equal digests; checked anyway so a bug here cannot pass silently.
+    if digest != dst_hash.digest128() {
+        return Err(VerifyError::Cannot {
+            name: dq,
+            what: "its checksum differs although its bytes matched (internal error)".into(),
+        });
+    }
+    Ok(Verified {
+        bytes: offset,
+        digest,
+        dst_read,
+    })
+}
+
+/// The length to report for one side of a length mismatch: where it ended if it did,
+/// otherwise its size as fstat tells.
+fn file_len(file: &File, ended_at: u64, ended: bool) -> u64 {
+    if ended {
+        ended_at
+    } else {
+        file.metadata().map_or(ended_at, |m| m.len().max(ended_at))
+    }
+}
+
+/// Opens DST again for reading, with O_DIRECT where the filesystem allows it. Goes through
+/// /proc/self/fd (the very inode written); where /proc is missing, through the name.
+fn reopen_for_reading(dst: &File, dst_name: &Path) -> io::Result<(File, DstRead)> {
+    let proc_path = format!("/proc/self/fd/{}", dst.as_raw_fd());
+    let proc_path = Path::new(&proc_path);
+    let path = if proc_path.exists() {
+        proc_path
+    } else {
+        dst_name
+    };
+    let open = |flags: i32| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOCTTY | flags)
+            .open(path)
+    };
+    match open(libc::O_DIRECT) {
+        Ok(f) => Ok((f, DstRead::Direct)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let f = open(0)?;
+            Ok((
+                f,
+                DstRead::Buffered("the filesystem refused O_DIRECT".into()),
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Fills `buf` from `offset`; fewer bytes only at end of file. With `direct`, a count that
+/// is not a multiple of the alignment also means end of file: asking again at that unaligned
+/// offset would be refused with EINVAL instead of answering 0.
+fn read_chunk(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                if direct && done as u64 % MIN_ALIGN != 0 {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Index of the first byte where `a` and `b` (of equal length) differ. Compares 4 KiB
+/// blocks with memcmp first, then bytes within the first block that differs.
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    const BLOCK: usize = 4096;
+    let block = a
+        .chunks(BLOCK)
+        .zip(b.chunks(BLOCK))
+        .position(|(x, y)| x != y)?;
+    let start = block * BLOCK;
+    a[start..]
+        .iter()
+        .zip(&b[start..])
+        .position(|(x, y)| x != y)
+        .map(|i| start + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A small read size, so that tests cross many chunk boundaries cheaply.
+    const CHUNK: usize = 64 << 10;
+
+    /// Deterministic pseudo-random bytes (xorshift), so a failure reproduces.
+    fn data(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    fn file_with(dir: &Path, name: &str, bytes: &[u8]) -> (File, std::path::PathBuf) {
+        let path = dir.join(name);
+        let mut f = File::create(&path).unwrap();
+        f.write_all(bytes).unwrap();
+        f.sync_all().unwrap();
+        (File::open(&path).unwrap(), path)
+    }
+
+    fn check(src: &[u8], dst: &[u8]) -> Result<Verified, VerifyError> {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _) = file_with(dir.path(), "a", src);
+        let (d, _) = file_with(dir.path(), "b", dst);
+        // Short names, as a user in that directory would have typed them.
+        verify_in_chunks(&s, Path::new("a"), &d, Path::new("b"), CHUNK)
+    }
+
+    #[test]
+    fn identical_files_verify_at_boundary_sizes() {
+        let sizes = [
+            0,
+            1,
+            4095,
+            4096,
+            4097,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + 1,
+            2 * CHUNK + 12345,
+        ];
+        for (i, len) in sizes.into_iter().enumerate() {
+            let bytes = data(len, i as u64 + 1);
+            let v = check(&bytes, &bytes).unwrap_or_else(|e| panic!("size {len}: {e}"));
+            assert_eq!(v.bytes, len as u64);
+            assert_eq!(v.digest, xxhash_rust::xxh3::xxh3_128(&bytes), "size {len}");
+        }
+    }
+
+    #[test]
+    fn first_differing_offset_is_named() {
+        let len = CHUNK + 3 * 4096 + 17;
+        let bytes = data(len, 7);
+        let offsets = [0, 1, 4095, 4096, 4097, CHUNK - 1, CHUNK, len - 1];
+        for off in offsets {
+            let mut tampered = bytes.clone();
+            tampered[off] ^= 0x5a;
+            // A second, later difference must not hide the first one.
+            if off + 10 < len {
+                tampered[off + 10] ^= 1;
+            }
+            let e = check(&bytes, &tampered).expect_err("tampered copy verified");
+            assert_eq!(e.offset(), Some(off as u64), "{e}");
+            assert!(matches!(e, VerifyError::Differs { .. }), "{e}");
+            assert_eq!(
+                e.to_string(),
+                format!("verification failed: 'b' differs from 'a' at offset {off}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_shorter_or_longer_copy_fails_where_it_ends() {
+        let bytes = data(3 * 4096 + 5, 9);
+        let e = check(&bytes, &bytes[..4096]).expect_err("short copy verified");
+        assert_eq!(e.offset(), Some(4096));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "verification failed: 'b' is 4096 bytes long, 'a' is {}",
+                bytes.len()
+            )
+        );
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0; 100]);
+        let e = check(&bytes, &longer).expect_err("padded copy verified");
+        assert_eq!(e.offset(), Some(bytes.len() as u64));
+        assert!(
+            e.to_string()
+                .contains(&format!("'b' is {} bytes long", longer.len())),
+            "{e}"
+        );
+        let e = check(&bytes, &[]).expect_err("empty copy verified");
+        assert_eq!(e.offset(), Some(0));
+    }
+
+    #[test]
+    fn a_padded_copy_longer_than_a_chunk_reports_its_full_length() {
+        let bytes = data(100, 3);
+        let mut longer = bytes.clone();
+        longer.resize(CHUNK + 100, 0);
+        let e = check(&bytes, &longer).expect_err("padded copy verified");
+        assert_eq!(e.offset(), Some(100));
+        assert!(
+            e.to_string()
+                .contains(&format!("'b' is {} bytes long, 'a' is 100", longer.len())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_write_only_destination_is_read_back_through_a_new_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = data(10_000, 5);
+        let (s, sp) = file_with(dir.path(), "a", &bytes);
+        let dp = dir.path().join("b");
+        let mut d = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&dp)
+            .unwrap();
+        d.write_all(&bytes).unwrap();
+        verify(&s, &sp, &d, &dp).unwrap();
+        // A name replaced after the copy does not matter: the descriptor's inode is checked.
+        std::fs::remove_file(&dp).unwrap();
+        std::fs::write(&dp, b"something else").unwrap();
+        verify(&s, &sp, &d, &dp).unwrap();
+    }
+
+    #[test]
+    fn streams_and_devices_cannot_be_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, dp) = file_with(dir.path(), "b", b"x");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let s = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let e = verify(&s, &fifo, &d, &dp).expect_err("a FIFO verified");
+        assert!(e.to_string().starts_with("cannot verify "), "{e}");
+        let null = OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let e = verify(&d, &dp, &null, Path::new("/dev/null")).expect_err("/dev/null verified");
+        assert_eq!(
+            e.to_string(),
+            "cannot verify '/dev/null': not a regular file"
+        );
+    }
+
+    #[test]
+    fn first_difference_finds_the_lowest_index() {
+        let a = data(20_000, 11);
+        assert_eq!(first_difference(&a, &a), None);
+        for i in [0, 1, 4095, 4096, 8191, 19_999] {
+            let mut b = a.clone();
+            b[i] ^= 1;
+            assert_eq!(first_difference(&a, &b), Some(i));
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! SIGINT and SIGTERM during a copy: the binary stops within a second, waits for its I/O,
+//! gives back every GPU resource, prints "interrupted" once and exits 128 + the signal.
+//!
+//! The copy is made slow deterministically: SRC is a FIFO that the test feeds at about
+//! 3 MB/s, so the copy is surely running when the signal comes and cannot end by itself.
+
+mod common;
+
+use common::{random_bytes, Backend, FakeReport, BACKENDS};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+const PIECE: usize = 16 * 1024;
+const PAUSE: Duration = Duration::from_millis(5);
+/// The most a stop may take after the signal.
+const STOP_WITHIN: Duration = Duration::from_secs(1);
+
+fn program() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("aiscp")
+}
+
+/// Feeds `fifo` with `data` in pieces until told to stop, the data runs out, or the reader
+/// goes away. With `stall_after`, stops writing after that many bytes but keeps the FIFO
+/// open (a source that hangs).
+fn feeder(
+    fifo: PathBuf,
+    data: Arc<Vec<u8>>,
+    stop: Arc<AtomicBool>,
+    stall_after: Option<usize>,
+) -> JoinHandle<()> {
+    thread::spawn(move || {
+        let mut f = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let mut sent = 0;
+        while !stop.load(Ordering::SeqCst) && sent < data.len() {
+            if stall_after.is_some_and(|n| sent >= n) {
+                thread::sleep(PAUSE);
+                continue;
+            }
+            let end = (sent + PIECE).min(data.len());
+            if f.write_all(&data[sent..end]).is_err() {
+                return; // EPIPE: the reader is gone (Rust ignores SIGPIPE)
+            }
+            sent = end;
+            thread::sleep(PAUSE);
+        }
+    })
+}
+
+struct Copy {
+    dir: tempfile::TempDir,
+    child: Child,
+    feeder: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    data: Arc<Vec<u8>>,
+    backend: Backend,
+}
+
+impl Copy {
+    /// Starts `aiscp [extra] src dst` reading from a FIFO fed slowly; DST holds `old_dst`
+    /// first if given.
+    fn start(
+        backend: Backend,
+        extra: &[&str],
+        stall_after: Option<usize>,
+        old_dst: Option<&[u8]>,
+    ) -> Copy {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(old) = old_dst {
+            fs::write(dir.path().join("dst"), old).unwrap();
+        }
+        let fifo = dir.path().join("src");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // 16 MiB (five seconds of feeding): 1 MiB of random bytes, repeated, is cheap to
+        // make and still shows a misplaced block.
+        let block = random_bytes(1 << 20, 42);
+        let data = Arc::new(block.repeat(16));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir.path())
+            .args(["--chunk-size", "64K"])
+            .args(extra)
+            .args(["src", "dst"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        let child = cmd.spawn().unwrap();
+        let feeder = feeder(fifo, Arc::clone(&data), Arc::clone(&stop), stall_after);
+        Copy {
+            dir,
+            child,
+            feeder: Some(feeder),
+            stop,
+            data,
+            backend,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Waits until the copy has written `bytes` somewhere in the directory (DST or the
+    /// --atomic temporary), so the signal lands mid-copy.
+    fn wait_for_progress(&mut self, bytes: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let written: u64 = fs::read_dir(self.dir.path())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .filter(|e| e.file_name() != "report")
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum();
+            if written >= bytes {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("aiscp ended before the signal: {status:?}");
+            }
+            assert!(Instant::now() < deadline, "no progress from aiscp");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    /// Waits at most `limit` for the exit; kills and fails the test past it.
+    fn wait_within(&mut self, limit: Duration) -> (ExitStatus, String) {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("aiscp did not stop within {limit:?} of the signal");
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(f) = self.feeder.take() {
+            f.join().unwrap();
+        }
+        let mut stderr = String::new();
+        use std::io::Read;
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (status, stderr)
+    }
+
+    /// DST, if any, holds a prefix of what was fed.
+    fn assert_dst_is_a_prefix(&self) {
+        if let Ok(got) = fs::read(self.path("dst")) {
+            assert!(got.len() <= self.data.len());
+            assert!(got == self.data[..got.len()], "DST is not a prefix of SRC");
+        }
+    }
+
+    fn assert_no_leaks(&self) {
+        if self.backend == Backend::FakeGpu {
+            FakeReport::read(&self.path("report")).assert_clean();
+        }
+    }
+
+    /// Names in the directory other than the FIFO, DST and the report: temporaries.
+    fn leftovers(&self) -> Vec<String> {
+        fs::read_dir(self.dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !["src", "dst", "report"].contains(&n.as_str()))
+            .collect()
+    }
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        // A failed assertion must not leave aiscp or the feeder running.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn assert_interrupted(status: ExitStatus, stderr: &str, code: i32) {
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        None,
+        "killed by a signal instead of stopping: {stderr}"
+    );
+    assert_eq!(status.code(), Some(code), "stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        [format!("{}: interrupted", program().display())],
+        "exactly one message"
+    );
+}
+
+fn stops_on(sig: Signal, code: i32, extra: &[&str], also: impl Fn(&Copy)) {
+    for backend in BACKENDS {
+        let mut copy = Copy::start(backend, extra, None, None);
+        copy.wait_for_progress(256 * 1024);
+        copy.signal(sig);
+        let (status, stderr) = copy.wait_within(STOP_WITHIN);
+        assert_interrupted(status, &stderr, code);
+        copy.assert_dst_is_a_prefix();
+        copy.assert_no_leaks();
+        assert!(
+            copy.leftovers().is_empty(),
+            "left behind: {:?}",
+            copy.leftovers()
+        );
+        also(&copy);
+    }
+}
+
+#[test]
+fn sigint_stops_the_copy_and_exits_130() {
+    stops_on(Signal::SIGINT, 130, &[], |_| {});
+}
+
+#[test]
+fn sigterm_stops_the_copy_and_exits_143() {
+    stops_on(Signal::SIGTERM, 143, &[], |_| {});
+}
+
+#[test]
+fn an_interrupted_atomic_copy_leaves_no_temporary_and_no_dst() {
+    stops_on(Signal::SIGINT, 130, &["--atomic"], |copy| {
+        assert!(
+            !copy.path("dst").exists(),
+            "a partial DST was renamed into place"
+        );
+    });
+}
+
+#[test]
+fn an_interrupted_atomic_copy_keeps_the_old_dst() {
+    for backend in BACKENDS {
+        let mut copy = Copy::start(backend, &["--atomic"], None, Some(b"old contents\n"));
+        copy.wait_for_progress(256 * 1024);
+        copy.signal(Signal::SIGTERM);
+        let (status, stderr) = copy.wait_within(STOP_WITHIN);
+        assert_interrupted(status, &stderr, 143);
+        assert_eq!(fs::read(copy.path("dst")).unwrap(), b"old contents\n");
+        assert!(
+            copy.leftovers().is_empty(),
+            "left behind: {:?}",
+            copy.leftovers()
+        );
+        copy.assert_no_leaks();
+    }
+}
+
+#[test]
+fn a_second_signal_ends_a_stuck_copy_at_once() {
+    use std::os::unix::process::ExitStatusExt;
+    // The source stalls: the first signal cannot be acted on until more data comes, and a
+    // user who presses Ctrl-C again must not have to wait for it.
+    let mut copy = Copy::start(Backend::Host, &[], Some(512 * 1024), None);
+    copy.wait_for_progress(256 * 1024);
+    copy.signal(Signal::SIGINT);
+    thread::sleep(Duration::from_millis(200));
+    copy.signal(Signal::SIGINT);
+    let (status, stderr) = copy.wait_within(STOP_WITHIN);
+    // Either it had stopped on the first one (130), or the second one killed it.
+    assert!(
+        status.code() == Some(130) || status.signal() == Some(libc::SIGINT),
+        "{status:?}: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Guards the FIFO set-up: fed to the end without a signal, the copy completes.
+#[test]
+fn the_fifo_copy_completes_without_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("src");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let data = Arc::new(random_bytes(300_000, 7));
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = feeder(fifo, Arc::clone(&data), stop, None);
+    let out = Command::new(program())
+        .current_dir(dir.path())
+        .args(["--backend", "host", "src", "dst"])
+        .output()
+        .unwrap();
+    feeder.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(dir.path().join("dst")).unwrap(), *data);
+}
