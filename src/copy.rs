@@ -162,6 +162,9 @@ impl<'a> Copier<'a> {
     /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
     /// being copied (for -x).
     fn copy_entry(&mut self, src: &Path, dst: &Path, top: bool, parent_dev: Option<u64>) -> Step {
+        if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Reported); // interrupted: main says so once
+        }
         let opts = self.opts;
         let follow = self.follows(top);
         let src_meta = if follow {
@@ -699,7 +702,11 @@ impl<'a> Copier<'a> {
         };
         let engine = start_engine(&mut self.engine, &self.config);
         let res = engine.copy(&job, &*self.progress);
-        res.map(|_| ()).map_err(|e| fail(e.to_string()))
+        res.map(|_| ()).map_err(|e| match e {
+            // main reports the interruption once, after the engine has stopped.
+            aiscp::engine::CopyError::Interrupted => Reported,
+            e => fail(e.to_string()),
+        })
     }
 
     /// --atomic: the data goes to a temporary file beside DEST, which is fsynced and renamed

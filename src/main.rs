@@ -10,6 +10,7 @@ mod options;
 mod plan;
 mod progress;
 mod quote;
+mod signals;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
@@ -117,6 +118,16 @@ fn main() {
         }
     };
     let config = aiscp::engine::Config::from(&cli.staging);
+    let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
+        Ok(s) => s,
+        Err(e) => {
+            error(&format!(
+                "cannot install signal handlers: {}",
+                messages::io_text(&e)
+            ));
+            std::process::exit(1);
+        }
+    };
     let mut copier = copy::Copier::new(
         &opts,
         config,
@@ -124,11 +135,18 @@ fn main() {
         jobs.len() > 1,
     );
     for job in &jobs {
+        if signals.cancelled() {
+            break;
+        }
         copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
     }
     let failed = copier.failed;
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
     drop(copier);
+    if let Some(code) = signals.exit_code() {
+        error("interrupted");
+        std::process::exit(code);
+    }
     std::process::exit(i32::from(failed));
 }

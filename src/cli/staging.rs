@@ -61,6 +61,10 @@ pub struct StagingArgs {
     /// Never show a progress bar
     #[arg(long, overrides_with = "progress", help_heading = "GPU staging")]
     pub no_progress: bool,
+    /// After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is
+    /// checked, not the page cache) and fail if they differ, naming the first differing offset
+    #[arg(long, help_heading = "GPU staging")]
+    pub verify: bool,
     /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
     #[arg(long, help_heading = "GPU staging")]
     pub debug: bool,
@@ -150,6 +154,7 @@ impl From<&StagingArgs> for Config {
             async_io: a.async_io,
             debug: a.debug,
             quiet: a.quiet,
+            verify: a.verify,
             ..Config::default()
         }
     }

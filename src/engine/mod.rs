@@ -13,6 +13,7 @@ pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
 mod quote;
+pub mod verify;
 
 pub use quote::quote;
 
@@ -150,6 +151,9 @@ pub enum CopyError {
     /// [`Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
     #[error("interrupted")]
     Interrupted,
+    /// --verify found DST different from SRC, or could not read them back.
+    #[error(transparent)]
+    Verify(#[from] verify::VerifyError),
 }
 
 /// An OS error's text as cp prints it: strerror, without std's " (os error N)".
@@ -266,9 +270,14 @@ impl Engine {
             Some(d) => d,
             None => &mut no_diag,
         };
-        match &mut self.backend {
+        let end = match &mut self.backend {
             Backend::Host(p) => p.copy(job, progress, cancel, diag),
             Backend::Gpu(p) => p.copy(job, progress, cancel, diag),
+        }?;
+        if self.config.verify {
+            let checked = verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
+            diag(&checked.describe(job.dst_name));
         }
+        Ok(end)
     }
 }
