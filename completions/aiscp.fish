@@ -73,6 +73,8 @@ complete -c aiscp -l fsync -d 'Flush each copied file (and, for new files, its d
 complete -c aiscp -l async -d 'Use hipFile\'s asynchronous stream API (one stream per slice)'
 complete -c aiscp -l progress -d 'Show a progress bar on stderr [default: when stderr is a terminal]'
 complete -c aiscp -l no-progress -d 'Never show a progress bar'
+complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
 complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, streams and each file\'s route on stderr'
+complete -c aiscp -s q -l quiet -d 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
 complete -c aiscp -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c aiscp -s V -l version -d 'Print version'
