@@ -65,7 +65,11 @@ if [[ -n $fast_size ]]; then
     udev_paths+=("$mnt")
 fi
 
+declare -A seen
 for p in "${udev_paths[@]}"; do
+    dev=$(findmnt -no MAJ:MIN --target "$p" | head -1 | tr -d ' ')
+    [[ -n ${seen[$dev]:-} ]] && continue
+    seen[$dev]=1
     udev_record "$p"
 done
 

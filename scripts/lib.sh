@@ -10,7 +10,11 @@ REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 AISCP_BIN=${AISCP_BIN:-$REPO_ROOT/target/release/aiscp}
 ROUNDTRIP_BIN=${ROUNDTRIP_BIN:-$REPO_ROOT/target/release/examples/roundtrip}
 # Where CUDA lives on the GPU machine (headers and libcufile for the C reference loop).
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [[ -z ${CUDA_HOME:-} ]]; then
+    CUDA_HOME=/usr/local/cuda
+    [[ -d $CUDA_HOME ]] || CUDA_HOME=$(compgen -G '/usr/local/cuda-*' | sort -V | tail -1)
+    CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+fi
 
 die() { echo "error: $*" >&2; exit 2; }
 note() { echo "# $*" >&2; }
