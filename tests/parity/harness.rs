@@ -44,6 +44,9 @@ pub struct Scenario {
     /// trees, built separately on a shared filesystem, need not get their inodes in the same
     /// order (ext4 spreads new directories over block groups; other tests free inodes).
     pub unordered_stdout: bool,
+    /// A shell command run in the tree once it has been compared (to unmount what the setup
+    /// mounted), panicking or not.
+    pub cleanup: Option<&'static str>,
 }
 
 pub fn sc(setup: &'static str, args: &str) -> Scenario {
@@ -69,6 +72,10 @@ impl Scenario {
     }
     pub fn env(mut self, k: &'static str, v: &'static str) -> Self {
         self.env.push((k, v));
+        self
+    }
+    pub fn cleanup(mut self, command: &'static str) -> Self {
+        self.cleanup = Some(command);
         self
     }
     pub fn unordered_stdout(mut self) -> Self {
@@ -266,9 +273,44 @@ fn bin_dir() -> PathBuf {
     .clone()
 }
 
+/// Runs a scenario's cleanup command when dropped.
+struct Cleanup<'a>(&'a Path, Option<&'static str>);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if let Some(command) = self.1 {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .current_dir(self.0)
+                .status();
+        }
+    }
+}
+
+/// Whether this test process may mount a tmpfs (root in a permissive container); the
+/// reason why not otherwise.
+pub fn can_mount_tmpfs() -> Result<(), String> {
+    let probe = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(probe.path())
+        .output()
+        .map_err(|e| format!("cannot run mount: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "mount -t tmpfs failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let _ = Command::new("umount").arg(probe.path()).status();
+    Ok(())
+}
+
 pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
+    let _cleanup = Cleanup(dir, s.cleanup);
     build(dir, s.setup);
     let mut cmd = if s.as_nobody {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -182,6 +182,32 @@ scenarios! {
     verbose_many: sc("file a 3\nfile b 4\ndir d", "-v a b d");
 }
 
+/// A tmpfs mounted at d/m inside the source tree, for -x.
+fn with_mount(args: &str) -> Scenario {
+    sc(
+        "dir d\nfile d/f 10\ndir d/m\nsh mount -t tmpfs -o size=1m,mode=0750 tmpfs d/m\n\
+         file d/m/inner 100\ndir d/m/sub\nfile d/m/sub/g 5\ndir d/e\nfile d/e/h 3",
+        args,
+    )
+    .cleanup("umount d/m")
+    .unordered_stdout()
+}
+
+/// -x with a real mount point: cp makes the mount point's directory but copies nothing from
+/// the other filesystem (and without -x it descends). Needs permission to mount.
+#[test]
+fn one_file_system_at_a_real_mount() {
+    if let Err(why) = harness::can_mount_tmpfs() {
+        println!("skipped: {why}");
+        return;
+    }
+    for args in ["-rxv d x", "-ax d x", "-rv d x", "-Rx --preserve=mode d x"] {
+        for backend in common::BACKENDS {
+            check(&with_mount(args), backend);
+        }
+    }
+}
+
 #[test]
 fn at_least_sixty_scenarios() {
     let all = all();
