@@ -12,6 +12,8 @@
 //! fifo NAME
 //! sparse NAME SIZE          a hole of SIZE with 1 byte of data at the end
 //! old NAME                  mtime set 1000 s further back (for -u)
+//! xattr NAME KEY VALUE      an extended attribute (lsetxattr; user.* needs a filesystem
+//!                           that takes them, see `user_xattrs_supported`)
 //! sh COMMAND...             anything else, through sh -c
 //! ```
 //! After setup every entry gets the same fixed timestamps, so "was the mtime preserved"
@@ -113,6 +115,61 @@ fn set_times(p: &Path, t: i64) {
     assert_eq!(rc, 0, "utimensat {}", p.display());
 }
 
+fn set_xattr(p: &Path, key: &str, value: &[u8]) -> std::io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let k = CString::new(key).unwrap();
+    // SAFETY: valid strings and a value buffer of the given length.
+    let rc = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            k.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The user.* extended attributes of `p` itself, sorted (others, like security.*, depend on
+/// the system, not on cp).
+fn user_xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
+    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut names = vec![0u8; 65536];
+    // SAFETY: the buffer is valid for its length.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    names.truncate(n as usize);
+    let mut out: Vec<_> = names
+        .split(|&b| b == 0)
+        .filter(|n| n.starts_with(b"user."))
+        .map(|n| {
+            let k = CString::new(n).unwrap();
+            let mut v = vec![0u8; 65536];
+            // SAFETY: as above.
+            let len =
+                unsafe { libc::lgetxattr(c.as_ptr(), k.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+            v.truncate(len.max(0) as usize);
+            (String::from_utf8_lossy(n).into_owned(), v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether the temp filesystem takes user.* xattrs; the reason why not otherwise.
+pub fn user_xattrs_supported() -> Result<(), String> {
+    let f = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
+    set_xattr(f.path(), "user.aiscp-probe", b"1")
+        .map_err(|e| format!("the temp filesystem refuses user xattrs: {e}"))
+}
+
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -163,6 +220,7 @@ fn build(dir: &Path, setup: &str) {
                 f.write_all_at(b"x", n).unwrap();
             }
             "old" => old.push(p(0)),
+            "xattr" => set_xattr(&p(0), w[1], w[2].as_bytes()).unwrap(),
             "sh" => {
                 let st = Command::new("sh")
                     .arg("-c")
@@ -196,6 +254,7 @@ pub struct Entry {
     target: Option<PathBuf>,
     mtime: Option<i64>,
     same_inode_as: Option<PathBuf>,
+    xattrs: Vec<(String, Vec<u8>)>,
 }
 
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
@@ -246,6 +305,7 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
                 target: ft.is_symlink().then(|| std::fs::read_link(&p).unwrap()),
                 mtime: (mtime <= FIXED_TIME).then_some(mtime),
                 same_inode_as,
+                xattrs: user_xattrs(&p),
             },
         );
     }

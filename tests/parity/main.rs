@@ -182,6 +182,40 @@ scenarios! {
     verbose_many: sc("file a 3\nfile b 4\ndir d", "-v a b d");
 }
 
+/// Files and a directory carrying user xattrs.
+fn with_xattrs(args: &str) -> Scenario {
+    sc(
+        "file a 100 0640\nxattr a user.color blue\nxattr a user.empty-ish x\n\
+         dir d\nxattr d user.dir yes\nfile d/f 5000\nxattr d/f user.k v\nsym d/l f",
+        args,
+    )
+}
+
+/// -a and --preserve=xattr copy user xattrs (files and directories); -p and
+/// --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
+#[test]
+fn xattrs_like_gnu() {
+    if let Err(why) = harness::user_xattrs_supported() {
+        println!("skipped: {why}");
+        return;
+    }
+    let cases = [
+        "-a a b",
+        "--preserve=xattr a b",
+        "-p a b",
+        "a b",
+        "-a d x",
+        "-r --preserve=xattr d x",
+        "-rp d x",
+        "-a --no-preserve=xattr d x",
+    ];
+    for args in cases {
+        for backend in common::BACKENDS {
+            check(&with_xattrs(args), backend);
+        }
+    }
+}
+
 /// A tmpfs mounted at d/m inside the source tree, for -x.
 fn with_mount(args: &str) -> Scenario {
     sc(
