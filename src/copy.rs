@@ -14,7 +14,7 @@ use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{Clobber, Deref, Options};
 use crate::plan::join;
 use crate::quote::{quote, quote_if_needed};
-use crate::stat::{FileId, FileKind, Stat};
+use crate::stat::{dst_is_current, FileId, FileKind, Stat};
 use aiscp::engine::{Config, DataJob, Engine, ProgressSink, SourceKind};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
@@ -360,8 +360,9 @@ impl<'a> Copier<'a> {
                 )));
             }
             if opts.update_older {
+                let truncate = opts.preserve.timestamps;
                 if let Some(dm) = &dst_meta {
-                    if dm.mtime() >= src_meta.mtime() {
+                    if dst_is_current(src_meta.mtime(), dm, truncate) {
                         return Ok(());
                     }
                 }

@@ -109,6 +109,9 @@ scenarios! {
     interactive_new_file: sc("text a new", "-i a b");
     update_skips_newer_dst: sc("text a new\ntext b old\nold a", "-u a b");
     update_copies_over_older: sc("text a new\ntext b old\nold b", "-u a b");
+    update_preserve_same_time: sc(AB, "-pu a b");
+    update_preserve_older_dst: sc("text a new\ntext b old\nold b", "-au a b");
+    update_tree: sc("dir d\ntext d/f new\ntext d/g new\ndir x\ntext x/f old\ntext x/g old\nold x/g", "-ruv d/f d/g x");
     remove_destination: sc("text a new\ntext b old\nhard h b", "-v --remove-destination a b");
     force_unwritable: sc("text a new\ntext b old\nsh chmod 444 b", "-f a b").nobody();
     unwritable_without_force: sc("text a new\ntext b old\nsh chmod 444 b", "a b").nobody();
