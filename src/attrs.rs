@@ -1,17 +1,18 @@
 //! Attributes that -p, -a and --preserve carry over, set on the open DEST descriptor where
-//! there is one (so a swapped path can't redirect them): owner, mode, xattrs, then timestamps
-//! last, after every write.
+//! there is one, or relative to its directory's descriptor without following symlinks (so a
+//! swapped path can't redirect them): owner, mode, xattrs, then timestamps last, after every
+//! write.
 
 use crate::copy::Reported;
 use crate::messages::error;
+use crate::open_dir::At;
 use crate::options::Options;
 use crate::quote::quote;
+use crate::stat::Stat;
 use std::ffi::CString;
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 fn report(what: &str, dst: &Path, e: &io::Error) -> Reported {
@@ -31,36 +32,20 @@ fn check(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
-fn times(meta: &Metadata) -> [libc::timespec; 2] {
-    [
-        libc::timespec {
-            tv_sec: meta.atime() as libc::time_t,
-            tv_nsec: meta.atime_nsec() as _,
-        },
-        libc::timespec {
-            tv_sec: meta.mtime() as libc::time_t,
-            tv_nsec: meta.mtime_nsec() as _,
-        },
-    ]
-}
-
 /// Whether a failed chown is expected (an unprivileged user can't give files away): GNU
 /// ignores EPERM and EINVAL then, and drops the set-id bits instead.
 fn chown_failure_ok(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EINVAL))
 }
 
-fn cpath(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
 /// Applies the preserved attributes of `src_meta` to the open DEST `f`. `created` says DEST
 /// is new (its provisional owner-only mode must then be widened when ownership is kept).
+/// `src` is SOURCE opened for reading, where xattrs are read from (None: none to copy).
 pub fn apply(
     f: &File,
     dst: &Path,
-    src: &Path,
-    src_meta: &Metadata,
+    src: Option<&File>,
+    src_meta: &Stat,
     opts: &Options,
     created: bool,
 ) -> Result<(), Reported> {
@@ -77,7 +62,9 @@ pub fn apply(
         }
     }
     if p.xattr {
-        copy_xattrs(src, f, dst, p.xattr_required)?;
+        if let Some(src) = src {
+            copy_xattrs(src, f, dst, p.xattr_required)?;
+        }
     }
     if p.mode {
         // SAFETY: as above.
@@ -96,7 +83,7 @@ pub fn apply(
             .map_err(|e| report("setting permissions for", dst, &e))?;
     }
     if p.timestamps {
-        let ts = times(src_meta);
+        let ts = src_meta.times();
         // SAFETY: `ts` is a valid two-element array for the call's duration.
         check(unsafe { libc::futimens(fd, ts.as_ptr()) })
             .map_err(|e| report("preserving times for", dst, &e))?;
@@ -105,56 +92,49 @@ pub fn apply(
 }
 
 /// For a symlink DEST: owner and timestamps of the link itself.
-pub fn apply_to_symlink(dst: &Path, src_meta: &Metadata, opts: &Options) -> Result<(), Reported> {
-    let c = cpath(dst).map_err(|e| report("cannot access", dst, &e))?;
+pub fn apply_to_symlink(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<(), Reported> {
     if opts.preserve.ownership {
-        // SAFETY: `c` is a valid NUL-terminated path.
-        if let Err(e) = check(unsafe { libc::lchown(c.as_ptr(), src_meta.uid(), src_meta.gid()) }) {
+        if let Err(e) = dst
+            .dir
+            .chown_nofollow(dst.name, src_meta.uid(), src_meta.gid())
+        {
             if !chown_failure_ok(&e) {
-                return Err(report("failed to preserve ownership for", dst, &e));
+                return Err(report("failed to preserve ownership for", dst.path, &e));
             }
         }
     }
     if opts.preserve.timestamps {
-        set_times_nofollow(&c, dst, src_meta)?;
+        dst.dir
+            .set_times_nofollow(dst.name, &src_meta.times())
+            .map_err(|e| report("preserving times for", dst.path, &e))?;
     }
     Ok(())
 }
 
-fn set_times_nofollow(c: &CString, dst: &Path, src_meta: &Metadata) -> Result<(), Reported> {
-    let ts = times(src_meta);
-    // SAFETY: valid path and a two-element timespec array.
-    check(unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            ts.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })
-    .map_err(|e| report("preserving times for", dst, &e))
-}
-
-/// For recreated special files (opening a FIFO would block): by path, never following.
-pub fn apply_path(dst: &Path, src_meta: &Metadata, opts: &Options) -> Result<(), Reported> {
-    let c = cpath(dst).map_err(|e| report("cannot access", dst, &e))?;
+/// For recreated special files (opening a FIFO would block, a device could act on open):
+/// by name in DEST's directory, never following a symlink.
+pub fn apply_to_special(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<(), Reported> {
     let mut mode = src_meta.mode() & 0o7777;
     if opts.preserve.ownership {
-        // SAFETY: valid path.
-        if let Err(e) = check(unsafe { libc::lchown(c.as_ptr(), src_meta.uid(), src_meta.gid()) }) {
+        if let Err(e) = dst
+            .dir
+            .chown_nofollow(dst.name, src_meta.uid(), src_meta.gid())
+        {
             if !chown_failure_ok(&e) {
-                return Err(report("failed to preserve ownership for", dst, &e));
+                return Err(report("failed to preserve ownership for", dst.path, &e));
             }
             mode &= !(libc::S_ISUID | libc::S_ISGID);
         }
     }
     if opts.preserve.mode {
-        // SAFETY: valid path.
-        check(unsafe { libc::chmod(c.as_ptr(), mode as libc::mode_t) })
-            .map_err(|e| report("preserving permissions for", dst, &e))?;
+        dst.dir
+            .chmod_nofollow(dst.name, mode)
+            .map_err(|e| report("preserving permissions for", dst.path, &e))?;
     }
     if opts.preserve.timestamps {
-        set_times_nofollow(&c, dst, src_meta)?;
+        dst.dir
+            .set_times_nofollow(dst.name, &src_meta.times())
+            .map_err(|e| report("preserving times for", dst.path, &e))?;
     }
     Ok(())
 }
@@ -168,54 +148,43 @@ fn current_umask() -> u32 {
     }
 }
 
-/// Copies extended attributes from SRC (by path, not following a final symlink) to DEST's
-/// descriptor. Failures are reported only when xattr was asked for by name.
-fn copy_xattrs(src: &Path, f: &File, dst: &Path, required: bool) -> Result<(), Reported> {
+/// A size-query-then-fill call of the *xattr family: `call(buf, len)` returns the length
+/// or -1.
+fn sized_read(mut call: impl FnMut(*mut libc::c_void, usize) -> isize) -> io::Result<Vec<u8>> {
+    loop {
+        let n = call(std::ptr::null_mut(), 0);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut buf = vec![0u8; n as usize];
+        let m = call(buf.as_mut_ptr().cast(), buf.len());
+        if m >= 0 {
+            buf.truncate(m as usize);
+            return Ok(buf);
+        }
+        let e = io::Error::last_os_error();
+        // The value grew between the two calls: ask again.
+        if e.raw_os_error() != Some(libc::ERANGE) {
+            return Err(e);
+        }
+    }
+}
+
+/// Copies extended attributes between two open descriptors. Failures are reported only
+/// when xattr was asked for by name (-a and -p stay silent, like cp).
+fn copy_xattrs(src: &File, f: &File, dst: &Path, required: bool) -> Result<(), Reported> {
+    let (sfd, dfd) = (src.as_raw_fd(), f.as_raw_fd());
     let res = (|| -> io::Result<()> {
-        let c = cpath(src)?;
-        // SAFETY: a null buffer of size 0 asks for the needed size.
-        let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut names = vec![0u8; n as usize];
-        // SAFETY: `names` has room for `n` bytes.
-        let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        names.truncate(n as usize);
+        // SAFETY (both calls): the buffer is valid for `len` bytes or null with len 0.
+        let names = sized_read(|buf, len| unsafe { libc::flistxattr(sfd, buf.cast(), len) })?;
         for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             let cname =
                 CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-            // SAFETY: size query as above.
-            let len =
-                unsafe { libc::lgetxattr(c.as_ptr(), cname.as_ptr(), std::ptr::null_mut(), 0) };
-            if len < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let mut val = vec![0u8; len as usize];
-            // SAFETY: `val` has room for `len` bytes.
-            let len = unsafe {
-                libc::lgetxattr(
-                    c.as_ptr(),
-                    cname.as_ptr(),
-                    val.as_mut_ptr().cast(),
-                    val.len(),
-                )
-            };
-            if len < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: `val[..len]` is initialised.
+            let val =
+                sized_read(|buf, len| unsafe { libc::fgetxattr(sfd, cname.as_ptr(), buf, len) })?;
+            // SAFETY: `val` is initialised for its length.
             check(unsafe {
-                libc::fsetxattr(
-                    f.as_raw_fd(),
-                    cname.as_ptr(),
-                    val.as_ptr().cast(),
-                    len as usize,
-                    0,
-                )
+                libc::fsetxattr(dfd, cname.as_ptr(), val.as_ptr().cast(), val.len(), 0)
             })?;
         }
         Ok(())

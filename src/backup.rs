@@ -1,34 +1,32 @@
 //! Backup names for -b/--backup: simple (`b~`), numbered (`b.~1~`, one past the highest
 //! existing number), or existing (numbered when a numbered backup is already there).
 
+use crate::open_dir::OpenDir;
 use crate::options::BackupKind;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
 
-fn with_suffix(p: &Path, suffix: &[u8]) -> PathBuf {
-    let mut b = p.as_os_str().as_bytes().to_vec();
-    b.extend_from_slice(suffix);
-    PathBuf::from(OsString::from_vec(b))
+/// `name` with `suffix` appended (for the name in its directory and for the path alike).
+pub fn with_suffix(name: &OsStr, suffix: &OsStr) -> OsString {
+    let mut b = name.as_bytes().to_vec();
+    b.extend_from_slice(suffix.as_bytes());
+    OsString::from_vec(b)
 }
 
-/// The highest N of existing `NAME.~N~` files next to `p`.
-fn highest_number(p: &Path) -> u64 {
-    let Some(base) = p.file_name() else { return 0 };
-    let dir = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut prefix = base.as_bytes().to_vec();
+/// The highest N of existing `NAME.~N~` files in `dir`.
+fn highest_number(dir: &OpenDir, name: &OsStr) -> u64 {
+    let mut prefix = name.as_bytes().to_vec();
     prefix.extend_from_slice(b".~");
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(entries) = dir.entries() else {
         return 0;
     };
-    rd.filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let n = e.file_name();
-            let n = n.as_bytes();
-            let rest = n.strip_prefix(prefix.as_slice())?.strip_suffix(b"~")?;
+    entries
+        .iter()
+        .filter_map(|(_, n)| {
+            let rest = n
+                .as_bytes()
+                .strip_prefix(prefix.as_slice())?
+                .strip_suffix(b"~")?;
             if rest.is_empty() || rest[0] == b'0' || !rest.iter().all(u8::is_ascii_digit) {
                 return None;
             }
@@ -38,14 +36,12 @@ fn highest_number(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// The name DEST is renamed to before it is replaced.
-pub fn name(dst: &Path, kind: BackupKind, suffix: &str) -> PathBuf {
-    let n = highest_number(dst);
+/// What to append to DEST's name (`name`, in `dir`) to name its backup.
+pub fn suffix(dir: &OpenDir, name: &OsStr, kind: BackupKind, suffix: &str) -> OsString {
+    let numbered = || OsString::from(format!(".~{}~", highest_number(dir, name) + 1));
     match kind {
-        BackupKind::Simple => with_suffix(dst, suffix.as_bytes()),
-        BackupKind::Existing if n == 0 => with_suffix(dst, suffix.as_bytes()),
-        BackupKind::Existing | BackupKind::Numbered => {
-            with_suffix(dst, format!(".~{}~", n + 1).as_bytes())
-        }
+        BackupKind::Simple => suffix.into(),
+        BackupKind::Existing if highest_number(dir, name) == 0 => suffix.into(),
+        BackupKind::Existing | BackupKind::Numbered => numbered(),
     }
 }

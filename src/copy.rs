@@ -2,20 +2,30 @@
 //! rules, backups, links, directories, special files, attributes), with the file data handed
 //! to the engine. Errors are printed where they happen and the run goes on; `Copier::failed`
 //! tells `main` to exit 1.
+//!
+//! Every file is reached as a name inside an open directory ([`At`]): SOURCE trees are walked
+//! and DEST trees built through directory descriptors, so a directory swapped for a symlink
+//! mid-run can't redirect a read or a write (see `open_dir`).
 
 use crate::attrs;
 use crate::backup;
 use crate::messages::{error, io_text};
+use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{Clobber, Deref, Options};
 use crate::plan::join;
 use crate::quote::{quote, quote_if_needed};
+use crate::stat::{dst_is_current, FileId, FileKind, Stat};
 use aiscp::engine::{Config, DataJob, Engine, ProgressSink, SourceKind};
+use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, Metadata, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, BufRead, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 /// A failure already reported on stderr.
 #[derive(Debug)]
@@ -28,11 +38,19 @@ fn fail(msg: String) -> Reported {
     Reported
 }
 
-/// (device, inode): what identifies a file across names.
-type FileId = (u64, u64);
+/// A directory --parents created, whose attributes are set after the copy.
+struct MadeParent {
+    dir: OpenDir,
+    src: PathBuf,
+    dst: PathBuf,
+    src_meta: Stat,
+}
 
-fn id(m: &Metadata) -> FileId {
-    (m.dev(), m.ino())
+/// Where the first DEST made from a multiply-linked SOURCE lives, to link the others to it.
+struct FirstCopy {
+    dir: Rc<OpenDir>,
+    name: OsString,
+    path: PathBuf,
 }
 
 pub struct Copier<'a> {
@@ -42,7 +60,7 @@ pub struct Copier<'a> {
     progress: Box<dyn ProgressSink>,
     umask: u32,
     /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
-    links: HashMap<FileId, PathBuf>,
+    links: HashMap<FileId, FirstCopy>,
     /// Files this run created, keyed with their name: cp won't overwrite them from another source.
     created: HashSet<(FileId, PathBuf)>,
     /// Command-line sources already copied (warn when one is named twice).
@@ -87,68 +105,150 @@ impl<'a> Copier<'a> {
         }
     }
 
-    /// Copies one top-level operand.
+    /// Copies one top-level operand. The directories holding SOURCE and DEST are opened as
+    /// the user named them; everything below goes through descriptors.
     pub fn copy_top(&mut self, src: &Path, dst: &Path, parents_of: Option<&Path>) {
         self.top = (src.to_path_buf(), dst.to_path_buf());
         self.into_itself = false;
-        if let Some(target) = parents_of {
-            if self.make_parents(src, dst, target).is_err() {
-                self.failed = true;
-                return;
-            }
-        }
-        if self.copy_entry(src, dst, true, None).is_err() {
+        let (src_dir, src_name) = open_parent(src);
+        let mut made_parents = Vec::new();
+        let (dst_dir, dst_name) = match parents_of {
+            Some(target) => match self.make_parents(src, dst, target, &mut made_parents) {
+                Ok(made) => made,
+                Err(Reported) => {
+                    self.failed = true;
+                    return;
+                }
+            },
+            None => open_parent(dst),
+        };
+        let (src_dir, dst_dir) = (Rc::new(src_dir), Rc::new(dst_dir));
+        let src_at = At {
+            dir: &src_dir,
+            name: &src_name,
+            path: src,
+        };
+        let dst_at = At {
+            dir: &dst_dir,
+            name: &dst_name,
+            path: dst,
+        };
+        if self.copy_entry(src_at, dst_at, true, None).is_err() {
             self.failed = true;
+        }
+        // Like GNU, the directories --parents made get their attributes once DEST is in
+        // (setting times earlier would be undone by creating entries inside them).
+        for made in made_parents.iter().rev() {
+            if self.finish_parent(made).is_err() {
+                self.failed = true;
+            }
         }
     }
 
-    /// --parents: creates DEST's missing ancestors, each like its source directory.
-    fn make_parents(&mut self, src: &Path, dst: &Path, target: &Path) -> Step {
+    /// --parents: creates DEST's missing ancestors below TARGET, each like its source
+    /// directory, each made and entered through its parent's descriptor. Returns DEST's
+    /// directory and DEST's name in it.
+    fn make_parents(
+        &mut self,
+        src: &Path,
+        dst: &Path,
+        target: &Path,
+        made: &mut Vec<MadeParent>,
+    ) -> Result<(OpenDir, OsString), Reported> {
         let rel = dst.strip_prefix(target).unwrap_or(dst);
         let comps: Vec<_> = rel.components().collect();
-        let src_is_abs = src.is_absolute();
-        let mut s = if src_is_abs {
+        let Some((last, ancestors)) = comps.split_last() else {
+            return Ok(open_parent(dst));
+        };
+        let mut s = if src.is_absolute() {
             PathBuf::from("/")
         } else {
             PathBuf::new()
         };
         let mut d = target.to_path_buf();
-        for c in comps.iter().take(comps.len().saturating_sub(1)) {
+        let mut dir = OpenDir::open(target)
+            .map_err(|e| fail(format!("cannot access {}: {}", quote(target), io_text(&e))))?;
+        for c in ancestors {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
-            match std::fs::symlink_metadata(&d) {
-                Ok(m) if m.is_dir() => continue,
+            let name = c.as_os_str();
+            let made_here = match dir.stat(name, false) {
+                Ok(m) if m.is_dir() => None,
                 Ok(_) => return Err(fail(format!("{} exists but is not a directory", quote(&d)))),
-                Err(_) => {}
-            }
-            let sm = std::fs::metadata(&s).map_err(|e| {
-                fail(format!(
-                    "failed to get attributes of {}: {}",
-                    quote(&s),
-                    io_text(&e)
-                ))
-            })?;
-            if !sm.is_dir() {
-                return Err(fail(format!(
-                    "failed to get attributes of {}: Not a directory",
-                    quote(&s)
-                )));
-            }
-            nix::unistd::mkdir(&d, Mode::from_bits_truncate(sm.mode() & 0o7777))
-                .map_err(|e| fail(format!("cannot make directory {}: {}", quote(&d), e.desc())))?;
-            if self.opts.verbose {
-                println!("{} -> {}", s.display(), d.display());
-            }
-            if self.opts.preserve.mode
-                || self.opts.preserve.ownership
-                || self.opts.preserve.timestamps
-            {
-                let f = File::open(&d)
-                    .map_err(|e| fail(format!("cannot open {}: {}", quote(&d), io_text(&e))))?;
-                attrs::apply(&f, &d, &s, &sm, self.opts, true)?;
+                Err(_) => Some(self.make_parent(&dir, name, &s, &d)?),
+            };
+            let cannot =
+                |e: io::Error| fail(format!("cannot access {}: {}", quote(&d), io_text(&e)));
+            dir = dir.open_child(name, false).map_err(cannot)?;
+            if let Some(src_meta) = made_here {
+                made.push(MadeParent {
+                    dir: dir.try_clone().map_err(cannot)?,
+                    src: s.clone(),
+                    dst: d.clone(),
+                    src_meta,
+                });
             }
         }
-        Ok(())
+        let last = match last {
+            Component::Normal(n) => n.to_os_string(),
+            other => other.as_os_str().to_os_string(),
+        };
+        Ok((dir, last))
+    }
+
+    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`.
+    fn make_parent(
+        &mut self,
+        dir: &OpenDir,
+        name: &OsStr,
+        s: &Path,
+        d: &Path,
+    ) -> Result<Stat, Reported> {
+        let sm = OpenDir::cwd().stat(s.as_os_str(), true).map_err(|e| {
+            fail(format!(
+                "failed to get attributes of {}: {}",
+                quote(s),
+                io_text(&e)
+            ))
+        })?;
+        if !sm.is_dir() {
+            return Err(fail(format!(
+                "failed to get attributes of {}: Not a directory",
+                quote(s)
+            )));
+        }
+        dir.mkdir(name, sm.mode() & 0o7777).map_err(|e| {
+            fail(format!(
+                "cannot make directory {}: {}",
+                quote(d),
+                io_text(&e)
+            ))
+        })?;
+        if self.opts.verbose {
+            println!("{} -> {}", s.display(), d.display());
+        }
+        Ok(sm)
+    }
+
+    /// The attributes -p asks for, on a directory --parents made.
+    fn finish_parent(&self, made: &MadeParent) -> Step {
+        let p = self.opts.preserve;
+        if !(p.mode || p.ownership || p.timestamps || p.xattr) {
+            return Ok(());
+        }
+        let f = made
+            .dir
+            .readable()
+            .map_err(|e| fail(format!("cannot open {}: {}", quote(&made.dst), io_text(&e))))?;
+        let src_dir = File::open(&made.src).ok();
+        attrs::apply(
+            &f,
+            &made.dst,
+            src_dir.as_ref(),
+            &made.src_meta,
+            self.opts,
+            true,
+        )
     }
 
     fn follows(&self, top: bool) -> bool {
@@ -161,59 +261,67 @@ impl<'a> Copier<'a> {
 
     /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
     /// being copied (for -x).
-    fn copy_entry(&mut self, src: &Path, dst: &Path, top: bool, parent_dev: Option<u64>) -> Step {
+    fn copy_entry(&mut self, src: At<'_>, dst: At<'_>, top: bool, parent_dev: Option<u64>) -> Step {
         if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Reported); // interrupted: main says so once
         }
         let opts = self.opts;
         let follow = self.follows(top);
-        let src_meta = if follow {
-            std::fs::metadata(src)
-        } else {
-            std::fs::symlink_metadata(src)
-        }
-        .map_err(|e| fail(format!("cannot stat {}: {}", quote(src), io_text(&e))))?;
-        let src_ft = src_meta.file_type();
+        let src_meta = src
+            .dir
+            .stat(src.name, follow)
+            .map_err(|e| fail(format!("cannot stat {}: {}", quote(src.path), io_text(&e))))?;
+        let src_kind = src_meta.kind();
 
-        if src_ft.is_dir() && !opts.recursive {
+        if src_kind == FileKind::Dir && !opts.recursive {
             return Err(fail(format!(
                 "-r not specified; omitting directory {}",
-                quote(src)
+                quote(src.path)
             )));
         }
-        if top && self.track && !src_ft.is_dir() && opts.backup.is_none() {
-            let key = (id(&src_meta), name_key(src));
+        if top && self.track && src_kind != FileKind::Dir && opts.backup.is_none() {
+            let key = (src_meta.id(), name_key(src.path));
             if !self.seen_sources.insert(key) {
                 error(&format!(
                     "warning: source file {} specified more than once",
-                    quote(src)
+                    quote(src.path)
                 ));
                 return Ok(());
             }
         }
 
-        let dst_lmeta = std::fs::symlink_metadata(dst).ok();
-        // A DEST symlink is written through (when SRC is not itself copied as a link).
-        let src_as_link = src_ft.is_symlink();
-        let dst_meta = match &dst_lmeta {
-            Some(m) if m.file_type().is_symlink() && !src_as_link && !src_ft.is_dir() => {
-                std::fs::metadata(dst).ok()
+        let dst_lmeta = match dst.dir.stat(dst.name, false) {
+            Ok(m) => Some(m),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => {
+                return Err(fail(format!(
+                    "cannot stat {}: {}",
+                    quote(dst.path),
+                    io_text(&e)
+                )))
             }
-            other => other.clone(),
+        };
+        // A DEST symlink is written through (when SRC is not itself copied as a link).
+        let src_as_link = src_kind == FileKind::Symlink;
+        let dst_meta = match &dst_lmeta {
+            Some(m) if m.is_symlink() && !src_as_link && src_kind != FileKind::Dir => {
+                dst.dir.stat(dst.name, true).ok()
+            }
+            other => *other,
         };
 
-        if src_ft.is_dir() {
+        if src_kind == FileKind::Dir {
             if let Some(dm) = &dst_meta {
                 if !dm.is_dir() {
                     return Err(fail(format!(
                         "cannot overwrite non-directory {} with directory {}",
-                        quote(dst),
-                        quote(src)
+                        quote(dst.path),
+                        quote(src.path)
                     )));
                 }
             }
             // A directory this run created showing up as a source means DEST is inside SOURCE.
-            if self.made_dirs.contains(&id(&src_meta)) {
+            if self.made_dirs.contains(&src_meta.id()) {
                 self.into_itself = true;
                 return Err(fail(format!(
                     "cannot copy a directory, {}, into itself, {}",
@@ -221,44 +329,43 @@ impl<'a> Copier<'a> {
                     quote(&self.top.1)
                 )));
             }
-            return self.copy_dir(src, dst, &src_meta, dst_meta.as_ref(), parent_dev);
+            return self.copy_dir(src, dst, &src_meta, dst_meta.as_ref(), follow, parent_dev);
         }
 
         // Non-directory SOURCE from here on.
         let mut dst_exists = dst_lmeta.is_some();
         if let Some(dl) = &dst_lmeta {
             if let Some(dm) = &dst_meta {
-                let same = id(dm) == id(&src_meta)
-                    && (!src_as_link || dl.file_type().is_symlink() && id(dl) == id(&src_meta));
+                let same = dm.id() == src_meta.id()
+                    && (!src_as_link || dl.is_symlink() && dl.id() == src_meta.id());
                 if same
                     && !(opts.backup.is_some() && opts.force && src_meta.is_file())
                     && (!opts.hard_link || follow)
                 {
                     return Err(fail(format!(
                         "{} and {} are the same file",
-                        quote(src),
-                        quote(dst)
+                        quote(src.path),
+                        quote(dst.path)
                     )));
                 }
                 if dm.is_dir() {
                     return Err(fail(format!(
                         "cannot overwrite directory {} with non-directory",
-                        quote(dst)
+                        quote(dst.path)
                     )));
                 }
             }
-            if self.track && self.created.contains(&(id(dl), name_key(dst))) {
+            if self.track && self.created.contains(&(dl.id(), name_key(dst.path))) {
                 return Err(fail(format!(
                     "will not overwrite just-created {} with {}",
-                    quote(dst),
-                    quote(src)
+                    quote(dst.path),
+                    quote(src.path)
                 )));
             }
             if opts.update_older {
+                let truncate = opts.preserve.timestamps;
                 if let Some(dm) = &dst_meta {
-                    let dst_t = (dm.mtime(), dm.mtime_nsec());
-                    let src_t = (src_meta.mtime(), src_meta.mtime_nsec());
-                    if dst_t >= src_t {
+                    if dst_is_current(src_meta.mtime(), dm, truncate) {
                         return Ok(());
                     }
                 }
@@ -267,96 +374,103 @@ impl<'a> Copier<'a> {
                 Clobber::Overwrite => {}
                 Clobber::SkipSilently => return Ok(()),
                 Clobber::SkipAndFail => {
-                    return Err(fail(format!("not replacing {}", quote(dst))));
+                    return Err(fail(format!("not replacing {}", quote(dst.path))));
                 }
                 Clobber::Ask => {
-                    if !ask(&format!("overwrite {}? ", quote(dst))) {
+                    if !ask(&format!("overwrite {}? ", quote(dst.path))) {
                         return Ok(());
                     }
                 }
             }
-        } else if dst.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        } else if dst.path.as_os_str().as_bytes().ends_with(b"/") {
             return Err(fail(format!(
                 "cannot create regular file {}: Not a directory",
-                quote(dst)
+                quote(dst.path)
             )));
         }
 
-        let mut backup_name = None;
+        let mut backup_path = None;
         if dst_exists {
             if let Some(kind) = opts.backup {
-                let name = backup::name(dst, kind, &opts.suffix);
-                std::fs::rename(dst, &name)
-                    .map_err(|e| fail(format!("cannot backup {}: {}", quote(dst), io_text(&e))))?;
-                backup_name = Some(name);
+                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
+                let bpath = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
+                dst.dir
+                    .rename(dst.name, &backup::with_suffix(dst.name, &suffix))
+                    .map_err(|e| {
+                        fail(format!(
+                            "cannot backup {}: {}",
+                            quote(dst.path),
+                            io_text(&e)
+                        ))
+                    })?;
+                backup_path = Some(bpath);
                 dst_exists = false;
             } else if opts.remove_destination
-                || (dst_lmeta
-                    .as_ref()
-                    .is_some_and(|m| m.file_type().is_symlink())
+                || (dst_lmeta.as_ref().is_some_and(Stat::is_symlink)
                     && (src_as_link || opts.hard_link || opts.symbolic_link))
                 || opts.hard_link && opts.force
                 || opts.symbolic_link && opts.force
             {
-                std::fs::remove_file(dst)
-                    .map_err(|e| fail(format!("cannot remove {}: {}", quote(dst), io_text(&e))))?;
+                remove(dst)?;
                 if opts.verbose && opts.remove_destination {
-                    println!("removed {}", quote(dst));
+                    println!("removed {}", quote(dst.path));
                 }
                 dst_exists = false;
             } else if dst_meta.is_none() {
                 return Err(fail(format!(
                     "not writing through dangling symlink {}",
-                    quote(dst)
+                    quote(dst.path)
                 )));
             }
         }
 
         let verbose_line = || {
             if opts.verbose {
-                match &backup_name {
-                    Some(b) => println!("{} -> {} (backup: {})", quote(src), quote(dst), quote(b)),
-                    None => println!("{} -> {}", quote(src), quote(dst)),
+                match &backup_path {
+                    Some(b) => println!(
+                        "{} -> {} (backup: {})",
+                        quote(src.path),
+                        quote(dst.path),
+                        quote(b)
+                    ),
+                    None => println!("{} -> {}", quote(src.path), quote(dst.path)),
                 }
             }
         };
 
         if opts.symbolic_link {
-            if !src.is_absolute() {
-                let parent = dst.parent().unwrap_or(Path::new(""));
+            if !src.path.is_absolute() {
+                let parent = dst.path.parent().unwrap_or(Path::new(""));
                 let here = parent.as_os_str().is_empty()
                     || parent == Path::new(".")
                     || same_dir(parent, Path::new("."));
                 if !here {
                     return Err(fail(format!(
                         "{}: can make relative symbolic links only in current directory",
-                        quote_if_needed(dst)
+                        quote_if_needed(dst.path)
                     )));
                 }
             }
-            std::os::unix::fs::symlink(src, dst).map_err(|e| {
-                fail(format!(
-                    "cannot create symbolic link {} to {}: {}",
-                    quote(dst),
-                    quote(src),
-                    io_text(&e)
-                ))
-            })?;
+            dst.dir
+                .symlink(src.path.as_os_str(), dst.name)
+                .map_err(|e| {
+                    fail(format!(
+                        "cannot create symbolic link {} to {}: {}",
+                        quote(dst.path),
+                        quote(src.path),
+                        io_text(&e)
+                    ))
+                })?;
             verbose_line();
             return Ok(());
         }
         if opts.hard_link {
-            let flags = if follow {
-                nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW
-            } else {
-                nix::fcntl::AtFlags::empty()
-            };
-            nix::unistd::linkat(None, src, None, dst, flags).map_err(|e| {
+            dst.dir.hard_link(dst.name, src, follow).map_err(|e| {
                 fail(format!(
                     "cannot create hard link {} to {}: {}",
-                    quote(dst),
-                    quote(src),
-                    e.desc()
+                    quote(dst.path),
+                    quote(src.path),
+                    io_text(&e)
                 ))
             })?;
             verbose_line();
@@ -365,17 +479,20 @@ impl<'a> Copier<'a> {
 
         // Hard links within the copied set.
         if opts.preserve.links && src_meta.nlink() > 1 {
-            if let Some(first) = self.links.get(&id(&src_meta)).cloned() {
+            if let Some(first) = self.links.get(&src_meta.id()) {
                 if dst_exists {
-                    std::fs::remove_file(dst).map_err(|e| {
-                        fail(format!("cannot remove {}: {}", quote(dst), io_text(&e)))
-                    })?;
+                    remove(dst)?;
                 }
-                std::fs::hard_link(&first, dst).map_err(|e| {
+                let from = At {
+                    dir: &first.dir,
+                    name: &first.name,
+                    path: &first.path,
+                };
+                dst.dir.hard_link(dst.name, from, false).map_err(|e| {
                     fail(format!(
                         "cannot create hard link {} to {}: {}",
-                        quote(dst),
-                        quote(&first),
+                        quote(dst.path),
+                        quote(&first.path),
                         io_text(&e)
                     ))
                 })?;
@@ -385,130 +502,147 @@ impl<'a> Copier<'a> {
         }
 
         verbose_line();
-        let special = !(src_ft.is_file() || src_ft.is_symlink());
-        let result = if src_ft.is_symlink() {
-            self.copy_symlink(src, dst, &src_meta, dst_exists)
-        } else if special && opts.recursive && !opts.copy_contents {
-            self.make_special(src, dst, &src_meta)
-        } else {
-            self.copy_file(src, dst, &src_meta, dst_exists, follow)
+        let result = match src_kind {
+            FileKind::Symlink => self.copy_symlink(src, dst, &src_meta, dst_exists),
+            FileKind::File => self.copy_file(src, dst, &src_meta, dst_exists, follow),
+            _ if opts.recursive && !opts.copy_contents => self.make_special(dst, &src_meta),
+            _ => self.copy_file(src, dst, &src_meta, dst_exists, follow),
         };
         result?;
         if opts.preserve.links && src_meta.nlink() > 1 {
-            self.links.insert(id(&src_meta), dst.to_path_buf());
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
         }
         if self.track {
-            if let Ok(m) = std::fs::symlink_metadata(dst) {
-                self.created.insert((id(&m), name_key(dst)));
+            if let Ok(m) = dst.dir.stat(dst.name, false) {
+                self.created.insert((m.id(), name_key(dst.path)));
             }
         }
         Ok(())
     }
 
-    fn copy_symlink(&mut self, src: &Path, dst: &Path, meta: &Metadata, dst_exists: bool) -> Step {
-        let target = std::fs::read_link(src).map_err(|e| {
+    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat, dst_exists: bool) -> Step {
+        let target = src.dir.read_link(src.name).map_err(|e| {
             fail(format!(
                 "cannot read symbolic link {}: {}",
-                quote(src),
+                quote(src.path),
                 io_text(&e)
             ))
         })?;
         if dst_exists {
-            std::fs::remove_file(dst)
-                .map_err(|e| fail(format!("cannot remove {}: {}", quote(dst), io_text(&e))))?;
+            remove(dst)?;
         }
-        std::os::unix::fs::symlink(&target, dst).map_err(|e| {
+        dst.dir.symlink(&target, dst.name).map_err(|e| {
             fail(format!(
                 "cannot create symbolic link {}: {}",
-                quote(dst),
+                quote(dst.path),
                 io_text(&e)
             ))
         })?;
         attrs::apply_to_symlink(dst, meta, self.opts)
     }
 
-    fn make_special(&mut self, src: &Path, dst: &Path, meta: &Metadata) -> Step {
-        let ft = meta.file_type();
-        let kind = if ft.is_fifo() {
-            SFlag::S_IFIFO
-        } else if ft.is_char_device() {
-            SFlag::S_IFCHR
-        } else if ft.is_block_device() {
-            SFlag::S_IFBLK
-        } else {
-            SFlag::S_IFSOCK
+    fn make_special(&mut self, dst: At<'_>, meta: &Stat) -> Step {
+        let perm = meta.mode() & 0o777;
+        let (res, what) = match meta.kind() {
+            FileKind::Fifo => (dst.dir.mkfifo(dst.name, perm), "cannot create fifo"),
+            kind => {
+                let flag = match kind {
+                    FileKind::CharDevice => SFlag::S_IFCHR,
+                    FileKind::BlockDevice => SFlag::S_IFBLK,
+                    _ => SFlag::S_IFSOCK,
+                };
+                let res = dst.dir.mknod(dst.name, flag, perm, meta.rdev());
+                (res, "cannot create special file")
+            }
         };
-        let perm = Mode::from_bits_truncate(meta.mode() & 0o777);
-        let res = if ft.is_fifo() {
-            nix::unistd::mkfifo(dst, perm)
-        } else {
-            nix::sys::stat::mknod(dst, kind, perm, meta.rdev())
-        };
-        res.map_err(|e| {
-            let what = if ft.is_fifo() {
-                "cannot create fifo"
-            } else {
-                "cannot create special file"
-            };
-            fail(format!("{what} {}: {}", quote(dst), e.desc()))
-        })?;
-        let _ = src;
-        attrs::apply_path(dst, meta, self.opts)
+        res.map_err(|e| fail(format!("{what} {}: {}", quote(dst.path), io_text(&e))))?;
+        attrs::apply_to_special(dst, meta, self.opts)
     }
 
+    /// Copies a directory: DEST made (owner-only until its contents are in) or merged into,
+    /// both opened by descriptor and checked to be what was stat'ed, the entries copied in
+    /// inode order, then DEST's mode and attributes set on its descriptor.
     fn copy_dir(
         &mut self,
-        src: &Path,
-        dst: &Path,
-        src_meta: &Metadata,
-        dst_meta: Option<&Metadata>,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        dst_meta: Option<&Stat>,
+        follow: bool,
         parent_dev: Option<u64>,
     ) -> Step {
         let opts = self.opts;
         let new_dir = dst_meta.is_none();
         if new_dir {
-            // Owner-only until the contents are in; the final mode is set afterwards.
-            nix::unistd::mkdir(dst, Mode::S_IRWXU).map_err(|e| {
+            dst.dir.mkdir(dst.name, 0o700).map_err(|e| {
                 fail(format!(
                     "cannot create directory {}: {}",
-                    quote(dst),
-                    e.desc()
+                    quote(dst.path),
+                    io_text(&e)
                 ))
             })?;
             if opts.verbose {
-                println!("{} -> {}", quote(src), quote(dst));
+                println!("{} -> {}", quote(src.path), quote(dst.path));
             }
         }
+        let dst_dir = dst
+            .dir
+            .open_child(dst.name, false)
+            .and_then(|d| Ok((d.stat_self()?, d)))
+            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), io_text(&e))))?;
+        let (dst_now, dst_dir) = (dst_dir.0, Rc::new(dst_dir.1));
+        if dst_meta.is_some_and(|m| m.id() != dst_now.id()) {
+            return Err(replaced(dst.path));
+        }
         if new_dir {
-            if let Ok(m) = std::fs::symlink_metadata(dst) {
-                self.made_dirs.insert(id(&m));
-            }
+            self.made_dirs.insert(dst_now.id());
         }
         let mut ok = true;
         let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());
-        if !skip_contents {
-            let mut entries: Vec<(u64, std::ffi::OsString)> = match std::fs::read_dir(src) {
-                Ok(rd) => rd
-                    .filter_map(|e| e.ok())
-                    .map(|e| {
-                        use std::os::unix::fs::DirEntryExt;
-                        (e.ino(), e.file_name())
-                    })
-                    .collect(),
-                Err(e) => {
-                    error(&format!("cannot access {}: {}", quote(src), io_text(&e)));
+        let src_dir = if skip_contents {
+            None
+        } else {
+            match self.open_source_dir(src, src_meta, follow) {
+                Ok(d) => Some(d),
+                Err(Reported) => {
                     ok = false;
-                    Vec::new()
+                    None
                 }
-            };
+            }
+        };
+        if let Some(src_dir) = &src_dir {
+            let mut entries = src_dir.entries().unwrap_or_else(|e| {
+                error(&format!(
+                    "cannot access {}: {}",
+                    quote(src.path),
+                    io_text(&e)
+                ));
+                ok = false;
+                Vec::new()
+            });
             // GNU reads directories in inode order (fast on ext4); keep the same order so
             // -v output and the first of a hard-linked set match.
             entries.sort();
             for (_, name) in entries {
-                let s = join(src, Path::new(&name));
-                let d = join(dst, Path::new(&name));
+                let s = join(src.path, Path::new(&name));
+                let d = join(dst.path, Path::new(&name));
+                let child_src = At {
+                    dir: src_dir,
+                    name: &name,
+                    path: &s,
+                };
+                let child_dst = At {
+                    dir: &dst_dir,
+                    name: &name,
+                    path: &d,
+                };
                 if self
-                    .copy_entry(&s, &d, false, Some(src_meta.dev()))
+                    .copy_entry(child_src, child_dst, false, Some(src_meta.dev()))
                     .is_err()
                 {
                     ok = false;
@@ -518,31 +652,29 @@ impl<'a> Copier<'a> {
                 }
             }
         }
-        let f = File::open(dst)
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst), io_text(&e))))?;
-        if new_dir || opts.preserve.mode {
-            let mode = if opts.preserve.mode {
-                src_meta.mode() & 0o7777
-            } else if opts.preserve.default_mode {
+        let p = opts.preserve;
+        if !(new_dir || p.mode || p.ownership || p.timestamps || p.xattr) {
+            return if ok { Ok(()) } else { Err(Reported) };
+        }
+        let f = dst_dir
+            .readable()
+            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), io_text(&e))))?;
+        if new_dir && !opts.preserve.mode {
+            let mode = if opts.preserve.default_mode {
                 0o777 & !self.umask
             } else {
                 src_meta.mode() & 0o1777 & !self.umask
             };
-            if !opts.preserve.mode {
-                nix::sys::stat::fchmod(
-                    std::os::fd::AsRawFd::as_raw_fd(&f),
-                    Mode::from_bits_truncate(mode),
-                )
-                .map_err(|e| {
-                    fail(format!(
-                        "setting permissions for {}: {}",
-                        quote(dst),
-                        e.desc()
-                    ))
-                })?;
-            }
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(|e| {
+                fail(format!(
+                    "setting permissions for {}: {}",
+                    quote(dst.path),
+                    e.desc()
+                ))
+            })?;
         }
-        attrs::apply(&f, dst, src, src_meta, opts, new_dir)?;
+        let xattr_src = src_dir.and_then(|d| d.readable().ok());
+        attrs::apply(&f, dst.path, xattr_src.as_ref(), src_meta, opts, new_dir)?;
         if ok {
             Ok(())
         } else {
@@ -550,56 +682,70 @@ impl<'a> Copier<'a> {
         }
     }
 
+    /// Opens SOURCE's directory by descriptor and checks it is the one stat'ed.
+    fn open_source_dir(
+        &self,
+        src: At<'_>,
+        src_meta: &Stat,
+        follow: bool,
+    ) -> Result<Rc<OpenDir>, Reported> {
+        let cannot = |e: io::Error| {
+            fail(format!(
+                "cannot access {}: {}",
+                quote(src.path),
+                io_text(&e)
+            ))
+        };
+        let dir = src.dir.open_child(src.name, follow).map_err(cannot)?;
+        let now = dir.stat_self().map_err(cannot)?;
+        if now.id() != src_meta.id() {
+            return Err(replaced(src.path));
+        }
+        Ok(Rc::new(dir))
+    }
+
     fn copy_file(
         &mut self,
-        src: &Path,
-        dst: &Path,
-        src_meta: &Metadata,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
         dst_exists: bool,
         follow: bool,
     ) -> Step {
         let opts = self.opts;
-        let mut oo = OpenOptions::new();
-        oo.read(true);
-        let mut flags = libc::O_NOCTTY;
+        let mut flags = OFlag::O_RDONLY | OFlag::O_NOCTTY;
         if !follow {
-            flags |= libc::O_NOFOLLOW;
+            flags |= OFlag::O_NOFOLLOW;
         }
-        oo.custom_flags(flags);
-        let src_file = oo.open(src).map_err(|e| {
+        let src_file = src.dir.open_file(src.name, flags, 0).map_err(|e| {
             fail(format!(
                 "cannot open {} for reading: {}",
-                quote(src),
+                quote(src.path),
                 io_text(&e)
             ))
         })?;
-        let opened = src_file
-            .metadata()
-            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src), io_text(&e))))?;
-        if id(&opened) != id(src_meta) {
-            return Err(fail(format!(
-                "skipping file {}, as it was replaced while being copied",
-                quote(src)
-            )));
+        let opened = Stat::of(&src_file)
+            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src.path), io_text(&e))))?;
+        if opened.id() != src_meta.id() {
+            return Err(replaced(src.path));
         }
 
         if opts.atomic {
-            return self.copy_file_atomic(src, dst, &src_file, &opened, dst_exists);
+            return self.copy_file_atomic(src.path, dst, &src_file, &opened, dst_exists);
         }
 
-        let (dst_file, created) = self.open_dst(src, dst, &opened, dst_exists)?;
-        let dst_id = dst_file
-            .metadata()
-            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(dst), io_text(&e))))?;
-        if id(&dst_id) == id(&opened) {
+        let (dst_file, created) = self.open_dst(dst, &opened, dst_exists)?;
+        let dst_now = Stat::of(&dst_file)
+            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(dst.path), io_text(&e))))?;
+        if dst_now.id() == opened.id() {
             return Err(fail(format!(
                 "{} and {} are the same file",
-                quote(src),
-                quote(dst)
+                quote(src.path),
+                quote(dst.path)
             )));
         }
-        self.fill(src, dst, &src_file, &opened, &dst_file)?;
-        attrs::apply(&dst_file, dst, src, &opened, opts, created)?;
+        self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
+        attrs::apply(&dst_file, dst.path, Some(&src_file), &opened, opts, created)?;
         if opts.fsync {
             sync(&dst_file, dst, created)?;
         }
@@ -611,34 +757,28 @@ impl<'a> Copier<'a> {
     /// O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies the umask).
     fn open_dst(
         &mut self,
-        src: &Path,
-        dst: &Path,
-        src_meta: &Metadata,
+        dst: At<'_>,
+        src_meta: &Stat,
         dst_exists: bool,
     ) -> Result<(File, bool), Reported> {
         let opts = self.opts;
         if dst_exists {
-            let mut oo = OpenOptions::new();
-            oo.write(true).truncate(!opts.attributes_only);
-            oo.custom_flags(libc::O_NOCTTY);
-            match oo.open(dst) {
+            let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
+            if !opts.attributes_only {
+                flags |= OFlag::O_TRUNC;
+            }
+            match dst.dir.open_file(dst.name, flags, 0) {
                 Ok(f) => return Ok((f, false)),
-                Err(e) if opts.force => {
-                    std::fs::remove_file(dst).map_err(|e2| {
-                        fail(format!("cannot remove {}: {}", quote(dst), io_text(&e2)))
-                    })?;
-                    let _ = e;
-                }
+                Err(_) if opts.force => remove(dst)?,
                 Err(e) => {
                     return Err(fail(format!(
                         "cannot create regular file {}: {}",
-                        quote(dst),
+                        quote(dst.path),
                         io_text(&e)
                     )))
                 }
             }
         }
-        let _ = src;
         let mut mode = if opts.preserve.default_mode {
             0o666
         } else {
@@ -648,13 +788,11 @@ impl<'a> Copier<'a> {
             // Others get no access until the owner is set (GNU does the same).
             mode &= 0o700;
         }
-        let mut oo = OpenOptions::new();
-        oo.write(true).create_new(true).mode(mode);
-        oo.custom_flags(libc::O_NOCTTY);
-        let f = oo.open(dst).map_err(|e| {
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY;
+        let f = dst.dir.open_file(dst.name, flags, mode).map_err(|e| {
             fail(format!(
                 "cannot create regular file {}: {}",
-                quote(dst),
+                quote(dst.path),
                 io_text(&e)
             ))
         })?;
@@ -668,7 +806,7 @@ impl<'a> Copier<'a> {
         src: &Path,
         dst: &Path,
         src_file: &File,
-        src_meta: &Metadata,
+        src_meta: &Stat,
         dst_file: &File,
     ) -> Step {
         let opts = self.opts;
@@ -691,14 +829,13 @@ impl<'a> Copier<'a> {
         } else {
             SourceKind::Stream
         };
-        let sparse = opts.sparse;
         let job = DataJob {
             src: src_file,
             src_name: src,
             src_kind,
             dst: dst_file,
             dst_name: dst,
-            sparse,
+            sparse: opts.sparse,
         };
         let engine = start_engine(&mut self.engine, &self.config);
         let res = engine.copy(&job, &*self.progress);
@@ -714,76 +851,75 @@ impl<'a> Copier<'a> {
     fn copy_file_atomic(
         &mut self,
         src: &Path,
-        dst: &Path,
+        dst: At<'_>,
         src_file: &File,
-        src_meta: &Metadata,
+        src_meta: &Stat,
         dst_exists: bool,
     ) -> Step {
         let opts = self.opts;
-        let dir = match dst.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir_path = parent_path(dst.path);
         // An existing DEST keeps its permissions across the replacement, as cp keeps them.
         let old = if dst_exists {
-            std::fs::metadata(dst).ok()
+            dst.dir.stat(dst.name, true).ok()
         } else {
             None
         };
         let mode = old
             .as_ref()
             .map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
-        let (tmp, tmp_file) = temp_file(&dir, dst, mode & 0o700).map_err(|e| {
+        let (tmp, tmp_file) = temp_file(dst, mode & 0o700).map_err(|e| {
             fail(format!(
                 "cannot create temporary file in {}: {}",
-                quote(&dir),
+                quote(&dir_path),
                 io_text(&e)
             ))
         })?;
-        let guard = TempGuard(Some(tmp.clone()));
-        self.fill(src, dst, src_file, src_meta, &tmp_file)?;
+        let guard = TempGuard {
+            dir: dst.dir,
+            name: Some(tmp.clone()),
+        };
+        self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
+        let fd = tmp_file.as_raw_fd();
+        let set_mode = |m: u32| {
+            nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(m)).map_err(|e| {
+                fail(format!(
+                    "setting permissions for {}: {}",
+                    quote(dst.path),
+                    e.desc()
+                ))
+            })
+        };
         match &old {
             Some(m) => {
-                let fd = std::os::fd::AsRawFd::as_raw_fd(&tmp_file);
                 let _ = nix::unistd::fchown(fd, Some(m.uid().into()), Some(m.gid().into()));
-                nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(m.mode() & 0o7777)).map_err(
-                    |e| {
-                        fail(format!(
-                            "setting permissions for {}: {}",
-                            quote(dst),
-                            e.desc()
-                        ))
-                    },
-                )?;
-                attrs::apply(&tmp_file, dst, src, src_meta, opts, false)?;
+                set_mode(m.mode() & 0o7777)?;
+                attrs::apply(&tmp_file, dst.path, Some(src_file), src_meta, opts, false)?;
             }
             None => {
-                let fd = std::os::fd::AsRawFd::as_raw_fd(&tmp_file);
-                nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(mode & !self.umask)).map_err(
-                    |e| {
-                        fail(format!(
-                            "setting permissions for {}: {}",
-                            quote(dst),
-                            e.desc()
-                        ))
-                    },
-                )?;
-                attrs::apply(&tmp_file, dst, src, src_meta, opts, true)?;
+                set_mode(mode & !self.umask)?;
+                attrs::apply(&tmp_file, dst.path, Some(src_file), src_meta, opts, true)?;
             }
         }
-        tmp_file
-            .sync_all()
-            .map_err(|e| fail(format!("error syncing {}: {}", quote(dst), io_text(&e))))?;
-        std::fs::rename(&tmp, dst).map_err(|e| {
+        tmp_file.sync_all().map_err(|e| {
+            fail(format!(
+                "error syncing {}: {}",
+                quote(dst.path),
+                io_text(&e)
+            ))
+        })?;
+        dst.dir.rename(&tmp, dst.name).map_err(|e| {
             fail(format!(
                 "cannot rename {} to {}: {}",
-                quote(&tmp),
-                quote(dst),
+                quote(join(
+                    &dir_path,
+                    Path::new(Path::new(&tmp).file_name().unwrap_or_default())
+                )),
+                quote(dst.path),
                 io_text(&e)
             ))
         })?;
         guard.disarm();
-        sync_dir(&dir, dst)
+        sync_dir(dst)
     }
 }
 
@@ -808,40 +944,76 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
     slot.as_mut().expect("engine started above")
 }
 
-/// Removes the temporary file unless disarmed (--atomic).
-struct TempGuard(Option<PathBuf>);
-impl TempGuard {
-    fn disarm(mut self) {
-        self.0 = None;
+/// Removes the non-directory DEST, with cp's message on failure.
+fn remove(dst: At<'_>) -> Step {
+    dst.dir.unlink(dst.name).map_err(|e| {
+        fail(format!(
+            "cannot remove {}: {}",
+            quote(dst.path),
+            io_text(&e)
+        ))
+    })
+}
+
+/// GNU's words for a file that is no longer the one that was checked.
+fn replaced(path: &Path) -> Reported {
+    fail(format!(
+        "skipping file {}, as it was replaced while being copied",
+        quote(path)
+    ))
+}
+
+/// The directory part of a path as messages name it ("." for a bare name).
+fn parent_path(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
     }
 }
-impl Drop for TempGuard {
+
+/// Removes the temporary file unless disarmed (--atomic).
+struct TempGuard<'a> {
+    dir: &'a OpenDir,
+    name: Option<OsString>,
+}
+impl TempGuard<'_> {
+    fn disarm(mut self) {
+        self.name = None;
+    }
+}
+impl Drop for TempGuard<'_> {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_file(p);
+        if let Some(n) = self.name.take() {
+            let _ = self.dir.unlink(&n);
         }
     }
 }
 
-fn temp_file(dir: &Path, dst: &Path, mode: u32) -> io::Result<(PathBuf, File)> {
+/// Creates a fresh temporary file beside DEST (same directory descriptor), returning its
+/// name relative to that directory.
+fn temp_file(dst: At<'_>, mode: u32) -> io::Result<(OsString, File)> {
     let base = dst
+        .path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Where DEST's directory could not be opened, `dst.name` is the whole path: keep the
+    // temporary beside it all the same.
+    let prefix = match dst.name.as_bytes().iter().rposition(|&b| b == b'/') {
+        Some(i) => OsStr::from_bytes(&dst.name.as_bytes()[..=i]).to_os_string(),
+        None => OsString::new(),
+    };
     let pid = std::process::id();
     for attempt in 0..100u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let name = join(
-            dir,
-            Path::new(&format!(".{base}.aiscp-{pid}-{nanos:x}{attempt}")),
-        );
-        let mut oo = OpenOptions::new();
-        oo.write(true).create_new(true).mode(mode);
-        oo.custom_flags(libc::O_NOCTTY | libc::O_NOFOLLOW);
-        match oo.open(&name) {
+        let mut name = prefix.clone();
+        name.push(format!(".{base}.aiscp-{pid}-{nanos:x}{attempt}"));
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW;
+        match dst.dir.open_file(&name, flags, mode) {
             Ok(f) => return Ok((name, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -851,31 +1023,33 @@ fn temp_file(dir: &Path, dst: &Path, mode: u32) -> io::Result<(PathBuf, File)> {
 }
 
 /// --fsync: DEST's data, and for a new DEST the directory entry naming it.
-fn sync(f: &File, dst: &Path, created: bool) -> Step {
-    f.sync_all()
-        .map_err(|e| fail(format!("error syncing {}: {}", quote(dst), io_text(&e))))?;
+fn sync(f: &File, dst: At<'_>, created: bool) -> Step {
+    f.sync_all().map_err(|e| {
+        fail(format!(
+            "error syncing {}: {}",
+            quote(dst.path),
+            io_text(&e)
+        ))
+    })?;
     if created {
-        let dir = match dst.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        sync_dir(&dir, dst)?;
+        sync_dir(dst)?;
     }
     Ok(())
 }
 
-fn sync_dir(dir: &Path, dst: &Path) -> Step {
-    let d = File::open(dir).map_err(|e| {
+/// fsync of the directory DEST is in, through its descriptor.
+fn sync_dir(dst: At<'_>) -> Step {
+    let d = dst.dir.readable().map_err(|e| {
         fail(format!(
             "cannot open directory {}: {}",
-            quote(dir),
+            quote(parent_path(dst.path)),
             io_text(&e)
         ))
     })?;
     d.sync_all().map_err(|e| {
         fail(format!(
             "error syncing directory of {}: {}",
-            quote(dst),
+            quote(dst.path),
             io_text(&e)
         ))
     })
@@ -898,8 +1072,9 @@ fn name_key(p: &Path) -> PathBuf {
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => id(&x) == id(&y),
+    let cwd = OpenDir::cwd();
+    match (cwd.stat(a.as_os_str(), true), cwd.stat(b.as_os_str(), true)) {
+        (Ok(x), Ok(y)) => x.id() == y.id(),
         _ => false,
     }
 }

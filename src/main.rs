@@ -6,11 +6,13 @@ mod cli;
 mod copy;
 mod generate;
 mod messages;
+mod open_dir;
 mod options;
 mod plan;
 mod progress;
 mod quote;
 mod signals;
+mod stat;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
@@ -86,6 +88,23 @@ fn clap_exit(e: clap::Error) -> ! {
     usage_exit(&UsageError::new(msg))
 }
 
+/// Trees are walked through directory descriptors, and --preserve=links keeps the directory
+/// of each first copy open to link to: lift the soft descriptor limit to the hard one so deep
+/// or link-rich trees don't run out.
+fn raise_open_file_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for both calls.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 fn main() {
     let matches = match cli::Cli::command().try_get_matches() {
         Ok(m) => m,
@@ -117,6 +136,7 @@ fn main() {
             std::process::exit(1);
         }
     };
+    raise_open_file_limit();
     let config = aiscp::engine::Config::from(&cli.staging);
     let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
         Ok(s) => s,

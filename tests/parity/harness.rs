@@ -12,6 +12,8 @@
 //! fifo NAME
 //! sparse NAME SIZE          a hole of SIZE with 1 byte of data at the end
 //! old NAME                  mtime set 1000 s further back (for -u)
+//! xattr NAME KEY VALUE      an extended attribute (lsetxattr; user.* needs a filesystem
+//!                           that takes them, see `user_xattrs_supported`)
 //! sh COMMAND...             anything else, through sh -c
 //! ```
 //! After setup every entry gets the same fixed timestamps, so "was the mtime preserved"
@@ -40,6 +42,13 @@ pub struct Scenario {
     /// Run both programs as user nobody (root bypasses permission checks).
     pub as_nobody: bool,
     pub env: Vec<(&'static str, &'static str)>,
+    /// Compare stdout as a set of lines: cp lists a directory in inode order, and the two
+    /// trees, built separately on a shared filesystem, need not get their inodes in the same
+    /// order (ext4 spreads new directories over block groups; other tests free inodes).
+    pub unordered_stdout: bool,
+    /// A shell command run in the tree once it has been compared (to unmount what the setup
+    /// mounted), panicking or not.
+    pub cleanup: Option<&'static str>,
 }
 
 pub fn sc(setup: &'static str, args: &str) -> Scenario {
@@ -65,6 +74,14 @@ impl Scenario {
     }
     pub fn env(mut self, k: &'static str, v: &'static str) -> Self {
         self.env.push((k, v));
+        self
+    }
+    pub fn cleanup(mut self, command: &'static str) -> Self {
+        self.cleanup = Some(command);
+        self
+    }
+    pub fn unordered_stdout(mut self) -> Self {
+        self.unordered_stdout = true;
         self
     }
     /// Arguments that need spaces or odd bytes.
@@ -96,6 +113,61 @@ fn set_times(p: &Path, t: i64) {
         )
     };
     assert_eq!(rc, 0, "utimensat {}", p.display());
+}
+
+fn set_xattr(p: &Path, key: &str, value: &[u8]) -> std::io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let k = CString::new(key).unwrap();
+    // SAFETY: valid strings and a value buffer of the given length.
+    let rc = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            k.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The user.* extended attributes of `p` itself, sorted (others, like security.*, depend on
+/// the system, not on cp).
+fn user_xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
+    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut names = vec![0u8; 65536];
+    // SAFETY: the buffer is valid for its length.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    names.truncate(n as usize);
+    let mut out: Vec<_> = names
+        .split(|&b| b == 0)
+        .filter(|n| n.starts_with(b"user."))
+        .map(|n| {
+            let k = CString::new(n).unwrap();
+            let mut v = vec![0u8; 65536];
+            // SAFETY: as above.
+            let len =
+                unsafe { libc::lgetxattr(c.as_ptr(), k.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+            v.truncate(len.max(0) as usize);
+            (String::from_utf8_lossy(n).into_owned(), v)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether the temp filesystem takes user.* xattrs; the reason why not otherwise.
+pub fn user_xattrs_supported() -> Result<(), String> {
+    let f = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
+    set_xattr(f.path(), "user.aiscp-probe", b"1")
+        .map_err(|e| format!("the temp filesystem refuses user xattrs: {e}"))
 }
 
 fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
@@ -148,6 +220,7 @@ fn build(dir: &Path, setup: &str) {
                 f.write_all_at(b"x", n).unwrap();
             }
             "old" => old.push(p(0)),
+            "xattr" => set_xattr(&p(0), w[1], w[2].as_bytes()).unwrap(),
             "sh" => {
                 let st = Command::new("sh")
                     .arg("-c")
@@ -181,6 +254,7 @@ pub struct Entry {
     target: Option<PathBuf>,
     mtime: Option<i64>,
     same_inode_as: Option<PathBuf>,
+    xattrs: Vec<(String, Vec<u8>)>,
 }
 
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
@@ -231,6 +305,7 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
                 target: ft.is_symlink().then(|| std::fs::read_link(&p).unwrap()),
                 mtime: (mtime <= FIXED_TIME).then_some(mtime),
                 same_inode_as,
+                xattrs: user_xattrs(&p),
             },
         );
     }
@@ -258,9 +333,44 @@ fn bin_dir() -> PathBuf {
     .clone()
 }
 
+/// Runs a scenario's cleanup command when dropped.
+struct Cleanup<'a>(&'a Path, Option<&'static str>);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if let Some(command) = self.1 {
+            let _ = Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .current_dir(self.0)
+                .status();
+        }
+    }
+}
+
+/// Whether this test process may mount a tmpfs (root in a permissive container); the
+/// reason why not otherwise.
+pub fn can_mount_tmpfs() -> Result<(), String> {
+    let probe = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(probe.path())
+        .output()
+        .map_err(|e| format!("cannot run mount: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "mount -t tmpfs failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let _ = Command::new("umount").arg(probe.path()).status();
+    Ok(())
+}
+
 pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
+    let _cleanup = Cleanup(dir, s.cleanup);
     build(dir, s.setup);
     let mut cmd = if s.as_nobody {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -338,7 +448,17 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
 /// Runs GNU cp and aiscp and asserts they agree.
 pub fn check(s: &Scenario, backend: Backend) {
     let gnu = run(s, None);
-    let ours = run(s, Some(backend));
+    let mut ours = run(s, Some(backend));
+    if s.unordered_stdout {
+        let sorted = |t: &str| {
+            let mut l: Vec<&str> = t.lines().collect();
+            l.sort_unstable();
+            l.join("\n")
+        };
+        if sorted(&ours.stdout) == sorted(&gnu.stdout) {
+            ours.stdout.clone_from(&gnu.stdout);
+        }
+    }
     assert_eq!(
         (ours.status, &ours.stdout, &ours.stderr),
         (gnu.status, &gnu.stdout, &gnu.stderr),
