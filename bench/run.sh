@@ -68,8 +68,11 @@ src_dev=$(findmnt -no SOURCE --target "$dir" | head -1)
 fstype=$(findmnt -no FSTYPE --target "$dir" | head -1)
 mode=$( ((cpu_only)) && echo cpu || echo gpu)
 label=${label:-$mode-$(basename "$src_dev")-$(human_size "$bytes")}
-bin=${TMPDIR:-/tmp}/aiscp-bench-bin
+bin=$dir/.bench-bin
 mkdir -p "$bin"
+# One run per directory at a time: runs share SRC, DST and the built tools.
+exec 9> "$dir/.bench.lock"
+flock -n 9 || die "another bench/run.sh is running in $dir"
 log=$out/bench.log
 SRC=$dir/bench-src-$(human_size "$bytes").bin
 DST=$dir/bench-dst.bin
