@@ -38,7 +38,7 @@ while (($#)); do
         --no-roundtrip) roundtrip=0; shift ;;
         --keep) keep=1; shift ;;
         --small) G1=$((1 << 20)) G3=$((3 << 20)); shift ;; # smoke test of the script itself
-        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done

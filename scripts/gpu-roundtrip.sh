@@ -21,7 +21,7 @@ while (($#)); do
         --dir) dir=$2; shift 2 ;;
         --flavor) flavor=$2; shift 2 ;;
         --keep) keep=1; shift ;;
-        -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
