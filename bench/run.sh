@@ -51,7 +51,7 @@ while (($#)); do
         --no-drop) no_drop=1; shift ;;
         --assume-gbps) assume=$2; shift 2 ;;
         --keep) keep=1; shift ;;
-        -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
@@ -68,8 +68,11 @@ src_dev=$(findmnt -no SOURCE --target "$dir" | head -1)
 fstype=$(findmnt -no FSTYPE --target "$dir" | head -1)
 mode=$( ((cpu_only)) && echo cpu || echo gpu)
 label=${label:-$mode-$(basename "$src_dev")-$(human_size "$bytes")}
-bin=${TMPDIR:-/tmp}/aiscp-bench-bin
+bin=$dir/.bench-bin
 mkdir -p "$bin"
+# One run per directory at a time: runs share SRC, DST and the built tools.
+exec 9> "$dir/.bench.lock"
+flock -n 9 || die "another bench/run.sh is running in $dir"
 log=$out/bench.log
 SRC=$dir/bench-src-$(human_size "$bytes").bin
 DST=$dir/bench-dst.bin

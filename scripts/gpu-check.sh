@@ -38,7 +38,7 @@ while (($#)); do
         --no-roundtrip) roundtrip=0; shift ;;
         --keep) keep=1; shift ;;
         --small) G1=$((1 << 20)) G3=$((3 << 20)); shift ;; # smoke test of the script itself
-        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
@@ -200,16 +200,18 @@ if ((roundtrip)); then
     if ((SECONDS - start > deadline)); then
         result SKIP roundtrip-cufile $G3 deadline 0
     else
-        line=$(bash "$REPO_ROOT/scripts/gpu-roundtrip.sh" --src "${SRC[$G3]}" --dir "$dir" 2>&1 |
-            tee -a "$log" | tail -1)
-        case $line in
-            PASS*) ((npass++)); echo "$line" ;;
-            FAIL*) ((nfail++)); echo "$line" ;;
-            *) result FAIL roundtrip-cufile $G3 "no-result" 0 "$line" ;;
-        esac
+        bash "$REPO_ROOT/scripts/gpu-roundtrip.sh" --src "${SRC[$G3]}" --dir "$dir" > "$dir/rt.out" 2>&1
+        cat "$dir/rt.out" >> "$log"
+        lines=$(grep -E '^(PASS|FAIL) ' "$dir/rt.out")
+        [[ -n $lines ]] || result FAIL roundtrip-cufile $G3 "no-result" 0 "$(tail -1 "$dir/rt.out")"
+        while read -r line; do
+            [[ -z $line ]] && continue
+            case $line in PASS*) ((npass++)) ;; *) ((nfail++)) ;; esac
+            echo "$line"
+        done <<< "$lines"
     fi
 fi
 
-((keep)) || rm -rf "${SRC[@]}" "$dir/dst.bin" "$shm"
+((keep)) || rm -rf "${SRC[@]}" "$dir/dst.bin" "$dir/rt.out" "$dir/case.log" "$shm"
 echo "SUMMARY pass=$npass fail=$nfail skip=$nskip in $((SECONDS - start)) s (backend $backend, digest $DIGEST_NAME; log $log)"
 ((nfail == 0 && nskip == 0))

@@ -12,7 +12,7 @@ ROUNDTRIP_BIN=${ROUNDTRIP_BIN:-$REPO_ROOT/target/release/examples/roundtrip}
 # Where CUDA lives on the GPU machine (headers and libcufile for the C reference loop).
 if [[ -z ${CUDA_HOME:-} ]]; then
     CUDA_HOME=/usr/local/cuda
-    [[ -d $CUDA_HOME ]] || CUDA_HOME=$(compgen -G '/usr/local/cuda-*' | sort -V | tail -1)
+    [[ -d $CUDA_HOME ]] || CUDA_HOME=$(compgen -G '/usr/local/cuda-*' | sort -V | tail -1 || true)
     CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 fi
 
