@@ -23,7 +23,7 @@ _aiscp() {
 
     case "${cmd}" in
         aiscp)
-            opts="-a -b -d -f -i -H -l -L -n -P -p -R -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --generate --help --version"
+            opts="-a -b -d -f -i -H -l -L -n -P -p -R -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --generate --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -81,6 +81,10 @@ _aiscp() {
                     ;;
                 --gpu)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --route)
+                    COMPREPLY=($(compgen -W "auto library bounce" -- "${cur}"))
                     return 0
                     ;;
                 --chunk-size)

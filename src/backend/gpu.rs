@@ -2,12 +2,18 @@
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
 use super::Staging;
+use crate::engine::RouteChoice;
 use hipfile::{Device, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
+use std::path::Path;
 
 /// Size of a bounce window: large enough for full-speed POSIX I/O, small enough that host
 /// memory stays bounded with several workers.
-const WINDOW: usize = 8 << 20;
+const WINDOW: usize = 16 << 20;
+
+/// Where the nvidia-fs kernel module shows itself; without it cuFile runs in compatibility
+/// mode (POSIX I/O plus copies inside the library, no DMA).
+const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
 
 /// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
 /// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
@@ -27,6 +33,8 @@ pub struct GpuStaging {
     device: Device,
     _driver: Driver,
     flavor: Flavor,
+    /// Whether registered files go through the library (else through the bounce route).
+    library_route: bool,
 }
 
 impl GpuStaging {
@@ -34,6 +42,7 @@ impl GpuStaging {
     pub fn open(
         flavor: Flavor,
         index: u32,
+        route: RouteChoice,
         diag: &mut dyn FnMut(&str),
     ) -> Result<GpuStaging, Error> {
         let library = hipfile::Library::load(flavor)?;
@@ -59,10 +68,29 @@ impl GpuStaging {
                 .unwrap_or_default(),
             library.runtime_library_path().display(),
         ));
+        let (library_route, why) = match route {
+            RouteChoice::Library => (true, "as asked"),
+            RouteChoice::Bounce => (false, "as asked"),
+            // hipFile decides per request between its DMA fastpath and its own fallback.
+            RouteChoice::Auto if flavor == Flavor::HipFile => {
+                (true, "hipFile picks DMA or fallback")
+            }
+            RouteChoice::Auto if Path::new(NVIDIA_FS).exists() => (true, "nvidia-fs present"),
+            RouteChoice::Auto => (false, "cuFile in compatibility mode: no nvidia-fs"),
+        };
+        diag(&format!(
+            "route: {} ({why})",
+            if library_route {
+                "library I/O on registered files"
+            } else {
+                "own bounce: O_DIRECT into pinned memory, copied through the GPU buffer"
+            }
+        ));
         Ok(GpuStaging {
             device,
             _driver: driver,
             flavor,
+            library_route,
         })
     }
 }
@@ -87,6 +115,9 @@ impl Staging for GpuStaging {
     }
     fn has_direct_route(&self) -> bool {
         true
+    }
+    fn prefers_direct_route(&self) -> bool {
+        self.library_route
     }
     fn slot_alignment(&self) -> u64 {
         4096

@@ -26,6 +26,11 @@ pub trait Staging: Sync {
     fn name(&self) -> &'static str;
     /// Whether files can be registered for library I/O (the direct route).
     fn has_direct_route(&self) -> bool;
+    /// Whether the direct route is worth taking for files that could take it; when not,
+    /// O_DIRECT files go through the bounce route with O_DIRECT kept on.
+    fn prefers_direct_route(&self) -> bool {
+        self.has_direct_route()
+    }
     /// The address alignment every slot is guaranteed to have.
     fn slot_alignment(&self) -> u64;
     /// Prepares the calling thread (makes the GPU current: that is per thread).
@@ -81,7 +86,7 @@ pub fn load(
     };
     let mut missing = Vec::new();
     for &flavor in flavors {
-        match gpu::GpuStaging::open(flavor, config.gpu, diag) {
+        match gpu::GpuStaging::open(flavor, config.gpu, config.route, diag) {
             Ok(staging) => return Ok(Loaded::Gpu(staging)),
             // A GPU that exists but cannot be used is an error whatever the choice: the user
             // asked for that index.

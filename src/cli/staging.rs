@@ -1,6 +1,8 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp::engine::{BackendChoice, Config, DEFAULT_CHUNK, DEFAULT_STREAMS, MAX_CHUNK};
+use aiscp::engine::{
+    BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, DEFAULT_STREAMS, MAX_CHUNK,
+};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -11,6 +13,13 @@ pub enum BackendArg {
     Hipfile,
     Cufile,
     Host,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RouteArg {
+    Auto,
+    Library,
+    Bounce,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -33,6 +42,18 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub gpu: u32,
+    /// How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on
+    /// registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU
+    /// buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile,
+    /// cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)
+    #[arg(
+        long,
+        value_enum,
+        env = "AISCP_ROUTE",
+        default_value = "auto",
+        help_heading = "GPU staging"
+    )]
+    pub route: RouteArg,
     /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
     /// direct-I/O alignment. GPU memory used = STREAMS x SIZE
     #[arg(
@@ -150,6 +171,11 @@ impl From<&StagingArgs> for Config {
             },
             chunk_size: Some(a.chunk_size),
             gpu: a.gpu,
+            route: match a.route {
+                RouteArg::Auto => RouteChoice::Auto,
+                RouteArg::Library => RouteChoice::Library,
+                RouteArg::Bounce => RouteChoice::Bounce,
+            },
             streams: Some(a.streams as usize),
             async_io: a.async_io,
             debug: a.debug,

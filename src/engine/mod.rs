@@ -46,6 +46,21 @@ pub enum BackendChoice {
     Host,
 }
 
+/// How data moves between the files and GPU memory on GPU backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RouteChoice {
+    /// The library's route where it can DMA between storage and GPU memory (hipFile; cuFile
+    /// with nvidia-fs), aiscp's own bounce route where the library would only emulate it
+    /// (cuFile in compatibility mode does POSIX I/O plus copies itself, one request at a time).
+    #[default]
+    Auto,
+    /// Always hipFileRead/hipFileWrite on registered files.
+    Library,
+    /// Always aiscp's own: O_DIRECT POSIX I/O into pinned host memory, copied to and from the
+    /// device buffer, pipelined over the slices in flight.
+    Bounce,
+}
+
 /// How holes in SRC are treated (cp's --sparse).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SparseMode {
@@ -63,6 +78,8 @@ pub struct Config {
     /// direct-I/O alignment); must be in 1..=[`MAX_CHUNK`].
     pub chunk_size: Option<u64>,
     pub gpu: u32,
+    /// Library DMA or aiscp's own bounce route (GPU backends only).
+    pub route: RouteChoice,
     /// Slices in flight; None = the engine's default.
     pub streams: Option<usize>,
     pub async_io: bool,
@@ -79,6 +96,7 @@ impl Default for Config {
             backend: BackendChoice::Auto,
             chunk_size: None,
             gpu: 0,
+            route: RouteChoice::Auto,
             streams: None,
             async_io: false,
             verify: false,

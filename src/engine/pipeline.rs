@@ -207,6 +207,12 @@ impl<S: Staging> Pipeline<S> {
         if !self.staging.has_direct_route() {
             return Ok((Side::Posix { direct: true }, ""));
         }
+        if !self.staging.prefers_direct_route() {
+            return Ok((
+                Side::Posix { direct: true },
+                "own bounce route, through GPU memory",
+            ));
+        }
         match self.staging.register(file.as_fd()) {
             Ok(Some(handle)) => Ok((Side::Library(handle), "")),
             Ok(None) => {
