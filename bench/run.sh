@@ -8,8 +8,10 @@
 #
 # Methods (GPU mode, the default):
 #   aiscp         aiscp --backend gpu (engine defaults; gpu only so it can't fall back to host)
-#   aiscp_ref     aiscp --backend gpu --streams 1 --chunk-size 0x7ffff000 (the reference's shape)
-#   aiscp_async   aiscp --backend gpu --async
+#   aiscp_ref     aiscp --backend gpu --route library --streams 1 --chunk-size 0x7ffff000
+#                 (the reference's shape)
+#   aiscp_lib     aiscp --backend gpu --route library (cuFileRead/Write on registered files)
+#   aiscp_async   aiscp --backend gpu --route library --async
 #   ref_2G        C port of the reference loop on cuFile, default chunk 0x7ffff000 (ratio base)
 #   dd_direct     dd iflag=direct oflag=direct bs=BS
 #   cp            GNU cp
@@ -117,7 +119,7 @@ fi
 if ((cpu_only)); then
     all=(aiscp_host aiscp_host_1s dd_direct cp hostcopy_qd8 read_qd1 read_qd8 write_qd1 write_qd8)
 else
-    all=(aiscp aiscp_ref aiscp_async ref_2G dd_direct cp hostcopy_qd8 read_qd1 read_qd8 write_qd1 write_qd8)
+    all=(aiscp aiscp_lib aiscp_ref aiscp_async ref_2G dd_direct cp hostcopy_qd8 read_qd1 read_qd8 write_qd1 write_qd8)
 fi
 ((have_rawbw)) || all=("${all[@]/hostcopy_qd8/}" read_dd write_dd)
 [[ -n $only ]] && IFS=, read -r -a all <<< "$only"
@@ -138,8 +140,9 @@ method_cmd() {
     local a=("$AISCP_BIN" --no-progress)
     case $1 in
         aiscp) KIND=aiscp CMD=("${a[@]}" --backend gpu "$SRC" "$DST") ;;
-        aiscp_ref) KIND=aiscp CMD=("${a[@]}" --backend gpu --streams 1 --chunk-size 0x7ffff000 "$SRC" "$DST") ;;
-        aiscp_async) KIND=aiscp CMD=("${a[@]}" --backend gpu --async "$SRC" "$DST") ;;
+        aiscp_lib) KIND=aiscp CMD=("${a[@]}" --backend gpu --route library "$SRC" "$DST") ;;
+        aiscp_ref) KIND=aiscp CMD=("${a[@]}" --backend gpu --route library --streams 1 --chunk-size 0x7ffff000 "$SRC" "$DST") ;;
+        aiscp_async) KIND=aiscp CMD=("${a[@]}" --backend gpu --route library --async "$SRC" "$DST") ;;
         aiscp_host) KIND=aiscp CMD=("${a[@]}" --backend host "$SRC" "$DST") ;;
         aiscp_host_1s) KIND=aiscp CMD=("${a[@]}" --backend host --streams 1 --chunk-size "$bs_bytes" "$SRC" "$DST") ;;
         ref_2G) KIND=ref CMD=("$bin/refloop" "$SRC" "$DST" $((0x7ffff000))) ;;
