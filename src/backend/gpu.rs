@@ -3,7 +3,9 @@
 
 use super::Staging;
 use crate::engine::RouteChoice;
-use hipfile::{Device, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
+use hipfile::{
+    Device, DeviceBuffer, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer,
+};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
@@ -95,14 +97,38 @@ impl GpuStaging {
     }
 }
 
+/// A worker's device memory: registered when files may take the library route; left
+/// unregistered for the bounce route, where registration would only cost (cuFile's
+/// compatibility mode shadows every registered buffer in host memory).
+enum SlotMemory {
+    Registered(RegisteredBuffer),
+    Plain(DeviceBuffer),
+}
+
 pub struct GpuSlot {
-    device: RegisteredBuffer,
+    memory: SlotMemory,
     window: Option<PinnedBuffer>,
 }
 
 impl GpuSlot {
+    fn buffer(&self) -> &DeviceBuffer {
+        match &self.memory {
+            SlotMemory::Registered(r) => r.buffer(),
+            SlotMemory::Plain(b) => b,
+        }
+    }
+    fn registered(&mut self) -> Result<&mut RegisteredBuffer, Error> {
+        match &mut self.memory {
+            SlotMemory::Registered(r) => Ok(r),
+            // open_side only registers files when the backend prefers the library route, and
+            // then every slot is registered.
+            SlotMemory::Plain(_) => Err(Error::Os(std::io::Error::other(
+                "library I/O on an unregistered staging buffer",
+            ))),
+        }
+    }
     fn window_len(&self) -> usize {
-        self.device.len().min(WINDOW)
+        self.buffer().len().min(WINDOW)
     }
 }
 
@@ -127,9 +153,13 @@ impl Staging for GpuStaging {
     }
     fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
         let buffer = self.device.alloc(len)?;
-        let device = buffer.register().map_err(|(_buffer, e)| e)?;
+        let memory = if self.library_route {
+            SlotMemory::Registered(buffer.register().map_err(|(_buffer, e)| e)?)
+        } else {
+            SlotMemory::Plain(buffer)
+        };
         Ok(GpuSlot {
-            device,
+            memory,
             window: None,
         })
     }
@@ -148,7 +178,7 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.read(&mut slot.device, len, file_off, slot_off)
+        file.read(slot.registered()?, len, file_off, slot_off)
     }
     fn write(
         &self,
@@ -158,7 +188,7 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.write(&slot.device, len, file_off, slot_off)
+        file.write(slot.registered()?, len, file_off, slot_off)
     }
     fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
         if slot.window.is_none() {
@@ -168,18 +198,23 @@ impl Staging for GpuStaging {
         Ok(window.as_mut_slice())
     }
     fn upload(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        let window = slot.window.as_ref().expect("upload after window()");
-        slot.device
-            .buffer_mut()
-            .copy_from_host(slot_off, &window.as_slice()[..len])
+        let GpuSlot { memory, window } = slot;
+        let window = window.as_ref().expect("upload after window()");
+        let device = match memory {
+            SlotMemory::Registered(r) => r.buffer_mut(),
+            SlotMemory::Plain(b) => b,
+        };
+        device.copy_from_host(slot_off, &window.as_slice()[..len])
     }
     fn download(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
         if slot.window.is_none() {
             self.window(slot)?;
         }
         let window = slot.window.as_mut().expect("allocated above");
-        slot.device
-            .buffer()
-            .copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
+        let device = match &slot.memory {
+            SlotMemory::Registered(r) => r.buffer(),
+            SlotMemory::Plain(b) => b,
+        };
+        device.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
     }
 }
