@@ -13,6 +13,7 @@ pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
 mod quote;
+mod transfer;
 pub mod verify;
 
 pub use quote::quote;

@@ -3,6 +3,7 @@
 
 use super::chunk_plan::ChunkPlan;
 use super::fileio::{self, MIN_ALIGN};
+use super::transfer::{self, Way};
 use super::{quote, CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::backend::Staging;
 use std::fs::File;
@@ -512,18 +513,13 @@ fn copy_slice<S: Staging>(
     let names = route.names;
     let len = (slice.end - slice.start) as usize;
     let mut got = 0;
+    let align = route.align as usize;
     match route.src_side {
         Side::Library(handle) => {
-            while got < len {
-                let want = (len - got).min(fileio::MAX_IO);
-                let n = staging
-                    .read(handle, slot, want, slice.start + got as u64, got)
-                    .map_err(|e| names.read(e))?;
-                if n == 0 {
-                    break;
-                }
-                got += n;
-            }
+            got = transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
+                staging.read(handle, slot, want, slice.start + done as u64, done)
+            })
+            .map_err(|e| names.read(e))?;
         }
         Side::Posix { .. } => loop {
             let window = staging.window(slot).map_err(|e| names.read(e))?;
@@ -538,23 +534,17 @@ fn copy_slice<S: Staging>(
         },
     }
     let to_write = if got < len && route.src_side.is_direct() | route.dst_side.is_direct() {
-        got & !(route.align as usize - 1)
+        got & !(align - 1)
     } else {
         got
     };
     let mut put = 0;
     match route.dst_side {
         Side::Library(handle) => {
-            while put < to_write {
-                let want = (to_write - put).min(fileio::MAX_IO);
-                let n = staging
-                    .write(handle, slot, want, slice.start + put as u64, put)
-                    .map_err(|e| names.write(e))?;
-                if n == 0 {
-                    return Err(names.write(io::Error::from(io::ErrorKind::WriteZero)));
-                }
-                put += n;
-            }
+            put = transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
+                staging.write(handle, slot, want, slice.start + done as u64, done)
+            })
+            .map_err(|e| names.write(e))?;
         }
         Side::Posix { .. } => {
             while put < to_write {
