@@ -2,7 +2,9 @@
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
 use super::Staging;
-use hipfile::{Device, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
+use hipfile::{
+    Device, DeviceBuffer, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer,
+};
 use std::os::fd::BorrowedFd;
 
 /// Size of a bounce window: large enough for full-speed POSIX I/O, small enough that host
@@ -21,6 +23,31 @@ pub fn flavor_name(flavor: Flavor) -> &'static str {
     }
 }
 
+/// Why a GPU backend did not come up, by step: messages differ, and only a missing
+/// library is a reason to try the next flavor quietly.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The libraries are missing or unusable, or there is no GPU.
+    Library(Error),
+    /// hipFileDriverOpen / cuFileDriverOpen failed.
+    Driver(Error),
+    /// The GPU asked for does not exist or cannot be selected.
+    Device(Error),
+}
+
+impl OpenError {
+    /// The message for `flavor`, e.g. "cannot open the hipFile driver: ...".
+    pub fn describe(&self, flavor: Flavor) -> String {
+        let name = flavor_name(flavor);
+        match self {
+            OpenError::Library(e) => format!("{name}: {e}"),
+            OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
+            OpenError::Device(e @ Error::NoSuchDevice { .. }) => e.to_string(),
+            OpenError::Device(e) => format!("{name}: cannot select the GPU: {e}"),
+        }
+    }
+}
+
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
@@ -35,20 +62,20 @@ impl GpuStaging {
         flavor: Flavor,
         index: u32,
         diag: &mut dyn FnMut(&str),
-    ) -> Result<GpuStaging, Error> {
-        let library = hipfile::Library::load(flavor)?;
-        let count = library.device_count()?;
+    ) -> Result<GpuStaging, OpenError> {
+        let library = hipfile::Library::load(flavor).map_err(|e| OpenError::Library(e.into()))?;
+        let count = library.device_count().map_err(OpenError::Library)?;
         if count == 0 {
-            return Err(Error::Os(std::io::Error::other(
+            return Err(OpenError::Library(Error::Os(std::io::Error::other(
                 "library loaded, no GPU found",
-            )));
+            ))));
         }
         if index >= count {
-            return Err(Error::NoSuchDevice { index, count });
+            return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
-        let driver = library.open_driver()?;
-        let device = driver.device(index)?;
-        device.make_current()?;
+        let driver = library.open_driver().map_err(OpenError::Driver)?;
+        let device = driver.device(index).map_err(OpenError::Device)?;
+        device.make_current().map_err(OpenError::Device)?;
         diag(&format!(
             "backend {} ({}{}), runtime {}, GPU {index} of {count}",
             flavor_name(flavor),
@@ -68,14 +95,51 @@ impl GpuStaging {
 }
 
 pub struct GpuSlot {
-    device: RegisteredBuffer,
+    device: SlotMemory,
     window: Option<PinnedBuffer>,
 }
 
+/// A slot's device memory: registered for library I/O, or (when hipFile refused the
+/// registration) plain, served by the bounce route only, which needs no registration.
+enum SlotMemory {
+    Registered(RegisteredBuffer),
+    Unregistered {
+        buffer: DeviceBuffer,
+        /// The registration error, for --debug.
+        why: String,
+    },
+}
+
 impl GpuSlot {
-    fn window_len(&self) -> usize {
-        self.device.len().min(WINDOW)
+    fn buffer(&self) -> &DeviceBuffer {
+        match &self.device {
+            SlotMemory::Registered(r) => r.buffer(),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
+        }
     }
+    fn window_len(&self) -> usize {
+        self.buffer().len().min(WINDOW)
+    }
+    fn registered(&self) -> Result<&RegisteredBuffer, Error> {
+        match &self.device {
+            SlotMemory::Registered(r) => Ok(r),
+            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
+        }
+    }
+    fn registered_mut(&mut self) -> Result<&mut RegisteredBuffer, Error> {
+        match &mut self.device {
+            SlotMemory::Registered(r) => Ok(r),
+            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
+        }
+    }
+}
+
+/// The engine asks [`Staging::slot_refusal`] first; reaching this is a bug, reported as an
+/// error rather than a panic.
+fn unregistered(why: &str) -> Error {
+    Error::Os(std::io::Error::other(format!(
+        "library I/O on an unregistered GPU buffer ({why})"
+    )))
 }
 
 impl Staging for GpuStaging {
@@ -95,12 +159,23 @@ impl Staging for GpuStaging {
         self.device.make_current()
     }
     fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
-        let buffer = self.device.alloc(len)?;
-        let device = buffer.register().map_err(|(_buffer, e)| e)?;
+        let device = match self.device.alloc(len)?.register() {
+            Ok(registered) => SlotMemory::Registered(registered),
+            Err((buffer, e)) => SlotMemory::Unregistered {
+                buffer,
+                why: e.to_string(),
+            },
+        };
         Ok(GpuSlot {
             device,
             window: None,
         })
+    }
+    fn slot_refusal<'s>(&self, slot: &'s GpuSlot) -> Option<&'s str> {
+        match &slot.device {
+            SlotMemory::Registered(_) => None,
+            SlotMemory::Unregistered { why, .. } => Some(why),
+        }
     }
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
         match self.device.register_file(fd) {
@@ -117,7 +192,7 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.read(&mut slot.device, len, file_off, slot_off)
+        file.read(slot.registered_mut()?, len, file_off, slot_off)
     }
     fn write(
         &self,
@@ -127,7 +202,7 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.write(&slot.device, len, file_off, slot_off)
+        file.write(slot.registered()?, len, file_off, slot_off)
     }
     fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
         if slot.window.is_none() {
@@ -137,18 +212,23 @@ impl Staging for GpuStaging {
         Ok(window.as_mut_slice())
     }
     fn upload(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        let window = slot.window.as_ref().expect("upload after window()");
-        slot.device
-            .buffer_mut()
-            .copy_from_host(slot_off, &window.as_slice()[..len])
+        let GpuSlot { device, window } = slot;
+        let window = window.as_ref().expect("upload after window()");
+        let buffer = match device {
+            SlotMemory::Registered(r) => r.buffer_mut(),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
+        };
+        buffer.copy_from_host(slot_off, &window.as_slice()[..len])
     }
     fn download(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
         if slot.window.is_none() {
             self.window(slot)?;
         }
         let window = slot.window.as_mut().expect("allocated above");
-        slot.device
-            .buffer()
-            .copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
+        let buffer = match &slot.device {
+            SlotMemory::Registered(r) => r.buffer(),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
+        };
+        buffer.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
     }
 }

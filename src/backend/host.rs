@@ -80,6 +80,9 @@ impl Staging for HostStaging {
     fn alloc_slot(&self, len: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
+    fn slot_refusal<'s>(&self, _: &'s AlignedBuf) -> Option<&'s str> {
+        None
+    }
     fn register<'fd>(&self, _fd: BorrowedFd<'fd>) -> Result<Option<Infallible>, Error> {
         Ok(None)
     }

@@ -30,7 +30,12 @@ pub trait Staging: Sync {
     fn slot_alignment(&self) -> u64;
     /// Prepares the calling thread (makes the GPU current: that is per thread).
     fn enter_worker(&self) -> Result<(), Error>;
+    /// Allocates a slot of `len` bytes. On GPU backends a slot whose buffer registration the
+    /// library refuses is still returned: the bounce route needs no registration.
     fn alloc_slot(&self, len: usize) -> Result<Self::Slot, Error>;
+    /// Why library I/O cannot use `slot` (its buffer registration was refused); None when it
+    /// can, or when the backend has no library I/O.
+    fn slot_refusal<'s>(&self, slot: &'s Self::Slot) -> Option<&'s str>;
     /// Registers an O_DIRECT fd. `Ok(None)`: refused in a way the bounce route serves
     /// (tmpfs, FUSE: 5027, 5008, 5030).
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<Self::Handle<'fd>>, Error>;
@@ -83,10 +88,12 @@ pub fn load(
     for &flavor in flavors {
         match gpu::GpuStaging::open(flavor, config.gpu, diag) {
             Ok(staging) => return Ok(Loaded::Gpu(staging)),
-            // A GPU that exists but cannot be used is an error whatever the choice: the user
-            // asked for that index.
-            Err(e @ Error::NoSuchDevice { .. }) => return Err(StartError::Backend(e.to_string())),
-            Err(e) => missing.push(format!("{}: {e}", gpu::flavor_name(flavor))),
+            // A GPU index that does not exist is an error whatever the choice: the user asked
+            // for that index.
+            Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
+                return Err(StartError::Backend(e.describe(flavor)))
+            }
+            Err(e) => missing.push(e.describe(flavor)),
         }
     }
     let looked_for = missing.join("; ");

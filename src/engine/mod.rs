@@ -141,11 +141,16 @@ pub enum CopyError {
         library: &'static str,
         message: String,
     },
-    /// No staging memory for the copy of `name`.
-    #[error("cannot allocate {bytes} bytes of {memory} to copy {name}: {message}")]
+    /// No staging memory for the copy of `name`: `bytes` asked for, and retried down to
+    /// `smallest` when the engine shrank the chunk.
+    #[error(
+        "cannot allocate {bytes} bytes of {memory}{} to copy {name}: {message}",
+        smallest.map(|s| format!(" (nor down to {s})")).unwrap_or_default()
+    )]
     Alloc {
         name: String,
         bytes: usize,
+        smallest: Option<usize>,
         memory: &'static str,
         message: String,
     },

@@ -225,27 +225,77 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 
-    fn ensure_slots(&mut self, n: usize, names: &Names) -> Result<(), CopyError> {
-        for slot in &mut self.slots[..n] {
-            if slot.is_none() {
-                *slot =
-                    Some(
-                        self.staging
-                            .alloc_slot(self.chunk)
-                            .map_err(|e| CopyError::Alloc {
-                                name: names.src.clone(),
-                                bytes: self.chunk,
-                                memory: if self.staging.has_direct_route() {
-                                    "GPU memory"
-                                } else {
-                                    "host memory"
-                                },
-                                message: e.to_string(),
-                            })?,
-                    );
+    /// Makes sure the first `n` slots exist; returns how many slots there are to use (at
+    /// least one, at most `n`).
+    ///
+    /// A slot the device has no memory for at the current chunk size is retried at half the
+    /// size, down to [`MIN_RETRY_CHUNK`]; the smaller chunk then holds for the rest of the run
+    /// (larger slots still fit it). A later slot that cannot be had even so is given up for
+    /// the run and the copy goes on with fewer slots; only the first one is required.
+    fn ensure_slots(
+        &mut self,
+        n: usize,
+        names: &Names,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<usize, CopyError> {
+        let n = n.min(self.slots.len());
+        for i in 0..n {
+            if self.slots[i].is_some() {
+                continue;
+            }
+            match self.alloc_shrinking(diag) {
+                Ok(slot) => {
+                    if let Some(why) = self.staging.slot_refusal(&slot) {
+                        diag(&format!(
+                            "slot {i}: buffer registration refused ({why}); it bounces"
+                        ));
+                    }
+                    self.slots[i] = Some(slot);
+                }
+                Err((_, e)) if i > 0 => {
+                    diag(&format!("slot {i}: {e}; going on with {i} slot(s)"));
+                    self.slots.truncate(i);
+                    return Ok(i);
+                }
+                Err((first, e)) => {
+                    return Err(CopyError::Alloc {
+                        name: names.src.clone(),
+                        bytes: first,
+                        smallest: (self.chunk < first).then_some(self.chunk),
+                        memory: if self.staging.has_direct_route() {
+                            "GPU memory"
+                        } else {
+                            "host memory"
+                        },
+                        message: e.to_string(),
+                    })
+                }
             }
         }
-        Ok(())
+        Ok(n)
+    }
+
+    /// One slot of the current chunk size, halving it while memory runs out. The error
+    /// comes with the size first asked for.
+    fn alloc_shrinking(
+        &mut self,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<S::Slot, (usize, hipfile::Error)> {
+        let first = self.chunk;
+        loop {
+            match self.staging.alloc_slot(self.chunk) {
+                Ok(slot) => return Ok(slot),
+                Err(e) if is_out_of_memory(&e) && self.chunk > MIN_RETRY_CHUNK => {
+                    let smaller = (self.chunk / 2).max(MIN_RETRY_CHUNK) & !(MIN_ALIGN as usize - 1);
+                    diag(&format!(
+                        "cannot allocate {} bytes ({e}); chunk now {smaller} bytes",
+                        self.chunk
+                    ));
+                    self.chunk = smaller;
+                }
+                Err(e) => return Err((first, e)),
+            }
+        }
     }
 
     /// A regular SRC into a regular DST. Returns DST's final size, or the error with the
@@ -261,12 +311,30 @@ impl<S: Staging> Pipeline<S> {
     ) -> Result<u64, (u64, CopyError)> {
         let align =
             fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
-        let chunk = (self.chunk as u64) & !(align - 1);
         let extents = match job.sparse {
             SparseMode::Never => std::iter::once(0..len).collect::<Vec<_>>(),
             _ => fileio::data_extents(job.src, len).map_err(|e| (0, names.read(e)))?,
         };
-        let plan = ChunkPlan::new(len, align, chunk.max(align), &extents);
+        let plan_for = |chunk: usize| {
+            let chunk = (chunk as u64) & !(align - 1);
+            (
+                chunk,
+                ChunkPlan::new(len, align, chunk.max(align), &extents),
+            )
+        };
+        let (mut chunk, mut plan) = plan_for(self.chunk);
+        let chunk_before = self.chunk;
+        let workers = self.slots.len().min(plan.slices.len());
+        let workers = if workers == 0 {
+            0
+        } else {
+            self.ensure_slots(workers, names, diag)
+                .map_err(|e| (0, e))?
+        };
+        if self.chunk != chunk_before {
+            // Device memory ran short: more, smaller slices (never fewer than workers).
+            (chunk, plan) = plan_for(self.chunk);
+        }
         let want_direct =
             !plan.slices.is_empty() && chunk >= align && align <= self.staging.slot_alignment();
         // --sparse=always must see the bytes on the host to find zero blocks.
@@ -314,21 +382,14 @@ impl<S: Staging> Pipeline<S> {
             eof_at: AtomicU64::new(u64::MAX),
             error: Mutex::new(None),
         };
-        let workers = self.slots.len().min(plan.slices.len());
         let mut reported = 0;
-        let parallel = self
-            .ensure_slots(workers, names)
-            .map(|()| self.run_workers(workers, &route, &work, progress));
+        reported += self.run_workers(workers, &route, &work, progress);
         // Workers are joined: hand the fds back buffered for the tail and for the caller.
         let restored = fileio::clear_direct(job.src.as_fd())
             .map_err(|e| names.read(e))
             .and_then(|()| fileio::clear_direct(job.dst.as_fd()).map_err(|e| names.write(e)));
         drop(src_side);
         drop(dst_side);
-        match parallel {
-            Err(e) => return Err((0, e)),
-            Ok(bytes) => reported += bytes,
-        }
         let first_error = work.error.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((_, e)) = first_error {
             return Err((work.copied_prefix(), e));
@@ -421,7 +482,8 @@ impl<S: Staging> Pipeline<S> {
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Result<u64, (u64, CopyError)> {
-        self.ensure_slots(1, names).map_err(|e| (start, e))?;
+        self.ensure_slots(1, names, &mut |_| {})
+            .map_err(|e| (start, e))?;
         let staging = &self.staging;
         let slot = self.slots[0].as_mut().expect("allocated");
         staging.enter_worker().map_err(|e| (start, names.read(e)))?;
@@ -459,6 +521,18 @@ impl<S: Staging> Pipeline<S> {
             pos += n as u64;
             progress.advanced(n as u64);
         }
+    }
+}
+
+/// Smallest chunk the engine shrinks to when device memory runs short.
+const MIN_RETRY_CHUNK: usize = 1 << 20;
+
+/// hipErrorOutOfMemory and CUDA_ERROR_OUT_OF_MEMORY are both 2; host memory says so itself.
+fn is_out_of_memory(e: &hipfile::Error) -> bool {
+    match e {
+        hipfile::Error::Runtime { code, .. } => *code == 2,
+        hipfile::Error::Os(e) => e.kind() == io::ErrorKind::OutOfMemory,
+        _ => false,
     }
 }
 
@@ -514,14 +588,17 @@ fn copy_slice<S: Staging>(
     let len = (slice.end - slice.start) as usize;
     let mut got = 0;
     let align = route.align as usize;
+    // A slot whose buffer hipFile would not register bounces, even on a registered file:
+    // the fd keeps O_DIRECT, and the window and requests stay aligned for it.
+    let registered = staging.slot_refusal(slot).is_none();
     match route.src_side {
-        Side::Library(handle) => {
+        Side::Library(handle) if registered => {
             got = transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
                 staging.read(handle, slot, want, slice.start + done as u64, done)
             })
             .map_err(|e| names.read(e))?;
         }
-        Side::Posix { .. } => loop {
+        Side::Library(_) | Side::Posix { .. } => loop {
             let window = staging.window(slot).map_err(|e| names.read(e))?;
             let piece = window.len().min(len - got);
             let n = fileio::pread_full(route.src, &mut window[..piece], slice.start + got as u64)
@@ -540,13 +617,13 @@ fn copy_slice<S: Staging>(
     };
     let mut put = 0;
     match route.dst_side {
-        Side::Library(handle) => {
+        Side::Library(handle) if registered => {
             put = transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
                 staging.write(handle, slot, want, slice.start + done as u64, done)
             })
             .map_err(|e| names.write(e))?;
         }
-        Side::Posix { .. } => {
+        Side::Library(_) | Side::Posix { .. } => {
             while put < to_write {
                 let window_len = staging.window(slot).map_err(|e| names.write(e))?.len();
                 let piece = window_len.min(to_write - put);
