@@ -16,6 +16,8 @@ use std::process::Command;
 
 const CHUNK: u64 = 64 * 1024;
 const CASE: &str = "AISCP_ENGINE_CASE";
+/// Set to 1 in the child to run its engine with `--async` streams.
+const ASYNC: &str = "AISCP_ENGINE_ASYNC";
 const DIR: &str = "AISCP_ENGINE_DIR";
 
 /// Runs `case` in a child with the fake library and `faults`; returns its report.
@@ -48,11 +50,20 @@ fn run_child(case: &str, faults: &str, extra_env: &[(&str, &str)]) -> FakeReport
     FakeReport::read(&report)
 }
 
+/// Runs `case` in a child per engine (threaded, then `--async`); returns both reports.
+fn run_child_each_engine(case: &str, faults: &str) -> [FakeReport; 2] {
+    [
+        run_child(case, faults, &[]),
+        run_child(case, faults, &[(ASYNC, "1")]),
+    ]
+}
+
 fn gpu_engine(chunk: u64, streams: usize) -> Engine {
     let config = Config {
         backend: BackendChoice::HipFile,
         chunk_size: Some(chunk),
         streams: Some(streams),
+        async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
         ..Config::default()
     };
     Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
@@ -198,14 +209,20 @@ fn child_process_entry() {
 
 #[test]
 fn all_sizes_through_device_memory_leave_nothing_behind() {
-    let report = run_child("sizes", "", &[]);
-    report.assert_clean();
-    assert!(report.stat("reads") > 0 && report.stat("writes") > 0);
+    for report in run_child_each_engine("sizes", "") {
+        report.assert_clean();
+        assert!(report.stat("reads") > 0 && report.stat("writes") > 0);
+    }
 }
 
 #[test]
 fn refused_registration_takes_the_bounce_route_through_device_memory() {
-    let report = run_child("bounce", "register=5027", &[]);
+    for report in run_child_each_engine("bounce", "register=5027") {
+        check_bounced(&report);
+    }
+}
+
+fn check_bounced(report: &FakeReport) {
     report.assert_clean();
     let total: u64 = sizes().iter().map(|&s| s as u64).sum();
     assert!(
@@ -223,30 +240,33 @@ fn refused_registration_takes_the_bounce_route_through_device_memory() {
 
 #[test]
 fn read_error_is_reported_and_nothing_leaks() {
-    let report = run_child("read_eio", &format!("read@{}=EIO", 5 * CHUNK), &[]);
-    report.assert_clean();
+    for report in run_child_each_engine("read_eio", &format!("read@{}=EIO", 5 * CHUNK)) {
+        report.assert_clean();
+    }
 }
 
 #[test]
 fn write_error_is_reported_and_nothing_leaks() {
-    let report = run_child("write_enospc", "write#3=ENOSPC", &[]);
-    report.assert_clean();
+    for report in run_child_each_engine("write_enospc", "write#3=ENOSPC") {
+        report.assert_clean();
+    }
 }
 
 #[test]
 fn short_reads_and_writes_are_retried() {
-    let report = run_child(
+    for report in run_child_each_engine(
         "short_io",
-        "read#2=short:4096;write#3=short:8192;write#5=short:4096",
-        &[],
-    );
-    report.assert_clean();
+        "read#2=short:4096;write#3=short:8192;write#5=short:4096;read#7=short:1;write#9=short:1",
+    ) {
+        report.assert_clean();
+    }
 }
 
 #[test]
 fn sparse_modes_on_the_gpu() {
-    let report = run_child("sparse", "", &[]);
-    report.assert_clean();
+    for report in run_child_each_engine("sparse", "") {
+        report.assert_clean();
+    }
 }
 
 #[test]

@@ -106,6 +106,38 @@ impl Staging for HostStaging {
     ) -> Result<usize, Error> {
         match *file {}
     }
+    type Stream<'s> = Infallible;
+    fn check_async(&self) -> Result<(), Error> {
+        Err(Error::Os(std::io::Error::other(
+            "host memory staging has no asynchronous I/O",
+        )))
+    }
+    fn open_stream<'s>(&'s self, _: &'s mut AlignedBuf) -> Result<Option<Infallible>, Error> {
+        Ok(None)
+    }
+    fn submit_read(
+        &self,
+        stream: &mut Infallible,
+        _: &Infallible,
+        _: usize,
+        _: u64,
+        _: usize,
+    ) -> Result<(), Error> {
+        match *stream {}
+    }
+    fn submit_write(
+        &self,
+        stream: &mut Infallible,
+        _: &Infallible,
+        _: usize,
+        _: u64,
+        _: usize,
+    ) -> Result<(), Error> {
+        match *stream {}
+    }
+    fn sync_stream(&self, stream: &mut Infallible) -> Result<Vec<Result<usize, Error>>, Error> {
+        match *stream {}
+    }
     fn window<'s>(&self, slot: &'s mut AlignedBuf) -> Result<&'s mut [u8], Error> {
         Ok(slot.as_mut_slice())
     }

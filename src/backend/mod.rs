@@ -57,6 +57,43 @@ pub trait Staging: Sync {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error>;
+    /// An async stream bound to one slot, for the slices of one file (`--async`).
+    type Stream<'s>
+    where
+        Self: 's;
+    /// Whether the library does async I/O: creates one stream and drops it.
+    fn check_async(&self) -> Result<(), Error>;
+    /// A stream whose ops move bytes between files and `slot`; None when the slot cannot
+    /// take library I/O (its registration was refused) or the backend has none.
+    fn open_stream<'s>(
+        &'s self,
+        slot: &'s mut Self::Slot,
+    ) -> Result<Option<Self::Stream<'s>>, Error>;
+    /// Queues a library read of `len` bytes at `file_off` into the slot at `slot_off`.
+    fn submit_read<'s>(
+        &self,
+        stream: &mut Self::Stream<'s>,
+        file: &'s Self::Handle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error>;
+    /// Queues a library write of `len` bytes from the slot at `slot_off` to `file_off`.
+    fn submit_write<'s>(
+        &self,
+        stream: &mut Self::Stream<'s>,
+        file: &'s Self::Handle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error>;
+    /// Waits for the queued ops; each op's count or error, in submission order. The outer
+    /// error is the stream failing to synchronize.
+    #[allow(clippy::type_complexity)]
+    fn sync_stream(
+        &self,
+        stream: &mut Self::Stream<'_>,
+    ) -> Result<Vec<Result<usize, Error>>, Error>;
     /// The host window of the bounce route (allocated on first use).
     fn window<'s>(&self, slot: &'s mut Self::Slot) -> Result<&'s mut [u8], Error>;
     /// Copies `window[..len]` into the slot at `slot_off`.

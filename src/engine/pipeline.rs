@@ -19,6 +19,9 @@ pub(crate) struct Pipeline<S: Staging> {
     slots: Vec<Option<S::Slot>>,
     pub(crate) staging: S,
     chunk: usize,
+    /// `--async`, checked at start to be supported: files whose sides are both direct are
+    /// copied with the stream API, one stream per worker.
+    pub(crate) async_io: bool,
 }
 
 /// How one side of a copy moves its bytes.
@@ -136,6 +139,7 @@ impl<S: Staging> Pipeline<S> {
             slots: (0..streams).map(|_| None).collect(),
             staging,
             chunk,
+            async_io: false,
         }
     }
 
@@ -351,8 +355,12 @@ impl<S: Staging> Pipeline<S> {
                 return Err((0, e));
             }
         };
+        // The stream API moves bytes between registered files and device memory only: a
+        // file with a bouncing side takes the threaded workers.
+        let use_async =
+            self.async_io && matches!((&src_side, &dst_side), (Side::Library(_), Side::Library(_)));
         diag(&format!(
-            "{} -> {}: {} bytes, {} slice(s) aligned to {align}, read {}{}, write {}{}",
+            "{} -> {}: {} bytes, {} slice(s) aligned to {align}, read {}{}, write {}{}{}",
             names.src,
             names.dst,
             len,
@@ -361,6 +369,7 @@ impl<S: Staging> Pipeline<S> {
             paren(src_why),
             dst_side.describe(),
             paren(dst_why),
+            if use_async { ", async streams" } else { "" },
         ));
         // A direct side needs aligned slices; with none, the slices are still aligned (the
         // plan does not care), only the last bytes go to the sequential phase.
@@ -383,7 +392,7 @@ impl<S: Staging> Pipeline<S> {
             error: Mutex::new(None),
         };
         let mut reported = 0;
-        reported += self.run_workers(workers, &route, &work, progress);
+        reported += self.run_workers(workers, use_async, &route, &work, progress);
         // Workers are joined: hand the fds back buffered for the tail and for the caller.
         let restored = fileio::clear_direct(job.src.as_fd())
             .map_err(|e| names.read(e))
@@ -423,19 +432,25 @@ impl<S: Staging> Pipeline<S> {
     fn run_workers(
         &mut self,
         workers: usize,
+        use_async: bool,
         route: &Route<'_, S::Handle<'_>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
         let Pipeline { slots, staging, .. } = self;
         let staging = &*staging;
+        let worker = if use_async {
+            run_async_worker::<S>
+        } else {
+            run_worker::<S>
+        };
         let mut slots = slots[..workers]
             .iter_mut()
             .map(|s| s.as_mut().expect("allocated"));
         if workers <= 1 {
             let mut total = 0;
             if let Some(slot) = slots.next() {
-                run_worker(staging, slot, route, work, |n| {
+                worker(staging, slot, route, work, &mut |n| {
                     total += n;
                     progress.advanced(n);
                 });
@@ -447,7 +462,7 @@ impl<S: Staging> Pipeline<S> {
             for slot in slots {
                 let tx = tx.clone();
                 scope.spawn(move || {
-                    run_worker(staging, slot, route, work, |n| {
+                    worker(staging, slot, route, work, &mut |n| {
                         let _ = tx.send(n);
                     })
                 });
@@ -550,18 +565,30 @@ fn run_worker<S: Staging>(
     slot: &mut S::Slot,
     route: &Route<'_, S::Handle<'_>>,
     work: &Work<'_>,
-    mut report: impl FnMut(u64),
+    report: &mut dyn FnMut(u64),
 ) {
     if let Err(e) = staging.enter_worker() {
         work.fail(0, route.names.read(e));
         return;
     }
+    take_slices(work, report, |slice| {
+        copy_slice(staging, slot, route, slice)
+    });
+}
+
+/// Takes slices until none are left, the copy fails, or it is cancelled; `copy` moves one
+/// and returns its bytes (fewer only where SRC ended early).
+fn take_slices(
+    work: &Work<'_>,
+    report: &mut dyn FnMut(u64),
+    mut copy: impl FnMut(Range<u64>) -> Result<u64, CopyError>,
+) {
     while !work.stopping() {
         let index = work.next.fetch_add(1, Ordering::SeqCst);
         let Some(slice) = work.slices.get(index) else {
             break;
         };
-        match copy_slice(staging, slot, route, slice.clone()) {
+        match copy(slice.clone()) {
             Ok(n) => {
                 report(n);
                 if n == slice.end - slice.start {
@@ -573,6 +600,155 @@ fn run_worker<S: Staging>(
             Err(e) => work.fail(slice.start, e),
         }
     }
+}
+
+/// One `--async` worker (both sides registered): one stream on its slot for this file,
+/// each slice a ReadAsync then a WriteAsync on it, synchronized once. A slot hipFile would
+/// not register takes the threaded worker instead.
+fn run_async_worker<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    route: &Route<'_, S::Handle<'_>>,
+    work: &Work<'_>,
+    report: &mut dyn FnMut(u64),
+) {
+    let (Side::Library(src), Side::Library(dst)) = (route.src_side, route.dst_side) else {
+        return run_worker(staging, slot, route, work, report);
+    };
+    if staging.slot_refusal(slot).is_some() {
+        return run_worker(staging, slot, route, work, report);
+    }
+    if let Err(e) = staging.enter_worker() {
+        work.fail(0, route.names.read(e));
+        return;
+    }
+    let mut stream = match staging.open_stream(slot) {
+        Ok(Some(stream)) => stream,
+        Ok(None) => unreachable!("a registered slot opens a stream"),
+        Err(e) => {
+            work.fail(0, route.names.read(e));
+            return;
+        }
+    };
+    take_slices(work, report, |slice| {
+        copy_slice_async(staging, &mut stream, src, dst, route, slice)
+    });
+    // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and
+    // destroys it before the slot can be used again.
+}
+
+/// One queued op, synchronized on its own: its count, or its error.
+fn one_op<'s, S: Staging>(
+    staging: &S,
+    stream: &mut S::Stream<'s>,
+    way: Way,
+    file: &'s S::Handle<'_>,
+    len: usize,
+    file_off: u64,
+    slot_off: usize,
+) -> Result<usize, hipfile::Error> {
+    match way {
+        Way::Read => staging.submit_read(stream, file, len, file_off, slot_off)?,
+        Way::Write => staging.submit_write(stream, file, len, file_off, slot_off)?,
+    }
+    staging
+        .sync_stream(stream)?
+        .pop()
+        .expect("one op was queued")
+}
+
+/// Copies `slice` with the stream: ReadAsync then WriteAsync (stream order makes the write
+/// see the read; no host sync between them), one synchronize, then the counts checked.
+///
+/// The write runs whatever the read did, so after a short or failed read it has written
+/// stale slot bytes to this slice of DST. A failed read fails the copy, and DST is cut back
+/// to before this slice; a short read is completed from its aligned-down count, one op per
+/// synchronize, and the part the write had covered from there is written again. A short
+/// write is completed the same way. Returns the bytes in place, as [`copy_slice`] does.
+fn copy_slice_async<'s, S: Staging>(
+    staging: &S,
+    stream: &mut S::Stream<'s>,
+    src: &'s S::Handle<'_>,
+    dst: &'s S::Handle<'_>,
+    route: &Route<'_, S::Handle<'_>>,
+    slice: Range<u64>,
+) -> Result<u64, CopyError> {
+    let names = route.names;
+    let len = (slice.end - slice.start) as usize;
+    let align = route.align as usize;
+    staging
+        .submit_read(stream, src, len, slice.start, 0)
+        .map_err(|e| names.read(e))?;
+    if let Err(e) = staging.submit_write(stream, dst, len, slice.start, 0) {
+        // Let the queued read finish before the error goes up (and the slot with it).
+        let _ = staging.sync_stream(stream);
+        return Err(names.write(e));
+    }
+    let mut results = staging
+        .sync_stream(stream)
+        .map_err(|e| names.read(e))?
+        .into_iter();
+    // EINTR is a zero count: the follow-up below retries it.
+    let count = |result: Option<Result<usize, hipfile::Error>>| match result {
+        Some(Ok(n)) => Ok(n.min(len)),
+        Some(Err(e)) if transfer::Interruptible::is_interrupted(&e) => Ok(0),
+        Some(Err(e)) => Err(e),
+        None => unreachable!("two ops were queued"),
+    };
+    let read = count(results.next()).map_err(|e| names.read(e))?;
+    let written = count(results.next()).map_err(|e| names.write(e))?;
+    if read == len && written == len {
+        return Ok(len as u64);
+    }
+    let mut got = len;
+    let mut write_from = written & !(align - 1);
+    if read < len {
+        let base = read & !(align - 1);
+        got = base
+            + transfer::drive(
+                Way::Read,
+                len - base,
+                align,
+                fileio::MAX_IO,
+                |done, want| {
+                    let at = base + done;
+                    one_op(
+                        staging,
+                        stream,
+                        Way::Read,
+                        src,
+                        want,
+                        slice.start + at as u64,
+                        at,
+                    )
+                },
+            )
+            .map_err(|e| names.read(e))?;
+        write_from = write_from.min(base);
+    }
+    let to_write = if got < len { got & !(align - 1) } else { len };
+    if write_from < to_write {
+        transfer::drive(
+            Way::Write,
+            to_write - write_from,
+            align,
+            fileio::MAX_IO,
+            |done, want| {
+                let at = write_from + done;
+                one_op(
+                    staging,
+                    stream,
+                    Way::Write,
+                    dst,
+                    want,
+                    slice.start + at as u64,
+                    at,
+                )
+            },
+        )
+        .map_err(|e| names.write(e))?;
+    }
+    Ok(to_write as u64)
 }
 
 /// Reads `slice` into the slot and writes it out. Returns the bytes moved: fewer than the
