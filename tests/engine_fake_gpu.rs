@@ -13,6 +13,7 @@ use common::*;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const CHUNK: u64 = 64 * 1024;
 const CASE: &str = "AISCP_ENGINE_CASE";
@@ -203,6 +204,44 @@ fn child_process_entry() {
             let err = Engine::start(config, &mut |_| {}).err().expect("refused");
             assert_eq!(err.to_string(), "GPU 1 does not exist: 1 device(s) found");
         }
+        "cancel_mid_copy" => {
+            let config = Config {
+                backend: BackendChoice::HipFile,
+                chunk_size: Some(CHUNK),
+                streams: Some(1),
+                async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
+                ..Config::default()
+            };
+            let cancel = config.cancel.clone();
+            let mut engine = Engine::start(config, &mut |w| panic!("warning: {w}")).unwrap();
+            let src = dir.join("src");
+            let len = 50 * CHUNK as usize + 7;
+            let data = write_random(&src, len, 8);
+            let dst = dir.join("dst");
+            let s = File::open(&src).unwrap();
+            let d = File::create(&dst).unwrap();
+            let sink = CancelAfter {
+                cancel: cancel.clone(),
+                seen: AtomicU64::new(0),
+            };
+            let job = DataJob {
+                src: &s,
+                src_name: &src,
+                src_kind: SourceKind::Regular { len: len as u64 },
+                dst: &d,
+                dst_name: &dst,
+                sparse: SparseMode::Auto,
+            };
+            let err = engine.copy(&job, &sink).unwrap_err();
+            assert!(matches!(err, CopyError::Interrupted), "{err}");
+            // The one worker runs on this thread and sees the flag before its next slice.
+            let got = fs::read(&dst).unwrap();
+            assert_eq!(got.len() as u64, CHUNK, "exactly the first slice");
+            assert_same_bytes(&got, &data[..got.len()], "prefix");
+            cancel.store(false, Ordering::SeqCst);
+            copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
+            assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after cancel");
+        }
         other => panic!("unknown case {other}"),
     }
 }
@@ -258,6 +297,30 @@ fn short_reads_and_writes_are_retried() {
         "short_io",
         "read#2=short:4096;write#3=short:8192;write#5=short:4096;read#7=short:1;write#9=short:1",
     ) {
+        report.assert_clean();
+    }
+}
+
+/// Sets the cancel flag after the first slice is reported, as a signal handler would.
+struct CancelAfter {
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: AtomicU64,
+}
+
+impl aiscp::engine::ProgressSink for CancelAfter {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        if self.seen.fetch_add(bytes, Ordering::SeqCst) + bytes >= CHUNK {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+    fn file_finished(&self) {}
+}
+
+#[test]
+fn cancel_mid_copy_stops_after_the_slice_in_flight() {
+    // The streams are synchronized and given back: the report stays clean.
+    for report in run_child_each_engine("cancel_mid_copy", "") {
         report.assert_clean();
     }
 }
