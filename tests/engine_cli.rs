@@ -141,3 +141,44 @@ fn debug_names_backend_and_route() {
         .stderr(predicates::str::contains("backend hipFile"))
         .stderr(predicates::str::contains("read direct, write direct"));
 }
+
+#[test]
+fn async_uses_streams_on_the_gpu_and_says_it_is_moot_on_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let src = dir.path().join("s");
+    let data = write_random(&src, 5 * 65536 + 4097, 7);
+    for backend in BACKENDS {
+        let dst = dir.path().join(format!("d-{backend:?}"));
+        let out = aiscp(backend, &report)
+            .args(["--chunk-size", "64K", "--async", "--debug"])
+            .arg(&src)
+            .arg(&dst)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{backend:?}: {out:?}");
+        assert_same_bytes(&fs::read(&dst).unwrap(), &data, &format!("{backend:?}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let warnings: Vec<_> = stderr
+            .lines()
+            .filter(|l| !l.starts_with("aiscp: debug: "))
+            .collect();
+        match backend {
+            Backend::Host => {
+                assert_eq!(warnings.len(), 1, "{stderr}");
+                assert!(
+                    warnings[0].contains("--async has no effect with host memory staging"),
+                    "{stderr}"
+                );
+                assert!(!stderr.contains("async streams"), "{stderr}");
+            }
+            Backend::FakeGpu => {
+                assert!(warnings.is_empty(), "{stderr}");
+                // All four flags hold: fixed parameter blocks, page-aligned requests.
+                assert!(stderr.contains("registered with flags 0xf"), "{stderr}");
+                assert!(stderr.contains("async streams"), "{stderr}");
+                FakeReport::read(&report).assert_clean();
+            }
+        }
+    }
+}

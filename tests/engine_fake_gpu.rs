@@ -13,9 +13,12 @@ use common::*;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const CHUNK: u64 = 64 * 1024;
 const CASE: &str = "AISCP_ENGINE_CASE";
+/// Set to 1 in the child to run its engine with `--async` streams.
+const ASYNC: &str = "AISCP_ENGINE_ASYNC";
 const DIR: &str = "AISCP_ENGINE_DIR";
 
 /// Runs `case` in a child with the fake library and `faults`; returns its report.
@@ -48,11 +51,20 @@ fn run_child(case: &str, faults: &str, extra_env: &[(&str, &str)]) -> FakeReport
     FakeReport::read(&report)
 }
 
+/// Runs `case` in a child per engine (threaded, then `--async`); returns both reports.
+fn run_child_each_engine(case: &str, faults: &str) -> [FakeReport; 2] {
+    [
+        run_child(case, faults, &[]),
+        run_child(case, faults, &[(ASYNC, "1")]),
+    ]
+}
+
 fn gpu_engine(chunk: u64, streams: usize) -> Engine {
     let config = Config {
         backend: BackendChoice::HipFile,
         chunk_size: Some(chunk),
         streams: Some(streams),
+        async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
         ..Config::default()
     };
     Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
@@ -192,20 +204,64 @@ fn child_process_entry() {
             let err = Engine::start(config, &mut |_| {}).err().expect("refused");
             assert_eq!(err.to_string(), "GPU 1 does not exist: 1 device(s) found");
         }
+        "cancel_mid_copy" => {
+            let config = Config {
+                backend: BackendChoice::HipFile,
+                chunk_size: Some(CHUNK),
+                streams: Some(1),
+                async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
+                ..Config::default()
+            };
+            let cancel = config.cancel.clone();
+            let mut engine = Engine::start(config, &mut |w| panic!("warning: {w}")).unwrap();
+            let src = dir.join("src");
+            let len = 50 * CHUNK as usize + 7;
+            let data = write_random(&src, len, 8);
+            let dst = dir.join("dst");
+            let s = File::open(&src).unwrap();
+            let d = File::create(&dst).unwrap();
+            let sink = CancelAfter {
+                cancel: cancel.clone(),
+                seen: AtomicU64::new(0),
+            };
+            let job = DataJob {
+                src: &s,
+                src_name: &src,
+                src_kind: SourceKind::Regular { len: len as u64 },
+                dst: &d,
+                dst_name: &dst,
+                sparse: SparseMode::Auto,
+            };
+            let err = engine.copy(&job, &sink).unwrap_err();
+            assert!(matches!(err, CopyError::Interrupted), "{err}");
+            // The one worker runs on this thread and sees the flag before its next slice.
+            let got = fs::read(&dst).unwrap();
+            assert_eq!(got.len() as u64, CHUNK, "exactly the first slice");
+            assert_same_bytes(&got, &data[..got.len()], "prefix");
+            cancel.store(false, Ordering::SeqCst);
+            copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
+            assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after cancel");
+        }
         other => panic!("unknown case {other}"),
     }
 }
 
 #[test]
 fn all_sizes_through_device_memory_leave_nothing_behind() {
-    let report = run_child("sizes", "", &[]);
-    report.assert_clean();
-    assert!(report.stat("reads") > 0 && report.stat("writes") > 0);
+    for report in run_child_each_engine("sizes", "") {
+        report.assert_clean();
+        assert!(report.stat("reads") > 0 && report.stat("writes") > 0);
+    }
 }
 
 #[test]
 fn refused_registration_takes_the_bounce_route_through_device_memory() {
-    let report = run_child("bounce", "register=5027", &[]);
+    for report in run_child_each_engine("bounce", "register=5027") {
+        check_bounced(&report);
+    }
+}
+
+fn check_bounced(report: &FakeReport) {
     report.assert_clean();
     let total: u64 = sizes().iter().map(|&s| s as u64).sum();
     assert!(
@@ -223,30 +279,57 @@ fn refused_registration_takes_the_bounce_route_through_device_memory() {
 
 #[test]
 fn read_error_is_reported_and_nothing_leaks() {
-    let report = run_child("read_eio", &format!("read@{}=EIO", 5 * CHUNK), &[]);
-    report.assert_clean();
+    for report in run_child_each_engine("read_eio", &format!("read@{}=EIO", 5 * CHUNK)) {
+        report.assert_clean();
+    }
 }
 
 #[test]
 fn write_error_is_reported_and_nothing_leaks() {
-    let report = run_child("write_enospc", "write#3=ENOSPC", &[]);
-    report.assert_clean();
+    for report in run_child_each_engine("write_enospc", "write#3=ENOSPC") {
+        report.assert_clean();
+    }
 }
 
 #[test]
 fn short_reads_and_writes_are_retried() {
-    let report = run_child(
+    for report in run_child_each_engine(
         "short_io",
-        "read#2=short:4096;write#3=short:8192;write#5=short:4096",
-        &[],
-    );
-    report.assert_clean();
+        "read#2=short:4096;write#3=short:8192;write#5=short:4096;read#7=short:1;write#9=short:1",
+    ) {
+        report.assert_clean();
+    }
+}
+
+/// Sets the cancel flag after the first slice is reported, as a signal handler would.
+struct CancelAfter {
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: AtomicU64,
+}
+
+impl aiscp::engine::ProgressSink for CancelAfter {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        if self.seen.fetch_add(bytes, Ordering::SeqCst) + bytes >= CHUNK {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+    fn file_finished(&self) {}
+}
+
+#[test]
+fn cancel_mid_copy_stops_after_the_slice_in_flight() {
+    // The streams are synchronized and given back: the report stays clean.
+    for report in run_child_each_engine("cancel_mid_copy", "") {
+        report.assert_clean();
+    }
 }
 
 #[test]
 fn sparse_modes_on_the_gpu() {
-    let report = run_child("sparse", "", &[]);
-    report.assert_clean();
+    for report in run_child_each_engine("sparse", "") {
+        report.assert_clean();
+    }
 }
 
 #[test]

@@ -335,3 +335,70 @@ fn bad_configuration_is_refused() {
         assert!(err.to_string().contains("chunk size"), "{err}");
     }
 }
+
+/// Sets the cancel flag once `after` bytes were reported, as a signal handler would mid-copy.
+struct CancelAfter {
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    after: u64,
+    seen: Cell<u64>,
+}
+
+impl ProgressSink for CancelAfter {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        self.seen.set(self.seen.get() + bytes);
+        if self.seen.get() >= self.after {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+    fn file_finished(&self) {}
+}
+
+#[test]
+fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let len = 200 * CHUNK as usize + 123;
+    let data = write_random(&src, len, 6);
+    for streams in [1, 4] {
+        let config = Config {
+            backend: BackendChoice::Host,
+            chunk_size: Some(CHUNK),
+            streams: Some(streams),
+            ..Config::default()
+        };
+        let cancel = config.cancel.clone();
+        let mut engine = Engine::start(config, &mut |_| {}).unwrap();
+        let sink = CancelAfter {
+            cancel: cancel.clone(),
+            after: CHUNK,
+            seen: Cell::new(0),
+        };
+        let dst = dir.path().join(format!("dst{streams}"));
+        let s = File::open(&src).unwrap();
+        let d = open_dst(&dst);
+        let job = DataJob {
+            src: &s,
+            src_name: &src,
+            src_kind: SourceKind::Regular { len: len as u64 },
+            dst: &d,
+            dst_name: &dst,
+            sparse: SparseMode::Auto,
+        };
+        let err = engine.copy(&job, &sink).unwrap_err();
+        assert!(matches!(err, CopyError::Interrupted), "{err}");
+        let got = fs::read(&dst).unwrap();
+        assert_same_bytes(&got, &data[..got.len()], "prefix");
+        if streams == 1 {
+            // One worker on this thread sees the flag before its next slice.
+            assert_eq!(got.len() as u64, CHUNK, "exactly the first slice");
+        } else {
+            // Workers stop after the slices they hold; how many that is depends on timing.
+            assert!(got.len() < len, "DST holds all {len} bytes");
+        }
+        // Cleared, the same engine copies the next file whole.
+        cancel.store(false, Ordering::SeqCst);
+        copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
+        assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after cancel");
+    }
+}

@@ -23,14 +23,26 @@ const SMALL: usize = 5_000;
 /// An offset inside `big`'s eighth slice, past the end of the other two files.
 const FAULT_AT: usize = 500_000;
 
+/// The engines every fault applies to: the threaded workers and `--async` streams.
+const ENGINES: [&[&str]; 2] = [&[], &["--async"]];
+
 /// One run's directory: the three sources, an empty `out/`, and the fake's report path.
 struct Scene {
     dir: TempDir,
     sources: Vec<(&'static str, Vec<u8>)>,
+    /// Extra arguments choosing the engine (one of [`ENGINES`]).
+    engine: &'static [&'static str],
 }
 
 impl Scene {
+    /// A scene run by the threaded engine.
     fn new(seed: u64) -> Scene {
+        Scene::for_engine(seed, ENGINES[0])
+    }
+
+    fn for_engine(seed: u64, engine: &'static [&'static str]) -> Scene {
+        // Printed with the output of a failing test.
+        println!("engine: {engine:?}");
         let dir = tempfile::tempdir().unwrap();
         let sources = [("big", BIG), ("mid", MID), ("small", SMALL)]
             .into_iter()
@@ -42,7 +54,11 @@ impl Scene {
             })
             .collect();
         fs::create_dir(dir.path().join("out")).unwrap();
-        Scene { dir, sources }
+        Scene {
+            dir,
+            sources,
+            engine,
+        }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -55,10 +71,16 @@ impl Scene {
 
     /// Runs `aiscp --chunk-size 64K ARGS...` in the scene's directory with `faults` injected.
     fn run(&self, faults: &str, args: &[&str]) -> Output {
+        self.run_chunk(faults, CHUNK, args)
+    }
+
+    /// Runs `aiscp --chunk-size CHUNK ARGS...` in the scene's directory with `faults` injected.
+    fn run_chunk(&self, faults: &str, chunk: usize, args: &[&str]) -> Output {
         let mut cmd = Command::new(program());
         cmd.current_dir(self.dir.path())
             .arg("--chunk-size")
-            .arg(CHUNK.to_string())
+            .arg(chunk.to_string())
+            .args(self.engine)
             .args(args)
             .env_remove("AISCP_FAKE_GPU_FAULTS")
             .env("AISCP_FAKE_GPU_FAULTS", faults)
@@ -161,28 +183,32 @@ fn assert_clean_success(scene: &Scene, out: &Output) -> FakeReport {
 /// A fault that hits `big` only: one message about it, the others copied, `big`'s DST a
 /// prefix ending before the fault, the sources untouched, nothing leaked.
 fn assert_fails_on_big_only(faults: &str, parts: &[&str]) {
-    let scene = Scene::new(faults.len() as u64);
-    let out = scene.run_all(faults);
-    assert_one_error(&out, parts);
-    scene.assert_prefix("big", FAULT_AT);
-    scene.assert_copied("mid");
-    scene.assert_copied("small");
-    scene.assert_sources_untouched();
-    scene.report().assert_clean();
+    for engine in ENGINES {
+        let scene = Scene::for_engine(faults.len() as u64, engine);
+        let out = scene.run_all(faults);
+        assert_one_error(&out, parts);
+        scene.assert_prefix("big", FAULT_AT);
+        scene.assert_copied("mid");
+        scene.assert_copied("small");
+        scene.assert_sources_untouched();
+        scene.report().assert_clean();
+    }
 }
 
 #[test]
 fn a_clean_run_goes_through_device_memory_and_leaks_nothing() {
-    let scene = Scene::new(1);
-    let report = assert_clean_success(&scene, &scene.run_all(""));
-    // The aligned part of each file moved by hipFileRead/Write, the rest by hipMemcpy.
-    let total = (BIG + MID + SMALL) as u64;
-    assert_eq!(report.stat("read_bytes") + report.stat("htod_bytes"), total);
-    assert_eq!(
-        report.stat("write_bytes") + report.stat("dtoh_bytes"),
-        total
-    );
-    assert_eq!(report.stat("handles"), 6, "three SRC and three DST handles");
+    for engine in ENGINES {
+        let scene = Scene::for_engine(1, engine);
+        let report = assert_clean_success(&scene, &scene.run_all(""));
+        // The aligned part of each file moved by hipFileRead/Write, the rest by hipMemcpy.
+        let total = (BIG + MID + SMALL) as u64;
+        assert_eq!(report.stat("read_bytes") + report.stat("htod_bytes"), total);
+        assert_eq!(
+            report.stat("write_bytes") + report.stat("dtoh_bytes"),
+            total
+        );
+        assert_eq!(report.stat("handles"), 6, "three SRC and three DST handles");
+    }
 }
 
 #[test]
@@ -237,9 +263,11 @@ fn eintr_is_retried() {
         format!("read@{FAULT_AT}=EINTR"),
         format!("write@{FAULT_AT}=EINTR"),
     ] {
-        let scene = Scene::new(3);
-        let out = scene.run_all(&faults);
-        assert_clean_success(&scene, &out);
+        for engine in ENGINES {
+            let scene = Scene::for_engine(3, engine);
+            let out = scene.run_all(&faults);
+            assert_clean_success(&scene, &out);
+        }
     }
 }
 
@@ -249,9 +277,11 @@ fn short_reads_mid_file_still_copy_everything() {
     // otherwise, and the copy must go on.
     for bytes in [0, 4096, HALF_CHUNK] {
         let faults = format!("read@{FAULT_AT}=short:{bytes}");
-        let scene = Scene::new(4);
-        let out = scene.run_all(&faults);
-        assert_clean_success(&scene, &out);
+        for engine in ENGINES {
+            let scene = Scene::for_engine(4, engine);
+            let out = scene.run_all(&faults);
+            assert_clean_success(&scene, &out);
+        }
     }
 }
 
@@ -259,11 +289,13 @@ fn short_reads_mid_file_still_copy_everything() {
 fn short_writes_are_continued() {
     for bytes in [4096, HALF_CHUNK] {
         let faults = format!("write@{FAULT_AT}=short:{bytes}");
-        let scene = Scene::new(5);
-        let out = scene.run_all(&faults);
-        let report = assert_clean_success(&scene, &out);
-        // The short call was followed by one more for the rest of its slice.
-        assert!(report.stat("writes") > report.stat("reads"), "{report:?}");
+        for engine in ENGINES {
+            let scene = Scene::for_engine(5, engine);
+            let out = scene.run_all(&faults);
+            let report = assert_clean_success(&scene, &out);
+            // The short call was followed by one more for the rest of its slice.
+            assert!(report.stat("writes") > report.stat("reads"), "{report:?}");
+        }
     }
 }
 
@@ -275,17 +307,22 @@ fn one_byte_short_counts_are_continued() {
         format!("write@{FAULT_AT}=short:1"),
         format!("read@{FAULT_AT}=short:1"),
     ] {
-        let scene = Scene::new(6);
-        let out = scene.run_all(&faults);
-        assert_clean_success(&scene, &out);
+        for engine in ENGINES {
+            let scene = Scene::for_engine(6, engine);
+            let out = scene.run_all(&faults);
+            assert_clean_success(&scene, &out);
+        }
     }
 }
 
 #[test]
 fn refused_file_registration_takes_the_bounce_route() {
     // 5027 is what cuFile answers for tmpfs; 5008 and 5030 are other refusals.
-    for code in [5027, 5030, 5008] {
-        let scene = Scene::new(code);
+    for (code, engine) in [5027, 5030, 5008]
+        .into_iter()
+        .zip(ENGINES.into_iter().cycle())
+    {
+        let scene = Scene::for_engine(code, engine);
         let out = scene.run_all(&format!("register={code}"));
         let report = assert_clean_success(&scene, &out);
         // No library I/O at all: every byte went host -> device -> host.
@@ -300,63 +337,91 @@ fn refused_file_registration_takes_the_bounce_route() {
 #[test]
 fn refusing_only_the_destination_still_copies_through_device_memory() {
     // The 2nd registration is big's DST: SRC goes direct, DST bounces.
-    let scene = Scene::new(8);
-    let out = scene.run_all("register#2=5027");
-    let report = assert_clean_success(&scene, &out);
-    assert!(report.stat("dtoh_bytes") >= BIG as u64 / 2, "{report:?}");
-}
-
-/// Either the engine retries with a smaller buffer and the copy is whole, or it fails with
-/// one message per file naming the size it could not get.
-fn assert_alloc_failure_is_handled(faults: &str) {
-    let scene = Scene::new(9);
-    let out = scene.run(faults, &["big", "out/big"]);
-    if out.status.success() {
-        assert!(
-            out.stderr.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        scene.assert_copied("big");
-    } else {
-        assert_one_error(&out, &["'big'", &CHUNK.to_string(), "memory"]);
-        scene.assert_prefix("big", BIG);
+    for engine in ENGINES {
+        let scene = Scene::for_engine(8, engine);
+        let out = scene.run_all("register#2=5027");
+        let report = assert_clean_success(&scene, &out);
+        assert!(report.stat("dtoh_bytes") >= BIG as u64 / 2, "{report:?}");
     }
-    scene.assert_sources_untouched();
-    scene.report().assert_clean();
 }
 
 #[test]
-fn device_allocation_failure_is_clear_or_retried() {
-    assert_alloc_failure_is_handled("malloc>16384");
+fn device_allocation_failure_retries_with_a_smaller_chunk() {
+    // 4 MiB slots do not fit; the engine halves the chunk to 1 MiB and the copy is whole.
+    for engine in ENGINES {
+        let scene = Scene::for_engine(9, engine);
+        let out = scene.run_chunk("malloc>1048576", 4 << 20, &["big", "mid", "small", "out/"]);
+        let report = assert_clean_success(&scene, &out);
+        assert_eq!(report.stat("max_alloc"), 1 << 20, "{report:?}");
+        assert!(report.stat("read_bytes") > 0, "still direct: {report:?}");
+    }
+}
+
+#[test]
+fn device_allocation_failure_names_the_size() {
+    // A 64 KiB chunk is below the size the engine shrinks to, so it fails at once, naming
+    // the size; a 4 MiB chunk shrinks to 1 MiB first and names both.
+    let scene = Scene::new(9);
+    let out = scene.run("malloc>16384", &["big", "out/big"]);
+    assert_one_error(
+        &out,
+        &[
+            "cannot allocate 65536 bytes of GPU memory to copy 'big'",
+            "out of memory",
+        ],
+    );
+    scene.assert_prefix("big", 0);
+    scene.assert_sources_untouched();
+    scene.report().assert_clean();
+    let out = scene.run_chunk("malloc>16384", 4 << 20, &["big", "out/big"]);
+    assert_one_error(
+        &out,
+        &["cannot allocate 4194304 bytes of GPU memory (nor down to 1048576) to copy 'big'"],
+    );
+    scene.report().assert_clean();
 }
 
 #[test]
 fn a_single_failed_allocation_spares_the_other_operands() {
+    // The second slot's allocation fails (64 KiB is too small to shrink): the copy goes on
+    // with the one slot it has, whole, for every operand.
     let scene = Scene::new(10);
     let out = scene.run_all("malloc#2=oom");
-    if !out.status.success() {
-        assert_one_error(&out, &["'big'", &CHUNK.to_string(), "memory"]);
-        scene.assert_prefix("big", BIG);
-    } else {
-        scene.assert_copied("big");
-    }
-    scene.assert_copied("mid");
-    scene.assert_copied("small");
-    scene.assert_sources_untouched();
-    scene.report().assert_clean();
+    let report = assert_clean_success(&scene, &out);
+    assert_eq!(
+        report.stat("mallocs"),
+        1,
+        "one slot for the run: {report:?}"
+    );
 }
 
 #[test]
-fn refused_buffer_registration_is_clear_or_bounced() {
-    assert_alloc_failure_is_handled("bufregister=5030");
+fn refused_buffer_registration_bounces_through_device_memory() {
+    // The buffer is device memory all the same: the bounce route copies through it with
+    // hipMemcpy, the files keep O_DIRECT, and nothing is reported.
+    for engine in ENGINES {
+        let scene = Scene::for_engine(13, engine);
+        let out = scene.run_all("bufregister=5030");
+        let report = assert_clean_success(&scene, &out);
+        let total = (BIG + MID + SMALL) as u64;
+        assert_eq!(
+            report.stat("reads") + report.stat("writes"),
+            0,
+            "{report:?}"
+        );
+        assert_eq!(report.stat("htod_bytes"), total);
+        assert_eq!(report.stat("dtoh_bytes"), total);
+    }
 }
 
 #[test]
 fn driver_open_failure_is_one_clear_message() {
     let scene = Scene::new(11);
     let out = scene.run_all("driver=5011");
-    assert_one_error(&out, &["driver", "5011"]);
+    assert_one_error(
+        &out,
+        &["cannot open the hipFile driver: ", "HipDriverError 5011"],
+    );
     for name in ["big", "mid", "small"] {
         scene.assert_prefix(name, 0);
     }

@@ -29,6 +29,31 @@ pub fn flavor_name(flavor: Flavor) -> &'static str {
     }
 }
 
+/// Why a GPU backend did not come up, by step: messages differ, and only a missing
+/// library is a reason to try the next flavor quietly.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The libraries are missing or unusable, or there is no GPU.
+    Library(Error),
+    /// hipFileDriverOpen / cuFileDriverOpen failed.
+    Driver(Error),
+    /// The GPU asked for does not exist or cannot be selected.
+    Device(Error),
+}
+
+impl OpenError {
+    /// The message for `flavor`, e.g. "cannot open the hipFile driver: ...".
+    pub fn describe(&self, flavor: Flavor) -> String {
+        let name = flavor_name(flavor);
+        match self {
+            OpenError::Library(e) => format!("{name}: {e}"),
+            OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
+            OpenError::Device(e @ Error::NoSuchDevice { .. }) => e.to_string(),
+            OpenError::Device(e) => format!("{name}: cannot select the GPU: {e}"),
+        }
+    }
+}
+
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
@@ -46,20 +71,20 @@ impl GpuStaging {
         index: u32,
         route: RouteChoice,
         diag: &mut dyn FnMut(&str),
-    ) -> Result<GpuStaging, Error> {
-        let library = hipfile::Library::load(flavor)?;
-        let count = library.device_count()?;
+    ) -> Result<GpuStaging, OpenError> {
+        let library = hipfile::Library::load(flavor).map_err(|e| OpenError::Library(e.into()))?;
+        let count = library.device_count().map_err(OpenError::Library)?;
         if count == 0 {
-            return Err(Error::Os(std::io::Error::other(
+            return Err(OpenError::Library(Error::Os(std::io::Error::other(
                 "library loaded, no GPU found",
-            )));
+            ))));
         }
         if index >= count {
-            return Err(Error::NoSuchDevice { index, count });
+            return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
-        let driver = library.open_driver()?;
-        let device = driver.device(index)?;
-        device.make_current()?;
+        let driver = library.open_driver().map_err(OpenError::Driver)?;
+        let device = driver.device(index).map_err(OpenError::Device)?;
+        device.make_current().map_err(OpenError::Device)?;
         diag(&format!(
             "backend {} ({}{}), runtime {}, GPU {index} of {count}",
             flavor_name(flavor),
@@ -97,39 +122,69 @@ impl GpuStaging {
     }
 }
 
-/// A worker's device memory: registered when files may take the library route; left
-/// unregistered for the bounce route, where registration would only cost (cuFile's
-/// compatibility mode shadows every registered buffer in host memory).
-enum SlotMemory {
-    Registered(RegisteredBuffer),
-    Plain(DeviceBuffer),
+/// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
+/// size and offsets are written into its parameter block at submission and never changed
+/// before the stream is synchronized (the FIXED_* flags), and the engine only issues
+/// requests whose size, file offset and buffer offset are multiples of 4096 (direct I/O
+/// demands it anyway), so the library may read them at submission and skip its alignment
+/// checks.
+pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
+    | hipfile::sys::STREAM_FIXED_FILE_OFFSET
+    | hipfile::sys::STREAM_FIXED_FILE_SIZE
+    | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
+
+/// A registered stream whose ops use one slot's registered buffer.
+pub struct GpuStream<'s> {
+    stream: hipfile::Stream<'s>,
+    buffer: &'s RegisteredBuffer,
 }
 
 pub struct GpuSlot {
-    memory: SlotMemory,
+    device: SlotMemory,
     window: Option<PinnedBuffer>,
+}
+
+/// A slot's device memory: registered for library I/O, or (when hipFile refused the
+/// registration) plain, served by the bounce route only, which needs no registration.
+enum SlotMemory {
+    Registered(RegisteredBuffer),
+    Unregistered {
+        buffer: DeviceBuffer,
+        /// The registration error, for --debug.
+        why: String,
+    },
 }
 
 impl GpuSlot {
     fn buffer(&self) -> &DeviceBuffer {
-        match &self.memory {
+        match &self.device {
             SlotMemory::Registered(r) => r.buffer(),
-            SlotMemory::Plain(b) => b,
-        }
-    }
-    fn registered(&mut self) -> Result<&mut RegisteredBuffer, Error> {
-        match &mut self.memory {
-            SlotMemory::Registered(r) => Ok(r),
-            // open_side only registers files when the backend prefers the library route, and
-            // then every slot is registered.
-            SlotMemory::Plain(_) => Err(Error::Os(std::io::Error::other(
-                "library I/O on an unregistered staging buffer",
-            ))),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
         }
     }
     fn window_len(&self) -> usize {
         self.buffer().len().min(WINDOW)
     }
+    fn registered(&self) -> Result<&RegisteredBuffer, Error> {
+        match &self.device {
+            SlotMemory::Registered(r) => Ok(r),
+            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
+        }
+    }
+    fn registered_mut(&mut self) -> Result<&mut RegisteredBuffer, Error> {
+        match &mut self.device {
+            SlotMemory::Registered(r) => Ok(r),
+            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
+        }
+    }
+}
+
+/// The engine asks [`Staging::slot_refusal`] first; reaching this is a bug, reported as an
+/// error rather than a panic.
+fn unregistered(why: &str) -> Error {
+    Error::Os(std::io::Error::other(format!(
+        "library I/O on an unregistered GPU buffer ({why})"
+    )))
 }
 
 impl Staging for GpuStaging {
@@ -153,15 +208,34 @@ impl Staging for GpuStaging {
     }
     fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
         let buffer = self.device.alloc(len)?;
-        let memory = if self.library_route {
-            SlotMemory::Registered(buffer.register().map_err(|(_buffer, e)| e)?)
-        } else {
-            SlotMemory::Plain(buffer)
+        if !self.library_route {
+            // Registration would only cost here: cuFile's compatibility mode shadows every
+            // registered buffer in host memory.
+            return Ok(GpuSlot {
+                device: SlotMemory::Unregistered {
+                    buffer,
+                    why: "the own bounce route needs no registration".to_owned(),
+                },
+                window: None,
+            });
+        }
+        let device = match buffer.register() {
+            Ok(registered) => SlotMemory::Registered(registered),
+            Err((buffer, e)) => SlotMemory::Unregistered {
+                buffer,
+                why: e.to_string(),
+            },
         };
         Ok(GpuSlot {
-            memory,
+            device,
             window: None,
         })
+    }
+    fn slot_refusal<'s>(&self, slot: &'s GpuSlot) -> Option<&'s str> {
+        match &slot.device {
+            SlotMemory::Registered(_) => None,
+            SlotMemory::Unregistered { why, .. } => Some(why),
+        }
     }
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
         match self.device.register_file(fd) {
@@ -178,7 +252,7 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.read(slot.registered()?, len, file_off, slot_off)
+        file.read(slot.registered_mut()?, len, file_off, slot_off)
     }
     fn write(
         &self,
@@ -190,6 +264,51 @@ impl Staging for GpuStaging {
     ) -> Result<usize, Error> {
         file.write(slot.registered()?, len, file_off, slot_off)
     }
+    type Stream<'s> = GpuStream<'s>;
+    fn check_async(&self) -> Result<(), Error> {
+        self.device.create_stream(STREAM_FLAGS).map(drop)
+    }
+    fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
+        let slot: &'s GpuSlot = slot;
+        match &slot.device {
+            SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
+                stream: self.device.create_stream(STREAM_FLAGS)?,
+                buffer,
+            })),
+            SlotMemory::Unregistered { .. } => Ok(None),
+        }
+    }
+    fn submit_read<'s>(
+        &self,
+        stream: &mut GpuStream<'s>,
+        file: &'s FileHandle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error> {
+        let buffer = stream.buffer;
+        stream
+            .stream
+            .read_async(file, buffer, len, file_off, slot_off)
+            .map(drop)
+    }
+    fn submit_write<'s>(
+        &self,
+        stream: &mut GpuStream<'s>,
+        file: &'s FileHandle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error> {
+        let buffer = stream.buffer;
+        stream
+            .stream
+            .write_async(file, buffer, len, file_off, slot_off)
+            .map(drop)
+    }
+    fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
+        stream.stream.synchronize_each()
+    }
     fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
         if slot.window.is_none() {
             slot.window = Some(self.device.alloc_pinned(slot.window_len())?);
@@ -198,23 +317,23 @@ impl Staging for GpuStaging {
         Ok(window.as_mut_slice())
     }
     fn upload(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        let GpuSlot { memory, window } = slot;
+        let GpuSlot { device, window } = slot;
         let window = window.as_ref().expect("upload after window()");
-        let device = match memory {
+        let buffer = match device {
             SlotMemory::Registered(r) => r.buffer_mut(),
-            SlotMemory::Plain(b) => b,
+            SlotMemory::Unregistered { buffer, .. } => buffer,
         };
-        device.copy_from_host(slot_off, &window.as_slice()[..len])
+        buffer.copy_from_host(slot_off, &window.as_slice()[..len])
     }
     fn download(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
         if slot.window.is_none() {
             self.window(slot)?;
         }
         let window = slot.window.as_mut().expect("allocated above");
-        let device = match &slot.memory {
+        let buffer = match &slot.device {
             SlotMemory::Registered(r) => r.buffer(),
-            SlotMemory::Plain(b) => b,
+            SlotMemory::Unregistered { buffer, .. } => buffer,
         };
-        device.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
+        buffer.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
     }
 }

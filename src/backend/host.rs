@@ -80,6 +80,9 @@ impl Staging for HostStaging {
     fn alloc_slot(&self, len: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
+    fn slot_refusal<'s>(&self, _: &'s AlignedBuf) -> Option<&'s str> {
+        None
+    }
     fn register<'fd>(&self, _fd: BorrowedFd<'fd>) -> Result<Option<Infallible>, Error> {
         Ok(None)
     }
@@ -102,6 +105,38 @@ impl Staging for HostStaging {
         _: usize,
     ) -> Result<usize, Error> {
         match *file {}
+    }
+    type Stream<'s> = Infallible;
+    fn check_async(&self) -> Result<(), Error> {
+        Err(Error::Os(std::io::Error::other(
+            "host memory staging has no asynchronous I/O",
+        )))
+    }
+    fn open_stream<'s>(&'s self, _: &'s mut AlignedBuf) -> Result<Option<Infallible>, Error> {
+        Ok(None)
+    }
+    fn submit_read(
+        &self,
+        stream: &mut Infallible,
+        _: &Infallible,
+        _: usize,
+        _: u64,
+        _: usize,
+    ) -> Result<(), Error> {
+        match *stream {}
+    }
+    fn submit_write(
+        &self,
+        stream: &mut Infallible,
+        _: &Infallible,
+        _: usize,
+        _: u64,
+        _: usize,
+    ) -> Result<(), Error> {
+        match *stream {}
+    }
+    fn sync_stream(&self, stream: &mut Infallible) -> Result<Vec<Result<usize, Error>>, Error> {
+        match *stream {}
     }
     fn window<'s>(&self, slot: &'s mut AlignedBuf) -> Result<&'s mut [u8], Error> {
         Ok(slot.as_mut_slice())

@@ -35,7 +35,12 @@ pub trait Staging: Sync {
     fn slot_alignment(&self) -> u64;
     /// Prepares the calling thread (makes the GPU current: that is per thread).
     fn enter_worker(&self) -> Result<(), Error>;
+    /// Allocates a slot of `len` bytes. On GPU backends a slot whose buffer registration the
+    /// library refuses is still returned: the bounce route needs no registration.
     fn alloc_slot(&self, len: usize) -> Result<Self::Slot, Error>;
+    /// Why library I/O cannot use `slot` (its buffer registration was refused); None when it
+    /// can, or when the backend has no library I/O.
+    fn slot_refusal<'s>(&self, slot: &'s Self::Slot) -> Option<&'s str>;
     /// Registers an O_DIRECT fd. `Ok(None)`: refused in a way the bounce route serves
     /// (tmpfs, FUSE: 5027, 5008, 5030).
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<Self::Handle<'fd>>, Error>;
@@ -57,6 +62,43 @@ pub trait Staging: Sync {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error>;
+    /// An async stream bound to one slot, for the slices of one file (`--async`).
+    type Stream<'s>
+    where
+        Self: 's;
+    /// Whether the library does async I/O: creates one stream and drops it.
+    fn check_async(&self) -> Result<(), Error>;
+    /// A stream whose ops move bytes between files and `slot`; None when the slot cannot
+    /// take library I/O (its registration was refused) or the backend has none.
+    fn open_stream<'s>(
+        &'s self,
+        slot: &'s mut Self::Slot,
+    ) -> Result<Option<Self::Stream<'s>>, Error>;
+    /// Queues a library read of `len` bytes at `file_off` into the slot at `slot_off`.
+    fn submit_read<'s>(
+        &self,
+        stream: &mut Self::Stream<'s>,
+        file: &'s Self::Handle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error>;
+    /// Queues a library write of `len` bytes from the slot at `slot_off` to `file_off`.
+    fn submit_write<'s>(
+        &self,
+        stream: &mut Self::Stream<'s>,
+        file: &'s Self::Handle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error>;
+    /// Waits for the queued ops; each op's count or error, in submission order. The outer
+    /// error is the stream failing to synchronize.
+    #[allow(clippy::type_complexity)]
+    fn sync_stream(
+        &self,
+        stream: &mut Self::Stream<'_>,
+    ) -> Result<Vec<Result<usize, Error>>, Error>;
     /// The host window of the bounce route (allocated on first use).
     fn window<'s>(&self, slot: &'s mut Self::Slot) -> Result<&'s mut [u8], Error>;
     /// Copies `window[..len]` into the slot at `slot_off`.
@@ -88,10 +130,12 @@ pub fn load(
     for &flavor in flavors {
         match gpu::GpuStaging::open(flavor, config.gpu, config.route, diag) {
             Ok(staging) => return Ok(Loaded::Gpu(staging)),
-            // A GPU that exists but cannot be used is an error whatever the choice: the user
-            // asked for that index.
-            Err(e @ Error::NoSuchDevice { .. }) => return Err(StartError::Backend(e.to_string())),
-            Err(e) => missing.push(format!("{}: {e}", gpu::flavor_name(flavor))),
+            // A GPU index that does not exist is an error whatever the choice: the user asked
+            // for that index.
+            Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
+                return Err(StartError::Backend(e.describe(flavor)))
+            }
+            Err(e) => missing.push(e.describe(flavor)),
         }
     }
     let looked_for = missing.join("; ");

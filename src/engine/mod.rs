@@ -8,11 +8,16 @@
 //! direct route (O_DIRECT + hipFile/cuFile) or the bounce route (POSIX I/O + copies to and
 //! from the slot); the unaligned tail and streams go through the bounce route on the
 //! calling thread; the exact size is set last.
+//!
+//! With `--async` (GPU backends whose library has the stream API), a file whose SRC and DST
+//! are both registered is copied by workers that each queue ReadAsync then WriteAsync on
+//! their own stream and synchronize once per slice; everything else is as above.
 
 pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
 mod quote;
+mod transfer;
 pub mod verify;
 
 pub use quote::quote;
@@ -158,11 +163,16 @@ pub enum CopyError {
         library: &'static str,
         message: String,
     },
-    /// No staging memory for the copy of `name`.
-    #[error("cannot allocate {bytes} bytes of {memory} to copy {name}: {message}")]
+    /// No staging memory for the copy of `name`: `bytes` asked for, and retried down to
+    /// `smallest` when the engine shrank the chunk.
+    #[error(
+        "cannot allocate {bytes} bytes of {memory}{} to copy {name}: {message}",
+        smallest.map(|s| format!(" (nor down to {s})")).unwrap_or_default()
+    )]
     Alloc {
         name: String,
         bytes: usize,
+        smallest: Option<usize>,
         memory: &'static str,
         message: String,
     },
@@ -238,17 +248,35 @@ impl Engine {
         let backend = match loaded {
             Loaded::Host(h) => {
                 debug_line("backend host memory");
+                if config.async_io {
+                    warn("--async has no effect with host memory staging; using threads");
+                }
                 Backend::Host(Pipeline::new(h, chunk, streams))
             }
-            Loaded::Gpu(g) => Backend::Gpu(Pipeline::new(g, chunk, streams)),
+            Loaded::Gpu(g) => {
+                let mut pipeline = Pipeline::new(g, chunk, streams);
+                if config.async_io {
+                    use crate::backend::Staging;
+                    match pipeline.staging.check_async() {
+                        Ok(()) => {
+                            pipeline.async_io = true;
+                            debug_line(&format!(
+                                "async: one stream per worker, registered with flags {:#x}",
+                                backend::gpu::STREAM_FLAGS
+                            ));
+                        }
+                        Err(e) => warn(&format!(
+                            "--async is not available ({e}); using the threaded engine"
+                        )),
+                    }
+                }
+                Backend::Gpu(pipeline)
+            }
         };
         debug_line(&format!(
             "chunk {chunk} bytes, {streams} stream(s): up to {} bytes of staging memory",
             chunk * streams
         ));
-        if config.async_io {
-            warn("--async is not available yet; using the threaded engine");
-        }
         if config.debug {
             diag = Some(Box::new(|line: &str| eprintln!("aiscp: debug: {line}")));
         }

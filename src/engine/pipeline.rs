@@ -3,6 +3,7 @@
 
 use super::chunk_plan::ChunkPlan;
 use super::fileio::{self, MIN_ALIGN};
+use super::transfer::{self, Way};
 use super::{quote, CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::backend::Staging;
 use std::fs::File;
@@ -18,6 +19,9 @@ pub(crate) struct Pipeline<S: Staging> {
     slots: Vec<Option<S::Slot>>,
     pub(crate) staging: S,
     chunk: usize,
+    /// `--async`, checked at start to be supported: files whose sides are both direct are
+    /// copied with the stream API, one stream per worker.
+    pub(crate) async_io: bool,
 }
 
 /// How one side of a copy moves its bytes.
@@ -135,6 +139,7 @@ impl<S: Staging> Pipeline<S> {
             slots: (0..streams).map(|_| None).collect(),
             staging,
             chunk,
+            async_io: false,
         }
     }
 
@@ -230,27 +235,77 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 
-    fn ensure_slots(&mut self, n: usize, names: &Names) -> Result<(), CopyError> {
-        for slot in &mut self.slots[..n] {
-            if slot.is_none() {
-                *slot =
-                    Some(
-                        self.staging
-                            .alloc_slot(self.chunk)
-                            .map_err(|e| CopyError::Alloc {
-                                name: names.src.clone(),
-                                bytes: self.chunk,
-                                memory: if self.staging.has_direct_route() {
-                                    "GPU memory"
-                                } else {
-                                    "host memory"
-                                },
-                                message: e.to_string(),
-                            })?,
-                    );
+    /// Makes sure the first `n` slots exist; returns how many slots there are to use (at
+    /// least one, at most `n`).
+    ///
+    /// A slot the device has no memory for at the current chunk size is retried at half the
+    /// size, down to [`MIN_RETRY_CHUNK`]; the smaller chunk then holds for the rest of the run
+    /// (larger slots still fit it). A later slot that cannot be had even so is given up for
+    /// the run and the copy goes on with fewer slots; only the first one is required.
+    fn ensure_slots(
+        &mut self,
+        n: usize,
+        names: &Names,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<usize, CopyError> {
+        let n = n.min(self.slots.len());
+        for i in 0..n {
+            if self.slots[i].is_some() {
+                continue;
+            }
+            match self.alloc_shrinking(diag) {
+                Ok(slot) => {
+                    if let Some(why) = self.staging.slot_refusal(&slot) {
+                        diag(&format!(
+                            "slot {i}: buffer registration refused ({why}); it bounces"
+                        ));
+                    }
+                    self.slots[i] = Some(slot);
+                }
+                Err((_, e)) if i > 0 => {
+                    diag(&format!("slot {i}: {e}; going on with {i} slot(s)"));
+                    self.slots.truncate(i);
+                    return Ok(i);
+                }
+                Err((first, e)) => {
+                    return Err(CopyError::Alloc {
+                        name: names.src.clone(),
+                        bytes: first,
+                        smallest: (self.chunk < first).then_some(self.chunk),
+                        memory: if self.staging.has_direct_route() {
+                            "GPU memory"
+                        } else {
+                            "host memory"
+                        },
+                        message: e.to_string(),
+                    })
+                }
             }
         }
-        Ok(())
+        Ok(n)
+    }
+
+    /// One slot of the current chunk size, halving it while memory runs out. The error
+    /// comes with the size first asked for.
+    fn alloc_shrinking(
+        &mut self,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<S::Slot, (usize, hipfile::Error)> {
+        let first = self.chunk;
+        loop {
+            match self.staging.alloc_slot(self.chunk) {
+                Ok(slot) => return Ok(slot),
+                Err(e) if is_out_of_memory(&e) && self.chunk > MIN_RETRY_CHUNK => {
+                    let smaller = (self.chunk / 2).max(MIN_RETRY_CHUNK) & !(MIN_ALIGN as usize - 1);
+                    diag(&format!(
+                        "cannot allocate {} bytes ({e}); chunk now {smaller} bytes",
+                        self.chunk
+                    ));
+                    self.chunk = smaller;
+                }
+                Err(e) => return Err((first, e)),
+            }
+        }
     }
 
     /// A regular SRC into a regular DST. Returns DST's final size, or the error with the
@@ -266,12 +321,30 @@ impl<S: Staging> Pipeline<S> {
     ) -> Result<u64, (u64, CopyError)> {
         let align =
             fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
-        let chunk = (self.chunk as u64) & !(align - 1);
         let extents = match job.sparse {
             SparseMode::Never => std::iter::once(0..len).collect::<Vec<_>>(),
             _ => fileio::data_extents(job.src, len).map_err(|e| (0, names.read(e)))?,
         };
-        let plan = ChunkPlan::new(len, align, chunk.max(align), &extents);
+        let plan_for = |chunk: usize| {
+            let chunk = (chunk as u64) & !(align - 1);
+            (
+                chunk,
+                ChunkPlan::new(len, align, chunk.max(align), &extents),
+            )
+        };
+        let (mut chunk, mut plan) = plan_for(self.chunk);
+        let chunk_before = self.chunk;
+        let workers = self.slots.len().min(plan.slices.len());
+        let workers = if workers == 0 {
+            0
+        } else {
+            self.ensure_slots(workers, names, diag)
+                .map_err(|e| (0, e))?
+        };
+        if self.chunk != chunk_before {
+            // Device memory ran short: more, smaller slices (never fewer than workers).
+            (chunk, plan) = plan_for(self.chunk);
+        }
         let want_direct =
             !plan.slices.is_empty() && chunk >= align && align <= self.staging.slot_alignment();
         // --sparse=always must see the bytes on the host to find zero blocks.
@@ -288,8 +361,12 @@ impl<S: Staging> Pipeline<S> {
                 return Err((0, e));
             }
         };
+        // The stream API moves bytes between registered files and device memory only: a
+        // file with a bouncing side takes the threaded workers.
+        let use_async =
+            self.async_io && matches!((&src_side, &dst_side), (Side::Library(_), Side::Library(_)));
         diag(&format!(
-            "{} -> {}: {} bytes, {} slice(s) aligned to {align}, read {}{}, write {}{}",
+            "{} -> {}: {} bytes, {} slice(s) aligned to {align}, read {}{}, write {}{}{}",
             names.src,
             names.dst,
             len,
@@ -298,6 +375,7 @@ impl<S: Staging> Pipeline<S> {
             paren(src_why),
             dst_side.describe(),
             paren(dst_why),
+            if use_async { ", async streams" } else { "" },
         ));
         // A direct side needs aligned slices; with none, the slices are still aligned (the
         // plan does not care), only the last bytes go to the sequential phase.
@@ -319,21 +397,14 @@ impl<S: Staging> Pipeline<S> {
             eof_at: AtomicU64::new(u64::MAX),
             error: Mutex::new(None),
         };
-        let workers = self.slots.len().min(plan.slices.len());
         let mut reported = 0;
-        let parallel = self
-            .ensure_slots(workers, names)
-            .map(|()| self.run_workers(workers, &route, &work, progress));
+        reported += self.run_workers(workers, use_async, &route, &work, progress);
         // Workers are joined: hand the fds back buffered for the tail and for the caller.
         let restored = fileio::clear_direct(job.src.as_fd())
             .map_err(|e| names.read(e))
             .and_then(|()| fileio::clear_direct(job.dst.as_fd()).map_err(|e| names.write(e)));
         drop(src_side);
         drop(dst_side);
-        match parallel {
-            Err(e) => return Err((0, e)),
-            Ok(bytes) => reported += bytes,
-        }
         let first_error = work.error.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((_, e)) = first_error {
             return Err((work.copied_prefix(), e));
@@ -367,19 +438,25 @@ impl<S: Staging> Pipeline<S> {
     fn run_workers(
         &mut self,
         workers: usize,
+        use_async: bool,
         route: &Route<'_, S::Handle<'_>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
         let Pipeline { slots, staging, .. } = self;
         let staging = &*staging;
+        let worker = if use_async {
+            run_async_worker::<S>
+        } else {
+            run_worker::<S>
+        };
         let mut slots = slots[..workers]
             .iter_mut()
             .map(|s| s.as_mut().expect("allocated"));
         if workers <= 1 {
             let mut total = 0;
             if let Some(slot) = slots.next() {
-                run_worker(staging, slot, route, work, |n| {
+                worker(staging, slot, route, work, &mut |n| {
                     total += n;
                     progress.advanced(n);
                 });
@@ -391,7 +468,7 @@ impl<S: Staging> Pipeline<S> {
             for slot in slots {
                 let tx = tx.clone();
                 scope.spawn(move || {
-                    run_worker(staging, slot, route, work, |n| {
+                    worker(staging, slot, route, work, &mut |n| {
                         let _ = tx.send(n);
                     })
                 });
@@ -426,7 +503,8 @@ impl<S: Staging> Pipeline<S> {
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Result<u64, (u64, CopyError)> {
-        self.ensure_slots(1, names).map_err(|e| (start, e))?;
+        self.ensure_slots(1, names, &mut |_| {})
+            .map_err(|e| (start, e))?;
         let staging = &self.staging;
         let slot = self.slots[0].as_mut().expect("allocated");
         staging.enter_worker().map_err(|e| (start, names.read(e)))?;
@@ -467,6 +545,18 @@ impl<S: Staging> Pipeline<S> {
     }
 }
 
+/// Smallest chunk the engine shrinks to when device memory runs short.
+const MIN_RETRY_CHUNK: usize = 1 << 20;
+
+/// hipErrorOutOfMemory and CUDA_ERROR_OUT_OF_MEMORY are both 2; host memory says so itself.
+fn is_out_of_memory(e: &hipfile::Error) -> bool {
+    match e {
+        hipfile::Error::Runtime { code, .. } => *code == 2,
+        hipfile::Error::Os(e) => e.kind() == io::ErrorKind::OutOfMemory,
+        _ => false,
+    }
+}
+
 fn paren(why: &str) -> String {
     if why.is_empty() {
         String::new()
@@ -481,18 +571,30 @@ fn run_worker<S: Staging>(
     slot: &mut S::Slot,
     route: &Route<'_, S::Handle<'_>>,
     work: &Work<'_>,
-    mut report: impl FnMut(u64),
+    report: &mut dyn FnMut(u64),
 ) {
     if let Err(e) = staging.enter_worker() {
         work.fail(0, route.names.read(e));
         return;
     }
+    take_slices(work, report, |slice| {
+        copy_slice(staging, slot, route, slice)
+    });
+}
+
+/// Takes slices until none are left, the copy fails, or it is cancelled; `copy` moves one
+/// and returns its bytes (fewer only where SRC ended early).
+fn take_slices(
+    work: &Work<'_>,
+    report: &mut dyn FnMut(u64),
+    mut copy: impl FnMut(Range<u64>) -> Result<u64, CopyError>,
+) {
     while !work.stopping() {
         let index = work.next.fetch_add(1, Ordering::SeqCst);
         let Some(slice) = work.slices.get(index) else {
             break;
         };
-        match copy_slice(staging, slot, route, slice.clone()) {
+        match copy(slice.clone()) {
             Ok(n) => {
                 report(n);
                 if n == slice.end - slice.start {
@@ -504,6 +606,155 @@ fn run_worker<S: Staging>(
             Err(e) => work.fail(slice.start, e),
         }
     }
+}
+
+/// One `--async` worker (both sides registered): one stream on its slot for this file,
+/// each slice a ReadAsync then a WriteAsync on it, synchronized once. A slot hipFile would
+/// not register takes the threaded worker instead.
+fn run_async_worker<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    route: &Route<'_, S::Handle<'_>>,
+    work: &Work<'_>,
+    report: &mut dyn FnMut(u64),
+) {
+    let (Side::Library(src), Side::Library(dst)) = (route.src_side, route.dst_side) else {
+        return run_worker(staging, slot, route, work, report);
+    };
+    if staging.slot_refusal(slot).is_some() {
+        return run_worker(staging, slot, route, work, report);
+    }
+    if let Err(e) = staging.enter_worker() {
+        work.fail(0, route.names.read(e));
+        return;
+    }
+    let mut stream = match staging.open_stream(slot) {
+        Ok(Some(stream)) => stream,
+        Ok(None) => unreachable!("a registered slot opens a stream"),
+        Err(e) => {
+            work.fail(0, route.names.read(e));
+            return;
+        }
+    };
+    take_slices(work, report, |slice| {
+        copy_slice_async(staging, &mut stream, src, dst, route, slice)
+    });
+    // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and
+    // destroys it before the slot can be used again.
+}
+
+/// One queued op, synchronized on its own: its count, or its error.
+fn one_op<'s, S: Staging>(
+    staging: &S,
+    stream: &mut S::Stream<'s>,
+    way: Way,
+    file: &'s S::Handle<'_>,
+    len: usize,
+    file_off: u64,
+    slot_off: usize,
+) -> Result<usize, hipfile::Error> {
+    match way {
+        Way::Read => staging.submit_read(stream, file, len, file_off, slot_off)?,
+        Way::Write => staging.submit_write(stream, file, len, file_off, slot_off)?,
+    }
+    staging
+        .sync_stream(stream)?
+        .pop()
+        .expect("one op was queued")
+}
+
+/// Copies `slice` with the stream: ReadAsync then WriteAsync (stream order makes the write
+/// see the read; no host sync between them), one synchronize, then the counts checked.
+///
+/// The write runs whatever the read did, so after a short or failed read it has written
+/// stale slot bytes to this slice of DST. A failed read fails the copy, and DST is cut back
+/// to before this slice; a short read is completed from its aligned-down count, one op per
+/// synchronize, and the part the write had covered from there is written again. A short
+/// write is completed the same way. Returns the bytes in place, as [`copy_slice`] does.
+fn copy_slice_async<'s, S: Staging>(
+    staging: &S,
+    stream: &mut S::Stream<'s>,
+    src: &'s S::Handle<'_>,
+    dst: &'s S::Handle<'_>,
+    route: &Route<'_, S::Handle<'_>>,
+    slice: Range<u64>,
+) -> Result<u64, CopyError> {
+    let names = route.names;
+    let len = (slice.end - slice.start) as usize;
+    let align = route.align as usize;
+    staging
+        .submit_read(stream, src, len, slice.start, 0)
+        .map_err(|e| names.read(e))?;
+    if let Err(e) = staging.submit_write(stream, dst, len, slice.start, 0) {
+        // Let the queued read finish before the error goes up (and the slot with it).
+        let _ = staging.sync_stream(stream);
+        return Err(names.write(e));
+    }
+    let mut results = staging
+        .sync_stream(stream)
+        .map_err(|e| names.read(e))?
+        .into_iter();
+    // EINTR is a zero count: the follow-up below retries it.
+    let count = |result: Option<Result<usize, hipfile::Error>>| match result {
+        Some(Ok(n)) => Ok(n.min(len)),
+        Some(Err(e)) if transfer::Interruptible::is_interrupted(&e) => Ok(0),
+        Some(Err(e)) => Err(e),
+        None => unreachable!("two ops were queued"),
+    };
+    let read = count(results.next()).map_err(|e| names.read(e))?;
+    let written = count(results.next()).map_err(|e| names.write(e))?;
+    if read == len && written == len {
+        return Ok(len as u64);
+    }
+    let mut got = len;
+    let mut write_from = written & !(align - 1);
+    if read < len {
+        let base = read & !(align - 1);
+        got = base
+            + transfer::drive(
+                Way::Read,
+                len - base,
+                align,
+                fileio::MAX_IO,
+                |done, want| {
+                    let at = base + done;
+                    one_op(
+                        staging,
+                        stream,
+                        Way::Read,
+                        src,
+                        want,
+                        slice.start + at as u64,
+                        at,
+                    )
+                },
+            )
+            .map_err(|e| names.read(e))?;
+        write_from = write_from.min(base);
+    }
+    let to_write = if got < len { got & !(align - 1) } else { len };
+    if write_from < to_write {
+        transfer::drive(
+            Way::Write,
+            to_write - write_from,
+            align,
+            fileio::MAX_IO,
+            |done, want| {
+                let at = write_from + done;
+                one_op(
+                    staging,
+                    stream,
+                    Way::Write,
+                    dst,
+                    want,
+                    slice.start + at as u64,
+                    at,
+                )
+            },
+        )
+        .map_err(|e| names.write(e))?;
+    }
+    Ok(to_write as u64)
 }
 
 /// Reads `slice` into the slot and writes it out. Returns the bytes moved: fewer than the
@@ -518,20 +769,18 @@ fn copy_slice<S: Staging>(
     let names = route.names;
     let len = (slice.end - slice.start) as usize;
     let mut got = 0;
+    let align = route.align as usize;
+    // A slot whose buffer hipFile would not register bounces, even on a registered file:
+    // the fd keeps O_DIRECT, and the window and requests stay aligned for it.
+    let registered = staging.slot_refusal(slot).is_none();
     match route.src_side {
-        Side::Library(handle) => {
-            while got < len {
-                let want = (len - got).min(fileio::MAX_IO);
-                let n = staging
-                    .read(handle, slot, want, slice.start + got as u64, got)
-                    .map_err(|e| names.read(e))?;
-                if n == 0 {
-                    break;
-                }
-                got += n;
-            }
+        Side::Library(handle) if registered => {
+            got = transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
+                staging.read(handle, slot, want, slice.start + done as u64, done)
+            })
+            .map_err(|e| names.read(e))?;
         }
-        Side::Posix { .. } => loop {
+        Side::Library(_) | Side::Posix { .. } => loop {
             let window = staging.window(slot).map_err(|e| names.read(e))?;
             let piece = window.len().min(len - got);
             let n = fileio::pread_full(route.src, &mut window[..piece], slice.start + got as u64)
@@ -544,25 +793,19 @@ fn copy_slice<S: Staging>(
         },
     }
     let to_write = if got < len && route.src_side.is_direct() | route.dst_side.is_direct() {
-        got & !(route.align as usize - 1)
+        got & !(align - 1)
     } else {
         got
     };
     let mut put = 0;
     match route.dst_side {
-        Side::Library(handle) => {
-            while put < to_write {
-                let want = (to_write - put).min(fileio::MAX_IO);
-                let n = staging
-                    .write(handle, slot, want, slice.start + put as u64, put)
-                    .map_err(|e| names.write(e))?;
-                if n == 0 {
-                    return Err(names.write(io::Error::from(io::ErrorKind::WriteZero)));
-                }
-                put += n;
-            }
+        Side::Library(handle) if registered => {
+            put = transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
+                staging.write(handle, slot, want, slice.start + done as u64, done)
+            })
+            .map_err(|e| names.write(e))?;
         }
-        Side::Posix { .. } => {
+        Side::Library(_) | Side::Posix { .. } => {
             while put < to_write {
                 let window_len = staging.window(slot).map_err(|e| names.write(e))?.len();
                 let piece = window_len.min(to_write - put);

@@ -43,7 +43,7 @@ pub fn transfer(req: IoRequest) -> isize {
     let fake = fake();
     let call = fake.calls.io(req.op).fetch_add(1, Ordering::SeqCst) + 1;
     let (fd, result) = match begin(req, call) {
-        Ok((fd, target, len)) => (fd, finish(req, fd, target, len)),
+        Ok(plan) => (plan.fd, finish(req, &plan)),
         Err((fd, result)) => (fd, result),
     };
     fake.trace(|| {
@@ -58,10 +58,22 @@ pub fn transfer(req: IoRequest) -> isize {
     result
 }
 
-/// Validates and accounts for a call under the lock. On success returns the fd, the host
-/// address to move bytes at and how many bytes to move, with the handle and buffer marked
-/// in flight; otherwise the fd (or -1) and the call's result.
-fn begin(req: IoRequest, call: u64) -> Result<(i32, usize, usize), (i32, isize)> {
+/// A validated call, ready to move its bytes.
+struct Planned {
+    fd: i32,
+    /// Host address to move bytes at.
+    target: usize,
+    /// How many bytes to move.
+    len: usize,
+    /// The most the call reports moving: a `short:BYTES` fault whose BYTES an O_DIRECT fd
+    /// could not take moves an aligned amount and reports only BYTES of it, as the real
+    /// library (which never issues a misaligned O_DIRECT call) would.
+    report_at_most: usize,
+}
+
+/// Validates and accounts for a call under the lock. On success returns the plan, with the
+/// handle and buffer marked in flight; otherwise the fd (or -1) and the call's result.
+fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
     let fake = fake();
     let mut reg = fake.registry();
     match req.op {
@@ -98,7 +110,8 @@ fn begin(req: IoRequest, call: u64) -> Result<(i32, usize, usize), (i32, isize)>
     // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     let target = req.base + buffer_offset as usize;
-    if flags != -1 && flags & libc::O_DIRECT != 0 {
+    let direct = flags != -1 && flags & libc::O_DIRECT != 0;
+    if direct {
         let misaligned = (req.file_offset as u64) % DIRECT_IO_ALIGN != 0
             || (req.size as u64) % DIRECT_IO_ALIGN != 0
             || (target as u64) % DIRECT_IO_ALIGN != 0;
@@ -112,12 +125,22 @@ fn begin(req: IoRequest, call: u64) -> Result<(i32, usize, usize), (i32, isize)>
         }
     }
     let mut len = req.size.min(MAX_IO_BYTES);
+    let mut report_at_most = len;
     match fake
         .faults
         .io_fault(req.op, call, req.file_offset as u64, len as u64)
     {
         None => {}
-        Some(IoFault::Short(limit)) => len = len.min(usize::try_from(limit).unwrap_or(len)),
+        Some(IoFault::Short(limit)) => {
+            let limit = usize::try_from(limit).unwrap_or(len);
+            report_at_most = len.min(limit);
+            len = if direct {
+                // The request is aligned (checked above), so rounding up stays within it.
+                len.min(limit.next_multiple_of(DIRECT_IO_ALIGN as usize))
+            } else {
+                report_at_most
+            };
+        }
         Some(IoFault::Errno(e)) => {
             set_errno(e);
             return Err((fd, -1));
@@ -135,12 +158,18 @@ fn begin(req: IoRequest, call: u64) -> Result<(i32, usize, usize), (i32, isize)>
     if let Some(b) = reg.buffers.get_mut(&req.base) {
         b.in_flight += 1;
     }
-    Ok((fd, target, len))
+    Ok(Planned {
+        fd,
+        target,
+        len,
+        report_at_most,
+    })
 }
 
-/// Moves the bytes without the lock, then releases the in-flight marks and counts them.
-fn finish(req: IoRequest, fd: i32, target: usize, len: usize) -> isize {
-    let result = move_bytes(req.op, fd, target, len, req.file_offset);
+/// Moves the bytes without the lock, then releases the in-flight marks and counts them
+/// (stats count what moved, the caller sees at most `report_at_most`).
+fn finish(req: IoRequest, plan: &Planned) -> isize {
+    let result = move_bytes(req.op, plan.fd, plan.target, plan.len, req.file_offset);
     let fake = fake();
     let mut reg = fake.registry();
     if let Some(h) = reg.handles.get_mut(&req.fh) {
@@ -155,7 +184,7 @@ fn finish(req: IoRequest, fd: i32, target: usize, len: usize) -> isize {
             IoOp::Write => reg.stats.write_bytes += result as u64,
         }
     }
-    result
+    result.min(plan.report_at_most as isize)
 }
 
 /// pread/pwrite until `len` bytes moved, end of file, or an error. Returns the count, or

@@ -1155,6 +1155,13 @@ impl<'io> Stream<'io> {
     /// failed op is the error (all ops are complete either way). If the stream itself fails to
     /// synchronize, the ops stay pending: their memory is then never freed under the library.
     pub fn synchronize(&mut self) -> Result<Vec<usize>, Error> {
+        self.synchronize_each()?.into_iter().collect()
+    }
+
+    /// Like [`Stream::synchronize`], but with every op's own result, in submission order, so
+    /// that a caller can tell which op failed (a read or the write queued after it). The outer
+    /// error is the stream's own synchronization failing (the ops then stay pending).
+    pub fn synchronize_each(&mut self) -> Result<Vec<Result<usize, Error>>, Error> {
         // Ops that run inside the synchronization (compatibility paths) leave errno behind
         // with a stored -1, as a synchronous call would.
         self.device.ensure_current()?;
@@ -1164,24 +1171,17 @@ impl<'io> Stream<'io> {
         // SAFETY: as above.
         let errno = unsafe { *errno_location() };
         let lib = self.device.library();
-        let mut counts = Vec::with_capacity(self.ops.len());
-        let mut first_error = None;
+        let mut results = Vec::with_capacity(self.ops.len());
         for op in self.ops.drain(..) {
             // SAFETY: the stream is synchronized, so the library is done with the block.
             let params = unsafe { Box::from_raw(op.params.as_ptr()) };
             op.buf_in_flight.fetch_sub(1, Ordering::AcqRel);
             op.file_in_flight.fetch_sub(1, Ordering::AcqRel);
-            match decode_io_result(params.bytes_done, errno) {
-                Ok(n) => counts.push(n),
-                Err(fail) => {
-                    first_error.get_or_insert_with(|| lib.error(op.call, fail));
-                }
-            }
+            results.push(
+                decode_io_result(params.bytes_done, errno).map_err(|fail| lib.error(op.call, fail)),
+            );
         }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(counts),
-        }
+        Ok(results)
     }
 }
 
