@@ -11,6 +11,7 @@
 #   aiscp_ref     aiscp --backend gpu --route library --streams 1 --chunk-size 0x7ffff000
 #                 (the reference's shape)
 #   aiscp_lib     aiscp --backend gpu --route library (cuFileRead/Write on registered files)
+#   aiscp_s8      aiscp --backend gpu --streams 8 (through --methods only)
 #   aiscp_async   aiscp --backend gpu --route library --async
 #   ref_2G        C port of the reference loop on cuFile, default chunk 0x7ffff000 (ratio base)
 #   dd_direct     dd iflag=direct oflag=direct bs=BS
@@ -140,6 +141,7 @@ method_cmd() {
     local a=("$AISCP_BIN" --no-progress)
     case $1 in
         aiscp) KIND=aiscp CMD=("${a[@]}" --backend gpu "$SRC" "$DST") ;;
+        aiscp_s8) KIND=aiscp CMD=("${a[@]}" --backend gpu --streams 8 "$SRC" "$DST") ;;
         aiscp_lib) KIND=aiscp CMD=("${a[@]}" --backend gpu --route library "$SRC" "$DST") ;;
         aiscp_ref) KIND=aiscp CMD=("${a[@]}" --backend gpu --route library --streams 1 --chunk-size 0x7ffff000 "$SRC" "$DST") ;;
         aiscp_async) KIND=aiscp CMD=("${a[@]}" --backend gpu --route library --async "$SRC" "$DST") ;;
