@@ -3,9 +3,7 @@
 
 use super::Staging;
 use crate::engine::RouteChoice;
-use hipfile::{
-    Device, DeviceBuffer, Driver, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer,
-};
+use hipfile::{Device, DeviceBuffer, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
@@ -57,15 +55,16 @@ impl OpenError {
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
+    /// Holds the driver (when open) and the library alive for every slot and handle.
     device: Device,
-    _driver: Driver,
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
 }
 
 impl GpuStaging {
-    /// Loads `flavor`'s libraries, opens the driver and selects GPU `index`.
+    /// Loads `flavor`'s libraries, selects GPU `index`, and opens the I/O driver when files
+    /// are to take the library route.
     pub fn open(
         flavor: Flavor,
         index: u32,
@@ -82,19 +81,6 @@ impl GpuStaging {
         if index >= count {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
-        let driver = library.open_driver().map_err(OpenError::Driver)?;
-        let device = driver.device(index).map_err(OpenError::Device)?;
-        device.make_current().map_err(OpenError::Device)?;
-        diag(&format!(
-            "backend {} ({}{}), runtime {}, GPU {index} of {count}",
-            flavor_name(flavor),
-            library.io_library_path().display(),
-            library
-                .version()
-                .map(|v| format!(", {v}"))
-                .unwrap_or_default(),
-            library.runtime_library_path().display(),
-        ));
         let (library_route, why) = match route {
             RouteChoice::Library => (true, "as asked"),
             RouteChoice::Bounce => (false, "as asked"),
@@ -105,17 +91,36 @@ impl GpuStaging {
             RouteChoice::Auto if Path::new(NVIDIA_FS).exists() => (true, "nvidia-fs present"),
             RouteChoice::Auto => (false, "cuFile in compatibility mode: no nvidia-fs"),
         };
+        // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
+        // costs start-up time and (cuFile) host memory for buffers it would never use.
+        let device = if library_route {
+            let driver = library.open_driver().map_err(OpenError::Driver)?;
+            driver.device(index)
+        } else {
+            library.staging_device(index)
+        }
+        .map_err(OpenError::Device)?;
+        diag(&format!(
+            "backend {} ({}{}), runtime {}, GPU {index} of {count}",
+            flavor_name(flavor),
+            library.io_library_path().display(),
+            library
+                .version()
+                .map(|v| format!(", {v}"))
+                .unwrap_or_default(),
+            library.runtime_library_path().display(),
+        ));
         diag(&format!(
             "route: {} ({why})",
             if library_route {
                 "library I/O on registered files"
             } else {
-                "own bounce: O_DIRECT into pinned memory, copied through the GPU buffer"
+                "own bounce: O_DIRECT into pinned memory, copied through the GPU buffer; \
+                 I/O driver not opened"
             }
         ));
         Ok(GpuStaging {
             device,
-            _driver: driver,
             flavor,
             library_route,
         })

@@ -11,7 +11,7 @@
 pub mod gpu;
 pub mod host;
 
-use crate::engine::{BackendChoice, Config, StartError};
+use crate::engine::{BackendChoice, Config, RouteChoice, StartError};
 use hipfile::{Error, Flavor};
 use std::os::fd::BorrowedFd;
 
@@ -126,9 +126,14 @@ pub fn load(
         BackendChoice::CuFile => &[Flavor::CuFile],
         BackendChoice::Auto | BackendChoice::Gpu => &[Flavor::HipFile, Flavor::CuFile],
     };
+    // --async is the library's stream API: it needs the library route.
+    let route = match (config.route, config.async_io) {
+        (RouteChoice::Auto, true) => RouteChoice::Library,
+        (route, _) => route,
+    };
     let mut missing = Vec::new();
     for &flavor in flavors {
-        match gpu::GpuStaging::open(flavor, config.gpu, config.route, diag) {
+        match gpu::GpuStaging::open(flavor, config.gpu, route, diag) {
             Ok(staging) => return Ok(Loaded::Gpu(staging)),
             // A GPU index that does not exist is an error whatever the choice: the user asked
             // for that index.

@@ -324,6 +324,14 @@ impl Library {
         self.inner.runtime.device_count()
     }
 
+    /// Device `index` for staging memory and copies only, without opening the I/O driver:
+    /// for callers that move file data with their own POSIX I/O (where the library could only
+    /// emulate DMA, its driver would cost start-up time and host memory for nothing).
+    /// Registering files, buffers or streams on it fails with DriverNotInitialized (5001).
+    pub fn staging_device(&self, index: u32) -> Result<Device, Error> {
+        Device::open(self, None, index)
+    }
+
     /// Opens the driver once; it is closed when the last clone of the `Driver` is dropped.
     pub fn open_driver(&self) -> Result<Driver, Error> {
         if self.flavor() == Flavor::CuFile {
@@ -397,45 +405,10 @@ impl Driver {
     }
 
     /// Selects device `index`, checked against the device count ([`Error::NoSuchDevice`]),
-    /// and makes it current on the calling thread.
+    /// and makes it current on the calling thread. Files, buffers and streams of this device
+    /// can be registered with the driver.
     pub fn device(&self, index: u32) -> Result<Device, Error> {
-        let count = match self.library().device_count() {
-            Ok(n) => n,
-            Err(e) if e.code() == Some(sys::RUNTIME_NO_DEVICE) => 0,
-            Err(e) => return Err(e),
-        };
-        if index >= count {
-            return Err(Error::NoSuchDevice { index, count });
-        }
-        let runtime = self.library().runtime();
-        let ctx = match &runtime.inner.table {
-            sys::RuntimeFunctions::Hip(_) => DeviceContext::Hip,
-            sys::RuntimeFunctions::Cuda(_) => {
-                let cu = runtime.cuda()?;
-                let mut dev: sys::CuDevice = 0;
-                // SAFETY: valid out pointer; index < count.
-                runtime.check("cuDeviceGet", unsafe {
-                    (cu.device_get)(&mut dev, index as c_int)
-                })?;
-                let mut ctx: sys::CuContext = std::ptr::null_mut();
-                // SAFETY: valid out pointer; released in DeviceInner::drop.
-                runtime.check("cuDevicePrimaryCtxRetain", unsafe {
-                    (cu.primary_ctx_retain)(&mut ctx, dev)
-                })?;
-                DeviceContext::Cuda { dev, ctx }
-            }
-        };
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        let device = Device {
-            inner: Arc::new(DeviceInner {
-                driver: self.clone(),
-                index,
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                ctx,
-            }),
-        };
-        device.make_current()?;
-        Ok(device)
+        Device::open(self.library(), Some(self.clone()), index)
     }
 }
 
@@ -454,7 +427,10 @@ enum DeviceContext {
 }
 
 struct DeviceInner {
-    driver: Driver,
+    lib: Library,
+    /// The open I/O driver, for devices that register files, buffers and streams; `None` for
+    /// a device used only for staging memory and copies (see [`Library::staging_device`]).
+    driver: Option<Driver>,
     index: u32,
     /// Process-unique, for the per-thread "current device" cache.
     id: u64,
@@ -470,7 +446,7 @@ unsafe impl Sync for DeviceInner {}
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         if let DeviceContext::Cuda { dev, .. } = self.ctx {
-            if let sys::RuntimeFunctions::Cuda(cu) = &self.driver.library().runtime().inner.table {
+            if let sys::RuntimeFunctions::Cuda(cu) = &self.lib.runtime().inner.table {
                 // SAFETY: balances the retain in Driver::device; every buffer and stream of
                 // this device holds a clone of it, so none is alive.
                 let _ = unsafe { (cu.primary_ctx_release)(dev) };
@@ -491,16 +467,75 @@ pub struct Device {
 }
 
 impl Device {
+    /// Checks `index` against the device count, retains the device's context (CUDA) and
+    /// makes it current on the calling thread.
+    fn open(lib: &Library, driver: Option<Driver>, index: u32) -> Result<Device, Error> {
+        let count = match lib.device_count() {
+            Ok(n) => n,
+            Err(e) if e.code() == Some(sys::RUNTIME_NO_DEVICE) => 0,
+            Err(e) => return Err(e),
+        };
+        if index >= count {
+            return Err(Error::NoSuchDevice { index, count });
+        }
+        let runtime = lib.runtime();
+        let ctx = match &runtime.inner.table {
+            sys::RuntimeFunctions::Hip(_) => DeviceContext::Hip,
+            sys::RuntimeFunctions::Cuda(_) => {
+                let cu = runtime.cuda()?;
+                let mut dev: sys::CuDevice = 0;
+                // SAFETY: valid out pointer; index < count.
+                runtime.check("cuDeviceGet", unsafe {
+                    (cu.device_get)(&mut dev, index as c_int)
+                })?;
+                let mut ctx: sys::CuContext = std::ptr::null_mut();
+                // SAFETY: valid out pointer; released in DeviceInner::drop.
+                runtime.check("cuDevicePrimaryCtxRetain", unsafe {
+                    (cu.primary_ctx_retain)(&mut ctx, dev)
+                })?;
+                DeviceContext::Cuda { dev, ctx }
+            }
+        };
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let device = Device {
+            inner: Arc::new(DeviceInner {
+                lib: lib.clone(),
+                driver,
+                index,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                ctx,
+            }),
+        };
+        device.make_current()?;
+        Ok(device)
+    }
+
     pub fn index(&self) -> u32 {
         self.inner.index
     }
 
-    pub fn driver(&self) -> &Driver {
-        &self.inner.driver
+    /// The open I/O driver, when this device came from [`Driver::device`].
+    pub fn driver(&self) -> Option<&Driver> {
+        self.inner.driver.as_ref()
     }
 
     fn library(&self) -> &Library {
-        self.inner.driver.library()
+        &self.inner.lib
+    }
+
+    /// The library, if the I/O driver is open for this device: registration needs it.
+    /// `call` picks the failing call's name in this flavor's symbol set.
+    fn io_library(&self, call: fn(&sys::IoSymbols) -> &'static str) -> Result<&Library, Error> {
+        match &self.inner.driver {
+            Some(driver) => Ok(driver.library()),
+            None => {
+                let lib = self.library();
+                Err(lib.error(
+                    call(lib.inner.names),
+                    Failure::Op(sys::DRIVER_NOT_INITIALIZED),
+                ))
+            }
+        }
     }
 
     fn runtime(&self) -> &Runtime {
@@ -600,7 +635,7 @@ impl Device {
     /// Registers a borrowed fd (descriptor type OpaqueFD); deregistered on drop, which the
     /// borrow forces before the fd can close.
     pub fn register_file<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<FileHandle<'fd>, Error> {
-        let lib = self.library();
+        let lib = self.io_library(|n| n.handle_register)?;
         let mut descr = sys::FileDescr::from_fd(fd.as_raw_fd());
         let mut handle: sys::FileHandleRaw = std::ptr::null_mut();
         // SAFETY: valid pointers; the descriptor is only read during the call.
@@ -617,7 +652,7 @@ impl Device {
     /// A non-blocking stream registered with `flags` (sys::STREAM_* bits). The stream borrows
     /// the handles and buffers given to its async ops for `'io`.
     pub fn create_stream<'io>(&self, flags: u32) -> Result<Stream<'io>, Error> {
-        let lib = self.library();
+        let lib = self.io_library(|n| n.stream_register)?;
         let (Some(register), Some(_), Some(_), Some(_)) = (
             lib.inner.io.stream_register,
             lib.inner.io.stream_deregister,
@@ -737,7 +772,10 @@ impl DeviceBuffer {
     /// Registers the buffer for I/O; the returned guard deregisters before the memory is freed.
     /// On failure the buffer comes back, so the caller can fall back to a bounce path.
     pub fn register(self) -> Result<RegisteredBuffer, (DeviceBuffer, Error)> {
-        let lib = self.device.library();
+        let lib = match self.device.io_library(|n| n.buf_register) {
+            Ok(lib) => lib,
+            Err(e) => return Err((self, e)),
+        };
         // SAFETY: the whole allocation, registered once; deregistered in RegisteredBuffer.
         let e = unsafe { (lib.inner.io.buf_register)(self.addr as *const c_void, self.len, 0) };
         match lib.check_file_error(lib.inner.names.buf_register, e) {

@@ -46,7 +46,7 @@ fn sync_io_moves_exact_bytes() {
         None,
         || {
             let dev = device(0);
-            let lib = dev.driver().library();
+            let lib = dev.driver().expect("opened through the driver").library();
             assert!(
                 lib.version().unwrap().starts_with("hipFile "),
                 "{:?}",
@@ -635,5 +635,45 @@ fn objects_outlive_the_handles_that_made_them() {
             assert_eq!(plain.len(), 4096);
         },
         |r| r.assert_clean(),
+    );
+}
+
+#[test]
+fn staging_device_copies_without_opening_the_driver() {
+    common::fake(
+        "staging_device_copies_without_opening_the_driver",
+        "",
+        None,
+        || {
+            let lib = Library::load(Flavor::HipFile).expect("load the fake library");
+            let dev = lib.staging_device(0).expect("staging device");
+            assert!(dev.driver().is_none());
+            let data = common::random_bytes(3 * 4096 + 17);
+            let mut buf = dev.alloc(data.len()).unwrap();
+            buf.copy_from_host(0, &data).unwrap();
+            let mut back = vec![0u8; data.len()];
+            buf.copy_to_host(0, &mut back).unwrap();
+            assert_eq!(back, data);
+            let mut pinned = dev.alloc_pinned(4096).unwrap();
+            pinned.as_mut_slice()[0] = 7;
+            // Registration needs the driver: a typed DriverNotInitialized, not a call into a
+            // library whose driver nobody opened.
+            let dir = tempfile::tempdir().unwrap();
+            let f = File::open(file_with(dir.path(), "f", b"x")).unwrap();
+            let err = dev.register_file(f.as_fd()).err().expect("refused");
+            assert_eq!(err.code(), Some(5001), "{err}");
+            let (_buf, err) = buf.register().err().expect("refused");
+            assert_eq!(err.code(), Some(5001), "{err}");
+            assert_eq!(
+                dev.create_stream(0).err().expect("refused").code(),
+                Some(5001)
+            );
+            assert_eq!(lib.use_count(), Some(0), "the driver was never opened");
+        },
+        |r| {
+            r.assert_clean();
+            assert_eq!(r.stat("handles"), 0);
+            assert!(r.stat("htod_bytes") >= 3 * 4096 + 17);
+        },
     );
 }
