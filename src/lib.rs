@@ -3,3 +3,4 @@
 
 pub mod backend;
 pub mod engine;
+pub mod quote;

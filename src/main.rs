@@ -10,10 +10,10 @@ mod open_dir;
 mod options;
 mod plan;
 mod progress;
-mod quote;
 mod signals;
 mod stat;
 
+use aiscp::quote;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
 use messages::{error, program};

@@ -173,6 +173,8 @@ fn quote_bytes(bytes: &[u8], utf8: bool) -> String {
 mod tests {
     use super::quote_bytes;
 
+    /// Expected strings were produced by GNU cp 9.1 (`cp NAME /nonexist/x`), with the
+    /// locale's UTF-8-ness given.
     #[test]
     fn matches_gnu_cp_9_1() {
         let cases: &[(&[u8], bool, &str)] = &[
@@ -192,6 +194,26 @@ mod tests {
             ("é'".as_bytes(), true, "\"é'\""),
             (b"\x7f", true, "''$'\\177'"),
             (b"\xff", true, "''$'\\377'"),
+            (b"a", true, "'a'"),
+            (b"", true, "''"),
+            (b"a b", true, "'a b'"),
+            (b"it's", true, "\"it's\""),
+            (b"it\"s", true, "'it\"s'"),
+            (b"it's $x", true, "'it'\\''s $x'"),
+            (b"nl\nx", true, "'nl'$'\\n''x'"),
+            (b"\ta", true, "''$'\\t''a'"),
+            (b"a\t", true, "'a'$'\\t'"),
+            (b"a\t\nb", true, "'a'$'\\t\\n''b'"),
+            ("é".as_bytes(), true, "'é'"),
+            (b"a\xffb", true, "'a'$'\\377''b'"),
+            (b"a\\b", true, "'a\\b'"),
+            (b"it's!", true, "'it'\\''s!'"),
+            (b"it's\\", true, "'it'\\''s\\'"),
+            (b"#it's", true, "\"#it's\""),
+            (b"it's#", true, "'it'\\''s#'"),
+            (b"it's%+,-./:@]_", true, "\"it's%+,-./:@]_\""),
+            (b"it's=", true, "'it'\\''s='"),
+            (b"it's\tx", true, "'it'\\''s'$'\\t''x'"),
         ];
         for (input, utf8, want) in cases {
             assert_eq!(

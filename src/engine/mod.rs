@@ -16,11 +16,8 @@
 pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
-mod quote;
 mod transfer;
 pub mod verify;
-
-pub use quote::quote;
 
 use crate::backend::{self, Loaded};
 use pipeline::Pipeline;

@@ -4,8 +4,9 @@
 use super::chunk_plan::ChunkPlan;
 use super::fileio::{self, MIN_ALIGN};
 use super::transfer::{self, Way};
-use super::{quote, CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
+use super::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::backend::Staging;
+use crate::quote::quote;
 use std::fs::File;
 use std::io;
 use std::ops::Range;

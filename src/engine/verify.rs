@@ -9,8 +9,8 @@
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
 
 use super::fileio::MIN_ALIGN;
-use super::quote;
 use crate::backend::host::AlignedBuf;
+use crate::quote::quote;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
