@@ -54,21 +54,14 @@ pub fn target_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-/// Builds crates/fake-gpu once per test process and returns the path of libfake_gpu.so.
-/// Cargo's own lock serialises concurrent builds from several suites.
+#[path = "../../crates/fake-gpu/tests/support/build.rs"]
+mod fake_gpu_build;
+
+/// Builds crates/fake-gpu once per test process and returns this process's copy of
+/// libfake_gpu.so.
 pub fn fake_gpu_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "fake-gpu"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cannot run cargo to build fake-gpu");
-        assert!(status.success(), "building fake-gpu failed");
-        let lib = target_dir().join("libfake_gpu.so");
-        assert!(lib.exists(), "{} missing after build", lib.display());
-        lib
-    })
+    LIB.get_or_init(fake_gpu_build::build_fake_gpu)
 }
 
 /// The backends every end-to-end suite runs over.

@@ -222,25 +222,13 @@ fn rw(path: &Path) -> File {
 // Parent side
 // ---------------------------------------------------------------------------------------
 
-/// Builds the cdylib (a no-op when fresh) and returns its path, next to this test binary's
-/// profile directory.
+#[path = "support/build.rs"]
+mod fake_gpu_build;
+
+/// Builds the cdylib (a no-op when fresh) and returns this process's copy of it.
 fn library() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "-q", "-p", "fake-gpu"]);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        build.env("CARGO_TARGET_DIR", profile_dir.parent().unwrap());
-        let status = build.status().expect("run cargo build");
-        assert!(status.success(), "cargo build -p fake-gpu failed");
-        let lib = profile_dir.join("libfake_gpu.so");
-        assert!(lib.exists(), "{} missing after build", lib.display());
-        lib
-    })
+    LIB.get_or_init(fake_gpu_build::build_fake_gpu)
 }
 
 struct Outcome {

@@ -22,20 +22,14 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// Builds crates/fake-gpu (once per test process) and returns the path of libfake_gpu.so.
+#[path = "../../../fake-gpu/tests/support/build.rs"]
+mod fake_gpu_build;
+
+/// Builds crates/fake-gpu (once per test process) and returns this process's copy of
+/// libfake_gpu.so.
 pub fn fake_library() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "fake-gpu"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build -p fake-gpu");
-        assert!(status.success(), "cargo build -p fake-gpu failed");
-        let path = target_dir().join("debug/libfake_gpu.so");
-        assert!(path.exists(), "{} missing after the build", path.display());
-        path
-    })
+    PATH.get_or_init(fake_gpu_build::build_fake_gpu)
 }
 
 /// The environment that points hipfile-rs at the fake library.
