@@ -19,7 +19,7 @@ fn report(what: &str, dst: &Path, e: &io::Error) -> Reported {
     error(&format!(
         "{what} {}: {}",
         quote(dst),
-        crate::messages::io_text(e)
+        crate::messages::os_text(e)
     ));
     Reported
 }

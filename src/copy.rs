@@ -9,7 +9,7 @@
 
 use crate::attrs;
 use crate::backup;
-use crate::messages::{error, io_text};
+use crate::messages::{error, os_text};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{Clobber, Deref, Options};
 use crate::plan::join;
@@ -167,7 +167,7 @@ impl<'a> Copier<'a> {
         };
         let mut d = target.to_path_buf();
         let mut dir = OpenDir::open(target)
-            .map_err(|e| fail(format!("cannot access {}: {}", quote(target), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot access {}: {}", quote(target), os_text(&e))))?;
         for c in ancestors {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
@@ -178,7 +178,7 @@ impl<'a> Copier<'a> {
                 Err(_) => Some(self.make_parent(&dir, name, &s, &d)?),
             };
             let cannot =
-                |e: io::Error| fail(format!("cannot access {}: {}", quote(&d), io_text(&e)));
+                |e: io::Error| fail(format!("cannot access {}: {}", quote(&d), os_text(&e)));
             dir = dir.open_child(name, false).map_err(cannot)?;
             if let Some(src_meta) = made_here {
                 made.push(MadeParent {
@@ -208,7 +208,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "failed to get attributes of {}: {}",
                 quote(s),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         if !sm.is_dir() {
@@ -221,7 +221,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot make directory {}: {}",
                 quote(d),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         if self.opts.verbose {
@@ -239,7 +239,7 @@ impl<'a> Copier<'a> {
         let f = made
             .dir
             .readable()
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(&made.dst), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot open {}: {}", quote(&made.dst), os_text(&e))))?;
         let src_dir = File::open(&made.src).ok();
         attrs::apply(
             &f,
@@ -270,7 +270,7 @@ impl<'a> Copier<'a> {
         let src_meta = src
             .dir
             .stat(src.name, follow)
-            .map_err(|e| fail(format!("cannot stat {}: {}", quote(src.path), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot stat {}: {}", quote(src.path), os_text(&e))))?;
         let src_kind = src_meta.kind();
 
         if src_kind == FileKind::Dir && !opts.recursive {
@@ -297,7 +297,7 @@ impl<'a> Copier<'a> {
                 return Err(fail(format!(
                     "cannot stat {}: {}",
                     quote(dst.path),
-                    io_text(&e)
+                    os_text(&e)
                 )))
             }
         };
@@ -400,7 +400,7 @@ impl<'a> Copier<'a> {
                         fail(format!(
                             "cannot backup {}: {}",
                             quote(dst.path),
-                            io_text(&e)
+                            os_text(&e)
                         ))
                     })?;
                 backup_path = Some(bpath);
@@ -458,7 +458,7 @@ impl<'a> Copier<'a> {
                         "cannot create symbolic link {} to {}: {}",
                         quote(dst.path),
                         quote(src.path),
-                        io_text(&e)
+                        os_text(&e)
                     ))
                 })?;
             verbose_line();
@@ -470,7 +470,7 @@ impl<'a> Copier<'a> {
                     "cannot create hard link {} to {}: {}",
                     quote(dst.path),
                     quote(src.path),
-                    io_text(&e)
+                    os_text(&e)
                 ))
             })?;
             verbose_line();
@@ -493,7 +493,7 @@ impl<'a> Copier<'a> {
                         "cannot create hard link {} to {}: {}",
                         quote(dst.path),
                         quote(&first.path),
-                        io_text(&e)
+                        os_text(&e)
                     ))
                 })?;
                 verbose_line();
@@ -530,7 +530,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot read symbolic link {}: {}",
                 quote(src.path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         if dst_exists {
@@ -540,7 +540,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot create symbolic link {}: {}",
                 quote(dst.path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         attrs::apply_to_symlink(dst, meta, self.opts)
@@ -560,7 +560,7 @@ impl<'a> Copier<'a> {
                 (res, "cannot create special file")
             }
         };
-        res.map_err(|e| fail(format!("{what} {}: {}", quote(dst.path), io_text(&e))))?;
+        res.map_err(|e| fail(format!("{what} {}: {}", quote(dst.path), os_text(&e))))?;
         attrs::apply_to_special(dst, meta, self.opts)
     }
 
@@ -583,7 +583,7 @@ impl<'a> Copier<'a> {
                 fail(format!(
                     "cannot create directory {}: {}",
                     quote(dst.path),
-                    io_text(&e)
+                    os_text(&e)
                 ))
             })?;
             if opts.verbose {
@@ -594,7 +594,7 @@ impl<'a> Copier<'a> {
             .dir
             .open_child(dst.name, false)
             .and_then(|d| Ok((d.stat_self()?, d)))
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), os_text(&e))))?;
         let (dst_now, dst_dir) = (dst_dir.0, Rc::new(dst_dir.1));
         if dst_meta.is_some_and(|m| m.id() != dst_now.id()) {
             return Err(replaced(dst.path));
@@ -620,7 +620,7 @@ impl<'a> Copier<'a> {
                 error(&format!(
                     "cannot access {}: {}",
                     quote(src.path),
-                    io_text(&e)
+                    os_text(&e)
                 ));
                 ok = false;
                 Vec::new()
@@ -658,7 +658,7 @@ impl<'a> Copier<'a> {
         }
         let f = dst_dir
             .readable()
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), os_text(&e))))?;
         if new_dir && !opts.preserve.mode {
             let mode = if opts.preserve.default_mode {
                 0o777 & !self.umask
@@ -693,7 +693,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot access {}: {}",
                 quote(src.path),
-                io_text(&e)
+                os_text(&e)
             ))
         };
         let dir = src.dir.open_child(src.name, follow).map_err(cannot)?;
@@ -721,11 +721,11 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot open {} for reading: {}",
                 quote(src.path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         let opened = Stat::of(&src_file)
-            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src.path), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src.path), os_text(&e))))?;
         if opened.id() != src_meta.id() {
             return Err(replaced(src.path));
         }
@@ -736,7 +736,7 @@ impl<'a> Copier<'a> {
 
         let (dst_file, created) = self.open_dst(dst, &opened, dst_exists)?;
         let dst_now = Stat::of(&dst_file)
-            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(dst.path), io_text(&e))))?;
+            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(dst.path), os_text(&e))))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
                 "{} and {} are the same file",
@@ -774,7 +774,7 @@ impl<'a> Copier<'a> {
                     return Err(fail(format!(
                         "cannot create regular file {}: {}",
                         quote(dst.path),
-                        io_text(&e)
+                        os_text(&e)
                     )))
                 }
             }
@@ -793,7 +793,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot create regular file {}: {}",
                 quote(dst.path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         Ok((f, true))
@@ -871,7 +871,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "cannot create temporary file in {}: {}",
                 quote(&dir_path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         let guard = TempGuard {
@@ -904,7 +904,7 @@ impl<'a> Copier<'a> {
             fail(format!(
                 "error syncing {}: {}",
                 quote(dst.path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         dst.dir.rename(&tmp, dst.name).map_err(|e| {
@@ -915,7 +915,7 @@ impl<'a> Copier<'a> {
                     Path::new(Path::new(&tmp).file_name().unwrap_or_default())
                 )),
                 quote(dst.path),
-                io_text(&e)
+                os_text(&e)
             ))
         })?;
         guard.disarm();
@@ -950,7 +950,7 @@ fn remove(dst: At<'_>) -> Step {
         fail(format!(
             "cannot remove {}: {}",
             quote(dst.path),
-            io_text(&e)
+            os_text(&e)
         ))
     })
 }
@@ -1028,7 +1028,7 @@ fn sync(f: &File, dst: At<'_>, created: bool) -> Step {
         fail(format!(
             "error syncing {}: {}",
             quote(dst.path),
-            io_text(&e)
+            os_text(&e)
         ))
     })?;
     if created {
@@ -1043,14 +1043,14 @@ fn sync_dir(dst: At<'_>) -> Step {
         fail(format!(
             "cannot open directory {}: {}",
             quote(parent_path(dst.path)),
-            io_text(&e)
+            os_text(&e)
         ))
     })?;
     d.sync_all().map_err(|e| {
         fail(format!(
             "error syncing directory of {}: {}",
             quote(dst.path),
-            io_text(&e)
+            os_text(&e)
         ))
     })
 }

@@ -119,7 +119,7 @@ fn main() {
             usage_exit(&e);
         }
         if let Err(e) = generate::run(what) {
-            error(&format!("write error: {}", messages::io_text(&e)));
+            error(&format!("write error: {}", messages::os_text(&e)));
             std::process::exit(1);
         }
         return;
@@ -143,7 +143,7 @@ fn main() {
         Err(e) => {
             error(&format!(
                 "cannot install signal handlers: {}",
-                messages::io_text(&e)
+                messages::os_text(&e)
             ));
             std::process::exit(1);
         }

@@ -3,19 +3,9 @@
 
 use std::sync::OnceLock;
 
-/// strerror(errno) for an I/O error, e.g. "No such file or directory".
-pub fn io_text(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => {
-            let s = std::io::Error::from_raw_os_error(code).to_string();
-            match s.rfind(" (os error ") {
-                Some(i) => s[..i].to_owned(),
-                None => s,
-            }
-        }
-        None => e.to_string(),
-    }
-}
+/// strerror(errno) for an I/O error, e.g. "No such file or directory" (the engine's messages
+/// use the same function).
+pub use aiscp::engine::os_text;
 
 /// The program name for message prefixes: argv[0] exactly as invoked.
 pub fn program() -> &'static str {

@@ -53,7 +53,7 @@ fn is_dir(p: &Path) -> std::io::Result<bool> {
 }
 
 fn errno_text(e: &std::io::Error) -> String {
-    crate::messages::io_text(e)
+    crate::messages::os_text(e)
 }
 
 /// Turns the operands into jobs following GNU cp's do_copy.

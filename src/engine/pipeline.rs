@@ -53,32 +53,18 @@ struct Names {
 }
 
 impl Names {
-    fn read(&self, e: impl Into<IoLike>) -> CopyError {
+    /// A read failure, from an OS call or a GPU library call (hipfile-rs keeps the errno
+    /// where there is one, the decoded text otherwise).
+    fn read(&self, e: impl Into<io::Error>) -> CopyError {
         CopyError::Read {
             name: self.src.clone(),
-            source: e.into().0,
+            source: e.into(),
         }
     }
-    fn write(&self, e: impl Into<IoLike>) -> CopyError {
+    fn write(&self, e: impl Into<io::Error>) -> CopyError {
         CopyError::Write {
             name: self.dst.clone(),
-            source: e.into().0,
-        }
-    }
-}
-
-/// An io::Error from either an OS call or a GPU library call (decoded text).
-struct IoLike(io::Error);
-impl From<io::Error> for IoLike {
-    fn from(e: io::Error) -> Self {
-        IoLike(e)
-    }
-}
-impl From<hipfile::Error> for IoLike {
-    fn from(e: hipfile::Error) -> Self {
-        match e {
-            hipfile::Error::Os(e) => IoLike(e),
-            e => IoLike(io::Error::other(e.to_string())),
+            source: e.into(),
         }
     }
 }
