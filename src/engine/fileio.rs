@@ -60,14 +60,21 @@ pub fn clear_direct(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads into all of `buf` at `offset`; fewer bytes only at EOF.
-pub fn pread_full(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+/// Reads into all of `buf` at `offset`; fewer bytes only at EOF. With `direct` (an O_DIRECT
+/// fd), a count that leaves the offset unaligned also means end of file: asking again there
+/// would be refused with EINVAL instead of answering 0.
+pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         let end = buf.len().min(done + MAX_IO);
         match file.read_at(&mut buf[done..end], offset + done as u64) {
             Ok(0) => break,
-            Ok(n) => done += n,
+            Ok(n) => {
+                done += n;
+                if direct && (offset + done as u64) % MIN_ALIGN != 0 {
+                    break;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

@@ -503,7 +503,7 @@ impl<S: Staging> Pipeline<S> {
             }
             let window = staging.window(slot).map_err(|e| (pos, names.read(e)))?;
             let n = if positional_src {
-                fileio::pread_full(job.src, window, pos)
+                fileio::pread_full(job.src, window, pos, false)
             } else {
                 fileio::read_full(job.src, window)
             }
@@ -770,8 +770,14 @@ fn copy_slice<S: Staging>(
         Side::Library(_) | Side::Posix { .. } => loop {
             let window = staging.window(slot).map_err(|e| names.read(e))?;
             let piece = window.len().min(len - got);
-            let n = fileio::pread_full(route.src, &mut window[..piece], slice.start + got as u64)
-                .map_err(|e| names.read(e))?;
+            let at = slice.start + got as u64;
+            let n = fileio::pread_full(
+                route.src,
+                &mut window[..piece],
+                at,
+                route.src_side.is_direct(),
+            )
+            .map_err(|e| names.read(e))?;
             staging.upload(slot, got, n).map_err(|e| names.read(e))?;
             got += n;
             if n < piece || got == len {

@@ -8,13 +8,13 @@
 //! examples), and the digest is returned for --debug. The comparison itself is exact: the
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
 
-use super::fileio::MIN_ALIGN;
+use super::fileio;
 use crate::backend::host::AlignedBuf;
 use crate::quote::quote;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -156,8 +156,8 @@ fn verify_in_chunks(
     let (mut src_hash, mut dst_hash) = (Xxh3::new(), Xxh3::new());
     let mut offset = 0u64;
     loop {
-        let a = read_chunk(src, src_buf, offset, false).map_err(read_err(&sq))?;
-        let b = read_chunk(&reader, dst_buf, offset, direct).map_err(read_err(&dq))?;
+        let a = fileio::pread_full(src, src_buf, offset, false).map_err(read_err(&sq))?;
+        let b = fileio::pread_full(&reader, dst_buf, offset, direct).map_err(read_err(&dq))?;
         let common = a.min(b);
         if let Some(i) = first_difference(&src_buf[..common], &dst_buf[..common]) {
             return Err(VerifyError::Differs {
@@ -237,27 +237,6 @@ fn reopen_for_reading(dst: &File, dst_name: &Path) -> io::Result<(File, DstRead)
         }
         Err(e) => Err(e),
     }
-}
-
-/// Fills `buf` from `offset`; fewer bytes only at end of file. With `direct`, a count that
-/// is not a multiple of the alignment also means end of file: asking again at that unaligned
-/// offset would be refused with EINVAL instead of answering 0.
-fn read_chunk(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                if direct && done as u64 % MIN_ALIGN != 0 {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 /// Index of the first byte where `a` and `b` (of equal length) differ. Compares 4 KiB
