@@ -4,7 +4,7 @@
 #
 #   bench/run.sh [--size 1G] [--dir PATH] [--rounds 3] [--cpu-only] [--out DIR] [--label NAME]
 #                [--methods a,b,...] [--skip a,b,...] [--bs 64M] [--budget SECS] [--no-drop]
-#                [--assume-gbps X] [--keep]
+#                [--assume-gbps X] [--keep] [--extra 'NAME=[BINARY] ARGS'...]
 #
 # Methods (GPU mode, the default):
 #   aiscp         aiscp --backend gpu (engine defaults; gpu only so it can't fall back to host)
@@ -21,6 +21,10 @@
 # --cpu-only (no GPU needed): aiscp_host (--backend host, defaults), aiscp_host_1s (--backend
 #   host --streams 1 --chunk-size BS: dd's shape), dd_direct, cp, hostcopy_qd8 and the ceilings.
 # Also available through --methods: ref_64M (reference loop, 64 MiB chunk).
+# --extra 'NAME=[BINARY] ARGS' (repeatable) adds a method NAME running BINARY (an aiscp build;
+#   default AISCP_BIN) as `BINARY --no-progress ARGS SRC DST`, e.g. --extra 's2=--backend gpu
+#   --streams 2`: variants side by side with the defaults, in the same run. Extras always run,
+#   after the --methods/--skip selection.
 #
 # Every run: DST removed, SRC evicted from the page cache (fadvise) and, as root, every cache
 # dropped; the timed span is the whole process plus syncfs of the target filesystem. Methods are
@@ -39,6 +43,8 @@ source "$HERE/../scripts/lib.sh"
 
 size=1G dir=/var/tmp/aiscp-bench rounds=3 cpu_only=0 out="" label="" only="" skip=""
 bs=64M budget=0 no_drop=0 assume="" keep=0
+extras=()
+declare -A extra_args
 while (($#)); do
     case $1 in
         --size) size=$2; shift 2 ;;
@@ -54,6 +60,10 @@ while (($#)); do
         --no-drop) no_drop=1; shift ;;
         --assume-gbps) assume=$2; shift 2 ;;
         --keep) keep=1; shift ;;
+        --extra)
+            [[ $2 =~ ^([A-Za-z0-9_]+)=(.*)$ ]] || die "--extra wants NAME=[BINARY] ARGS, got: $2"
+            extras+=("${BASH_REMATCH[1]}") extra_args[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+            shift 2 ;;
         -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
@@ -134,6 +144,13 @@ for m in "${all[@]}"; do
     esac
     methods+=("$m")
 done
+for m in "${extras[@]}"; do
+    read -r -a words <<< "${extra_args[$m]}"
+    xbin=$AISCP_BIN
+    [[ ${words[0]:-} == */* ]] && xbin=${words[0]}
+    [[ -x $xbin ]] || { say "$xbin missing: $m dropped"; continue; }
+    methods+=("$m")
+done
 ((${#methods[@]})) || die "no methods to run"
 
 # method_cmd NAME: sets CMD (argv) and KIND (aiscp, ref, hostcopy, read, write).
@@ -158,7 +175,13 @@ method_cmd() {
         write_qd8) KIND=write CMD=("$bin/rawbw" write "$DST" "$bytes" $((16 << 20)) 8) ;;
         read_dd) KIND=read CMD=(dd if="$SRC" of=/dev/null bs="$bs_bytes" iflag=direct) ;;
         write_dd) KIND=write CMD=(dd if=/dev/zero of="$DST" bs="$bs_bytes" count="$bytes" iflag=count_bytes oflag=direct) ;;
-        *) return 1 ;;
+        *)
+            [[ -n ${extra_args[$1]:-} ]] || return 1
+            local words xbin=$AISCP_BIN
+            read -r -a words <<< "${extra_args[$1]}"
+            if [[ ${words[0]} == */* ]]; then xbin=${words[0]} words=("${words[@]:1}"); fi
+            KIND=aiscp CMD=("$xbin" --no-progress "${words[@]}" "$SRC" "$DST")
+            ;;
     esac
 }
 methods_tsv=$bin/methods-$label.tsv

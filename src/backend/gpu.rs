@@ -81,6 +81,11 @@ impl GpuStaging {
         if index >= count {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
+        diag(&format!(
+            "loaded {} and {}: {count} GPU(s)",
+            library.io_library_path().display(),
+            library.runtime_library_path().display(),
+        ));
         let (library_route, why) = match route {
             RouteChoice::Library => (true, "as asked"),
             RouteChoice::Bounce => (false, "as asked"),

@@ -26,6 +26,7 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Bytes per slice unless configured: measured on the H200 machine, 64 MiB slices beat the
 /// reference's 2 GiB by 1.2-1.5x, and four of them keep reads and writes overlapped.
@@ -207,6 +208,14 @@ pub enum StartError {
 /// Where --debug lines go.
 type Diag = Box<dyn FnMut(&str) + Send>;
 
+/// One --debug line on stderr, stamped with the seconds since the engine started.
+fn debug_print(started: Instant, line: &str) {
+    eprintln!(
+        "aiscp: debug: +{:.3}s {line}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 enum Backend {
     Host(Pipeline<backend::host::HostStaging>),
     Gpu(Pipeline<backend::gpu::GpuStaging>),
@@ -221,7 +230,8 @@ pub struct Engine {
 
 impl Engine {
     /// Brings up the backend. `warn` receives one-line warnings (already filtered by quiet).
-    /// With `config.debug`, diagnostics go to stderr as `aiscp: debug: ...` unless
+    /// With `config.debug`, diagnostics go to stderr as `aiscp: debug: +S.SSSs ...` (seconds
+    /// since this call, so start-up costs show where they are paid) unless
     /// [`Engine::set_diag`] redirects them.
     pub fn start(config: Config, warn: &mut dyn FnMut(&str)) -> Result<Engine, StartError> {
         let chunk = config.chunk_size.unwrap_or(DEFAULT_CHUNK);
@@ -234,10 +244,11 @@ impl Engine {
         if streams == 0 {
             return Err(StartError::Streams);
         }
+        let started = Instant::now();
         let mut diag: Option<Diag> = None;
         let mut debug_line = |line: &str| {
             if config.debug {
-                eprintln!("aiscp: debug: {line}");
+                debug_print(started, line);
             }
         };
         let loaded = backend::load(&config, warn, &mut debug_line)?;
@@ -275,7 +286,7 @@ impl Engine {
             chunk * streams
         ));
         if config.debug {
-            diag = Some(Box::new(|line: &str| eprintln!("aiscp: debug: {line}")));
+            diag = Some(Box::new(move |line: &str| debug_print(started, line)));
         }
         Ok(Engine {
             backend,
@@ -308,6 +319,7 @@ impl Engine {
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
         let cancel = &*self.config.cancel;
+        let started = Instant::now();
         let mut no_diag = |_: &str| {};
         let diag: &mut dyn FnMut(&str) = match &mut self.diag {
             Some(d) => d,
@@ -317,6 +329,12 @@ impl Engine {
             Backend::Host(p) => p.copy(job, progress, cancel, diag),
             Backend::Gpu(p) => p.copy(job, progress, cancel, diag),
         }?;
+        let secs = started.elapsed().as_secs_f64();
+        diag(&format!(
+            "{}: {end} bytes in {secs:.3} s ({:.3} GB/s)",
+            crate::quote::quote(job.dst_name),
+            end as f64 / secs.max(1e-9) / 1e9
+        ));
         if self.config.verify {
             let checked = verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
             diag(&checked.describe(job.dst_name));
