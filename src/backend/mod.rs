@@ -133,6 +133,19 @@ pub fn load(
     };
     let mut missing = Vec::new();
     for &flavor in flavors {
+        // Trying a vendor's libraries on a machine without its kernel driver only costs
+        // start-up time; an explicit --backend or an AISCP_* override still tries them.
+        let guessing = matches!(config.backend, BackendChoice::Auto | BackendChoice::Gpu);
+        if guessing && !flavor.driver_present() && !flavor.overridden() {
+            let why = format!(
+                "{}: no GPU driver ({} not found)",
+                gpu::flavor_name(flavor),
+                flavor.device_node().display()
+            );
+            diag(&format!("skipped {why}"));
+            missing.push(why);
+            continue;
+        }
         match gpu::GpuStaging::open(flavor, config.gpu, route, diag) {
             Ok(staging) => return Ok(Loaded::Gpu(staging)),
             // A GPU index that does not exist is an error whatever the choice: the user asked

@@ -29,10 +29,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Bytes per slice unless configured: measured on the H200 machine, 64 MiB slices beat the
-/// reference's 2 GiB by 1.2-1.5x, and four of them keep reads and writes overlapped.
+/// reference's 2 GiB by 1.2-1.5x (bigger bounce windows did not help).
 pub const DEFAULT_CHUNK: u64 = 64 << 20;
-/// Slices in flight unless configured.
-pub const DEFAULT_STREAMS: usize = 4;
+/// Slices in flight unless configured. Two keep one slice reading while the other writes;
+/// on the H200 machine (8 GiB, cold) two beat four on both disks (virtio 0.876 vs 0.825 GB/s,
+/// RAM-backed ext4 1.73 vs 1.52), and eight did not help: more requests in flight only
+/// contend for the same storage queue. BENCHMARKS.md has the runs.
+pub const DEFAULT_STREAMS: usize = 2;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
 
