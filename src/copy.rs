@@ -730,6 +730,11 @@ impl<'a> Copier<'a> {
             return Err(replaced(src.path));
         }
 
+        // The backend comes up before DEST is touched: if it cannot, the run ends with DEST
+        // neither created nor truncated.
+        if !opts.attributes_only && !opts.reflink_always {
+            start_engine(&mut self.engine, &self.config);
+        }
         if opts.atomic {
             return self.copy_file_atomic(src.path, dst, &src_file, &opened, dst_exists);
         }

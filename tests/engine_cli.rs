@@ -114,6 +114,140 @@ fn auto_without_a_gpu_library_warns_once_and_copies() {
     assert_same_bytes(&fs::read(&dst).unwrap(), &data, "auto fallback");
 }
 
+/// `aiscp --backend VALUE SRC DST` with no library override set, in a fresh directory.
+fn without_overrides(backend: &str) -> (std::process::Output, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 5000, 7);
+    let mut cmd = Command::cargo_bin("aiscp").unwrap();
+    for var in [
+        "AISCP_BACKEND",
+        "AISCP_HIPFILE_LIB",
+        "AISCP_HIP_LIB",
+        "AISCP_CUFILE_LIB",
+        "AISCP_CUDA_LIB",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .args(["--backend", backend])
+        .arg(&src)
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
+    (out, dir)
+}
+
+/// Whether this machine has either vendor's kernel driver (then the skip cannot be seen).
+fn has_gpu_driver() -> bool {
+    ["/dev/kfd", "/dev/nvidiactl"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+}
+
+#[test]
+fn gpu_backend_skips_vendors_whose_kernel_driver_is_absent() {
+    if has_gpu_driver() {
+        eprintln!("skipped: this machine has a GPU kernel driver");
+        return;
+    }
+    let (out, dir) = without_overrides("gpu");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hipFile: no GPU driver (/dev/kfd not found)")
+            && stderr.contains("cuFile: no GPU driver (/dev/nvidiactl not found)"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("d").exists(), "nothing is created");
+}
+
+#[test]
+fn a_backend_that_cannot_start_leaves_an_existing_dst_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 5000, 9);
+    for atomic in [false, true] {
+        let dst = dir.path().join("d");
+        fs::write(&dst, b"precious").unwrap();
+        let missing = dir.path().join("none.so");
+        let mut cmd = Command::cargo_bin("aiscp").unwrap();
+        cmd.env_remove("AISCP_BACKEND");
+        for var in [
+            "AISCP_HIPFILE_LIB",
+            "AISCP_HIP_LIB",
+            "AISCP_CUFILE_LIB",
+            "AISCP_CUDA_LIB",
+        ] {
+            cmd.env(var, &missing);
+        }
+        if atomic {
+            cmd.arg("--atomic");
+        }
+        let out = cmd
+            .args(["--backend", "gpu"])
+            .arg(&src)
+            .arg(&dst)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "atomic {atomic}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("no usable GPU I/O library"), "{stderr}");
+        assert_eq!(fs::read(&dst).unwrap(), b"precious", "atomic {atomic}");
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 2, "no temporary files: {left:?}");
+    }
+}
+
+#[test]
+fn an_explicit_backend_tries_its_libraries_even_without_the_driver() {
+    if has_gpu_driver() {
+        eprintln!("skipped: this machine has a GPU kernel driver");
+        return;
+    }
+    for backend in ["hipfile", "cufile"] {
+        let (out, _dir) = without_overrides(backend);
+        assert_eq!(out.status.code(), Some(1), "{backend}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("no GPU driver") && stderr.contains("searched"),
+            "{backend}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_override_makes_auto_try_that_vendor_anyway() {
+    if has_gpu_driver() {
+        eprintln!("skipped: this machine has a GPU kernel driver");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    let data = write_random(&src, 5000, 8);
+    let missing = dir.path().join("none.so");
+    let out = Command::cargo_bin("aiscp")
+        .unwrap()
+        .env("AISCP_BACKEND", "auto")
+        .env("AISCP_HIP_LIB", &missing)
+        .env_remove("AISCP_HIPFILE_LIB")
+        .env_remove("AISCP_CUFILE_LIB")
+        .env_remove("AISCP_CUDA_LIB")
+        .arg(&src)
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&*missing.to_string_lossy())
+            && stderr.contains("cuFile: no GPU driver (/dev/nvidiactl not found)")
+            && stderr.contains("copying through host memory"),
+        "{stderr}"
+    );
+    assert_same_bytes(&fs::read(dir.path().join("d")).unwrap(), &data, "fallback");
+}
+
 #[test]
 fn help_states_the_gpu_memory_used() {
     Command::cargo_bin("aiscp")
