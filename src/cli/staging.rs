@@ -1,8 +1,6 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp::engine::{
-    BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, DEFAULT_STREAMS, MAX_CHUNK,
-};
+use aiscp::engine::{BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, MAX_CHUNK};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -64,15 +62,15 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub chunk_size: u64,
-    /// Slices in flight, each with its own staging buffer of --chunk-size bytes
+    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 2 on
+    /// a GPU, 4 with host memory]
     #[arg(
         long,
         value_name = "N",
-        default_value_t = DEFAULT_STREAMS as u64,
         value_parser = clap::value_parser!(u64).range(1..=256),
         help_heading = "GPU staging"
     )]
-    pub streams: u64,
+    pub streams: Option<u64>,
     /// Use hipFile's asynchronous stream API (one stream per slice)
     #[arg(long = "async", help_heading = "GPU staging")]
     pub async_io: bool,
@@ -176,7 +174,7 @@ impl From<&StagingArgs> for Config {
                 RouteArg::Library => RouteChoice::Library,
                 RouteArg::Bounce => RouteChoice::Bounce,
             },
-            streams: Some(a.streams as usize),
+            streams: a.streams.map(|n| n as usize),
             async_io: a.async_io,
             debug: a.debug,
             quiet: a.quiet,

@@ -31,11 +31,14 @@ use std::time::Instant;
 /// Bytes per slice unless configured: measured on the H200 machine, 64 MiB slices beat the
 /// reference's 2 GiB by 1.2-1.5x (bigger bounce windows did not help).
 pub const DEFAULT_CHUNK: u64 = 64 << 20;
-/// Slices in flight unless configured. Two keep one slice reading while the other writes;
-/// on the H200 machine (8 GiB, cold) two beat four on both disks (virtio 0.876 vs 0.825 GB/s,
-/// RAM-backed ext4 1.73 vs 1.52), and eight did not help: more requests in flight only
-/// contend for the same storage queue. BENCHMARKS.md has the runs.
-pub const DEFAULT_STREAMS: usize = 2;
+/// Slices in flight on GPU backends unless configured. Two keep one slice reading while the
+/// other writes; on the H200 machine (8 GiB, cold) two beat four on both disks (virtio 0.876
+/// vs 0.825 GB/s, RAM-backed ext4 1.73 vs 1.52 and 1.80 vs 1.63), and eight did not help.
+pub const DEFAULT_GPU_STREAMS: usize = 2;
+/// Slices in flight with host memory staging unless configured. Without device copies in
+/// between, a deeper queue pays: four beat two and one on the dev VM's virtio disk (0.401 vs
+/// 0.284 vs 0.309 GB/s) and matched dd on the H200's RAM disk. BENCHMARKS.md has the runs.
+pub const DEFAULT_HOST_STREAMS: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
 
@@ -243,8 +246,7 @@ impl Engine {
         }
         // MAX_CHUNK is a multiple of 4096, so rounding up stays within it.
         let chunk = chunk.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN;
-        let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
-        if streams == 0 {
+        if config.streams == Some(0) {
             return Err(StartError::Streams);
         }
         let started = Instant::now();
@@ -256,6 +258,10 @@ impl Engine {
         };
         let loaded = backend::load(&config, warn, &mut debug_line)?;
         let chunk = chunk as usize;
+        let streams = config.streams.unwrap_or(match loaded {
+            Loaded::Host(_) => DEFAULT_HOST_STREAMS,
+            Loaded::Gpu(_) => DEFAULT_GPU_STREAMS,
+        });
         let backend = match loaded {
             Loaded::Host(h) => {
                 debug_line("backend host memory");
