@@ -11,13 +11,22 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use hipfile::{Device, Error, Flavor, Library};
+use hipfile::{Device, Error, Flavor, Library, RegisteredBuffer};
 
 fn device(index: u32) -> Device {
     let lib = Library::load(Flavor::HipFile).expect("load the fake library");
     assert_eq!(lib.flavor(), Flavor::HipFile);
     let driver = lib.open_driver().expect("open the driver");
     driver.device(index).expect("device")
+}
+
+/// A registered device buffer of `len` bytes (the test fails if registration does).
+fn registered(dev: &Device, len: usize) -> RegisteredBuffer {
+    dev.alloc(len)
+        .unwrap()
+        .register()
+        .map_err(|(_, e)| e)
+        .expect("register the buffer")
 }
 
 fn file_with(dir: &Path, name: &str, data: &[u8]) -> std::path::PathBuf {
@@ -56,12 +65,7 @@ fn sync_io_moves_exact_bytes() {
             let wanted = std::env::var_os(hipfile::ENV_HIPFILE_LIB).expect("override set");
             assert_eq!(lib.io_library_path(), Path::new(&wanted));
             let dir = tempfile::tempdir().unwrap();
-            let mut buf = dev
-                .alloc(128 * 1024)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let mut buf = registered(&dev, 128 * 1024);
             for (i, &size) in SIZES.iter().enumerate() {
                 let data = common::random_bytes(size);
                 let src = File::open(file_with(dir.path(), &format!("src{i}"), &data)).unwrap();
@@ -110,12 +114,7 @@ fn o_direct_requires_alignment() {
             let path = file_with(dir.path(), "src", &data);
             let f = open_direct(&path, false);
             let h = dev.register_file(f.as_fd()).unwrap();
-            let mut buf = dev
-                .alloc(16384)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let mut buf = registered(&dev, 16384);
 
             assert_eq!(h.read(&mut buf, 8192, 4096, 4096).unwrap(), 8192);
             let mut host = vec![0u8; 8192];
@@ -161,12 +160,7 @@ fn short_counts_are_returned() {
                 dev.register_file(src.as_fd()).unwrap(),
                 dev.register_file(dst.as_fd()).unwrap(),
             );
-            let mut buf = dev
-                .alloc(8192)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let mut buf = registered(&dev, 8192);
             assert_eq!(s.read(&mut buf, 8192, 0, 0).unwrap(), 100);
             assert_eq!(s.read(&mut buf, 8192, 0, 0).unwrap(), 8192);
             assert_eq!(d.write(&buf, 8192, 0, 0).unwrap(), 8192);
@@ -188,12 +182,7 @@ fn read_fault_at_offset_fires_once() {
             let src =
                 File::open(file_with(dir.path(), "src", &common::random_bytes(16384))).unwrap();
             let h = dev.register_file(src.as_fd()).unwrap();
-            let mut buf = dev
-                .alloc(8192)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let mut buf = registered(&dev, 8192);
             assert_eq!(h.read(&mut buf, 4096, 0, 0).unwrap(), 4096);
             let err = h.read(&mut buf, 8192, 4096, 0).unwrap_err();
             assert_eq!(err.errno(), Some(libc::EIO), "{err}");
@@ -214,12 +203,7 @@ fn nth_write_fails_with_enospc() {
             let dir = tempfile::tempdir().unwrap();
             let dst = File::create(dir.path().join("dst")).unwrap();
             let h = dev.register_file(dst.as_fd()).unwrap();
-            let buf = dev
-                .alloc(4096)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let buf = registered(&dev, 4096);
             assert_eq!(h.write(&buf, 4096, 0, 0).unwrap(), 4096);
             let err = h.write(&buf, 4096, 4096, 0).unwrap_err();
             assert_eq!(err.errno(), Some(libc::ENOSPC));
@@ -243,12 +227,7 @@ fn library_and_runtime_codes_are_decoded() {
             let src =
                 File::open(file_with(dir.path(), "src", &common::random_bytes(4096))).unwrap();
             let h = dev.register_file(src.as_fd()).unwrap();
-            let mut buf = dev
-                .alloc(4096)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let mut buf = registered(&dev, 4096);
 
             let err = h.read(&mut buf, 4096, 0, 0).unwrap_err();
             assert!(
@@ -440,12 +419,7 @@ fn device_index_is_checked() {
             // Work on device 1 from another thread: it is made current there by the calls.
             std::thread::scope(|s| {
                 s.spawn(|| {
-                    let buf = one
-                        .alloc(4096)
-                        .unwrap()
-                        .register()
-                        .map_err(|(_, e)| e)
-                        .unwrap();
+                    let buf = registered(&one, 4096);
                     drop(buf);
                 });
             });
@@ -503,12 +477,7 @@ fn file_handle_is_shared_by_threads() {
                 for t in 0..4u64 {
                     let (s, d, dev) = (&s, &d, &dev);
                     scope.spawn(move || {
-                        let mut buf = dev
-                            .alloc(65536)
-                            .unwrap()
-                            .register()
-                            .map_err(|(_, e)| e)
-                            .unwrap();
+                        let mut buf = registered(&dev, 65536);
                         for chunk in [t, t + 4] {
                             let off = chunk * 65536;
                             assert_eq!(s.read(&mut buf, 65536, off, 0).unwrap(), 65536);
@@ -587,12 +556,7 @@ fn async_errors_surface_at_synchronize() {
             let src =
                 File::open(file_with(dir.path(), "src", &common::random_bytes(4096))).unwrap();
             let s = dev.register_file(src.as_fd()).unwrap();
-            let buf = dev
-                .alloc(4096)
-                .unwrap()
-                .register()
-                .map_err(|(_, e)| e)
-                .unwrap();
+            let buf = registered(&dev, 4096);
             let mut stream = dev
                 .create_stream(hipfile::sys::STREAM_FIXED_FILE_SIZE)
                 .unwrap();
@@ -624,12 +588,7 @@ fn objects_outlive_the_handles_that_made_them() {
                 let driver = lib.open_driver().unwrap();
                 let dev = driver.device(0).unwrap();
                 let h = dev.register_file(f.as_fd()).unwrap();
-                let buf = dev
-                    .alloc(4096)
-                    .unwrap()
-                    .register()
-                    .map_err(|(_, e)| e)
-                    .unwrap();
+                let buf = registered(&dev, 4096);
                 (h, buf)
             };
             assert_eq!(h.read(&mut buf, 4096, 0, 0).unwrap(), 4096);
