@@ -730,10 +730,13 @@ impl<'a> Copier<'a> {
             return Err(replaced(src.path));
         }
 
-        // The backend comes up before DEST is touched: if it cannot, the run ends with DEST
-        // neither created nor truncated.
+        // The backend and its first buffer come before DEST is touched: if the backend
+        // cannot start the run ends, if the buffer cannot be had this file fails, and either
+        // way DEST is neither created nor truncated.
         if !opts.attributes_only && !opts.reflink_always {
-            start_engine(&mut self.engine, &self.config);
+            start_engine(&mut self.engine, &self.config)
+                .prepare(src.path)
+                .map_err(|e| fail(e.to_string()))?;
         }
         if opts.atomic {
             return self.copy_file_atomic(src.path, dst, &src_file, &opened, dst_exists);

@@ -382,6 +382,40 @@ fn device_allocation_failure_names_the_size() {
 }
 
 #[test]
+fn device_allocation_failure_leaves_an_existing_dst_intact() {
+    // The first buffer is allocated before DEST is opened: with no device memory for it the
+    // file fails, and the DEST it would have replaced keeps every byte (with and without
+    // --atomic), while no new DEST is created for the other operand.
+    for atomic in [&[][..], &["--atomic"][..]] {
+        let scene = Scene::new(12);
+        let old = random_bytes(70_000, 99);
+        fs::write(scene.path("out/big"), &old).unwrap();
+        let mut args = atomic.to_vec();
+        args.extend(["big", "out/big"]);
+        let out = scene.run("malloc>16384", &args);
+        assert_one_error(
+            &out,
+            &["cannot allocate 65536 bytes of GPU memory to copy 'big'"],
+        );
+        assert_same_bytes(
+            &fs::read(scene.path("out/big")).unwrap(),
+            &old,
+            &format!("the old out/big ({atomic:?})"),
+        );
+        let out = scene.run("malloc>16384", &["mid", "out/mid"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(!scene.path("out/mid").exists(), "no empty DEST is left");
+        assert_eq!(
+            fs::read_dir(scene.path("out")).unwrap().count(),
+            1,
+            "no temporary file is left ({atomic:?})"
+        );
+        scene.assert_sources_untouched();
+        scene.report().assert_clean();
+    }
+}
+
+#[test]
 fn a_single_failed_allocation_spares_the_other_operands() {
     // The second slot's allocation fails (64 KiB is too small to shrink): the copy goes on
     // with the one slot it has, whole, for every operand.

@@ -320,6 +320,21 @@ impl Engine {
         }
     }
 
+    /// Allocates what every copy needs (the first staging slot) for copying `src_name`.
+    /// Call it before opening DST: its failure leaves DST as it was. [`Engine::copy`] does
+    /// the same itself, so calling this is optional.
+    pub fn prepare(&mut self, src_name: &Path) -> Result<(), CopyError> {
+        let mut no_diag = |_: &str| {};
+        let diag: &mut dyn FnMut(&str) = match &mut self.diag {
+            Some(d) => d,
+            None => &mut no_diag,
+        };
+        match &mut self.backend {
+            Backend::Host(p) => p.prepare(src_name, diag),
+            Backend::Gpu(p) => p.prepare(src_name, diag),
+        }
+    }
+
     /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied
     /// (DST's final size). On error DST is cut back to the bytes known to be copied.
     pub fn copy(

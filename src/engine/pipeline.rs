@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
@@ -128,6 +129,20 @@ impl<S: Staging> Pipeline<S> {
             chunk,
             async_io: false,
         }
+    }
+
+    /// Secures the first slot (the one every copy needs) before the caller touches DST, so
+    /// that a device without memory for it fails the file while an existing DST is intact.
+    pub(crate) fn prepare(
+        &mut self,
+        src_name: &Path,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<(), CopyError> {
+        let names = Names {
+            src: quote(src_name),
+            dst: String::new(),
+        };
+        self.ensure_slots(1, &names, diag).map(|_| ())
     }
 
     pub(crate) fn copy(

@@ -477,7 +477,7 @@ fn file_handle_is_shared_by_threads() {
                 for t in 0..4u64 {
                     let (s, d, dev) = (&s, &d, &dev);
                     scope.spawn(move || {
-                        let mut buf = registered(&dev, 65536);
+                        let mut buf = registered(dev, 65536);
                         for chunk in [t, t + 4] {
                             let off = chunk * 65536;
                             assert_eq!(s.read(&mut buf, 65536, off, 0).unwrap(), 65536);
