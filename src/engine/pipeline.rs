@@ -18,6 +18,10 @@ use std::time::Duration;
 
 /// Workers' slots (dropped first: buffers go back before the driver closes) and the backend.
 pub(crate) struct Pipeline<S: Staging> {
+    /// The worker threads: made for the first file that has more than one slice for them,
+    /// then reused for every file of the run (each makes the device current again per file,
+    /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
+    threads: Option<rayon::ThreadPool>,
     slots: Vec<Option<S::Slot>>,
     pub(crate) staging: S,
     chunk: usize,
@@ -124,6 +128,7 @@ struct Route<'a, H> {
 impl<S: Staging> Pipeline<S> {
     pub(crate) fn new(staging: S, chunk: usize, streams: usize) -> Pipeline<S> {
         Pipeline {
+            threads: None,
             slots: (0..streams).map(|_| None).collect(),
             staging,
             chunk,
@@ -445,17 +450,30 @@ impl<S: Staging> Pipeline<S> {
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
-        let Pipeline { slots, staging, .. } = self;
+        let Pipeline {
+            slots,
+            staging,
+            threads,
+            ..
+        } = self;
         let staging = &*staging;
         let worker = if use_async {
             run_async_worker::<S>
         } else {
             run_worker::<S>
         };
+        if workers > 1 && threads.is_none() {
+            // Without threads (the system refused them) the copy still goes on, inline.
+            *threads = rayon::ThreadPoolBuilder::new()
+                .num_threads(slots.len())
+                .thread_name(|i| format!("aiscp-worker-{i}"))
+                .build()
+                .ok();
+        }
         let mut slots = slots[..workers]
             .iter_mut()
             .map(|s| s.as_mut().expect("allocated"));
-        if workers <= 1 {
+        let Some(threads) = threads.as_ref().filter(|_| workers > 1) else {
             let mut total = 0;
             if let Some(slot) = slots.next() {
                 worker(staging, slot, route, work, &mut |n| {
@@ -464,12 +482,13 @@ impl<S: Staging> Pipeline<S> {
                 });
             }
             return total;
-        }
+        };
         let (tx, rx) = mpsc::channel::<u64>();
-        std::thread::scope(|scope| {
+        // The body runs here (it forwards progress); the workers run on the pool's threads.
+        threads.in_place_scope(|scope| {
             for slot in slots {
                 let tx = tx.clone();
-                scope.spawn(move || {
+                scope.spawn(move |_| {
                     worker(staging, slot, route, work, &mut |n| {
                         let _ = tx.send(n);
                     })

@@ -68,6 +68,9 @@ pub unsafe extern "C" fn hipSetDevice(device: c_int) -> HipError {
         return HIP_ERROR_INVALID_DEVICE;
     }
     CURRENT_DEVICE.set(device);
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    fake().registry().stats.device_threads.insert(tid);
     HIP_SUCCESS
 }
 

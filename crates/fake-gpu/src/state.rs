@@ -4,7 +4,7 @@
 //! All bookkeeping sits behind one mutex; callers never hold it across a pread/pwrite, so
 //! worker threads doing I/O only contend for the short validation and accounting steps.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -98,6 +98,9 @@ pub struct Stats {
     pub mallocs: u64,
     pub max_alloc: u64,
     pub handles: u64,
+    /// Threads (kernel thread ids) that made a device current with hipSetDevice: shows
+    /// whether a caller's workers are reused across files or made anew for each.
+    pub device_threads: HashSet<libc::pid_t>,
 }
 
 #[derive(Debug)]
@@ -233,7 +236,7 @@ impl Registry {
         let _ = writeln!(
             out,
             "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
-             mallocs={} max_alloc={} handles={}",
+             mallocs={} max_alloc={} handles={} device_threads={}",
             s.reads,
             s.writes,
             s.read_bytes,
@@ -242,7 +245,8 @@ impl Registry {
             s.dtoh_bytes,
             s.mallocs,
             s.max_alloc,
-            s.handles
+            s.handles,
+            s.device_threads.len()
         );
         out
     }
