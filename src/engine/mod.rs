@@ -7,7 +7,8 @@
 //! parallel, each through its own staging slot (device memory on GPU backends), by the
 //! direct route (O_DIRECT + hipFile/cuFile) or the bounce route (POSIX I/O + copies to and
 //! from the slot); the unaligned tail and streams go through the bounce route on the
-//! calling thread; the exact size is set last.
+//! calling thread; the exact size is set last. The library, its driver, the slots and the
+//! worker threads are made once and reused for every file of the run.
 //!
 //! With `--async` (GPU backends whose library has the stream API), a file whose SRC and DST
 //! are both registered is copied by workers that each queue ReadAsync then WriteAsync on
