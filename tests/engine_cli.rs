@@ -140,7 +140,7 @@ fn without_overrides(backend: &str) -> (std::process::Output, tempfile::TempDir)
 
 /// Whether this machine has either vendor's kernel driver (then the skip cannot be seen).
 fn has_gpu_driver() -> bool {
-    ["/dev/kfd", "/dev/nvidiactl"]
+    ["/dev/kfd", "/dev/nvidiactl", "/dev/dxg"]
         .iter()
         .any(|p| std::path::Path::new(p).exists())
 }
