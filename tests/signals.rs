@@ -290,6 +290,23 @@ fn a_second_signal_ends_a_stuck_copy_at_once() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+#[test]
+fn one_signal_stops_a_copy_whose_source_hangs() {
+    // The source stops sending but stays open: the read waits for data that never comes.
+    // The first signal must still end the copy cleanly (the read waits in short polls and
+    // looks at the stop flag between them), on every backend.
+    for backend in BACKENDS {
+        let mut copy = Copy::start(backend, &[], Some(512 * 1024), None);
+        copy.wait_for_progress(256 * 1024);
+        thread::sleep(Duration::from_millis(300)); // let the feeder stall
+        copy.signal(Signal::SIGINT);
+        let (status, stderr) = copy.wait_within(STOP_WITHIN);
+        assert_interrupted(status, &stderr, 130);
+        copy.assert_dst_is_a_prefix();
+        copy.assert_no_leaks();
+    }
+}
+
 /// Guards the FIFO set-up: fed to the end without a signal, the copy completes.
 #[test]
 fn the_fifo_copy_completes_without_a_signal() {

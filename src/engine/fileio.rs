@@ -8,6 +8,7 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The alignment no direct I/O may go below: the AMD kernel driver refuses anything finer
 /// than 4 KiB even where statx reports 512.
@@ -82,12 +83,25 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
     Ok(done)
 }
 
-/// Reads a stream (pipe, terminal, /proc file) sequentially into all of `buf`; fewer only
-/// at EOF.
-pub fn read_full(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+/// How long a stream read waits in poll() before it looks at the cancel flag again.
+const STREAM_POLL_MS: u16 = 100;
+
+/// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into all of `buf`; fewer
+/// only at EOF or once `cancel` is set. Waits for data in poll() slices of
+/// [`STREAM_POLL_MS`], looking at `cancel` between them: a plain read() would sit in the
+/// kernel through the first SIGINT (the handlers restart interrupted calls), so a copy from
+/// a stalled pipe could not stop cleanly.
+pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
+    use nix::poll::{poll, PollFd, PollFlags};
     use std::io::Read;
     let mut done = 0;
-    while done < buf.len() {
+    while done < buf.len() && !cancel.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, STREAM_POLL_MS) {
+            Ok(0) | Err(Errno::EINTR) => continue,
+            // Ready, hung up, or not pollable: read() decides.
+            Ok(_) | Err(_) => {}
+        }
         let end = buf.len().min(done + MAX_IO);
         match (&*file).read(&mut buf[done..end]) {
             Ok(0) => break,

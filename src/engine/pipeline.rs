@@ -539,9 +539,14 @@ impl<S: Staging> Pipeline<S> {
             let n = if positional_src {
                 fileio::pread_full(job.src, window, pos, false)
             } else {
-                fileio::read_full(job.src, window)
+                fileio::read_stream(job.src, window, cancel)
             }
             .map_err(|e| (pos, names.read(e)))?;
+            // A stream read returns early when asked to stop; what it had is dropped with the
+            // rest, as DST is cut back to `pos`.
+            if cancel.load(Ordering::SeqCst) {
+                return Err((pos, CopyError::Interrupted));
+            }
             if n == 0 {
                 return Ok(pos);
             }

@@ -82,8 +82,7 @@ impl Flavor {
     /// which measured 0.35 s with cold caches on the H200 machine for the four HIP names.
     pub fn driver_present(self) -> bool {
         // WSL2 exposes NVIDIA GPUs through /dev/dxg instead of the Linux driver's nodes.
-        self.device_node().exists()
-            || (self == Flavor::CuFile && Path::new("/dev/dxg").exists())
+        self.device_node().exists() || (self == Flavor::CuFile && Path::new("/dev/dxg").exists())
     }
 
     /// Whether an AISCP_* override names one of this flavor's libraries: then the caller
