@@ -15,14 +15,14 @@ use crate::options::{Clobber, Deref, Options};
 use crate::plan::join;
 use crate::quote::{quote, quote_if_needed};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
-use aiscp::engine::{Config, DataJob, Engine, ProgressSink, SourceKind};
+use aiscp::engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, BufRead, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
@@ -717,17 +717,35 @@ impl<'a> Copier<'a> {
         if !follow {
             flags |= OFlag::O_NOFOLLOW;
         }
-        let src_file = src.dir.open_file(src.name, flags, 0).map_err(|e| {
+        // Opening a FIFO waits for a writer, out of reach of the first signal; open it
+        // without waiting and wait in poll() instead (below).
+        let fifo = src_meta.kind() == FileKind::Fifo;
+        if fifo {
+            flags |= OFlag::O_NONBLOCK;
+        }
+        let cannot_open = |e: &io::Error| {
             fail(format!(
                 "cannot open {} for reading: {}",
                 quote(src.path),
-                os_text(&e)
+                os_text(e)
             ))
-        })?;
+        };
+        let src_file = src
+            .dir
+            .open_file(src.name, flags, 0)
+            .map_err(|e| cannot_open(&e))?;
         let opened = Stat::of(&src_file)
             .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src.path), os_text(&e))))?;
         if opened.id() != src_meta.id() {
             return Err(replaced(src.path));
+        }
+        if fifo {
+            // Wait for the writer as cp's open() would, before DEST is touched.
+            let fd = src_file.as_fd();
+            if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
+                return Err(Reported); // interrupted: main says so once
+            }
+            fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
         }
 
         // The backend and its first buffer come before DEST is touched: if the backend

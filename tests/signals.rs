@@ -307,6 +307,75 @@ fn one_signal_stops_a_copy_whose_source_hangs() {
     }
 }
 
+#[test]
+fn one_signal_stops_a_copy_waiting_for_a_fifo_writer() {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    // No writer ever opens the FIFO: cp would sit in open(). One signal ends the wait,
+    // before DST is touched, on every backend.
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("src");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        fs::write(dir.path().join("dst"), b"old contents\n").unwrap();
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir.path())
+            .args(["src", "dst"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped());
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        let mut child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "aiscp did not wait");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > STOP_WITHIN {
+                let _ = child.kill();
+                panic!("aiscp did not stop within {STOP_WITHIN:?} of the signal");
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(
+            status.signal(),
+            None,
+            "killed instead of stopping: {stderr}"
+        );
+        assert_interrupted(status, &stderr, 130);
+        assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"old contents\n");
+    }
+}
+
+/// A writer that opens the FIFO and closes it without a byte: an empty copy, as with cp.
+#[test]
+fn a_fifo_whose_writer_sends_nothing_copies_as_empty() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("src");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        fs::write(dir.path().join("dst"), b"old contents\n").unwrap();
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir.path()).args(["src", "dst"]);
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        let child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(200));
+        drop(fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"");
+    }
+}
+
 /// Guards the FIFO set-up: fed to the end without a signal, the copy completes.
 #[test]
 fn the_fifo_copy_completes_without_a_signal() {

@@ -54,11 +54,35 @@ pub fn set_direct(fd: BorrowedFd<'_>) -> io::Result<bool> {
 
 /// Clears O_DIRECT again (for the unaligned tail, and to hand the fd back as it came).
 pub fn clear_direct(fd: BorrowedFd<'_>) -> io::Result<()> {
+    clear_flag(fd, OFlag::O_DIRECT)
+}
+
+/// Clears a status flag (O_DIRECT, O_NONBLOCK) on the open file description.
+pub fn clear_flag(fd: BorrowedFd<'_>, flag: OFlag) -> io::Result<()> {
     let flags = OFlag::from_bits_retain(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?);
-    if flags.contains(OFlag::O_DIRECT) {
-        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags - OFlag::O_DIRECT))?;
+    if flags.contains(flag) {
+        fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags - flag))?;
     }
     Ok(())
+}
+
+/// Waits until `fd` has something to read or has hung up, in poll() slices of
+/// [`STREAM_POLL_MS`]. Returns false, without waiting further, once `cancel` is set.
+///
+/// For a FIFO opened with O_NONBLOCK this stands in for the blocking open(), which would
+/// wait for a writer out of reach of the first SIGINT: until a writer has come, Linux
+/// reports neither data nor hang-up, so this waits just as long.
+pub fn wait_readable(fd: BorrowedFd<'_>, cancel: &AtomicBool) -> io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags};
+    while !cancel.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, STREAM_POLL_MS) {
+            Ok(0) | Err(Errno::EINTR) => {}
+            Ok(_) => return Ok(true),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
 }
 
 /// Reads into all of `buf` at `offset`; fewer bytes only at EOF. With `direct` (an O_DIRECT
