@@ -430,6 +430,30 @@ fn device_allocation_failure_leaves_an_existing_dst_intact() {
 }
 
 #[test]
+fn pinned_memory_failure_leaves_an_existing_dst_intact() {
+    // The first slot's host window (pinned memory: the bounce route and every unaligned tail
+    // go through it) is allocated before DEST is opened too.
+    let scene = Scene::new(13);
+    let old = random_bytes(70_000, 98);
+    fs::write(scene.path("out/big"), &old).unwrap();
+    let out = scene.run("hostmalloc#1=oom", &["big", "out/big"]);
+    assert_one_error(
+        &out,
+        &[
+            "cannot allocate 65536 bytes of pinned host memory to copy 'big'",
+            "out of memory",
+        ],
+    );
+    assert_same_bytes(
+        &fs::read(scene.path("out/big")).unwrap(),
+        &old,
+        "the old out/big",
+    );
+    scene.assert_sources_untouched();
+    scene.report().assert_clean();
+}
+
+#[test]
 fn a_single_failed_allocation_spares_the_other_operands() {
     // The second slot's allocation fails (64 KiB is too small to shrink): the copy goes on
     // with the one slot it has, whole, for every operand.

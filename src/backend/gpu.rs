@@ -319,6 +319,9 @@ impl Staging for GpuStaging {
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()
     }
+    fn window_len(&self, slot: &GpuSlot) -> usize {
+        slot.window_len()
+    }
     fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
         if slot.window.is_none() {
             slot.window = Some(self.device.alloc_pinned(slot.window_len())?);

@@ -169,6 +169,9 @@ impl Staging for HostStaging {
     fn sync_stream(&self, stream: &mut Infallible) -> Result<Vec<Result<usize, Error>>, Error> {
         match *stream {}
     }
+    fn window_len(&self, slot: &AlignedBuf) -> usize {
+        slot.len
+    }
     fn window<'s>(&self, slot: &'s mut AlignedBuf) -> Result<&'s mut [u8], Error> {
         Ok(slot.as_mut_slice())
     }

@@ -101,6 +101,8 @@ pub trait Staging: Sync {
     ) -> Result<Vec<Result<usize, Error>>, Error>;
     /// The host window of the bounce route (allocated on first use).
     fn window<'s>(&self, slot: &'s mut Self::Slot) -> Result<&'s mut [u8], Error>;
+    /// The length [`Staging::window`] has or will have.
+    fn window_len(&self, slot: &Self::Slot) -> usize;
     /// Copies `window[..len]` into the slot at `slot_off`.
     fn upload(&self, slot: &mut Self::Slot, slot_off: usize, len: usize) -> Result<(), Error>;
     /// Copies `len` bytes of the slot at `slot_off` into `window[..len]`.

@@ -136,8 +136,9 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 
-    /// Secures the first slot (the one every copy needs) before the caller touches DST, so
-    /// that a device without memory for it fails the file while an existing DST is intact.
+    /// Secures the first slot and its host window (what every copy needs: the window serves
+    /// the bounce route and every unaligned tail) before the caller touches DST, so that a
+    /// machine without memory for them fails the file while an existing DST is intact.
     pub(crate) fn prepare(
         &mut self,
         src_name: &Path,
@@ -147,7 +148,24 @@ impl<S: Staging> Pipeline<S> {
             src: quote(src_name),
             dst: String::new(),
         };
-        self.ensure_slots(1, &names, diag).map(|_| ())
+        self.ensure_slots(1, &names, diag)?;
+        let slot = self.slots[0].as_mut().expect("ensured above");
+        let bytes = self.staging.window_len(slot);
+        let pinned = self.staging.has_direct_route();
+        self.staging
+            .window(slot)
+            .map(drop)
+            .map_err(|e| CopyError::Alloc {
+                name: names.src,
+                bytes,
+                smallest: None,
+                memory: if pinned {
+                    "pinned host memory"
+                } else {
+                    "host memory"
+                },
+                message: e.to_string(),
+            })
     }
 
     pub(crate) fn copy(

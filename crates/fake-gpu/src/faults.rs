@@ -72,6 +72,8 @@ pub struct FaultPlan {
     pub malloc_over: Option<u64>,
     /// `malloc#N=oom` rules (code is always hipErrorOutOfMemory).
     pub malloc_calls: Vec<Selector>,
+    /// `hostmalloc#N=oom` rules, the same for hipHostMalloc (pinned host memory).
+    pub hostmalloc_calls: Vec<Selector>,
 }
 
 /// The errno names a rule may use.
@@ -167,14 +169,18 @@ impl FaultPlan {
                 };
                 list.push(CodeRule { selector, code });
             }
-            "malloc" => {
+            "malloc" | "hostmalloc" => {
                 if !matches!(selector, Selector::Call { .. }) {
-                    return Err("use malloc#N=oom or malloc>BYTES".into());
+                    return Err(format!("use {name}#N=oom or malloc>BYTES"));
                 }
                 if rhs != "oom" {
-                    return Err(format!("malloc#N takes `oom`, not `{rhs}`"));
+                    return Err(format!("{name}#N takes `oom`, not `{rhs}`"));
                 }
-                self.malloc_calls.push(selector);
+                if name == "malloc" {
+                    self.malloc_calls.push(selector);
+                } else {
+                    self.hostmalloc_calls.push(selector);
+                }
             }
             _ => return Err(format!("unknown call `{name}`")),
         }
@@ -214,6 +220,11 @@ impl FaultPlan {
     }
 
     /// Whether the `call`th hipMalloc, of `size` bytes, must fail with out-of-memory.
+    /// Whether the `call`th hipHostMalloc fails.
+    pub fn hostmalloc_fails(&self, call: u64) -> bool {
+        self.hostmalloc_calls.iter().any(|&s| selects_call(s, call))
+    }
+
     pub fn malloc_fails(&self, call: u64, size: u64) -> bool {
         self.malloc_over.is_some_and(|limit| size > limit)
             || self.malloc_calls.iter().any(|&s| selects_call(s, call))
@@ -359,7 +370,9 @@ mod tests {
 
     #[test]
     fn call_rules_select_exactly() {
-        let plan = FaultPlan::parse("write#2=EIO;read#3*=EINTR;malloc#2=oom").unwrap();
+        let plan =
+            FaultPlan::parse("write#2=EIO;read#3*=EINTR;malloc#2=oom;hostmalloc#1=oom").unwrap();
+        assert!(plan.hostmalloc_fails(1) && !plan.hostmalloc_fails(2));
         assert!(plan.io_fault(IoOp::Write, 1, 0, 1).is_none());
         assert!(plan.io_fault(IoOp::Write, 2, 0, 1).is_some());
         assert!(plan.io_fault(IoOp::Write, 3, 0, 1).is_none());

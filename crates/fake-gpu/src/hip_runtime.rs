@@ -164,11 +164,17 @@ pub unsafe extern "C" fn hipHostMalloc(
         *ptr = std::ptr::null_mut();
         return HIP_SUCCESS;
     }
+    let fake = fake();
+    let call = fake.calls.hostmalloc.fetch_add(1, Ordering::SeqCst) + 1;
+    if fake.faults.hostmalloc_fails(call) {
+        *ptr = std::ptr::null_mut();
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
     let Some(addr) = memory::map(size) else {
         *ptr = std::ptr::null_mut();
         return HIP_ERROR_OUT_OF_MEMORY;
     };
-    fake().registry().host_allocs.insert(addr, size);
+    fake.registry().host_allocs.insert(addr, size);
     *ptr = addr as *mut c_void;
     HIP_SUCCESS
 }

@@ -37,6 +37,7 @@ pub struct CallCounters {
     pub bufregister: AtomicU64,
     pub driver_open: AtomicU64,
     pub malloc: AtomicU64,
+    pub hostmalloc: AtomicU64,
 }
 
 impl CallCounters {
