@@ -793,7 +793,33 @@ impl<'a> Copier<'a> {
             if !opts.attributes_only {
                 flags |= OFlag::O_TRUNC;
             }
-            match dst.dir.open_file(dst.name, flags, 0) {
+            // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
+            // ask without waiting (ENXIO while there is none) every 100 ms instead.
+            let fifo = dst
+                .dir
+                .stat(dst.name, true)
+                .is_ok_and(|m| m.kind() == FileKind::Fifo);
+            if fifo {
+                flags |= OFlag::O_NONBLOCK;
+            }
+            let opened = loop {
+                match dst.dir.open_file(dst.name, flags, 0) {
+                    Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
+                        if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                            return Err(Reported); // interrupted: main says so once
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    other => break other,
+                }
+            };
+            let opened = opened.and_then(|f| {
+                if fifo {
+                    fileio::clear_flag(f.as_fd(), OFlag::O_NONBLOCK)?;
+                }
+                Ok(f)
+            });
+            match opened {
                 Ok(f) => return Ok((f, false)),
                 Err(_) if opts.force => remove(dst)?,
                 Err(e) => {

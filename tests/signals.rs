@@ -309,8 +309,6 @@ fn one_signal_stops_a_copy_whose_source_hangs() {
 
 #[test]
 fn one_signal_stops_a_copy_waiting_for_a_fifo_writer() {
-    use std::io::Read;
-    use std::os::unix::process::ExitStatusExt;
     // No writer ever opens the FIFO: cp would sit in open(). One signal ends the wait,
     // before DST is touched, on every backend.
     for backend in BACKENDS {
@@ -318,41 +316,91 @@ fn one_signal_stops_a_copy_waiting_for_a_fifo_writer() {
         let fifo = dir.path().join("src");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         fs::write(dir.path().join("dst"), b"old contents\n").unwrap();
-        let mut cmd = Command::new(program());
-        cmd.current_dir(dir.path())
-            .args(["src", "dst"])
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped());
-        backend.apply(&mut cmd, &dir.path().join("report"));
-        let mut child = cmd.spawn().unwrap();
-        thread::sleep(Duration::from_millis(300));
-        assert!(child.try_wait().unwrap().is_none(), "aiscp did not wait");
+        let mut child = start_waiting(backend, dir.path());
         kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > STOP_WITHIN {
-                let _ = child.kill();
-                panic!("aiscp did not stop within {STOP_WITHIN:?} of the signal");
-            }
-            thread::sleep(Duration::from_millis(5));
-        };
-        let mut stderr = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        assert_eq!(
-            status.signal(),
-            None,
-            "killed instead of stopping: {stderr}"
-        );
+        let (status, stderr) = exit_within(&mut child);
         assert_interrupted(status, &stderr, 130);
         assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"old contents\n");
+    }
+}
+
+/// Starts `aiscp src dst` in `dir` and checks that it is still waiting 300 ms later.
+fn start_waiting(backend: Backend, dir: &std::path::Path) -> Child {
+    let mut cmd = Command::new(program());
+    cmd.current_dir(dir)
+        .args(["src", "dst"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    backend.apply(&mut cmd, &dir.join("report"));
+    let mut child = cmd.spawn().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "aiscp did not wait");
+    child
+}
+
+/// Waits up to [`STOP_WITHIN`] for `child` to exit; kills it and fails past that.
+fn exit_within(child: &mut Child) -> (ExitStatus, String) {
+    use std::io::Read;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > STOP_WITHIN {
+            let _ = child.kill();
+            panic!("aiscp did not stop within {STOP_WITHIN:?} of the signal");
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut stderr).unwrap();
+    }
+    (status, stderr)
+}
+
+#[test]
+fn one_signal_stops_a_copy_waiting_for_a_fifo_reader() {
+    // DEST is a FIFO nobody reads: cp would sit in open(). One signal ends the wait.
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("src"), random_bytes(100_000, 5)).unwrap();
+        let fifo = dir.path().join("dst");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let mut child = start_waiting(backend, dir.path());
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+        let (status, stderr) = exit_within(&mut child);
+        assert_interrupted(status, &stderr, 130);
+    }
+}
+
+#[test]
+fn a_fifo_dest_gets_the_data_once_a_reader_comes() {
+    use std::io::Read;
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let data = random_bytes(300_000, 6);
+        fs::write(dir.path().join("src"), &data).unwrap();
+        let fifo = dir.path().join("dst");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir.path()).args(["src", "dst"]);
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        let child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(250));
+        let mut got = Vec::new();
+        fs::File::open(&fifo)
+            .unwrap()
+            .read_to_end(&mut got)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert!(
+            got == data,
+            "the reader got {} of {} bytes",
+            got.len(),
+            data.len()
+        );
     }
 }
 
