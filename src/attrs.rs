@@ -9,7 +9,7 @@ use crate::open_dir::At;
 use crate::options::Options;
 use crate::quote::quote;
 use crate::stat::Stat;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -67,6 +67,10 @@ pub fn apply(
         }
     }
     if p.mode {
+        if let Some(src) = src {
+            copy_acls(src, f, dst, src_meta.is_dir())?;
+        }
+        // After the ACL: with one, the mode's group bits are its mask, so this keeps it.
         // SAFETY: as above.
         check(unsafe { libc::fchmod(fd, mode as libc::mode_t) })
             .map_err(|e| report("preserving permissions for", dst, &e))?;
@@ -170,6 +174,72 @@ fn sized_read(mut call: impl FnMut(*mut libc::c_void, usize) -> isize) -> io::Re
     }
 }
 
+/// The access ACL, and a directory's default ACL for new entries.
+const ACL_ACCESS: &CStr = c"system.posix_acl_access";
+const ACL_DEFAULT: &CStr = c"system.posix_acl_default";
+
+/// Preserving the mode preserves the ACL, as GNU cp does (gnulib's copy_acl): SOURCE's
+/// access ACL, and a directory's default ACL, are set on DEST; where SOURCE has none, DEST's
+/// own (inherited from its directory's default ACL) is removed. A filesystem without ACLs
+/// is an error only when there is an ACL to carry over.
+fn copy_acls(src: &File, f: &File, dst: &Path, is_dir: bool) -> Result<(), Reported> {
+    let (sfd, dfd) = (src.as_raw_fd(), f.as_raw_fd());
+    let kinds: &[&CStr] = if is_dir {
+        &[ACL_ACCESS, ACL_DEFAULT]
+    } else {
+        &[ACL_ACCESS]
+    };
+    let none = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOTSUP));
+    for name in kinds {
+        // SAFETY: the buffer is valid for `len` bytes or null with len 0.
+        let acl = sized_read(|buf, len| unsafe { libc::fgetxattr(sfd, name.as_ptr(), buf, len) });
+        let done = match acl {
+            // SAFETY: `val` is initialised for its length.
+            Ok(val) => check(unsafe {
+                libc::fsetxattr(dfd, name.as_ptr(), val.as_ptr().cast(), val.len(), 0)
+            }),
+            // SAFETY: a NUL-terminated name; no buffer.
+            Err(e) if none(&e) => match check(unsafe { libc::fremovexattr(dfd, name.as_ptr()) }) {
+                Err(e) if none(&e) => Ok(()),
+                other => other,
+            },
+            Err(e) => Err(e),
+        };
+        done.map_err(|e| report("preserving permissions for", dst, &e))?;
+    }
+    Ok(())
+}
+
+/// Names --preserve=xattr leaves alone, from libattr's /etc/xattr.conf that GNU cp follows:
+/// ACLs travel with the mode (above), the rest are private to a filesystem or written only by
+/// the kernel; and the SELinux label, which only --preserve=context copies (not supported
+/// here). A trailing `*` matches any rest.
+const XATTRS_NOT_COPIED: &[&str] = &[
+    "system.nfs4_acl",
+    "system.nfs4acl",
+    "system.posix_acl_access",
+    "system.posix_acl_default",
+    "trusted.SGI_ACL_DEFAULT",
+    "trusted.SGI_ACL_FILE",
+    "trusted.SGI_CAP_FILE",
+    "trusted.SGI_DMI_*",
+    "trusted.SGI_MAC_FILE",
+    "xfsroot.*",
+    "user.Beagle.*",
+    "security.evm",
+    "afs.*",
+    "security.selinux",
+];
+
+fn xattr_copied(name: &[u8]) -> bool {
+    !XATTRS_NOT_COPIED
+        .iter()
+        .any(|pat| match pat.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix.as_bytes()),
+            None => name == pat.as_bytes(),
+        })
+}
+
 /// Copies extended attributes between two open descriptors. Failures are reported only
 /// when xattr was asked for by name (-a and -p stay silent, like cp).
 fn copy_xattrs(src: &File, f: &File, dst: &Path, required: bool) -> Result<(), Reported> {
@@ -177,7 +247,10 @@ fn copy_xattrs(src: &File, f: &File, dst: &Path, required: bool) -> Result<(), R
     let res = (|| -> io::Result<()> {
         // SAFETY (both calls): the buffer is valid for `len` bytes or null with len 0.
         let names = sized_read(|buf, len| unsafe { libc::flistxattr(sfd, buf.cast(), len) })?;
-        for name in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        for name in names
+            .split(|&b| b == 0)
+            .filter(|n| !n.is_empty() && xattr_copied(n))
+        {
             let cname =
                 CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
             let val =

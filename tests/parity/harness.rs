@@ -14,6 +14,8 @@
 //! old NAME                  mtime set 1000 s further back (for -u)
 //! xattr NAME KEY VALUE      an extended attribute (lsetxattr; user.* needs a filesystem
 //!                           that takes them, see `user_xattrs_supported`)
+//! acl NAME UID PERM         an access ACL: NAME's mode plus user UID with PERM (0-7)
+//! dacl NAME UID PERM        the same as a directory's default ACL (see `acls_supported`)
 //! sh COMMAND...             anything else, through sh -c
 //! ```
 //! After setup every entry gets the same fixed timestamps, so "was the mtime preserved"
@@ -135,8 +137,8 @@ fn set_xattr(p: &Path, key: &str, value: &[u8]) -> std::io::Result<()> {
     }
 }
 
-/// The user.* extended attributes of `p` itself, sorted (others, like security.*, depend on
-/// the system, not on cp).
+/// The user.* extended attributes and POSIX ACLs of `p` itself, sorted (others, like
+/// security.*, depend on the system, not on cp).
 fn user_xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
     let c = CString::new(p.as_os_str().as_bytes()).unwrap();
     let mut names = vec![0u8; 65536];
@@ -148,7 +150,7 @@ fn user_xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
     names.truncate(n as usize);
     let mut out: Vec<_> = names
         .split(|&b| b == 0)
-        .filter(|n| n.starts_with(b"user."))
+        .filter(|n| n.starts_with(b"user.") || n.starts_with(b"system.posix_acl_"))
         .map(|n| {
             let k = CString::new(n).unwrap();
             let mut v = vec![0u8; 65536];
@@ -161,6 +163,45 @@ fn user_xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
         .collect();
     out.sort();
     out
+}
+
+/// A POSIX ACL in the kernel's xattr form (version 2, then tag/perm/id entries in tag
+/// order): the owner, group and other classes from `mode`, plus user `uid` with `perm` and
+/// the mask that admits it.
+fn acl_blob(mode: u32, uid: u32, perm: u16) -> Vec<u8> {
+    const OBJ: u32 = u32::MAX; // ACL_UNDEFINED_ID
+    let class = |shift: u32| ((mode >> shift) & 7) as u16;
+    let entries: [(u16, u16, u32); 5] = [
+        (0x01, class(6), OBJ),        // ACL_USER_OBJ
+        (0x02, perm, uid),            // ACL_USER
+        (0x04, class(3), OBJ),        // ACL_GROUP_OBJ
+        (0x10, perm | class(3), OBJ), // ACL_MASK
+        (0x20, class(0), OBJ),        // ACL_OTHER
+    ];
+    let mut out = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        out.extend(tag.to_le_bytes());
+        out.extend(perm.to_le_bytes());
+        out.extend(id.to_le_bytes());
+    }
+    out
+}
+
+fn set_acl(p: &Path, default: bool, uid: u32, perm: u16) -> std::io::Result<()> {
+    let mode = std::fs::metadata(p)?.mode();
+    let key = if default {
+        "system.posix_acl_default"
+    } else {
+        "system.posix_acl_access"
+    };
+    set_xattr(p, key, &acl_blob(mode, uid, perm))
+}
+
+/// Whether the temp filesystem takes POSIX ACLs; the reason why not otherwise.
+pub fn acls_supported() -> Result<(), String> {
+    let f = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
+    set_acl(f.path(), false, 65534, 6)
+        .map_err(|e| format!("the temp filesystem refuses POSIX ACLs: {e}"))
 }
 
 /// Whether the temp filesystem takes user.* xattrs; the reason why not otherwise.
@@ -221,6 +262,13 @@ fn build(dir: &Path, setup: &str) {
             }
             "old" => old.push(p(0)),
             "xattr" => set_xattr(&p(0), w[1], w[2].as_bytes()).unwrap(),
+            "acl" | "dacl" => set_acl(
+                &p(0),
+                cmd == "dacl",
+                w[1].parse().unwrap(),
+                w[2].parse().unwrap(),
+            )
+            .unwrap(),
             "sh" => {
                 let st = Command::new("sh")
                     .arg("-c")

@@ -224,6 +224,44 @@ fn xattrs_like_gnu() {
     }
 }
 
+/// POSIX ACLs: -p, -a and --preserve=mode carry a file's access ACL and a directory's default
+/// ACL (GNU's copy_acl), and drop one DEST inherited where SOURCE has none; --preserve=xattr
+/// alone and no flag don't copy them. Needs a temp filesystem with ACLs.
+#[test]
+fn acls_like_gnu() {
+    if let Err(why) = harness::acls_supported() {
+        println!("skipped: {why}");
+        return;
+    }
+    let with_acls = |args| {
+        sc(
+            "file a 100 0640\nacl a 65534 6\nfile plain 10 0644\n\
+             dir d 0750\ndacl d 65534 7\nacl d 65534 5\nfile d/f 10 0600\nacl d/f 65534 4\n\
+             dir t\ndacl t 65534 6",
+            args,
+        )
+    };
+    let cases = [
+        "-p a b",
+        "--preserve=mode a b",
+        "-a a b",
+        "--preserve=xattr a b",
+        "a b",
+        "-p a plain",
+        "-a d x",
+        "-rp d x",
+        "-r d x",
+        "-p plain t/",
+        "plain t/",
+        "-p a t/",
+    ];
+    for args in cases {
+        for backend in common::BACKENDS {
+            check(&with_acls(args), backend);
+        }
+    }
+}
+
 /// A tmpfs mounted at d/m inside the source tree, for -x.
 fn with_mount(args: &str) -> Scenario {
     sc(
