@@ -254,6 +254,9 @@ fn acls_like_gnu() {
         "-p plain t/",
         "plain t/",
         "-p a t/",
+        "-a --no-preserve=mode a b",
+        "--preserve=all d/f t/",
+        "-a --no-preserve=xattr d x",
     ];
     for args in cases {
         for backend in common::BACKENDS {
