@@ -9,10 +9,11 @@ use crate::open_dir::At;
 use crate::options::Options;
 use crate::quote::quote;
 use crate::stat::Stat;
+use nix::fcntl::OFlag;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 
 fn report(what: &str, dst: &Path, e: &io::Error) -> Reported {
@@ -68,7 +69,8 @@ pub fn apply(
     }
     if p.mode {
         if let Some(src) = src {
-            copy_acls(src, f, dst, src_meta.is_dir())?;
+            let (from, to) = (XattrFile::Fd(src.as_raw_fd()), XattrFile::Fd(fd));
+            copy_acls(&from, &to, dst, src_meta.is_dir())?;
         }
         // After the ACL: with one, the mode's group bits are its mask, so this keeps it.
         // SAFETY: as above.
@@ -117,7 +119,12 @@ pub fn apply_to_symlink(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<
 
 /// For recreated special files (opening a FIFO would block, a device could act on open):
 /// by name in DEST's directory, never following a symlink.
-pub fn apply_to_special(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<(), Reported> {
+pub fn apply_to_special(
+    src: At<'_>,
+    dst: At<'_>,
+    src_meta: &Stat,
+    opts: &Options,
+) -> Result<(), Reported> {
     let mut mode = src_meta.mode() & 0o7777;
     if opts.preserve.ownership {
         if let Err(e) = dst
@@ -131,6 +138,7 @@ pub fn apply_to_special(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<
         }
     }
     if opts.preserve.mode {
+        copy_special_acl(src, dst)?;
         dst.dir
             .chmod_nofollow(dst.name, mode)
             .map_err(|e| report("preserving permissions for", dst.path, &e))?;
@@ -141,6 +149,28 @@ pub fn apply_to_special(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<
             .map_err(|e| report("preserving times for", dst.path, &e))?;
     }
     Ok(())
+}
+
+/// The access ACL of a recreated special file, through O_PATH descriptors that never
+/// follow a symlink (no descriptor-relative xattr calls exist before Linux 6.13). Without
+/// /proc there is no way to reach them safely, and nothing is copied.
+fn copy_special_acl(src: At<'_>, dst: At<'_>) -> Result<(), Reported> {
+    if !Path::new("/proc/self/fd").is_dir() {
+        return Ok(());
+    }
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let open = |at: At<'_>| {
+        at.dir
+            .open_file(at.name, flags, 0)
+            .map_err(|e| report("preserving permissions for", dst.path, &e))
+    };
+    let (s, d) = (open(src)?, open(dst)?);
+    copy_acls(
+        &XattrFile::of_path_fd(&s),
+        &XattrFile::of_path_fd(&d),
+        dst.path,
+        false,
+    )
 }
 
 fn current_umask() -> u32 {
@@ -178,12 +208,56 @@ fn sized_read(mut call: impl FnMut(*mut libc::c_void, usize) -> isize) -> io::Re
 const ACL_ACCESS: &CStr = c"system.posix_acl_access";
 const ACL_DEFAULT: &CStr = c"system.posix_acl_default";
 
+/// Where extended attributes are read and written: an open descriptor, or, for a special
+/// file (which can't be opened for I/O without side effects), an O_PATH descriptor reached
+/// through its /proc/self/fd link, which the path calls follow to that very inode.
+enum XattrFile {
+    Fd(RawFd),
+    Proc(CString),
+}
+
+impl XattrFile {
+    /// `f` must stay open while this is used.
+    fn of_path_fd(f: &File) -> XattrFile {
+        let link = format!("/proc/self/fd/{}", f.as_raw_fd());
+        XattrFile::Proc(CString::new(link).expect("no NUL in a number"))
+    }
+
+    fn get(&self, name: &CStr) -> io::Result<Vec<u8>> {
+        // SAFETY (both): the buffer is valid for `len` bytes or null with len 0.
+        match self {
+            XattrFile::Fd(fd) => {
+                sized_read(|buf, len| unsafe { libc::fgetxattr(*fd, name.as_ptr(), buf, len) })
+            }
+            XattrFile::Proc(p) => sized_read(|buf, len| unsafe {
+                libc::getxattr(p.as_ptr(), name.as_ptr(), buf, len)
+            }),
+        }
+    }
+
+    fn set(&self, name: &CStr, val: &[u8]) -> io::Result<()> {
+        let (v, n) = (val.as_ptr().cast(), val.len());
+        // SAFETY (both): `val` is initialised for its length.
+        check(match self {
+            XattrFile::Fd(fd) => unsafe { libc::fsetxattr(*fd, name.as_ptr(), v, n, 0) },
+            XattrFile::Proc(p) => unsafe { libc::setxattr(p.as_ptr(), name.as_ptr(), v, n, 0) },
+        })
+    }
+
+    fn remove(&self, name: &CStr) -> io::Result<()> {
+        // SAFETY (both): NUL-terminated strings; no buffer.
+        check(match self {
+            XattrFile::Fd(fd) => unsafe { libc::fremovexattr(*fd, name.as_ptr()) },
+            XattrFile::Proc(p) => unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) },
+        })
+    }
+}
+
 /// Preserving the mode preserves the ACL, as GNU cp does (gnulib's copy_acl): SOURCE's
 /// access ACL, and a directory's default ACL, are set on DEST; where SOURCE has none, DEST's
 /// own (inherited from its directory's default ACL) is removed. A filesystem without ACLs
 /// is an error only when there is an ACL to carry over.
-fn copy_acls(src: &File, f: &File, dst: &Path, is_dir: bool) -> Result<(), Reported> {
-    let (sfd, dfd) = (src.as_raw_fd(), f.as_raw_fd());
+fn copy_acls(src: &XattrFile, to: &XattrFile, dst: &Path, is_dir: bool) -> Result<(), Reported> {
     let kinds: &[&CStr] = if is_dir {
         &[ACL_ACCESS, ACL_DEFAULT]
     } else {
@@ -191,15 +265,9 @@ fn copy_acls(src: &File, f: &File, dst: &Path, is_dir: bool) -> Result<(), Repor
     };
     let none = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOTSUP));
     for name in kinds {
-        // SAFETY: the buffer is valid for `len` bytes or null with len 0.
-        let acl = sized_read(|buf, len| unsafe { libc::fgetxattr(sfd, name.as_ptr(), buf, len) });
-        let done = match acl {
-            // SAFETY: `val` is initialised for its length.
-            Ok(val) => check(unsafe {
-                libc::fsetxattr(dfd, name.as_ptr(), val.as_ptr().cast(), val.len(), 0)
-            }),
-            // SAFETY: a NUL-terminated name; no buffer.
-            Err(e) if none(&e) => match check(unsafe { libc::fremovexattr(dfd, name.as_ptr()) }) {
+        let done = match src.get(name) {
+            Ok(val) => to.set(name, &val),
+            Err(e) if none(&e) => match to.remove(name) {
                 Err(e) if none(&e) => Ok(()),
                 other => other,
             },

@@ -505,7 +505,7 @@ impl<'a> Copier<'a> {
         let result = match src_kind {
             FileKind::Symlink => self.copy_symlink(src, dst, &src_meta, dst_exists),
             FileKind::File => self.copy_file(src, dst, &src_meta, dst_exists, follow),
-            _ if opts.recursive && !opts.copy_contents => self.make_special(dst, &src_meta),
+            _ if opts.recursive && !opts.copy_contents => self.make_special(src, dst, &src_meta),
             _ => self.copy_file(src, dst, &src_meta, dst_exists, follow),
         };
         result?;
@@ -546,7 +546,7 @@ impl<'a> Copier<'a> {
         attrs::apply_to_symlink(dst, meta, self.opts)
     }
 
-    fn make_special(&mut self, dst: At<'_>, meta: &Stat) -> Step {
+    fn make_special(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
         let perm = meta.mode() & 0o777;
         let (res, what) = match meta.kind() {
             FileKind::Fifo => (dst.dir.mkfifo(dst.name, perm), "cannot create fifo"),
@@ -561,7 +561,7 @@ impl<'a> Copier<'a> {
             }
         };
         res.map_err(|e| fail(format!("{what} {}: {}", quote(dst.path), os_text(&e))))?;
-        attrs::apply_to_special(dst, meta, self.opts)
+        attrs::apply_to_special(src, dst, meta, self.opts)
     }
 
     /// Copies a directory: DEST made (owner-only until its contents are in) or merged into,

@@ -224,9 +224,10 @@ fn xattrs_like_gnu() {
     }
 }
 
-/// POSIX ACLs: -p, -a and --preserve=mode carry a file's access ACL and a directory's default
-/// ACL (GNU's copy_acl), and drop one DEST inherited where SOURCE has none; --preserve=xattr
-/// alone and no flag don't copy them. Needs a temp filesystem with ACLs.
+/// POSIX ACLs: -p, -a and --preserve=mode carry a file's (or a recreated FIFO's) access ACL
+/// and a directory's default ACL (GNU's copy_acl), and drop one DEST inherited where SOURCE
+/// has none; --preserve=xattr alone and no flag don't copy them. Needs a temp filesystem
+/// with ACLs.
 #[test]
 fn acls_like_gnu() {
     if let Err(why) = harness::acls_supported() {
@@ -237,7 +238,7 @@ fn acls_like_gnu() {
         sc(
             "file a 100 0640\nacl a 65534 6\nfile plain 10 0644\n\
              dir d 0750\ndacl d 65534 7\nacl d 65534 5\nfile d/f 10 0600\nacl d/f 65534 4\n\
-             dir t\ndacl t 65534 6",
+             dir t\ndacl t 65534 6\nfifo p\nacl p 65534 6",
             args,
         )
     };
@@ -257,6 +258,9 @@ fn acls_like_gnu() {
         "-a --no-preserve=mode a b",
         "--preserve=all d/f t/",
         "-a --no-preserve=xattr d x",
+        "-a p q",
+        "-r p q",
+        "-a p t/",
     ];
     for args in cases {
         for backend in common::BACKENDS {
