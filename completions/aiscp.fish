@@ -26,6 +26,7 @@ never\t''"
 complete -c aiscp -l sparse -d 'Control creation of sparse files (auto: stage only the data extents, keep holes)' -r -f -a "never\t''
 auto\t''
 always\t''"
+complete -c aiscp -l context -d 'Like -Z, or with CTX set the context to CTX (ignored with a warning, like cp on a kernel without SELinux)' -r
 complete -c aiscp -s S -l suffix -d 'Override the usual backup suffix' -r
 complete -c aiscp -s t -l target-directory -d 'Copy all SOURCE arguments into DIRECTORY' -r -f -a "(__fish_complete_directories)"
 complete -c aiscp -l update -d 'Control which existing files are updated (-u: older)' -r -f -a "all\t''
@@ -65,6 +66,7 @@ complete -c aiscp -s p -d 'Same as --preserve=mode,ownership,timestamps'
 complete -c aiscp -l parents -d 'Use full source file name under DIRECTORY'
 complete -c aiscp -s R -l recursive -d 'Copy directories recursively'
 complete -c aiscp -l remove-destination -d 'Remove each existing destination file before attempting to open it'
+complete -c aiscp -s Z -d 'Set the SELinux security context of each new file to the default type (accepted and ignored: aiscp sets no SELinux contexts, as cp on a kernel without SELinux)'
 complete -c aiscp -l strip-trailing-slashes -d 'Remove any trailing slashes from each SOURCE argument'
 complete -c aiscp -s s -l symbolic-link -d 'Make symbolic links instead of copying'
 complete -c aiscp -s T -l no-target-directory -d 'Treat DEST as a normal file'

@@ -124,6 +124,15 @@ fn main() {
         }
         return;
     }
+    // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
+    // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.
+    let context_given = cli.context_short || cli.context.is_some();
+    let context_named = cli.context.as_deref().is_some_and(|c| !c.is_empty());
+    if options::selinux_enabled() && context_given {
+        error("warning: ignoring --context; aiscp does not set SELinux contexts");
+    } else if context_named {
+        error("warning: ignoring --context; it requires an SELinux-enabled kernel");
+    }
     let opts = match Options::resolve(&cli, &matches) {
         Ok(o) => o,
         Err(e) => usage_exit(&e),

@@ -44,6 +44,8 @@ pub struct Preserve {
     pub xattr_required: bool,
     /// --no-preserve=mode given: new files get the default 0666/0777 less the umask.
     pub default_mode: bool,
+    /// `context` named in --preserve (not through `all`): cp refuses to run when it can't.
+    pub context_required: bool,
 }
 
 #[derive(Debug)]
@@ -151,7 +153,9 @@ fn apply_preserve(p: &mut Preserve, list: &str, on: bool, ctx: &str) -> Result<(
             1 => p.timestamps = on,
             2 => p.ownership = on,
             3 => p.links = on,
-            4 => {} // SELinux context: nothing to do without SELinux
+            // SELinux context: aiscp never copies it; named explicitly, it is an error
+            // (checked once all options are read), as in cp without an SELinux kernel.
+            4 => p.context_required = on,
             5 => {
                 p.xattr = on;
                 p.xattr_required = on;
@@ -170,6 +174,11 @@ fn apply_preserve(p: &mut Preserve, list: &str, on: bool, ctx: &str) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether the kernel runs SELinux (libselinux's test: selinuxfs is mounted).
+pub fn selinux_enabled() -> bool {
+    std::path::Path::new("/sys/fs/selinux/enforce").exists()
 }
 
 fn backup_kind(context: &str, value: &str) -> Result<Option<BackupKind>, UsageError> {
@@ -323,6 +332,17 @@ impl Options {
         }
         if cli.link && cli.symbolic_link {
             return Err(UsageError::new("cannot make both hard and symbolic links"));
+        }
+        if preserve.context_required {
+            return Err(UsageError {
+                msg: if selinux_enabled() {
+                    "cannot preserve security context: aiscp does not copy SELinux contexts"
+                } else {
+                    "cannot preserve security context without an SELinux-enabled kernel"
+                }
+                .into(),
+                hint: false,
+            });
         }
         if cli.target_directory.is_some() && cli.no_target_directory {
             return Err(UsageError {

@@ -94,6 +94,15 @@ pub struct Cli {
     /// Control creation of sparse files (auto: stage only the data extents, keep holes)
     #[arg(long, value_name = "WHEN", value_parser = Choices(SPARSE_CHOICES))]
     pub sparse: Option<String>,
+    /// Set the SELinux security context of each new file to the default type (accepted and
+    /// ignored: aiscp sets no SELinux contexts, as cp on a kernel without SELinux)
+    #[arg(short = 'Z', action = ArgAction::SetTrue)]
+    pub context_short: bool,
+    /// Like -Z, or with CTX set the context to CTX (ignored with a warning, like cp on a
+    /// kernel without SELinux)
+    #[arg(long = "context", value_name = "CTX", num_args = 0..=1, require_equals = true,
+          default_missing_value = "")]
+    pub context: Option<String>,
     /// Remove any trailing slashes from each SOURCE argument
     #[arg(long, action = ArgAction::SetTrue)]
     pub strip_trailing_slashes: bool,
