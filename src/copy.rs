@@ -502,11 +502,13 @@ impl<'a> Copier<'a> {
         }
 
         verbose_line();
+        // What DEST is, when it is still there to be written (followed through a symlink).
+        let existing = dst_meta.filter(|_| dst_exists);
         let result = match src_kind {
             FileKind::Symlink => self.copy_symlink(src, dst, &src_meta, dst_exists),
-            FileKind::File => self.copy_file(src, dst, &src_meta, dst_exists, follow),
+            FileKind::File => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
             _ if opts.recursive && !opts.copy_contents => self.make_special(src, dst, &src_meta),
-            _ => self.copy_file(src, dst, &src_meta, dst_exists, follow),
+            _ => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
         };
         result?;
         if opts.preserve.links && src_meta.nlink() > 1 {
@@ -709,7 +711,7 @@ impl<'a> Copier<'a> {
         src: At<'_>,
         dst: At<'_>,
         src_meta: &Stat,
-        dst_exists: bool,
+        existing: Option<&Stat>,
         follow: bool,
     ) -> Step {
         let opts = self.opts;
@@ -757,10 +759,10 @@ impl<'a> Copier<'a> {
                 .map_err(|e| fail(e.to_string()))?;
         }
         if opts.atomic {
-            return self.copy_file_atomic(src.path, dst, &src_file, &opened, dst_exists);
+            return self.copy_file_atomic(src.path, dst, &src_file, &opened, existing);
         }
 
-        let (dst_file, created) = self.open_dst(dst, &opened, dst_exists)?;
+        let (dst_file, created) = self.open_dst(dst, &opened, existing)?;
         let dst_now = Stat::of(&dst_file)
             .map_err(|e| fail(format!("cannot fstat {}: {}", quote(dst.path), os_text(&e))))?;
         if dst_now.id() == opened.id() {
@@ -785,20 +787,17 @@ impl<'a> Copier<'a> {
         &mut self,
         dst: At<'_>,
         src_meta: &Stat,
-        dst_exists: bool,
+        existing: Option<&Stat>,
     ) -> Result<(File, bool), Reported> {
         let opts = self.opts;
-        if dst_exists {
+        if let Some(existing) = existing {
             let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
             if !opts.attributes_only {
                 flags |= OFlag::O_TRUNC;
             }
             // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
             // ask without waiting (ENXIO while there is none) every 100 ms instead.
-            let fifo = dst
-                .dir
-                .stat(dst.name, true)
-                .is_ok_and(|m| m.kind() == FileKind::Fifo);
+            let fifo = existing.kind() == FileKind::Fifo;
             if fifo {
                 flags |= OFlag::O_NONBLOCK;
             }
@@ -906,19 +905,12 @@ impl<'a> Copier<'a> {
         dst: At<'_>,
         src_file: &File,
         src_meta: &Stat,
-        dst_exists: bool,
+        existing: Option<&Stat>,
     ) -> Step {
         let opts = self.opts;
         let dir_path = parent_path(dst.path);
         // An existing DEST keeps its permissions across the replacement, as cp keeps them.
-        let old = if dst_exists {
-            dst.dir.stat(dst.name, true).ok()
-        } else {
-            None
-        };
-        let mode = old
-            .as_ref()
-            .map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
+        let mode = existing.map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
         let (tmp, tmp_file) = temp_file(dst, mode & 0o700).map_err(|e| {
             fail(format!(
                 "cannot create temporary file in {}: {}",
@@ -941,7 +933,7 @@ impl<'a> Copier<'a> {
                 ))
             })
         };
-        match &old {
+        match existing {
             Some(m) => {
                 let _ = nix::unistd::fchown(fd, Some(m.uid().into()), Some(m.gid().into()));
                 set_mode(m.mode() & 0o7777)?;

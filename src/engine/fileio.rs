@@ -116,16 +116,9 @@ const STREAM_POLL_MS: u16 = 100;
 /// kernel through the first SIGINT (the handlers restart interrupted calls), so a copy from
 /// a stalled pipe could not stop cleanly.
 pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
-    use nix::poll::{poll, PollFd, PollFlags};
     use std::io::Read;
     let mut done = 0;
-    while done < buf.len() && !cancel.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, STREAM_POLL_MS) {
-            Ok(0) | Err(Errno::EINTR) => continue,
-            // Ready, hung up, or not pollable: read() decides.
-            Ok(_) | Err(_) => {}
-        }
+    while done < buf.len() && wait_readable(file.as_fd(), cancel)? {
         let end = buf.len().min(done + MAX_IO);
         match (&*file).read(&mut buf[done..end]) {
             Ok(0) => break,
