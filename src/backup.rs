@@ -38,10 +38,12 @@ fn highest_number(dir: &OpenDir, name: &OsStr) -> u64 {
 
 /// What to append to DEST's name (`name`, in `dir`) to name its backup.
 pub fn suffix(dir: &OpenDir, name: &OsStr, kind: BackupKind, suffix: &str) -> OsString {
-    let numbered = || OsString::from(format!(".~{}~", highest_number(dir, name) + 1));
-    match kind {
-        BackupKind::Simple => suffix.into(),
-        BackupKind::Existing if highest_number(dir, name) == 0 => suffix.into(),
-        BackupKind::Existing | BackupKind::Numbered => numbered(),
+    if kind == BackupKind::Simple {
+        return suffix.into();
+    }
+    // One listing of the directory decides both "are there numbered backups" and the next.
+    match highest_number(dir, name) {
+        0 if kind == BackupKind::Existing => suffix.into(),
+        n => OsString::from(format!(".~{}~", n + 1)),
     }
 }

@@ -78,17 +78,19 @@ pub fn completion(shell: Shell, out: &mut dyn Write) {
     clap_complete::generate(shell, &mut cmd, "aiscp", out);
 }
 
-/// Writes what `--generate WHAT` names to stdout.
-pub fn run(what: &str) -> io::Result<()> {
+/// Writes what `--generate WHAT` names to stdout; `choice` indexes
+/// [`crate::cli::GENERATE_CHOICES`] (argmatch's answer, so abbreviations work).
+pub fn run(choice: usize) -> io::Result<()> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    let shell = match what {
-        "man" => return man(&mut out),
-        "bash" => Shell::Bash,
-        "zsh" => Shell::Zsh,
-        "fish" => Shell::Fish,
-        "elvish" => Shell::Elvish,
-        _ => Shell::PowerShell,
+    let shell = match choice {
+        0 => return man(&mut out),
+        1 => Shell::Bash,
+        2 => Shell::Zsh,
+        3 => Shell::Fish,
+        4 => Shell::Elvish,
+        5 => Shell::PowerShell,
+        _ => unreachable!("GENERATE_CHOICES has six entries"),
     };
     completion(shell, &mut out);
     Ok(())

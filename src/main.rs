@@ -115,10 +115,11 @@ fn main() {
         Err(e) => clap_exit(e),
     };
     if let Some(what) = &cli.generate {
-        if let Err(e) = options::argmatch("--generate", what, cli::GENERATE_CHOICES) {
-            usage_exit(&e);
-        }
-        if let Err(e) = generate::run(what) {
+        let choice = match options::argmatch("--generate", what, cli::GENERATE_CHOICES) {
+            Ok(i) => i,
+            Err(e) => usage_exit(&e),
+        };
+        if let Err(e) = generate::run(choice) {
             error(&format!("write error: {}", messages::os_text(&e)));
             std::process::exit(1);
         }

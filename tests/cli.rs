@@ -195,6 +195,22 @@ fn generated_files_are_current() {
     }
 }
 
+/// `--generate` takes unique abbreviations, like every GNU-style choice.
+#[test]
+fn generate_accepts_abbreviations() {
+    let gen = |what: &str| {
+        let out = Command::cargo_bin("aiscp")
+            .unwrap()
+            .args(["--generate", what])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "--generate {what} failed");
+        out.stdout
+    };
+    assert!(gen("m") == gen("man"), "--generate m is not the man page");
+    assert!(gen("z") == gen("zsh"), "--generate z is not the zsh script");
+}
+
 #[test]
 fn bash_completion_loads() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
