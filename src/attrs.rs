@@ -6,7 +6,7 @@
 use crate::copy::Reported;
 use crate::messages::error;
 use crate::open_dir::At;
-use crate::options::Options;
+use crate::options::{Options, Preserve};
 use crate::quote::quote;
 use crate::stat::Stat;
 use nix::fcntl::OFlag;
@@ -49,6 +49,7 @@ pub fn apply(
     src_meta: &Stat,
     opts: &Options,
     created: bool,
+    umask: u32,
 ) -> Result<(), Reported> {
     let p = opts.preserve;
     let fd = f.as_raw_fd();
@@ -77,13 +78,8 @@ pub fn apply(
         check(unsafe { libc::fchmod(fd, mode as libc::mode_t) })
             .map_err(|e| report("preserving permissions for", dst, &e))?;
     } else if created && p.ownership {
-        let umask = current_umask();
-        let base = match (p.default_mode, src_meta.is_dir()) {
-            (true, true) => 0o777,
-            (true, false) => 0o666,
-            (false, _) => src_meta.mode() & 0o777,
-        };
-        let m = base & !umask;
+        // Created owner-only until the owner was set; now the mode a new entry gets.
+        let m = new_mode(src_meta, &p, umask);
         // SAFETY: as above.
         check(unsafe { libc::fchmod(fd, m as libc::mode_t) })
             .map_err(|e| report("setting permissions for", dst, &e))?;
@@ -95,6 +91,18 @@ pub fn apply(
             .map_err(|e| report("preserving times for", dst, &e))?;
     }
     Ok(())
+}
+
+/// The mode of a new file or directory whose mode is not preserved: SOURCE's permission
+/// bits (and a directory's sticky bit), or 0666/0777 with --no-preserve=mode, less `umask`.
+pub fn new_mode(src_meta: &Stat, p: &Preserve, umask: u32) -> u32 {
+    let base = match (p.default_mode, src_meta.is_dir()) {
+        (true, true) => 0o777,
+        (true, false) => 0o666,
+        (false, true) => src_meta.mode() & 0o1777,
+        (false, false) => src_meta.mode() & 0o777,
+    };
+    base & !umask
 }
 
 /// For a symlink DEST: owner and timestamps of the link itself.
@@ -171,15 +179,6 @@ fn copy_special_acl(src: At<'_>, dst: At<'_>) -> Result<(), Reported> {
         dst.path,
         false,
     )
-}
-
-fn current_umask() -> u32 {
-    // SAFETY: umask has no memory effects; it is set back at once (single-threaded here).
-    unsafe {
-        let old = libc::umask(0o022);
-        libc::umask(old);
-        old as u32
-    }
 }
 
 /// A size-query-then-fill call of the *xattr family: `call(buf, len)` returns the length

@@ -248,6 +248,7 @@ impl<'a> Copier<'a> {
             &made.src_meta,
             self.opts,
             true,
+            self.umask,
         )
     }
 
@@ -662,11 +663,7 @@ impl<'a> Copier<'a> {
             .readable()
             .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), os_text(&e))))?;
         if new_dir && !opts.preserve.mode {
-            let mode = if opts.preserve.default_mode {
-                0o777 & !self.umask
-            } else {
-                src_meta.mode() & 0o1777 & !self.umask
-            };
+            let mode = attrs::new_mode(src_meta, &opts.preserve, self.umask);
             nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(|e| {
                 fail(format!(
                     "setting permissions for {}: {}",
@@ -676,7 +673,15 @@ impl<'a> Copier<'a> {
             })?;
         }
         let xattr_src = src_dir.and_then(|d| d.readable().ok());
-        attrs::apply(&f, dst.path, xattr_src.as_ref(), src_meta, opts, new_dir)?;
+        attrs::apply(
+            &f,
+            dst.path,
+            xattr_src.as_ref(),
+            src_meta,
+            opts,
+            new_dir,
+            self.umask,
+        )?;
         if ok {
             Ok(())
         } else {
@@ -773,7 +778,15 @@ impl<'a> Copier<'a> {
             )));
         }
         self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
-        attrs::apply(&dst_file, dst.path, Some(&src_file), &opened, opts, created)?;
+        attrs::apply(
+            &dst_file,
+            dst.path,
+            Some(&src_file),
+            &opened,
+            opts,
+            created,
+            self.umask,
+        )?;
         if opts.fsync {
             sync(&dst_file, dst, created)?;
         }
@@ -937,11 +950,27 @@ impl<'a> Copier<'a> {
             Some(m) => {
                 let _ = nix::unistd::fchown(fd, Some(m.uid().into()), Some(m.gid().into()));
                 set_mode(m.mode() & 0o7777)?;
-                attrs::apply(&tmp_file, dst.path, Some(src_file), src_meta, opts, false)?;
+                attrs::apply(
+                    &tmp_file,
+                    dst.path,
+                    Some(src_file),
+                    src_meta,
+                    opts,
+                    false,
+                    self.umask,
+                )?;
             }
             None => {
-                set_mode(mode & !self.umask)?;
-                attrs::apply(&tmp_file, dst.path, Some(src_file), src_meta, opts, true)?;
+                set_mode(attrs::new_mode(src_meta, &opts.preserve, self.umask))?;
+                attrs::apply(
+                    &tmp_file,
+                    dst.path,
+                    Some(src_file),
+                    src_meta,
+                    opts,
+                    true,
+                    self.umask,
+                )?;
             }
         }
         tmp_file.sync_all().map_err(|e| {

@@ -137,6 +137,27 @@ fn atomic_new_file_gets_source_mode_under_umask() {
     assert_eq!(m.mode() & 0o7777, 0o755 & !current_umask());
 }
 
+/// --atomic makes a new file with the same mode the plain path gives it, --no-preserve=mode
+/// included (0666 less the umask, not SOURCE's bits).
+#[test]
+fn atomic_new_file_mode_matches_the_plain_copy() {
+    let t = setup();
+    std::fs::set_permissions(t.path().join("a"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    for extra in [&[][..], &["--no-preserve=mode"][..]] {
+        for (atomic, out) in [(false, "plain"), (true, "atomic")] {
+            let mut cmd = aiscp(t.path());
+            if atomic {
+                cmd.arg("--atomic");
+            }
+            cmd.args(extra).args(["a", out]).assert().code(0);
+        }
+        let mode = |n: &str| std::fs::metadata(t.path().join(n)).unwrap().mode() & 0o7777;
+        assert_eq!(mode("atomic"), mode("plain"), "{extra:?}");
+        std::fs::remove_file(t.path().join("plain")).unwrap();
+        std::fs::remove_file(t.path().join("atomic")).unwrap();
+    }
+}
+
 fn current_umask() -> u32 {
     // SAFETY: umask touches no memory; restored at once.
     unsafe {

@@ -139,6 +139,8 @@ scenarios! {
     preserve_mode: sc("file a 100 0604", "--preserve=mode a b");
     preserve_timestamps: sc("file a 100 0640", "--preserve=timestamps a b");
     preserve_all_then_not_mode: sc("dir d 0700\nfile d/f 10 0600", "-a --no-preserve=mode d x");
+    sticky_dir_keeps_sticky_with_ownership: sc("dir d 1777\nfile d/f 1", "-r --preserve=ownership d x");
+    sticky_dir_plain: sc("dir d 1777\nfile d/f 1", "-r d x");
     archive_tree: sc("dir d 0750\nfile d/f 5000 0640\nsym d/l f\nhard d/h d/f\ndir d/e 0700\nfifo d/p\nfile d/e/z 0 0444", "-a d x");
     setuid_dropped: sc("file a 10 4755", "a b");
     setuid_kept_with_p: sc("file a 10 6755", "-p a b");
