@@ -21,6 +21,7 @@ mod transfer;
 pub mod verify;
 
 use crate::backend::{self, Loaded};
+use crate::quote::quote;
 use pipeline::Pipeline;
 use std::fs::File;
 use std::io;
@@ -331,8 +332,8 @@ impl Engine {
             None => &mut no_diag,
         };
         match &mut self.backend {
-            Backend::Host(p) => p.prepare(src_name, diag),
-            Backend::Gpu(p) => p.prepare(src_name, diag),
+            Backend::Host(p) => p.first_slot(&quote(src_name), diag),
+            Backend::Gpu(p) => p.first_slot(&quote(src_name), diag),
         }
     }
 
@@ -354,12 +355,14 @@ impl Engine {
             Backend::Host(p) => p.copy(job, progress, cancel, diag),
             Backend::Gpu(p) => p.copy(job, progress, cancel, diag),
         }?;
-        let secs = started.elapsed().as_secs_f64();
-        diag(&format!(
-            "{}: {end} bytes in {secs:.3} s ({:.3} GB/s)",
-            crate::quote::quote(job.dst_name),
-            end as f64 / secs.max(1e-9) / 1e9
-        ));
+        if self.config.debug {
+            let secs = started.elapsed().as_secs_f64();
+            diag(&format!(
+                "{}: {end} bytes in {secs:.3} s ({:.3} GB/s)",
+                quote(job.dst_name),
+                end as f64 / secs.max(1e-9) / 1e9
+            ));
+        }
         if self.config.verify {
             let checked = verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
             diag(&checked.describe(job.dst_name));

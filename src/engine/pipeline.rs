@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
-use std::path::Path;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
@@ -136,34 +136,27 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 
-    /// Secures the first slot and its host window (what every copy needs: the window serves
-    /// the bounce route and every unaligned tail) before the caller touches DST, so that a
-    /// machine without memory for them fails the file while an existing DST is intact.
-    pub(crate) fn prepare(
+    /// Secures the first slot and its host window, what every copy needs (the window serves
+    /// the bounce route and every unaligned tail). The engine calls it before DST is opened,
+    /// so that a machine without memory for them fails the file with DST intact, and again
+    /// at the start of each copy, where it is a no-op once they exist (slots live for the run).
+    pub(crate) fn first_slot(
         &mut self,
-        src_name: &Path,
+        src: &str,
         diag: &mut dyn FnMut(&str),
     ) -> Result<(), CopyError> {
-        let names = Names {
-            src: quote(src_name),
-            dst: String::new(),
-        };
-        self.ensure_slots(1, &names, diag)?;
+        self.ensure_slots(1, src, diag)?;
         let slot = self.slots[0].as_mut().expect("ensured above");
         let bytes = self.staging.window_len(slot);
-        let pinned = self.staging.has_direct_route();
+        // Only GPU backends allocate a window (pinned memory); the host window is the slot.
         self.staging
             .window(slot)
             .map(drop)
             .map_err(|e| CopyError::Alloc {
-                name: names.src,
+                name: src.to_owned(),
                 bytes,
                 smallest: None,
-                memory: if pinned {
-                    "pinned host memory"
-                } else {
-                    "host memory"
-                },
+                memory: "pinned host memory",
                 message: e.to_string(),
             })
     }
@@ -179,6 +172,7 @@ impl<S: Staging> Pipeline<S> {
             src: quote(job.src_name),
             dst: quote(job.dst_name),
         };
+        self.first_slot(&names.src, diag)?;
         let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
         let len = match job.src_kind {
             SourceKind::Regular { len } => Some(len),
@@ -223,15 +217,12 @@ impl<S: Staging> Pipeline<S> {
         file: &'fd File,
         want_direct: bool,
         name: &str,
+        io_err: impl Fn(io::Error) -> CopyError,
     ) -> Result<(Side<S::Handle<'fd>>, &'static str), CopyError> {
         if !want_direct {
             return Ok((Side::Posix { direct: false }, "small or unaligned"));
         }
-        let io_err = |e: io::Error| CopyError::Read {
-            name: name.to_owned(),
-            source: e,
-        };
-        if !fileio::set_direct(file.as_fd()).map_err(io_err)? {
+        if !fileio::set_direct(file.as_fd()).map_err(&io_err)? {
             return Ok((Side::Posix { direct: false }, "O_DIRECT refused"));
         }
         if !self.staging.has_direct_route() {
@@ -246,7 +237,7 @@ impl<S: Staging> Pipeline<S> {
         match self.staging.register(file.as_fd()) {
             Ok(Some(handle)) => Ok((Side::Library(handle), "")),
             Ok(None) => {
-                fileio::clear_direct(file.as_fd()).map_err(io_err)?;
+                fileio::clear_direct(file.as_fd()).map_err(&io_err)?;
                 Ok((Side::Posix { direct: false }, "registration refused"))
             }
             Err(e) => {
@@ -270,7 +261,7 @@ impl<S: Staging> Pipeline<S> {
     fn ensure_slots(
         &mut self,
         n: usize,
-        names: &Names,
+        src: &str,
         diag: &mut dyn FnMut(&str),
     ) -> Result<usize, CopyError> {
         let n = n.min(self.slots.len());
@@ -294,7 +285,7 @@ impl<S: Staging> Pipeline<S> {
                 }
                 Err((first, e)) => {
                     return Err(CopyError::Alloc {
-                        name: names.src.clone(),
+                        name: src.to_owned(),
                         bytes: first,
                         smallest: (self.chunk < first).then_some(self.chunk),
                         memory: if self.staging.has_direct_route() {
@@ -359,13 +350,9 @@ impl<S: Staging> Pipeline<S> {
         };
         let (mut chunk, mut plan) = plan_for(self.chunk);
         let chunk_before = self.chunk;
-        let workers = self.slots.len().min(plan.slices.len());
-        let workers = if workers == 0 {
-            0
-        } else {
-            self.ensure_slots(workers, names, diag)
-                .map_err(|e| (0, e))?
-        };
+        let workers = self
+            .ensure_slots(self.slots.len().min(plan.slices.len()), &names.src, diag)
+            .map_err(|e| (0, e))?;
         if self.chunk != chunk_before {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             (chunk, plan) = plan_for(self.chunk);
@@ -376,9 +363,9 @@ impl<S: Staging> Pipeline<S> {
         let dst_direct =
             want_direct && !(job.sparse == SparseMode::Always && self.staging.has_direct_route());
         let (src_side, src_why) = self
-            .open_side(job.src, want_direct, &names.src)
+            .open_side(job.src, want_direct, &names.src, |e| names.read(e))
             .map_err(|e| (0, e))?;
-        let dst_side = self.open_side(job.dst, dst_direct, &names.dst);
+        let dst_side = self.open_side(job.dst, dst_direct, &names.dst, |e| names.write(e));
         let (dst_side, dst_why) = match dst_side {
             Ok(s) => s,
             Err(e) => {
@@ -542,10 +529,8 @@ impl<S: Staging> Pipeline<S> {
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Result<u64, (u64, CopyError)> {
-        self.ensure_slots(1, names, &mut |_| {})
-            .map_err(|e| (start, e))?;
         let staging = &self.staging;
-        let slot = self.slots[0].as_mut().expect("allocated");
+        let slot = self.slots[0].as_mut().expect("first_slot ran in copy");
         staging.enter_worker().map_err(|e| (start, names.read(e)))?;
         let skip_zeros = dst_regular && job.sparse == SparseMode::Always;
         let mut pos = start;
