@@ -18,14 +18,11 @@ const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
 /// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
 /// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
 /// 5030 internal error (seen on FUSE and overlay filesystems).
-const BOUNCE_CODES: [i32; 3] = [5027, 5008, 5030];
-
-pub fn flavor_name(flavor: Flavor) -> &'static str {
-    match flavor {
-        Flavor::HipFile => "hipFile",
-        Flavor::CuFile => "cuFile",
-    }
-}
+const BOUNCE_CODES: [i32; 3] = [
+    hipfile::sys::HANDLE_NOT_REGISTERED,
+    hipfile::sys::IO_NOT_SUPPORTED,
+    hipfile::sys::INTERNAL_ERROR,
+];
 
 /// Why a GPU backend did not come up, by step: messages differ, and only a missing
 /// library is a reason to try the next flavor quietly.
@@ -42,7 +39,7 @@ pub enum OpenError {
 impl OpenError {
     /// The message for `flavor`, e.g. "cannot open the hipFile driver: ...".
     pub fn describe(&self, flavor: Flavor) -> String {
-        let name = flavor_name(flavor);
+        let name = flavor.name();
         match self {
             OpenError::Library(e) => format!("{name}: {e}"),
             OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
@@ -107,7 +104,7 @@ impl GpuStaging {
         .map_err(OpenError::Device)?;
         diag(&format!(
             "backend {} ({}{}), runtime {}, GPU {index} of {count}",
-            flavor_name(flavor),
+            flavor.name(),
             library.io_library_path().display(),
             library
                 .version()
@@ -202,7 +199,7 @@ impl Staging for GpuStaging {
     type Handle<'fd> = FileHandle<'fd>;
 
     fn name(&self) -> &'static str {
-        flavor_name(self.flavor)
+        self.flavor.name()
     }
     fn has_direct_route(&self) -> bool {
         true
@@ -250,7 +247,7 @@ impl Staging for GpuStaging {
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
         match self.device.register_file(fd) {
             Ok(handle) => Ok(Some(handle)),
-            Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code.abs()) => Ok(None),
+            Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code) => Ok(None),
             Err(e) => Err(e),
         }
     }

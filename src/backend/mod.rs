@@ -141,7 +141,7 @@ pub fn load(
         if guessing && !flavor.driver_present() && !flavor.overridden() {
             let why = format!(
                 "{}: no GPU driver ({} not found)",
-                gpu::flavor_name(flavor),
+                flavor.name(),
                 flavor.device_node().display()
             );
             diag(&format!("skipped {why}"));

@@ -580,7 +580,7 @@ const MIN_RETRY_CHUNK: usize = 1 << 20;
 /// hipErrorOutOfMemory and CUDA_ERROR_OUT_OF_MEMORY are both 2; host memory says so itself.
 fn is_out_of_memory(e: &hipfile::Error) -> bool {
     match e {
-        hipfile::Error::Runtime { code, .. } => *code == 2,
+        hipfile::Error::Runtime { code, .. } => *code == hipfile::sys::RUNTIME_OUT_OF_MEMORY,
         hipfile::Error::Os(e) => e.kind() == io::ErrorKind::OutOfMemory,
         _ => false,
     }

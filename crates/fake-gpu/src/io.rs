@@ -170,6 +170,9 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
 /// (stats count what moved, the caller sees at most `report_at_most`).
 fn finish(req: IoRequest, plan: &Planned) -> isize {
     let result = move_bytes(req.op, plan.fd, plan.target, plan.len, req.file_offset);
+    // Taking the registry lock below may wait on a futex, which leaves EAGAIN in errno:
+    // keep the failure's errno and put it back last.
+    let failed_with = (result < 0).then(errno);
     let fake = fake();
     let mut reg = fake.registry();
     if let Some(h) = reg.handles.get_mut(&req.fh) {
@@ -183,6 +186,10 @@ fn finish(req: IoRequest, plan: &Planned) -> isize {
             IoOp::Read => reg.stats.read_bytes += result as u64,
             IoOp::Write => reg.stats.write_bytes += result as u64,
         }
+    }
+    drop(reg);
+    if let Some(e) = failed_with {
+        set_errno(e);
     }
     result.min(plan.report_at_most as isize)
 }

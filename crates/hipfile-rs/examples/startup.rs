@@ -3,8 +3,11 @@
 //! device context, opening the I/O driver, the first device allocation), in this order.
 //!
 //! ```text
-//! startup [--flavor hipfile|cufile] [--driver]
+//! startup [hipfile|cufile] [--driver]
 //! ```
+//!
+//! The runtime is loaded on its own first so that its cost shows apart; the I/O-library step
+//! then includes finding the (already loaded) runtime again, as `Library::load` does.
 //!
 //! Run it with cold caches (`sync; echo 3 > /proc/sys/vm/drop_caches`) to see what a cold
 //! benchmark pays. Without `--driver` the I/O driver is left closed, as on aiscp's bounce route.
@@ -18,12 +21,11 @@ fn main() -> ExitCode {
     let mut flavor = Flavor::CuFile;
     let mut driver = false;
     for arg in std::env::args().skip(1) {
-        match arg.as_str() {
-            "--flavor=hipfile" | "hipfile" => flavor = Flavor::HipFile,
-            "--flavor=cufile" | "cufile" => flavor = Flavor::CuFile,
-            "--driver" => driver = true,
-            _ => {
-                eprintln!("usage: startup [hipfile|cufile] [--driver]");
+        match (arg.as_str(), arg.parse::<Flavor>()) {
+            ("--driver", _) => driver = true,
+            (_, Ok(f)) => flavor = f,
+            (_, Err(e)) => {
+                eprintln!("startup: {e}\nusage: startup [hipfile|cufile] [--driver]");
                 return ExitCode::from(2);
             }
         }

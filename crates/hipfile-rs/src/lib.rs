@@ -67,6 +67,14 @@ pub enum Flavor {
 }
 
 impl Flavor {
+    /// The library's name as its vendor writes it, for messages: `hipFile` or `cuFile`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::HipFile => "hipFile",
+            Flavor::CuFile => "cuFile",
+        }
+    }
+
     /// The kernel driver's device node that every GPU of this vendor needs (AMD's KFD,
     /// NVIDIA's control device). Without it the runtime can find no GPU.
     pub fn device_node(self) -> &'static Path {
@@ -573,8 +581,18 @@ impl Device {
         self.library().runtime()
     }
 
-    /// hipSetDevice / cuCtxSetCurrent for the calling thread (both are per thread).
+    /// Makes the device current on the calling thread (hipSetDevice / cuCtxSetCurrent are
+    /// per thread), unless this crate already made it current there: every call of the crate
+    /// goes through here, so a thread that keeps working for the same device pays once.
     pub fn make_current(&self) -> Result<(), Error> {
+        if CURRENT_DEVICE.with(Cell::get) == self.inner.id {
+            Ok(())
+        } else {
+            self.set_current()
+        }
+    }
+
+    fn set_current(&self) -> Result<(), Error> {
         let rt = self.runtime();
         match (&rt.inner.table, &self.inner.ctx) {
             (sys::RuntimeFunctions::Hip(hip), _) => {
@@ -595,20 +613,11 @@ impl Device {
         Ok(())
     }
 
-    /// Makes the device current unless this thread already has it.
-    fn ensure_current(&self) -> Result<(), Error> {
-        if CURRENT_DEVICE.with(Cell::get) == self.inner.id {
-            Ok(())
-        } else {
-            self.make_current()
-        }
-    }
-
     /// Device memory (hipMalloc / cuMemAlloc_v2), freed on drop.
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
         let mut addr = 0usize;
         if len > 0 {
-            self.ensure_current()?;
+            self.make_current()?;
             let rt = self.runtime();
             match &rt.inner.table {
                 sys::RuntimeFunctions::Hip(hip) => {
@@ -636,24 +645,26 @@ impl Device {
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, Error> {
         let mut ptr: *mut c_void = std::ptr::null_mut();
         if len > 0 {
-            self.ensure_current()?;
+            self.make_current()?;
             let rt = self.runtime();
-            match &rt.inner.table {
+            let call = match &rt.inner.table {
                 sys::RuntimeFunctions::Hip(hip) => {
                     // SAFETY: valid out pointer; freed in PinnedBuffer::drop.
                     rt.check("hipHostMalloc", unsafe {
                         (hip.host_malloc)(&mut ptr, len, sys::HOST_ALLOC_DEFAULT)
                     })?;
+                    "hipHostMalloc"
                 }
                 sys::RuntimeFunctions::Cuda(cu) => {
                     // SAFETY: valid out pointer; freed in PinnedBuffer::drop.
                     rt.check("cuMemHostAlloc", unsafe {
                         (cu.mem_host_alloc)(&mut ptr, len, sys::HOST_ALLOC_DEFAULT)
                     })?;
+                    "cuMemHostAlloc"
                 }
-            }
+            };
             if ptr.is_null() {
-                return Err(rt.error("hipHostMalloc", 2));
+                return Err(rt.error(call, sys::RUNTIME_OUT_OF_MEMORY));
             }
         }
         Ok(PinnedBuffer {
@@ -698,7 +709,7 @@ impl Device {
         if flags & !sys::STREAM_FLAGS_MASK != 0 {
             return Err(lib.invalid(format!("stream flags {flags:#x} outside mask 0xf")));
         }
-        self.ensure_current()?;
+        self.make_current()?;
         let rt = self.runtime();
         let mut raw: sys::StreamRaw = std::ptr::null_mut();
         match &rt.inner.table {
@@ -729,7 +740,7 @@ impl Device {
     }
 
     fn sync_stream(&self, raw: sys::StreamRaw) -> Result<(), Error> {
-        self.ensure_current()?;
+        self.make_current()?;
         let rt = self.runtime();
         match &rt.inner.table {
             // SAFETY: raw is a live stream of this device.
@@ -744,7 +755,7 @@ impl Device {
     }
 
     fn destroy_stream(&self, raw: sys::StreamRaw) {
-        let _ = self.ensure_current();
+        let _ = self.make_current();
         // SAFETY: raw is a live stream with nothing in flight; not used afterwards.
         unsafe {
             match &self.runtime().inner.table {
@@ -773,7 +784,7 @@ impl Drop for DeviceBuffer {
             return;
         }
         // CUDA refuses calls without a current context; a failure leaves us nothing to do.
-        let _ = self.device.ensure_current();
+        let _ = self.device.make_current();
         // SAFETY: allocated by Device::alloc and no longer registered (RegisteredBuffer
         // deregisters first, or leaks when I/O may still be in flight).
         unsafe {
@@ -795,11 +806,6 @@ impl DeviceBuffer {
     pub fn device(&self) -> &Device {
         &self.device
     }
-    /// The device address, for diagnostics and alignment checks.
-    pub fn addr(&self) -> usize {
-        self.addr
-    }
-
     /// Registers the buffer for I/O; the returned guard deregisters before the memory is freed.
     /// On failure the buffer comes back, so the caller can fall back to a bounce path.
     pub fn register(self) -> Result<RegisteredBuffer, (DeviceBuffer, Error)> {
@@ -834,7 +840,7 @@ impl DeviceBuffer {
         if src.is_empty() {
             return Ok(());
         }
-        self.device.ensure_current()?;
+        self.device.make_current()?;
         let rt = self.device.runtime();
         let dst = self.addr + offset;
         match &rt.inner.table {
@@ -860,7 +866,7 @@ impl DeviceBuffer {
         if dst.is_empty() {
             return Ok(());
         }
-        self.device.ensure_current()?;
+        self.device.make_current()?;
         let rt = self.device.runtime();
         let src = self.addr + offset;
         match &rt.inner.table {
@@ -956,7 +962,7 @@ impl Drop for PinnedBuffer {
         if self.len == 0 {
             return;
         }
-        let _ = self.device.ensure_current();
+        let _ = self.device.make_current();
         let p = self.ptr.as_ptr().cast::<c_void>();
         // SAFETY: allocated by Device::alloc_pinned; no slice outlives self.
         unsafe {
@@ -1036,7 +1042,7 @@ impl FileHandle<'_> {
         if i64::try_from(file_offset).is_err() {
             return Err(lib.invalid(format!("file offset {file_offset} beyond off_t")));
         }
-        buf.device.ensure_current()
+        buf.device.make_current()
     }
 
     /// Runs one synchronous call with errno cleared before it, and decodes its result.
@@ -1233,7 +1239,7 @@ impl<'io> Stream<'io> {
     pub fn synchronize_each(&mut self) -> Result<Vec<Result<usize, Error>>, Error> {
         // Ops that run inside the synchronization (compatibility paths) leave errno behind
         // with a stored -1, as a synchronous call would.
-        self.device.ensure_current()?;
+        self.device.make_current()?;
         // SAFETY: errno is thread-local and writable.
         unsafe { *errno_location() = 0 };
         self.device.sync_stream(self.raw)?;
@@ -1256,13 +1262,13 @@ impl<'io> Stream<'io> {
 
 impl Drop for Stream<'_> {
     fn drop(&mut self) {
-        if !self.ops.is_empty() && self.synchronize().is_err() && !self.ops.is_empty() {
+        if !self.ops.is_empty() && self.synchronize_each().is_err() {
             // Could not synchronize: the library may still use the stream and the blocks.
             return;
         }
         let io = &self.device.library().inner.io;
         if let Some(deregister) = io.stream_deregister {
-            let _ = self.device.ensure_current();
+            let _ = self.device.make_current();
             // SAFETY: registered in create_stream; nothing in flight.
             let _ = unsafe { deregister(self.raw) };
         }

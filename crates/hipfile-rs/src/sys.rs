@@ -267,6 +267,8 @@ pub const MAX_IO_BYTES: usize = 0x7fff_f000;
 
 /// `hipErrorInvalidValue` / `CUDA_ERROR_INVALID_VALUE`: why `-1` with errno 0 is a runtime error.
 pub const RUNTIME_INVALID_VALUE: RuntimeStatus = 1;
+/// `hipErrorOutOfMemory` / `CUDA_ERROR_OUT_OF_MEMORY`.
+pub const RUNTIME_OUT_OF_MEMORY: RuntimeStatus = 2;
 /// `hipErrorNoDevice` / `CUDA_ERROR_NO_DEVICE`.
 pub const RUNTIME_NO_DEVICE: RuntimeStatus = 100;
 /// `hipMemcpyHostToDevice`.
