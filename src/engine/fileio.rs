@@ -130,27 +130,6 @@ pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Resu
     Ok(done)
 }
 
-/// Writes all of `buf` at `offset`, retrying short writes.
-pub fn pwrite_all(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let end = buf.len().min(done + MAX_IO);
-        match file.write_at(&buf[done..end], offset + done as u64) {
-            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Writes all of `buf` sequentially (a DST that cannot seek: a pipe, a terminal).
-pub fn write_all(file: &File, buf: &[u8]) -> io::Result<()> {
-    use std::io::Write;
-    (&*file).write_all(buf)
-}
-
 /// Writes `buf` at `offset` except its all-zero blocks of `block` bytes, which stay holes.
 pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize) -> io::Result<()> {
     let mut run_start = None;
@@ -161,7 +140,7 @@ pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize)
         match (zero, run_start) {
             (false, None) => run_start = Some(pos),
             (true, Some(start)) => {
-                pwrite_all(file, &buf[start..pos], offset + start as u64)?;
+                file.write_all_at(&buf[start..pos], offset + start as u64)?;
                 run_start = None;
             }
             _ => {}
@@ -169,7 +148,7 @@ pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize)
         pos = end;
     }
     if let Some(start) = run_start {
-        pwrite_all(file, &buf[start..], offset + start as u64)?;
+        file.write_all_at(&buf[start..], offset + start as u64)?;
     }
     Ok(())
 }

@@ -8,9 +8,10 @@ use super::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::backend::Staging;
 use crate::quote::quote;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -561,11 +562,11 @@ impl<S: Staging> Pipeline<S> {
                 .map_err(|e| (pos, names.write(e)))?;
             let window = &staging.window(slot).map_err(|e| (pos, names.write(e)))?[..n];
             let written = if !dst_regular {
-                fileio::write_all(job.dst, window)
+                (&*job.dst).write_all(window)
             } else if skip_zeros {
                 fileio::pwrite_skipping_zeros(job.dst, window, pos, MIN_ALIGN as usize)
             } else {
-                fileio::pwrite_all(job.dst, window, pos)
+                job.dst.write_all_at(window, pos)
             };
             written.map_err(|e| (pos, names.write(e)))?;
             pos += n as u64;
@@ -842,8 +843,7 @@ fn copy_slice<S: Staging>(
         }
         Side::Library(_) | Side::Posix { .. } => {
             while put < to_write {
-                let window_len = staging.window(slot).map_err(|e| names.write(e))?.len();
-                let piece = window_len.min(to_write - put);
+                let piece = staging.window_len(slot).min(to_write - put);
                 staging
                     .download(slot, put, piece)
                     .map_err(|e| names.write(e))?;
@@ -852,7 +852,7 @@ fn copy_slice<S: Staging>(
                 if route.skip_zeros {
                     fileio::pwrite_skipping_zeros(route.dst, window, at, route.align as usize)
                 } else {
-                    fileio::pwrite_all(route.dst, window, at)
+                    route.dst.write_all_at(window, at)
                 }
                 .map_err(|e| names.write(e))?;
                 put += piece;

@@ -118,10 +118,13 @@ fn verify_in_chunks(
     chunk: usize,
 ) -> Result<Verified, VerifyError> {
     let (sq, dq) = (quote(src_name), quote(dst_name));
-    let read_err = |name: &str| {
-        let name = name.to_owned();
-        move |source| VerifyError::Read { name, source }
-    };
+    // Builds the error only when there is one (the name is cloned then, not per chunk).
+    fn read_err(name: &str) -> impl FnOnce(io::Error) -> VerifyError + '_ {
+        move |source| VerifyError::Read {
+            name: name.to_owned(),
+            source,
+        }
+    }
     let src_meta = src.metadata().map_err(read_err(&sq))?;
     if !src_meta.is_file() {
         return Err(VerifyError::Cannot {
@@ -214,22 +217,26 @@ fn file_len(file: &File, ended_at: u64, ended: bool) -> u64 {
 /// /proc/self/fd (the very inode written); where /proc is missing, through the name.
 fn reopen_for_reading(dst: &File, dst_name: &Path) -> io::Result<(File, DstRead)> {
     let proc_path = format!("/proc/self/fd/{}", dst.as_raw_fd());
-    let proc_path = Path::new(&proc_path);
-    let path = if proc_path.exists() {
-        proc_path
-    } else {
-        dst_name
-    };
-    let open = |flags: i32| {
+    let open = |path: &Path, flags: i32| {
         OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOCTTY | flags)
             .open(path)
     };
-    match open(libc::O_DIRECT) {
+    // The fd's own file through /proc; by name only where /proc is not mounted.
+    let mut path = Path::new(&proc_path);
+    let mut opened = open(path, libc::O_DIRECT);
+    if opened
+        .as_ref()
+        .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+    {
+        path = dst_name;
+        opened = open(path, libc::O_DIRECT);
+    }
+    match opened {
         Ok(f) => Ok((f, DstRead::Direct)),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            let f = open(0)?;
+            let f = open(path, 0)?;
             Ok((
                 f,
                 DstRead::Buffered("the filesystem refused O_DIRECT".into()),
