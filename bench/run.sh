@@ -64,7 +64,7 @@ while (($#)); do
             [[ $2 =~ ^([A-Za-z0-9_]+)=(.*)$ ]] || die "--extra wants NAME=[BINARY] ARGS, got: $2"
             extras+=("${BASH_REMATCH[1]}") extra_args[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
             shift 2 ;;
-        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        -h | --help) usage ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
@@ -89,7 +89,6 @@ flock -n 9 || die "another bench/run.sh is running in $dir"
 log=$out/bench.log
 SRC=$dir/bench-src-$(human_size "$bytes").bin
 DST=$dir/bench-dst.bin
-say() { echo "# $*"; }
 { echo; echo "######## $label $(date -u +%FT%TZ)"; } >> "$log"
 
 # Space for SRC and DST (SRC may already be there).

@@ -38,7 +38,7 @@ while (($#)); do
         --no-roundtrip) roundtrip=0; shift ;;
         --keep) keep=1; shift ;;
         --small) G1=$((1 << 20)) G3=$((3 << 20)); shift ;; # smoke test of the script itself
-        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        -h | --help) usage ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done
@@ -49,7 +49,6 @@ log=${log:-$dir/gpu-check.log}
 start=$SECONDS
 npass=0 nfail=0 nskip=0
 
-say() { echo "# $*"; }
 if ((EUID == 0)) && [[ $backend == cufile ]]; then
     bash "$REPO_ROOT/scripts/gpu-setup.sh" --udev "$dir" | sed 's/^/# /'
 fi

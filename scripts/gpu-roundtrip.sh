@@ -24,7 +24,7 @@ while (($#)); do
         --flavor) flavor=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         --no-big-chunk) big=0; shift ;;
-        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        -h | --help) usage ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done

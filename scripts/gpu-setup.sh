@@ -25,7 +25,7 @@ while (($#)); do
         --fastdisk) fast_size=$2; shift 2 ;;
         --mnt) mnt=$2; shift 2 ;;
         --teardown) teardown=1; shift ;;
-        -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        -h | --help) usage ;;
         *) die "unknown argument: $1 (see --help)" ;;
     esac
 done

@@ -17,7 +17,10 @@ if [[ -z ${CUDA_HOME:-} ]]; then
 fi
 
 die() { echo "error: $*" >&2; exit 2; }
-note() { echo "# $*" >&2; }
+# A comment line in a script's output (results are the other lines).
+say() { echo "# $*"; }
+# --help: the calling script's header comment, without the leading '# '.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0; }
 
 # parse_size 512M | 1G | 4097 | 0x7ffff000 -> bytes (K/M/G/T are powers of 1024).
 parse_size() {

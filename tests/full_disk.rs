@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_same_bytes, random_bytes, Backend, FakeReport, BACKENDS};
+use common::{assert_same_bytes, program, random_bytes, Backend, FakeReport, BACKENDS};
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -15,10 +15,6 @@ use std::process::{Command, Output};
 /// Size of the small filesystem, and of the file that does not fit in it.
 const FS_SIZE: &str = "4m";
 const TOO_BIG: usize = 6 << 20;
-
-fn program() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("aiscp")
-}
 
 /// A tmpfs mounted on `dir/mnt`, unmounted on drop.
 struct SmallFs {

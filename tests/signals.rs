@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{random_bytes, Backend, FakeReport, BACKENDS};
+use common::{program, random_bytes, Backend, FakeReport, BACKENDS};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -22,10 +22,6 @@ const PIECE: usize = 16 * 1024;
 const PAUSE: Duration = Duration::from_millis(5);
 /// The most a stop may take after the signal.
 const STOP_WITHIN: Duration = Duration::from_secs(1);
-
-fn program() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("aiscp")
-}
 
 /// Feeds `fifo` with `data` in pieces until told to stop, the data runs out, or the reader
 /// goes away. With `stall_after`, stops writing after that many bytes but keeps the FIFO

@@ -5,14 +5,10 @@
 
 mod common;
 
-use common::{assert_same_bytes, write_random, Backend, FakeReport, BACKENDS};
+use common::{assert_same_bytes, program, write_random, Backend, FakeReport, BACKENDS};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn program() -> PathBuf {
-    assert_cmd::cargo::cargo_bin("aiscp")
-}
 
 fn aiscp(dir: &Path, backend: Backend, args: &[&str], faults: &str) -> Output {
     let mut cmd = Command::new(program());

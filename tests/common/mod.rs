@@ -47,11 +47,9 @@ pub fn blocks(path: &Path) -> u64 {
     fs::metadata(path).unwrap().blocks()
 }
 
-/// The directory cargo builds into for this profile (target/debug).
-pub fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/debug/deps/suite-hash -> target/debug
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+/// The aiscp binary under test.
+pub fn program() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("aiscp")
 }
 
 #[path = "../../crates/fake-gpu/tests/support/build.rs"]

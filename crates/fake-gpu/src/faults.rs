@@ -195,8 +195,6 @@ impl FaultPlan {
                 return None;
             }
             let hit = match rule.selector {
-                Selector::Always => true,
-                Selector::Call { n, repeat } => call == n || (repeat && call > n),
                 Selector::Offset { offset: at, repeat } => {
                     let covers = len > 0 && offset <= at && at - offset < len;
                     covers
@@ -206,6 +204,7 @@ impl FaultPlan {
                                 .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                                 .is_ok())
                 }
+                other => selects_call(other, call),
             };
             hit.then_some(rule.fault)
         })
@@ -219,12 +218,12 @@ impl FaultPlan {
             .map(|rule| rule.code)
     }
 
-    /// Whether the `call`th hipMalloc, of `size` bytes, must fail with out-of-memory.
     /// Whether the `call`th hipHostMalloc fails.
     pub fn hostmalloc_fails(&self, call: u64) -> bool {
         self.hostmalloc_calls.iter().any(|&s| selects_call(s, call))
     }
 
+    /// Whether the `call`th hipMalloc, of `size` bytes, must fail with out-of-memory.
     pub fn malloc_fails(&self, call: u64, size: u64) -> bool {
         self.malloc_over.is_some_and(|limit| size > limit)
             || self.malloc_calls.iter().any(|&s| selects_call(s, call))

@@ -313,7 +313,7 @@ unsafe fn enqueue(
         reg.misuse(format!("async {name} into unregistered buffer {base:#x}"));
         return HipFileError::code(HIPFILE_MEMORY_NOT_REGISTERED);
     }
-    let Some(entry) = reg.streams.get(&stream) else {
+    let Some(entry) = reg.streams.get_mut(&stream) else {
         reg.misuse(format!("async {name} on unknown stream {stream:#x}"));
         return HipFileError::code(HIPFILE_INVALID_VALUE);
     };
@@ -332,9 +332,7 @@ unsafe fn enqueue(
         fixed_buffer_offset: fixed(STREAM_FIXED_BUF_OFFSET).then(|| *buffer_offset_p),
         page_aligned: fixed(STREAM_PAGE_ALIGNED_INPUTS),
     };
-    if let Some(entry) = reg.streams.get_mut(&stream) {
-        entry.pending.push(op);
-    }
+    entry.pending.push(op);
     HipFileError::SUCCESS
 }
 

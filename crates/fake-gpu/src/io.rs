@@ -76,10 +76,6 @@ struct Planned {
 fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
     let fake = fake();
     let mut reg = fake.registry();
-    match req.op {
-        IoOp::Read => reg.stats.reads += 1,
-        IoOp::Write => reg.stats.writes += 1,
-    }
     let name = req.op.name();
     let Some(fd) = reg.handles.get(&req.fh).map(|h| h.fd) else {
         reg.misuse(format!("{name} on unregistered file handle {:#x}", req.fh));

@@ -90,8 +90,6 @@ pub struct StreamEntry {
 
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub reads: u64,
-    pub writes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub htod_bytes: u64,
@@ -175,7 +173,9 @@ impl Registry {
         Ok(())
     }
 
-    fn report(&self) -> String {
+    /// The report text; `reads`/`writes` are the call counters (every hipFileRead/Write,
+    /// async ops, refused and faulted calls included), kept by [`CallCounters`].
+    fn report(&self, reads: u64, writes: u64) -> String {
         let mut out = String::new();
         let mut handles: Vec<_> = self.handles.iter().collect();
         handles.sort_by_key(|(id, _)| **id);
@@ -238,8 +238,8 @@ impl Registry {
             out,
             "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
              mallocs={} max_alloc={} handles={} device_threads={}",
-            s.reads,
-            s.writes,
+            reads,
+            writes,
             s.read_bytes,
             s.write_bytes,
             s.htod_bytes,
@@ -352,7 +352,10 @@ impl Fake {
         let Some(path) = &self.report_path else {
             return;
         };
-        let text = self.registry().report();
+        let text = self.registry().report(
+            self.calls.read.load(std::sync::atomic::Ordering::SeqCst),
+            self.calls.write.load(std::sync::atomic::Ordering::SeqCst),
+        );
         if let Err(e) = std::fs::write(path, text) {
             eprintln!(
                 "fake-gpu: cannot write report {}: {e}",
