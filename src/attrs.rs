@@ -33,12 +33,6 @@ fn check(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Whether a failed chown is expected (an unprivileged user can't give files away): GNU
-/// ignores EPERM and EINVAL then, and drops the set-id bits instead.
-fn chown_failure_ok(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EINVAL))
-}
-
 /// Applies the preserved attributes of `src_meta` to the open DEST `f`. `created` says DEST
 /// is new (its provisional owner-only mode must then be widened when ownership is kept).
 /// `src` is SOURCE opened for reading, where xattrs are read from (None: none to copy).
@@ -56,12 +50,8 @@ pub fn apply(
     let mut mode = src_meta.mode() & 0o7777;
     if p.ownership {
         // SAFETY: fchown on a descriptor we own; no memory is passed.
-        if let Err(e) = check(unsafe { libc::fchown(fd, src_meta.uid(), src_meta.gid()) }) {
-            if !chown_failure_ok(&e) {
-                return Err(report("failed to preserve ownership for", dst, &e));
-            }
-            mode &= !(libc::S_ISUID | libc::S_ISGID);
-        }
+        let chown = check(unsafe { libc::fchown(fd, src_meta.uid(), src_meta.gid()) });
+        owner_kept(chown, dst, &mut mode)?;
     }
     if p.xattr {
         if let Some(src) = src {
@@ -105,19 +95,30 @@ pub fn new_mode(src_meta: &Stat, p: &Preserve, umask: u32) -> u32 {
     base & !umask
 }
 
-/// For a symlink DEST: owner and timestamps of the link itself.
-pub fn apply_to_symlink(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<(), Reported> {
-    if opts.preserve.ownership {
-        if let Err(e) = dst
+/// For entries set by name in DEST's directory, never following a symlink: a symlink DEST
+/// (owner and timestamps of the link itself) and recreated special files (opening a FIFO
+/// would block, a device could act on open), which also get the mode and the ACL.
+pub fn apply_by_name(
+    src: At<'_>,
+    dst: At<'_>,
+    src_meta: &Stat,
+    opts: &Options,
+) -> Result<(), Reported> {
+    let p = opts.preserve;
+    let mut mode = src_meta.mode() & 0o7777;
+    if p.ownership {
+        let chown = dst
             .dir
-            .chown_nofollow(dst.name, src_meta.uid(), src_meta.gid())
-        {
-            if !chown_failure_ok(&e) {
-                return Err(report("failed to preserve ownership for", dst.path, &e));
-            }
-        }
+            .chown_nofollow(dst.name, src_meta.uid(), src_meta.gid());
+        owner_kept(chown, dst.path, &mut mode)?;
     }
-    if opts.preserve.timestamps {
+    if p.mode && !src_meta.is_symlink() {
+        copy_special_acl(src, dst)?;
+        dst.dir
+            .chmod_nofollow(dst.name, mode)
+            .map_err(|e| report("preserving permissions for", dst.path, &e))?;
+    }
+    if p.timestamps {
         dst.dir
             .set_times_nofollow(dst.name, &src_meta.times())
             .map_err(|e| report("preserving times for", dst.path, &e))?;
@@ -125,38 +126,17 @@ pub fn apply_to_symlink(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<
     Ok(())
 }
 
-/// For recreated special files (opening a FIFO would block, a device could act on open):
-/// by name in DEST's directory, never following a symlink.
-pub fn apply_to_special(
-    src: At<'_>,
-    dst: At<'_>,
-    src_meta: &Stat,
-    opts: &Options,
-) -> Result<(), Reported> {
-    let mut mode = src_meta.mode() & 0o7777;
-    if opts.preserve.ownership {
-        if let Err(e) = dst
-            .dir
-            .chown_nofollow(dst.name, src_meta.uid(), src_meta.gid())
-        {
-            if !chown_failure_ok(&e) {
-                return Err(report("failed to preserve ownership for", dst.path, &e));
-            }
-            mode &= !(libc::S_ISUID | libc::S_ISGID);
+/// A chown's outcome as cp takes it: an unprivileged user can't give files away, so EPERM
+/// and EINVAL only drop the set-id bits from `mode`; anything else is reported.
+fn owner_kept(chown: io::Result<()>, dst: &Path, mode: &mut u32) -> Result<(), Reported> {
+    match chown {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) => {
+            *mode &= !(libc::S_ISUID | libc::S_ISGID);
+            Ok(())
         }
+        Err(e) => Err(report("failed to preserve ownership for", dst, &e)),
+        Ok(()) => Ok(()),
     }
-    if opts.preserve.mode {
-        copy_special_acl(src, dst)?;
-        dst.dir
-            .chmod_nofollow(dst.name, mode)
-            .map_err(|e| report("preserving permissions for", dst.path, &e))?;
-    }
-    if opts.preserve.timestamps {
-        dst.dir
-            .set_times_nofollow(dst.name, &src_meta.times())
-            .map_err(|e| report("preserving times for", dst.path, &e))?;
-    }
-    Ok(())
 }
 
 /// The access ACL of a recreated special file, through O_PATH descriptors that never
@@ -310,9 +290,10 @@ fn xattr_copied(name: &[u8]) -> bool {
 /// Copies extended attributes between two open descriptors. Failures are reported only
 /// when xattr was asked for by name (-a and -p stay silent, like cp).
 fn copy_xattrs(src: &File, f: &File, dst: &Path, required: bool) -> Result<(), Reported> {
-    let (sfd, dfd) = (src.as_raw_fd(), f.as_raw_fd());
+    let sfd = src.as_raw_fd();
+    let (from, to) = (XattrFile::Fd(sfd), XattrFile::Fd(f.as_raw_fd()));
     let res = (|| -> io::Result<()> {
-        // SAFETY (both calls): the buffer is valid for `len` bytes or null with len 0.
+        // SAFETY: the buffer is valid for `len` bytes or null with len 0.
         let names = sized_read(|buf, len| unsafe { libc::flistxattr(sfd, buf.cast(), len) })?;
         for name in names
             .split(|&b| b == 0)
@@ -320,12 +301,7 @@ fn copy_xattrs(src: &File, f: &File, dst: &Path, required: bool) -> Result<(), R
         {
             let cname =
                 CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-            let val =
-                sized_read(|buf, len| unsafe { libc::fgetxattr(sfd, cname.as_ptr(), buf, len) })?;
-            // SAFETY: `val` is initialised for its length.
-            check(unsafe {
-                libc::fsetxattr(dfd, cname.as_ptr(), val.as_ptr().cast(), val.len(), 0)
-            })?;
+            to.set(&cname, &from.get(&cname)?)?;
         }
         Ok(())
     })();

@@ -240,7 +240,9 @@ impl<'a> Copier<'a> {
             .dir
             .readable()
             .map_err(|e| fail(format!("cannot open {}: {}", quote(&made.dst), os_text(&e))))?;
-        let src_dir = File::open(&made.src).ok();
+        let src_dir = (p.xattr || p.mode)
+            .then(|| File::open(&made.src).ok())
+            .flatten();
         attrs::apply(
             &f,
             &made.dst,
@@ -546,7 +548,7 @@ impl<'a> Copier<'a> {
                 os_text(&e)
             ))
         })?;
-        attrs::apply_to_symlink(dst, meta, self.opts)
+        attrs::apply_by_name(src, dst, meta, self.opts)
     }
 
     fn make_special(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
@@ -564,7 +566,7 @@ impl<'a> Copier<'a> {
             }
         };
         res.map_err(|e| fail(format!("{what} {}: {}", quote(dst.path), os_text(&e))))?;
-        attrs::apply_to_special(src, dst, meta, self.opts)
+        attrs::apply_by_name(src, dst, meta, self.opts)
     }
 
     /// Copies a directory: DEST made (owner-only until its contents are in) or merged into,
@@ -668,11 +670,14 @@ impl<'a> Copier<'a> {
                 fail(format!(
                     "setting permissions for {}: {}",
                     quote(dst.path),
-                    e.desc()
+                    os_text(&e.into())
                 ))
             })?;
         }
-        let xattr_src = src_dir.and_then(|d| d.readable().ok());
+        // SOURCE's own descriptor, read by attrs::apply only for xattrs and ACLs.
+        let xattr_src = src_dir
+            .filter(|_| opts.preserve.xattr || opts.preserve.mode)
+            .and_then(|d| d.readable().ok());
         attrs::apply(
             &f,
             dst.path,
@@ -942,7 +947,7 @@ impl<'a> Copier<'a> {
                 fail(format!(
                     "setting permissions for {}: {}",
                     quote(dst.path),
-                    e.desc()
+                    os_text(&e.into())
                 ))
             })
         };

@@ -52,10 +52,6 @@ fn is_dir(p: &Path) -> std::io::Result<bool> {
     std::fs::metadata(p).map(|m| m.is_dir())
 }
 
-fn errno_text(e: &std::io::Error) -> String {
-    crate::messages::os_text(e)
-}
-
 /// Turns the operands into jobs following GNU cp's do_copy.
 pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanError> {
     if operands.is_empty() {
@@ -88,7 +84,7 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
                 return Err(PlanError::Fatal(format!(
                     "target directory {}: {}",
                     quote(t),
-                    errno_text(&e)
+                    crate::messages::os_text(&e)
                 )))
             }
         }
@@ -109,7 +105,7 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
             res => {
                 if files.len() > 2 {
                     let why = match res {
-                        Err(e) => errno_text(&e),
+                        Err(e) => crate::messages::os_text(&e),
                         Ok(_) => "Not a directory".into(),
                     };
                     return Err(PlanError::Fatal(format!(
