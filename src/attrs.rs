@@ -3,11 +3,9 @@
 //! swapped path can't redirect them): owner, mode, xattrs, then timestamps last, after every
 //! write.
 
-use crate::copy::Reported;
-use crate::messages::error;
+use crate::copy::{fail_os, Reported};
 use crate::open_dir::At;
 use crate::options::{Options, Preserve};
-use crate::quote::quote;
 use crate::stat::Stat;
 use nix::fcntl::OFlag;
 use std::ffi::{CStr, CString};
@@ -15,15 +13,6 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
-
-fn report(what: &str, dst: &Path, e: &io::Error) -> Reported {
-    error(&format!(
-        "{what} {}: {}",
-        quote(dst),
-        crate::messages::os_text(e)
-    ));
-    Reported
-}
 
 fn check(rc: libc::c_int) -> io::Result<()> {
     if rc == 0 {
@@ -66,19 +55,19 @@ pub fn apply(
         // After the ACL: with one, the mode's group bits are its mask, so this keeps it.
         // SAFETY: as above.
         check(unsafe { libc::fchmod(fd, mode as libc::mode_t) })
-            .map_err(|e| report("preserving permissions for", dst, &e))?;
+            .map_err(|e| fail_os("preserving permissions for", dst, &e))?;
     } else if created && p.ownership {
         // Created owner-only until the owner was set; now the mode a new entry gets.
         let m = new_mode(src_meta, &p, umask);
         // SAFETY: as above.
         check(unsafe { libc::fchmod(fd, m as libc::mode_t) })
-            .map_err(|e| report("setting permissions for", dst, &e))?;
+            .map_err(|e| fail_os("setting permissions for", dst, &e))?;
     }
     if p.timestamps {
         let ts = src_meta.times();
         // SAFETY: `ts` is a valid two-element array for the call's duration.
         check(unsafe { libc::futimens(fd, ts.as_ptr()) })
-            .map_err(|e| report("preserving times for", dst, &e))?;
+            .map_err(|e| fail_os("preserving times for", dst, &e))?;
     }
     Ok(())
 }
@@ -116,12 +105,12 @@ pub fn apply_by_name(
         copy_special_acl(src, dst)?;
         dst.dir
             .chmod_nofollow(dst.name, mode)
-            .map_err(|e| report("preserving permissions for", dst.path, &e))?;
+            .map_err(|e| fail_os("preserving permissions for", dst.path, &e))?;
     }
     if p.timestamps {
         dst.dir
             .set_times_nofollow(dst.name, &src_meta.times())
-            .map_err(|e| report("preserving times for", dst.path, &e))?;
+            .map_err(|e| fail_os("preserving times for", dst.path, &e))?;
     }
     Ok(())
 }
@@ -134,7 +123,7 @@ fn owner_kept(chown: io::Result<()>, dst: &Path, mode: &mut u32) -> Result<(), R
             *mode &= !(libc::S_ISUID | libc::S_ISGID);
             Ok(())
         }
-        Err(e) => Err(report("failed to preserve ownership for", dst, &e)),
+        Err(e) => Err(fail_os("failed to preserve ownership for", dst, &e)),
         Ok(()) => Ok(()),
     }
 }
@@ -150,7 +139,7 @@ fn copy_special_acl(src: At<'_>, dst: At<'_>) -> Result<(), Reported> {
     let open = |at: At<'_>| {
         at.dir
             .open_file(at.name, flags, 0)
-            .map_err(|e| report("preserving permissions for", dst.path, &e))
+            .map_err(|e| fail_os("preserving permissions for", dst.path, &e))
     };
     let (s, d) = (open(src)?, open(dst)?);
     copy_acls(
@@ -252,7 +241,7 @@ fn copy_acls(src: &XattrFile, to: &XattrFile, dst: &Path, is_dir: bool) -> Resul
             },
             Err(e) => Err(e),
         };
-        done.map_err(|e| report("preserving permissions for", dst, &e))?;
+        done.map_err(|e| fail_os("preserving permissions for", dst, &e))?;
     }
     Ok(())
 }
@@ -307,7 +296,7 @@ fn copy_xattrs(src: &File, f: &File, dst: &Path, required: bool) -> Result<(), R
     })();
     match res {
         Err(e) if required && e.raw_os_error() != Some(libc::ENOTSUP) => {
-            Err(report("setting attributes for", dst, &e))
+            Err(fail_os("setting attributes for", dst, &e))
         }
         _ => Ok(()),
     }

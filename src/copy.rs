@@ -38,6 +38,11 @@ fn fail(msg: String) -> Reported {
     Reported
 }
 
+/// "WHAT 'PATH': STRERROR", cp's shape for a failed operation on a file, reported.
+pub(crate) fn fail_os(what: &str, path: impl AsRef<Path>, e: &io::Error) -> Reported {
+    fail(format!("{what} {}: {}", quote(path), os_text(e)))
+}
+
 /// A directory --parents created, whose attributes are set after the copy.
 struct MadeParent {
     dir: OpenDir,
@@ -166,8 +171,7 @@ impl<'a> Copier<'a> {
             PathBuf::new()
         };
         let mut d = target.to_path_buf();
-        let mut dir = OpenDir::open(target)
-            .map_err(|e| fail(format!("cannot access {}: {}", quote(target), os_text(&e))))?;
+        let mut dir = OpenDir::open(target).map_err(|e| fail_os("cannot access", target, &e))?;
         for c in ancestors {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
@@ -177,8 +181,7 @@ impl<'a> Copier<'a> {
                 Ok(_) => return Err(fail(format!("{} exists but is not a directory", quote(&d)))),
                 Err(_) => Some(self.make_parent(&dir, name, &s, &d)?),
             };
-            let cannot =
-                |e: io::Error| fail(format!("cannot access {}: {}", quote(&d), os_text(&e)));
+            let cannot = |e: io::Error| fail_os("cannot access", &d, &e);
             dir = dir.open_child(name, false).map_err(cannot)?;
             if let Some(src_meta) = made_here {
                 made.push(MadeParent {
@@ -204,26 +207,17 @@ impl<'a> Copier<'a> {
         s: &Path,
         d: &Path,
     ) -> Result<Stat, Reported> {
-        let sm = OpenDir::cwd().stat(s.as_os_str(), true).map_err(|e| {
-            fail(format!(
-                "failed to get attributes of {}: {}",
-                quote(s),
-                os_text(&e)
-            ))
-        })?;
+        let sm = OpenDir::cwd()
+            .stat(s.as_os_str(), true)
+            .map_err(|e| fail_os("failed to get attributes of", s, &e))?;
         if !sm.is_dir() {
             return Err(fail(format!(
                 "failed to get attributes of {}: Not a directory",
                 quote(s)
             )));
         }
-        dir.mkdir(name, sm.mode() & 0o7777).map_err(|e| {
-            fail(format!(
-                "cannot make directory {}: {}",
-                quote(d),
-                os_text(&e)
-            ))
-        })?;
+        dir.mkdir(name, sm.mode() & 0o7777)
+            .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
             println!("{} -> {}", s.display(), d.display());
         }
@@ -239,7 +233,7 @@ impl<'a> Copier<'a> {
         let f = made
             .dir
             .readable()
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(&made.dst), os_text(&e))))?;
+            .map_err(|e| fail_os("cannot open", &made.dst, &e))?;
         let src_dir = (p.xattr || p.mode)
             .then(|| File::open(&made.src).ok())
             .flatten();
@@ -273,7 +267,7 @@ impl<'a> Copier<'a> {
         let src_meta = src
             .dir
             .stat(src.name, follow)
-            .map_err(|e| fail(format!("cannot stat {}: {}", quote(src.path), os_text(&e))))?;
+            .map_err(|e| fail_os("cannot stat", src.path, &e))?;
         let src_kind = src_meta.kind();
 
         if src_kind == FileKind::Dir && !opts.recursive {
@@ -296,13 +290,7 @@ impl<'a> Copier<'a> {
         let dst_lmeta = match dst.dir.stat(dst.name, false) {
             Ok(m) => Some(m),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-            Err(e) => {
-                return Err(fail(format!(
-                    "cannot stat {}: {}",
-                    quote(dst.path),
-                    os_text(&e)
-                )))
-            }
+            Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
         };
         // A DEST symlink is written through (when SRC is not itself copied as a link).
         let src_as_link = src_kind == FileKind::Symlink;
@@ -399,13 +387,7 @@ impl<'a> Copier<'a> {
                 let bpath = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
                 dst.dir
                     .rename(dst.name, &backup::with_suffix(dst.name, &suffix))
-                    .map_err(|e| {
-                        fail(format!(
-                            "cannot backup {}: {}",
-                            quote(dst.path),
-                            os_text(&e)
-                        ))
-                    })?;
+                    .map_err(|e| fail_os("cannot backup", dst.path, &e))?;
                 backup_path = Some(bpath);
                 dst_exists = false;
             } else if opts.remove_destination
@@ -531,23 +513,16 @@ impl<'a> Copier<'a> {
     }
 
     fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat, dst_exists: bool) -> Step {
-        let target = src.dir.read_link(src.name).map_err(|e| {
-            fail(format!(
-                "cannot read symbolic link {}: {}",
-                quote(src.path),
-                os_text(&e)
-            ))
-        })?;
+        let target = src
+            .dir
+            .read_link(src.name)
+            .map_err(|e| fail_os("cannot read symbolic link", src.path, &e))?;
         if dst_exists {
             remove(dst)?;
         }
-        dst.dir.symlink(&target, dst.name).map_err(|e| {
-            fail(format!(
-                "cannot create symbolic link {}: {}",
-                quote(dst.path),
-                os_text(&e)
-            ))
-        })?;
+        dst.dir
+            .symlink(&target, dst.name)
+            .map_err(|e| fail_os("cannot create symbolic link", dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
     }
 
@@ -565,7 +540,7 @@ impl<'a> Copier<'a> {
                 (res, "cannot create special file")
             }
         };
-        res.map_err(|e| fail(format!("{what} {}: {}", quote(dst.path), os_text(&e))))?;
+        res.map_err(|e| fail_os(what, dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
     }
 
@@ -584,13 +559,9 @@ impl<'a> Copier<'a> {
         let opts = self.opts;
         let new_dir = dst_meta.is_none();
         if new_dir {
-            dst.dir.mkdir(dst.name, 0o700).map_err(|e| {
-                fail(format!(
-                    "cannot create directory {}: {}",
-                    quote(dst.path),
-                    os_text(&e)
-                ))
-            })?;
+            dst.dir
+                .mkdir(dst.name, 0o700)
+                .map_err(|e| fail_os("cannot create directory", dst.path, &e))?;
             if opts.verbose {
                 println!("{} -> {}", quote(src.path), quote(dst.path));
             }
@@ -599,7 +570,7 @@ impl<'a> Copier<'a> {
             .dir
             .open_child(dst.name, false)
             .and_then(|d| Ok((d.stat_self()?, d)))
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), os_text(&e))))?;
+            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
         let (dst_now, dst_dir) = (dst_dir.0, Rc::new(dst_dir.1));
         if dst_meta.is_some_and(|m| m.id() != dst_now.id()) {
             return Err(replaced(dst.path));
@@ -663,7 +634,7 @@ impl<'a> Copier<'a> {
         }
         let f = dst_dir
             .readable()
-            .map_err(|e| fail(format!("cannot open {}: {}", quote(dst.path), os_text(&e))))?;
+            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
         if new_dir && !opts.preserve.mode {
             let mode = attrs::new_mode(src_meta, &opts.preserve, self.umask);
             nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(|e| {
@@ -701,13 +672,7 @@ impl<'a> Copier<'a> {
         src_meta: &Stat,
         follow: bool,
     ) -> Result<Rc<OpenDir>, Reported> {
-        let cannot = |e: io::Error| {
-            fail(format!(
-                "cannot access {}: {}",
-                quote(src.path),
-                os_text(&e)
-            ))
-        };
+        let cannot = |e: io::Error| fail_os("cannot access", src.path, &e);
         let dir = src.dir.open_child(src.name, follow).map_err(cannot)?;
         let now = dir.stat_self().map_err(cannot)?;
         if now.id() != src_meta.id() {
@@ -746,8 +711,7 @@ impl<'a> Copier<'a> {
             .dir
             .open_file(src.name, flags, 0)
             .map_err(|e| cannot_open(&e))?;
-        let opened = Stat::of(&src_file)
-            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(src.path), os_text(&e))))?;
+        let opened = Stat::of(&src_file).map_err(|e| fail_os("cannot fstat", src.path, &e))?;
         if opened.id() != src_meta.id() {
             return Err(replaced(src.path));
         }
@@ -773,8 +737,7 @@ impl<'a> Copier<'a> {
         }
 
         let (dst_file, created) = self.open_dst(dst, &opened, existing)?;
-        let dst_now = Stat::of(&dst_file)
-            .map_err(|e| fail(format!("cannot fstat {}: {}", quote(dst.path), os_text(&e))))?;
+        let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
                 "{} and {} are the same file",
@@ -839,13 +802,7 @@ impl<'a> Copier<'a> {
             match opened {
                 Ok(f) => return Ok((f, false)),
                 Err(_) if opts.force => remove(dst)?,
-                Err(e) => {
-                    return Err(fail(format!(
-                        "cannot create regular file {}: {}",
-                        quote(dst.path),
-                        os_text(&e)
-                    )))
-                }
+                Err(e) => return Err(fail_os("cannot create regular file", dst.path, &e)),
             }
         }
         let mut mode = if opts.preserve.default_mode {
@@ -858,13 +815,10 @@ impl<'a> Copier<'a> {
             mode &= 0o700;
         }
         let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY;
-        let f = dst.dir.open_file(dst.name, flags, mode).map_err(|e| {
-            fail(format!(
-                "cannot create regular file {}: {}",
-                quote(dst.path),
-                os_text(&e)
-            ))
-        })?;
+        let f = dst
+            .dir
+            .open_file(dst.name, flags, mode)
+            .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
         Ok((f, true))
     }
 
@@ -929,13 +883,8 @@ impl<'a> Copier<'a> {
         let dir_path = parent_path(dst.path);
         // An existing DEST keeps its permissions across the replacement, as cp keeps them.
         let mode = existing.map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
-        let (tmp, tmp_file) = temp_file(dst, mode & 0o700).map_err(|e| {
-            fail(format!(
-                "cannot create temporary file in {}: {}",
-                quote(&dir_path),
-                os_text(&e)
-            ))
-        })?;
+        let (tmp, tmp_file) = temp_file(dst, mode & 0o700)
+            .map_err(|e| fail_os("cannot create temporary file in", &dir_path, &e))?;
         let guard = TempGuard {
             dir: dst.dir,
             name: Some(tmp.clone()),
@@ -978,13 +927,9 @@ impl<'a> Copier<'a> {
                 )?;
             }
         }
-        tmp_file.sync_all().map_err(|e| {
-            fail(format!(
-                "error syncing {}: {}",
-                quote(dst.path),
-                os_text(&e)
-            ))
-        })?;
+        tmp_file
+            .sync_all()
+            .map_err(|e| fail_os("error syncing", dst.path, &e))?;
         dst.dir.rename(&tmp, dst.name).map_err(|e| {
             fail(format!(
                 "cannot rename {} to {}: {}",
@@ -1024,13 +969,9 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
 
 /// Removes the non-directory DEST, with cp's message on failure.
 fn remove(dst: At<'_>) -> Step {
-    dst.dir.unlink(dst.name).map_err(|e| {
-        fail(format!(
-            "cannot remove {}: {}",
-            quote(dst.path),
-            os_text(&e)
-        ))
-    })
+    dst.dir
+        .unlink(dst.name)
+        .map_err(|e| fail_os("cannot remove", dst.path, &e))
 }
 
 /// GNU's words for a file that is no longer the one that was checked.
@@ -1102,13 +1043,8 @@ fn temp_file(dst: At<'_>, mode: u32) -> io::Result<(OsString, File)> {
 
 /// --fsync: DEST's data, and for a new DEST the directory entry naming it.
 fn sync(f: &File, dst: At<'_>, created: bool) -> Step {
-    f.sync_all().map_err(|e| {
-        fail(format!(
-            "error syncing {}: {}",
-            quote(dst.path),
-            os_text(&e)
-        ))
-    })?;
+    f.sync_all()
+        .map_err(|e| fail_os("error syncing", dst.path, &e))?;
     if created {
         sync_dir(dst)?;
     }
@@ -1117,20 +1053,12 @@ fn sync(f: &File, dst: At<'_>, created: bool) -> Step {
 
 /// fsync of the directory DEST is in, through its descriptor.
 fn sync_dir(dst: At<'_>) -> Step {
-    let d = dst.dir.readable().map_err(|e| {
-        fail(format!(
-            "cannot open directory {}: {}",
-            quote(parent_path(dst.path)),
-            os_text(&e)
-        ))
-    })?;
-    d.sync_all().map_err(|e| {
-        fail(format!(
-            "error syncing directory of {}: {}",
-            quote(dst.path),
-            os_text(&e)
-        ))
-    })
+    let d = dst
+        .dir
+        .readable()
+        .map_err(|e| fail_os("cannot open directory", parent_path(dst.path), &e))?;
+    d.sync_all()
+        .map_err(|e| fail_os("error syncing directory of", dst.path, &e))
 }
 
 /// The prompt of -i, on stderr; an answer starting with y or Y means yes.
