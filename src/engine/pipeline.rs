@@ -336,8 +336,13 @@ impl<S: Staging> Pipeline<S> {
         cancel: &AtomicBool,
         diag: &mut dyn FnMut(&str),
     ) -> Result<u64, (u64, CopyError)> {
-        let align =
-            fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
+        // A file shorter than the smallest alignment has no slice for direct I/O: skip the
+        // two statx calls that would only say how much larger it would have to be.
+        let align = if len < MIN_ALIGN {
+            MIN_ALIGN
+        } else {
+            fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()))
+        };
         let extents = match job.sparse {
             SparseMode::Never => std::iter::once(0..len).collect::<Vec<_>>(),
             _ => fileio::data_extents(job.src, len).map_err(|e| (0, names.read(e)))?,
@@ -413,9 +418,13 @@ impl<S: Staging> Pipeline<S> {
         let mut reported = 0;
         reported += self.run_workers(workers, use_async, &route, &work, progress);
         // Workers are joined: hand the fds back buffered for the tail and for the caller.
-        let restored = fileio::clear_direct(job.src.as_fd())
+        let clear = |side: &Side<_>, file: &File| match side.is_direct() {
+            true => fileio::clear_direct(file.as_fd()),
+            false => Ok(()),
+        };
+        let restored = clear(&src_side, job.src)
             .map_err(|e| names.read(e))
-            .and_then(|()| fileio::clear_direct(job.dst.as_fd()).map_err(|e| names.write(e)));
+            .and_then(|()| clear(&dst_side, job.dst).map_err(|e| names.write(e)));
         drop(src_side);
         drop(dst_side);
         let first_error = work.error.lock().unwrap_or_else(|p| p.into_inner()).take();
