@@ -62,6 +62,11 @@ pub struct GpuStaging {
 impl GpuStaging {
     /// Loads `flavor`'s libraries, selects GPU `index`, and opens the I/O driver when files
     /// are to take the library route.
+    /// Whether the library does async I/O (`--async`): creates one stream and drops it.
+    pub fn check_async(&self) -> Result<(), Error> {
+        self.device.create_stream(STREAM_FLAGS).map(drop)
+    }
+
     pub fn open(
         flavor: Flavor,
         index: u32,
@@ -272,9 +277,6 @@ impl Staging for GpuStaging {
         file.write(slot.registered()?, len, file_off, slot_off)
     }
     type Stream<'s> = GpuStream<'s>;
-    fn check_async(&self) -> Result<(), Error> {
-        self.device.create_stream(STREAM_FLAGS).map(drop)
-    }
     fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
         let slot: &'s GpuSlot = slot;
         match &slot.device {

@@ -138,11 +138,6 @@ impl Staging for HostStaging {
         match *file {}
     }
     type Stream<'s> = Infallible;
-    fn check_async(&self) -> Result<(), Error> {
-        Err(Error::Os(std::io::Error::other(
-            "host memory staging has no asynchronous I/O",
-        )))
-    }
     fn open_stream<'s>(&'s self, _: &'s mut AlignedBuf) -> Result<Option<Infallible>, Error> {
         Ok(None)
     }

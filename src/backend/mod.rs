@@ -66,8 +66,6 @@ pub trait Staging: Sync {
     type Stream<'s>
     where
         Self: 's;
-    /// Whether the library does async I/O: creates one stream and drops it.
-    fn check_async(&self) -> Result<(), Error>;
     /// A stream whose ops move bytes between files and `slot`; None when the slot cannot
     /// take library I/O (its registration was refused) or the backend has none.
     fn open_stream<'s>(

@@ -275,7 +275,6 @@ impl Engine {
             Loaded::Gpu(g) => {
                 let mut pipeline = Pipeline::new(g, chunk, streams);
                 if config.async_io {
-                    use crate::backend::Staging;
                     match pipeline.staging.check_async() {
                         Ok(()) => {
                             pipeline.async_io = true;
