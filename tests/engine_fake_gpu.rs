@@ -6,14 +6,12 @@
 
 mod common;
 
-use aiscp::engine::{
-    BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, SourceKind, SparseMode,
-};
+use aiscp::engine::{BackendChoice, Config, CopyError, DataJob, Engine, SourceKind, SparseMode};
 use common::*;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 const CHUNK: u64 = 64 * 1024;
 const CASE: &str = "AISCP_ENGINE_CASE";
@@ -60,36 +58,8 @@ fn run_child_each_engine(case: &str, faults: &str) -> [FakeReport; 2] {
 }
 
 fn gpu_engine(chunk: u64, streams: usize) -> Engine {
-    let config = Config {
-        backend: BackendChoice::HipFile,
-        chunk_size: Some(chunk),
-        streams: Some(streams),
-        async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
-        ..Config::default()
-    };
-    Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
-}
-
-fn copy(engine: &mut Engine, src: &Path, dst: &Path, sparse: SparseMode) -> Result<u64, CopyError> {
-    let s = File::open(src).unwrap();
-    let d = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dst)
-        .unwrap();
-    let len = s.metadata().unwrap().len();
-    engine.copy(
-        &DataJob {
-            src: &s,
-            src_name: src,
-            src_kind: SourceKind::Regular { len },
-            dst: &d,
-            dst_name: dst,
-            sparse,
-        },
-        &NoProgress,
-    )
+    let async_io = std::env::var(ASYNC).is_ok_and(|v| v == "1");
+    start_engine(BackendChoice::HipFile, chunk, streams, async_io)
 }
 
 fn sizes() -> Vec<usize> {
@@ -117,7 +87,7 @@ fn copy_all_sizes(dir: &Path, streams: usize) -> u64 {
         let dst = dir.join(format!("dst{i}"));
         let data = write_random(&src, size, i as u64 + 100);
         assert_eq!(
-            copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap(),
+            copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap(),
             size as u64
         );
         assert_same_bytes(&fs::read(&dst).unwrap(), &data, &format!("size {size}"));
@@ -146,7 +116,7 @@ fn child_process_entry() {
             let src = dir.join("src");
             let data = write_random(&src, 10 * CHUNK as usize, 1);
             let dst = dir.join("dst");
-            let err = copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap_err();
+            let err = copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 format!("error reading '{}': Input/output error", src.display())
@@ -164,7 +134,7 @@ fn child_process_entry() {
             let src = dir.join("src");
             write_random(&src, 10 * CHUNK as usize, 2);
             let dst = dir.join("dst");
-            let err = copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap_err();
+            let err = copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 format!("error writing '{}': No space left on device", dst.display())
@@ -172,7 +142,7 @@ fn child_process_entry() {
             // The engine keeps working for the next file.
             let src2 = dir.join("src2");
             let data = write_random(&src2, 3 * CHUNK as usize + 1, 3);
-            copy(&mut engine, &src2, &dst, SparseMode::Auto).unwrap();
+            copy_file(&mut engine, &src2, &dst, SparseMode::Auto).unwrap();
             assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after error");
         }
         "short_io" => {
@@ -188,7 +158,7 @@ fn child_process_entry() {
             want[12 * CHUNK as usize..][..a.len()].copy_from_slice(&a);
             for mode in [SparseMode::Auto, SparseMode::Always, SparseMode::Never] {
                 let dst = dir.join(format!("{mode:?}"));
-                copy(&mut engine, &src, &dst, mode).unwrap();
+                copy_file(&mut engine, &src, &dst, mode).unwrap();
                 assert_same_bytes(&fs::read(&dst).unwrap(), &want, &format!("{mode:?}"));
                 if mode != SparseMode::Never && blocks(&src) * 512 < len {
                     assert!(blocks(&dst) <= blocks(&src) + 8, "{mode:?}: holes filled");
@@ -220,10 +190,7 @@ fn child_process_entry() {
             let dst = dir.join("dst");
             let s = File::open(&src).unwrap();
             let d = File::create(&dst).unwrap();
-            let sink = CancelAfter {
-                cancel: cancel.clone(),
-                seen: AtomicU64::new(0),
-            };
+            let sink = CancelAfter::new(&cancel, CHUNK);
             let job = DataJob {
                 src: &s,
                 src_name: &src,
@@ -239,7 +206,7 @@ fn child_process_entry() {
             assert_eq!(got.len() as u64, CHUNK, "exactly the first slice");
             assert_same_bytes(&got, &data[..got.len()], "prefix");
             cancel.store(false, Ordering::SeqCst);
-            copy(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
+            copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
             assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after cancel");
         }
         other => panic!("unknown case {other}"),
@@ -299,22 +266,6 @@ fn short_reads_and_writes_are_retried() {
     ) {
         report.assert_clean();
     }
-}
-
-/// Sets the cancel flag after the first slice is reported, as a signal handler would.
-struct CancelAfter {
-    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    seen: AtomicU64,
-}
-
-impl aiscp::engine::ProgressSink for CancelAfter {
-    fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, bytes: u64) {
-        if self.seen.fetch_add(bytes, Ordering::SeqCst) + bytes >= CHUNK {
-            self.cancel.store(true, Ordering::SeqCst);
-        }
-    }
-    fn file_finished(&self) {}
 }
 
 #[test]

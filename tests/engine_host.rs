@@ -16,45 +16,7 @@ use std::sync::atomic::Ordering;
 const CHUNK: u64 = 64 * 1024;
 
 fn engine(chunk: u64, streams: usize) -> Engine {
-    let config = Config {
-        backend: BackendChoice::Host,
-        chunk_size: Some(chunk),
-        streams: Some(streams),
-        ..Config::default()
-    };
-    Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
-}
-
-fn open_dst(path: &Path) -> File {
-    // Like cp: an existing DST is truncated in place.
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
-        .unwrap()
-}
-
-fn copy_file(
-    engine: &mut Engine,
-    src: &Path,
-    dst: &Path,
-    sparse: SparseMode,
-) -> Result<u64, CopyError> {
-    let s = File::open(src).unwrap();
-    let d = open_dst(dst);
-    let len = s.metadata().unwrap().len();
-    engine.copy(
-        &DataJob {
-            src: &s,
-            src_name: src,
-            src_kind: SourceKind::Regular { len },
-            dst: &d,
-            dst_name: dst,
-            sparse,
-        },
-        &NoProgress,
-    )
+    start_engine(BackendChoice::Host, chunk, streams, false)
 }
 
 #[test]
@@ -336,24 +298,6 @@ fn bad_configuration_is_refused() {
     }
 }
 
-/// Sets the cancel flag once `after` bytes were reported, as a signal handler would mid-copy.
-struct CancelAfter {
-    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    after: u64,
-    seen: Cell<u64>,
-}
-
-impl ProgressSink for CancelAfter {
-    fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, bytes: u64) {
-        self.seen.set(self.seen.get() + bytes);
-        if self.seen.get() >= self.after {
-            self.cancel.store(true, Ordering::SeqCst);
-        }
-    }
-    fn file_finished(&self) {}
-}
-
 #[test]
 fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
     let dir = tempfile::tempdir().unwrap();
@@ -369,11 +313,7 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
         };
         let cancel = config.cancel.clone();
         let mut engine = Engine::start(config, &mut |_| {}).unwrap();
-        let sink = CancelAfter {
-            cancel: cancel.clone(),
-            after: CHUNK,
-            seen: Cell::new(0),
-        };
+        let sink = CancelAfter::new(&cancel, CHUNK);
         let dst = dir.path().join(format!("dst{streams}"));
         let s = File::open(&src).unwrap();
         let d = open_dst(&dst);

@@ -2,6 +2,10 @@
 //! library, and the backend matrix every end-to-end suite runs over.
 #![allow(dead_code)] // each suite uses a different subset
 
+mod engine;
+#[allow(unused_imports)] // only the engine suites use it
+pub use engine::*;
+
 use rand::{RngCore, SeedableRng};
 use std::fs;
 use std::path::{Path, PathBuf};

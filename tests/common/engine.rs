@@ -1,0 +1,82 @@
+//! Driving the engine as a library, for the suites that test it without the binary.
+
+use aiscp::engine::{
+    BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink, SourceKind,
+    SparseMode,
+};
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An engine on `backend` with `chunk`-byte slices, `streams` of them; a warning fails the test.
+pub fn start_engine(backend: BackendChoice, chunk: u64, streams: usize, async_io: bool) -> Engine {
+    let config = Config {
+        backend,
+        chunk_size: Some(chunk),
+        streams: Some(streams),
+        async_io,
+        ..Config::default()
+    };
+    Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
+}
+
+/// DST opened as cp opens an existing one: truncated in place (created when missing).
+pub fn open_dst(path: &Path) -> File {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+}
+
+/// Copies the regular file `src` to `dst` with `engine`, as the cp layer would.
+pub fn copy_file(
+    engine: &mut Engine,
+    src: &Path,
+    dst: &Path,
+    sparse: SparseMode,
+) -> Result<u64, CopyError> {
+    let s = File::open(src).unwrap();
+    let d = open_dst(dst);
+    let len = s.metadata().unwrap().len();
+    engine.copy(
+        &DataJob {
+            src: &s,
+            src_name: src,
+            src_kind: SourceKind::Regular { len },
+            dst: &d,
+            dst_name: dst,
+            sparse,
+        },
+        &NoProgress,
+    )
+}
+
+/// Sets the cancel flag once `after` bytes were reported, as a signal handler would mid-copy.
+pub struct CancelAfter {
+    pub cancel: Arc<AtomicBool>,
+    pub after: u64,
+    pub seen: AtomicU64,
+}
+
+impl CancelAfter {
+    pub fn new(cancel: &Arc<AtomicBool>, after: u64) -> CancelAfter {
+        CancelAfter {
+            cancel: Arc::clone(cancel),
+            after,
+            seen: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ProgressSink for CancelAfter {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        if self.seen.fetch_add(bytes, Ordering::SeqCst) + bytes >= self.after {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+    fn file_finished(&self) {}
+}
