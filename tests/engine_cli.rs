@@ -39,9 +39,7 @@ fn copies_with_small_chunks_on_every_backend() {
                 &data,
                 &format!("{backend:?} {size}"),
             );
-            if backend == Backend::FakeGpu {
-                FakeReport::read(&report).assert_clean();
-            }
+            backend.assert_report_clean(&report);
         }
     }
 }

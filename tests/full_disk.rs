@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{assert_same_bytes, program, random_bytes, Backend, FakeReport, BACKENDS};
+use common::{assert_same_bytes, program, random_bytes, Backend, BACKENDS};
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -97,9 +97,7 @@ fn assert_enospc(out: &Output, dst: &str) {
 }
 
 fn check_report(fs_: &SmallFs, backend: Backend) {
-    if backend == Backend::FakeGpu {
-        FakeReport::read(&fs_.path("report")).assert_clean();
-    }
+    backend.assert_report_clean(&fs_.path("report"));
 }
 
 #[test]

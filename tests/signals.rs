@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{program, random_bytes, Backend, FakeReport, BACKENDS};
+use common::{program, random_bytes, Backend, BACKENDS};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -170,9 +170,7 @@ impl Copy {
     }
 
     fn assert_no_leaks(&self) {
-        if self.backend == Backend::FakeGpu {
-            FakeReport::read(&self.path("report")).assert_clean();
-        }
+        self.backend.assert_report_clean(&self.path("report"));
     }
 
     /// Names in the directory other than the FIFO, DST and the report: temporaries.

@@ -43,9 +43,7 @@ fn a_good_copy_verifies_on_every_backend() {
                 stderr.contains(&format!("verified 'b': {len} bytes")),
                 "{backend:?} {len}: no verification line in {stderr}"
             );
-            if backend == Backend::FakeGpu {
-                FakeReport::read(&dir.path().join("report")).assert_clean();
-            }
+            backend.assert_report_clean(&dir.path().join("report"));
         }
     }
 }

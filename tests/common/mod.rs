@@ -101,6 +101,13 @@ impl Backend {
             cmd.env(k, v);
         }
     }
+
+    /// On the fake GPU, asserts its report at `report` shows nothing leaked or misused.
+    pub fn assert_report_clean(self, report: &Path) {
+        if self == Backend::FakeGpu {
+            FakeReport::read(report).assert_clean();
+        }
+    }
 }
 
 /// The fake library's exit report.
