@@ -15,7 +15,7 @@ use crate::options::{Clobber, Deref, Options};
 use crate::plan::join;
 use crate::quote::{quote, quote_if_needed};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
-use aiscp::engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
+use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
 use std::collections::{HashMap, HashSet};
@@ -869,7 +869,7 @@ impl<'a> Copier<'a> {
         let res = engine.copy(&job, &*self.progress);
         res.map(|_| ()).map_err(|e| match e {
             // main reports the interruption once, after the engine has stopped.
-            aiscp::engine::CopyError::Interrupted => Reported,
+            aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),
         })
     }

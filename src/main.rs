@@ -13,7 +13,7 @@ mod progress;
 mod signals;
 mod stat;
 
-use aiscp::quote;
+use aiscp_engine::quote;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
 use messages::{error, program};
@@ -152,7 +152,7 @@ fn main() {
         }
     };
     raise_open_file_limit();
-    let config = aiscp::engine::Config::from(&cli.staging);
+    let config = aiscp_engine::Config::from(&cli.staging);
     let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
         Ok(s) => s,
         Err(e) => {

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 /// strerror(errno) for an I/O error, e.g. "No space left on device" (the engine's messages
 /// use the same function).
-pub use aiscp::engine::os_text;
+pub use aiscp_engine::os_text;
 
 /// The program name for message prefixes: argv[0] exactly as invoked.
 pub fn program() -> &'static str {
