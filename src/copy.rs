@@ -9,20 +9,20 @@
 
 use crate::attrs;
 use crate::backup;
-use crate::messages::{error, os_text};
+use crate::messages::{error, os_text, say};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{BackupKind, Clobber, Deref, Options};
 use crate::plan::{join, CopyJob};
 use crate::quote::{quote, quote_if_needed};
 use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
-use aiscp::engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
+use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{self, BufRead, Write};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
@@ -235,7 +235,7 @@ impl<'a> Copier<'a> {
         dir.mkdir(name, sm.mode() & 0o7777)
             .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
-            println!("{} -> {}", s.display(), d.display());
+            say(format_args!("{} -> {}", s.display(), d.display()));
         }
         Ok(sm)
     }
@@ -353,8 +353,13 @@ impl<'a> Copier<'a> {
                         return Err(fail(format!("not replacing {}", quote(dst.path))));
                     }
                     Clobber::Ask => {
-                        if !ask(&format!("overwrite {}? ", quote(dst.path))) {
-                            return Ok(());
+                        match ask(
+                            &format!("overwrite {}? ", quote(dst.path)),
+                            &self.config.cancel,
+                        ) {
+                            Some(true) => {}
+                            Some(false) => return Ok(()),
+                            None => return Err(Reported), // interrupted: main says so once
                         }
                     }
                 }
@@ -426,7 +431,7 @@ impl<'a> Copier<'a> {
                 }
                 new_dst = true;
                 if opts.verbose {
-                    println!("removed {}", quote(dst.path));
+                    say(format_args!("removed {}", quote(dst.path)));
                 }
             }
         }
@@ -469,9 +474,11 @@ impl<'a> Copier<'a> {
                         quote(dst.path),
                         os_text(&e)
                     )),
-                    Ok(()) if opts.verbose => {
-                        println!("{} -> {} (unbackup)", quote(path), quote(dst.path))
-                    }
+                    Ok(()) if opts.verbose => say(format_args!(
+                        "{} -> {} (unbackup)",
+                        quote(path),
+                        quote(dst.path)
+                    )),
                     Ok(()) => {}
                 }
             }
@@ -537,13 +544,13 @@ impl<'a> Copier<'a> {
 
         if opts.verbose {
             match backup {
-                Some((_, b)) => println!(
+                Some((_, b)) => say(format_args!(
                     "{} -> {} (backup: {})",
                     quote(src.path),
                     quote(dst.path),
                     quote(b)
-                ),
-                None => println!("{} -> {}", quote(src.path), quote(dst.path)),
+                )),
+                None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
             }
         }
 
@@ -564,7 +571,7 @@ impl<'a> Copier<'a> {
                     ))
                 })?;
                 if replaced && opts.verbose {
-                    println!("removed {}", quote(dst.path));
+                    say(format_args!("removed {}", quote(dst.path)));
                 }
                 return Ok(());
             }
@@ -676,7 +683,7 @@ impl<'a> Copier<'a> {
                 .mkdir(dst.name, 0o700)
                 .map_err(|e| fail_os("cannot create directory", dst.path, &e))?;
             if opts.verbose {
-                println!("{} -> {}", quote(src.path), quote(dst.path));
+                say(format_args!("{} -> {}", quote(src.path), quote(dst.path)));
             }
         }
         let dst_dir = dst
@@ -921,7 +928,7 @@ impl<'a> Copier<'a> {
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => new_dst = true,
                 Err(_) if opts.force => {
                     match dst.dir.unlink(dst.name) {
-                        Ok(()) if opts.verbose => println!("removed {}", quote(dst.path)),
+                        Ok(()) if opts.verbose => say(format_args!("removed {}", quote(dst.path))),
                         Ok(()) => {}
                         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
                         Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
@@ -1009,7 +1016,7 @@ impl<'a> Copier<'a> {
         let res = engine.copy(&job, &*self.progress);
         res.map(|_| ()).map_err(|e| match e {
             // main reports the interruption once, after the engine has stopped.
-            aiscp::engine::CopyError::Interrupted => Reported,
+            aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),
         })
     }
@@ -1033,6 +1040,7 @@ impl<'a> Copier<'a> {
         let guard = TempGuard {
             dir: dst.dir,
             name: Some(tmp.clone()),
+            _on_kill: crate::signals::register_temporary(dst.dir.raw_at(), &tmp),
         };
         self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
         let fd = tmp_file.as_raw_fd();
@@ -1098,14 +1106,14 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         let quiet = config.quiet;
         let mut warn = |w: &str| {
             if !quiet {
-                error(&format!("warning: {w}"));
+                crate::messages::own_warning(w);
             }
         };
         match Engine::start(config.clone(), &mut warn) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
                 error(&e.to_string());
-                std::process::exit(1);
+                crate::messages::exit(1);
             }
         }
     }
@@ -1128,10 +1136,12 @@ fn parent_path(p: &Path) -> PathBuf {
     }
 }
 
-/// Removes the temporary file unless disarmed (--atomic).
+/// Removes the temporary file unless disarmed (--atomic); registered meanwhile for removal
+/// by a second, killing signal.
 struct TempGuard<'a> {
     dir: &'a OpenDir,
     name: Option<OsString>,
+    _on_kill: Option<crate::signals::TempRegistration>,
 }
 impl TempGuard<'_> {
     fn disarm(mut self) {
@@ -1199,15 +1209,31 @@ fn sync_dir(dst: At<'_>) -> Step {
         .map_err(|e| fail_os("error syncing directory of", dst.path, &e))
 }
 
-/// The prompt of -i, on stderr; an answer starting with y or Y means yes.
-fn ask(question: &str) -> bool {
-    eprint!("{}: {question}", crate::messages::program());
-    let _ = io::stderr().flush();
-    let mut line = String::new();
-    match io::stdin().lock().read_line(&mut line) {
-        Ok(n) if n > 0 => line.starts_with('y') || line.starts_with('Y'),
-        _ => false,
+/// The prompt of -i, on stderr; an answer starting with y or Y means yes. None: a signal
+/// came while waiting (the answer is read in short polls so that one can end the wait, as
+/// it kills cp at its prompt). Reads stdin unbuffered, one line per prompt.
+fn ask(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
+    crate::messages::to_stderr_raw(&format!("{}: {question}", crate::messages::program()));
+    let stdin = io::stdin();
+    let mut first = None;
+    loop {
+        match fileio::wait_readable(stdin.as_fd(), cancel) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(_) => return Some(false),
+        }
+        let mut byte = [0u8];
+        match nix::unistd::read(stdin.as_raw_fd(), &mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => {
+                first.get_or_insert(byte[0]);
+            }
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+            Err(_) => break,
+        }
     }
+    Some(matches!(first, Some(b'y' | b'Y')))
 }
 
 /// A name's identity for GNU's "same name" checks: its basename.
