@@ -344,7 +344,15 @@ impl<'a> Copier<'a> {
                 if opts.update_older
                     && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
                 {
-                    return Ok(());
+                    // Not copied, but remembered: a later name of the same SOURCE file that
+                    // is also current becomes a hard link to this DEST, as in GNU.
+                    return match self.links.get(&src_meta.id()) {
+                        None => {
+                            self.remember_copy(&src_meta, dst);
+                            Ok(())
+                        }
+                        Some(first) => self.link_to_first(dst, first, follow),
+                    };
                 }
                 match opts.clobber {
                     Clobber::Overwrite => {}
@@ -486,6 +494,37 @@ impl<'a> Copier<'a> {
         result
     }
 
+    /// Notes DEST as the copy of SOURCE's inode, for later names of it to link to.
+    fn remember_copy(&mut self, src_meta: &Stat, dst: At<'_>) {
+        let first = FirstCopy {
+            dir: Rc::clone(dst.dir),
+            name: dst.name.to_os_string(),
+            path: dst.path.to_path_buf(),
+        };
+        self.links.insert(src_meta.id(), first);
+    }
+
+    /// Makes DEST a hard link to the first copy of its SOURCE inode, replacing DEST.
+    fn link_to_first(&self, dst: At<'_>, first: &FirstCopy, follow: bool) -> Step {
+        let from = At {
+            dir: &first.dir,
+            name: &first.name,
+            path: &first.path,
+        };
+        let replaced = force_link(dst, from, true, follow).map_err(|e| {
+            fail(format!(
+                "cannot create hard link {} to {}: {}",
+                quote(dst.path),
+                quote(&first.path),
+                os_text(&e)
+            ))
+        })?;
+        if replaced && self.opts.verbose {
+            say(format_args!("removed {}", quote(dst.path)));
+        }
+        Ok(())
+    }
+
     /// Whether SOURCE is DEST's simple backup, which backing DEST up would overwrite.
     fn source_is_dst_backup(&self, src_base: &OsStr, src_meta: &Stat, dst: At<'_>) -> bool {
         let dst_base = same_file::last_component(dst.name);
@@ -554,26 +593,16 @@ impl<'a> Copier<'a> {
             }
         }
 
-        // Hard links within the copied set.
-        if opts.preserve.links && !opts.hard_link && src_meta.nlink() > 1 {
+        // Hard links within the copied set. Files reached through followed symlinks count
+        // even with one link: two names on the command line may lead to one file.
+        let remember = opts.preserve.links
+            && !opts.hard_link
+            && (src_meta.nlink() > 1
+                || opts.deref == Deref::Always
+                || (top && opts.deref == Deref::CommandLine));
+        if remember {
             if let Some(first) = self.links.get(&src_meta.id()) {
-                let from = At {
-                    dir: &first.dir,
-                    name: &first.name,
-                    path: &first.path,
-                };
-                let replaced = force_link(dst, from, true, follow).map_err(|e| {
-                    fail(format!(
-                        "cannot create hard link {} to {}: {}",
-                        quote(dst.path),
-                        quote(&first.path),
-                        os_text(&e)
-                    ))
-                })?;
-                if replaced && opts.verbose {
-                    say(format_args!("removed {}", quote(dst.path)));
-                }
-                return Ok(());
+                return self.link_to_first(dst, first, follow);
             }
         }
 
@@ -620,13 +649,8 @@ impl<'a> Copier<'a> {
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
-        if opts.preserve.links && src_meta.nlink() > 1 {
-            let first = FirstCopy {
-                dir: Rc::clone(dst.dir),
-                name: dst.name.to_os_string(),
-                path: dst.path.to_path_buf(),
-            };
-            self.links.insert(src_meta.id(), first);
+        if remember {
+            self.remember_copy(src_meta, dst);
         }
         if self.track {
             if let Ok(m) = dst.dir.stat(dst.name, false) {

@@ -205,6 +205,9 @@ scenarios! {
     twice_hard_link_backup: sc("text a new\ndir out\ntext out/a old", "-lbv a a out");
     twice_directory: sc("dir d\ntext d/f x\ndir out", "-rv d d out");
     twice_just_created_symlink: sc("text a x\ndir x\ndir y\nsym x/f ../a\ntext y/f y\ndir out", "-d x/f y/f out");
+    preserve_links_through_command_line_symlink: sc("text a x\nsym b a\ndir c", "--preserve=links -R -H a b c");
+    preserve_links_through_followed_symlink: sc("dir d\ntext d/a x\nsym d/b a", "--preserve=links -R -L d c");
+    update_links_current_names: sc("dir s\ntext s/f x\nhard s/linkm s/f\nhard s/linke s/f\nhard s/fileo s/f\nhard s/fileu s/f\ndir t\ndir t/s\ntext t/s/f y\nhard t/s/linke t/s/f\ntext t/s/fileo o\nold t/s/fileo\ntext t/s/fileu u", "-au s t");
     update_same_file: sc("text a x", "-u a a");
     no_clobber_same_file: sc("text a x", "-n a a");
 
