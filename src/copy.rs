@@ -11,7 +11,7 @@ use crate::attrs;
 use crate::backup;
 use crate::messages::{error, os_text};
 use crate::open_dir::{open_parent, At, OpenDir};
-use crate::options::{Clobber, Deref, Options};
+use crate::options::{BackupKind, Clobber, Deref, Options};
 use crate::plan::join;
 use crate::quote::{quote, quote_if_needed};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
@@ -43,12 +43,16 @@ pub(crate) fn fail_os(what: &str, path: impl AsRef<Path>, e: &io::Error) -> Repo
     fail(format!("{what} {}: {}", quote(path), os_text(e)))
 }
 
-/// A directory --parents created, whose attributes are set after the copy.
+/// A directory on DEST's path that --parents made (or, with -p, found), whose attributes
+/// are set after the copy.
 struct MadeParent {
     dir: OpenDir,
     src: PathBuf,
     dst: PathBuf,
     src_meta: Stat,
+    /// The mode to give a made directory at the end where it was made narrower or
+    /// owner-writable for the copy, and the mode is not preserved.
+    restore_mode: Option<u32>,
 }
 
 /// Where the first DEST made from a multiply-linked SOURCE lives, to link the others to it.
@@ -70,6 +74,9 @@ pub struct Copier<'a> {
     created: HashSet<(FileId, PathBuf)>,
     /// Command-line sources already copied (warn when one is named twice).
     seen_sources: HashSet<(FileId, PathBuf)>,
+    /// Command-line source directories -> the DEST entry (its directory, its name) each
+    /// was first copied to: the same again is only warned about.
+    top_dirs: HashMap<FileId, (Option<FileId>, PathBuf)>,
     /// Directories this run created: met again as a source, DEST lies inside SOURCE.
     made_dirs: HashSet<FileId>,
     /// Set once the into-itself case is met: like GNU, stop copying that tree.
@@ -102,6 +109,7 @@ impl<'a> Copier<'a> {
             links: HashMap::new(),
             created: HashSet::new(),
             seen_sources: HashSet::new(),
+            top_dirs: HashMap::new(),
             made_dirs: HashSet::new(),
             into_itself: false,
             top: Default::default(),
@@ -172,6 +180,11 @@ impl<'a> Copier<'a> {
         };
         let mut d = target.to_path_buf();
         let mut dir = OpenDir::open(target).map_err(|e| fail_os("cannot access", target, &e))?;
+        // Like cp, -p also sets the attributes of the ancestors that exist, but only when
+        // one is missing: they wait here until then.
+        let p = self.opts.preserve;
+        let mut found = Vec::new();
+        let mut missing = false;
         for c in ancestors {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
@@ -183,13 +196,31 @@ impl<'a> Copier<'a> {
             };
             let cannot = |e: io::Error| fail_os("cannot access", &d, &e);
             dir = dir.open_child(name, false).map_err(cannot)?;
-            if let Some(src_meta) = made_here {
-                made.push(MadeParent {
+            let entry = match made_here {
+                Some((src_meta, mkdir_mode)) => {
+                    missing = true;
+                    let restore_mode = self.make_accessible(&dir, &d, mkdir_mode)?;
+                    Some((src_meta, restore_mode))
+                }
+                None if p.mode || p.ownership || p.timestamps => {
+                    Some((self.parent_source_meta(&s)?, None))
+                }
+                None => None,
+            };
+            if let Some((src_meta, restore_mode)) = entry {
+                let parent = MadeParent {
                     dir: dir.try_clone().map_err(cannot)?,
                     src: s.clone(),
                     dst: d.clone(),
                     src_meta,
-                });
+                    restore_mode,
+                };
+                if missing {
+                    made.append(&mut found);
+                    made.push(parent);
+                } else {
+                    found.push(parent);
+                }
             }
         }
         let last = match last {
@@ -199,14 +230,8 @@ impl<'a> Copier<'a> {
         Ok((dir, last))
     }
 
-    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`.
-    fn make_parent(
-        &mut self,
-        dir: &OpenDir,
-        name: &OsStr,
-        s: &Path,
-        d: &Path,
-    ) -> Result<Stat, Reported> {
+    /// The directory `s` that a DEST ancestor is made like.
+    fn parent_source_meta(&self, s: &Path) -> Result<Stat, Reported> {
         let sm = OpenDir::cwd()
             .stat(s.as_os_str(), true)
             .map_err(|e| fail_os("failed to get attributes of", s, &e))?;
@@ -216,18 +241,80 @@ impl<'a> Copier<'a> {
                 quote(s)
             )));
         }
-        dir.mkdir(name, sm.mode() & 0o7777)
+        Ok(sm)
+    }
+
+    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`,
+    /// less the bits others should not have before the owner is set (as cp). Returns the
+    /// source's attributes and the mode the directory was made with.
+    fn make_parent(
+        &mut self,
+        dir: &OpenDir,
+        name: &OsStr,
+        s: &Path,
+        d: &Path,
+    ) -> Result<(Stat, u32), Reported> {
+        let sm = self.parent_source_meta(s)?;
+        let p = self.opts.preserve;
+        let src_mode = sm.mode() & 0o7777;
+        let omitted = src_mode
+            & if p.ownership {
+                0o077
+            } else if p.mode {
+                0o022
+            } else {
+                0
+            };
+        let mode = if p.default_mode { 0o777 } else { src_mode } & !omitted;
+        dir.mkdir(name, mode)
             .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
             println!("{} -> {}", s.display(), d.display());
         }
-        Ok(sm)
+        Ok((sm, omitted))
     }
 
-    /// The attributes -p asks for, on a directory --parents made.
+    /// A made ancestor gets owner rwx while DEST is copied into it. Returns the mode to give
+    /// it at the end where the mode is not preserved and the one it has now is not that
+    /// (the bits held back, less the umask, or the owner bits just added).
+    fn make_accessible(
+        &self,
+        dir: &OpenDir,
+        d: &Path,
+        omitted: u32,
+    ) -> Result<Option<u32>, Reported> {
+        let now = dir
+            .stat_self()
+            .map_err(|e| fail_os("failed to get attributes of", d, &e))?
+            .mode()
+            & 0o7777;
+        let mut restore = None;
+        if !self.opts.preserve.mode {
+            let omitted = if omitted & !now != 0 {
+                omitted & !self.umask
+            } else {
+                omitted
+            };
+            if omitted & !now != 0 || now & 0o700 != 0o700 {
+                restore = Some(now | omitted);
+            }
+        }
+        if now & 0o700 != 0o700 {
+            let f = dir
+                .readable()
+                .map_err(|e| fail_os("setting permissions for", d, &e))?;
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(now | 0o700))
+                .map_err(|e| fail_os("setting permissions for", d, &e.into()))?;
+        }
+        Ok(restore)
+    }
+
+    /// The attributes -p asks for, on a directory --parents made or found, and the mode a
+    /// made one is to end with.
     fn finish_parent(&self, made: &MadeParent) -> Step {
         let p = self.opts.preserve;
-        if !(p.mode || p.ownership || p.timestamps || p.xattr) {
+        let restore = made.restore_mode.filter(|_| !p.mode);
+        if !(p.mode || p.ownership || p.timestamps || p.xattr || restore.is_some()) {
             return Ok(());
         }
         let f = made
@@ -243,9 +330,14 @@ impl<'a> Copier<'a> {
             src_dir.as_ref(),
             &made.src_meta,
             self.opts,
-            true,
+            false,
             self.umask,
-        )
+        )?;
+        if let Some(mode) = restore {
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode))
+                .map_err(|e| fail_os("failed to preserve permissions for", &made.dst, &e.into()))?;
+        }
+        Ok(())
     }
 
     fn follows(&self, top: bool) -> bool {
@@ -287,16 +379,36 @@ impl<'a> Copier<'a> {
             }
         }
 
-        let dst_lmeta = match dst.dir.stat(dst.name, false) {
+        let mut dst_lmeta = match dst.dir.stat(dst.name, false) {
             Ok(m) => Some(m),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
         };
-        // A DEST symlink is written through (when SRC is not itself copied as a link).
+        // cp writes a file's data through a DEST symlink; what DEST is matters through the
+        // link only then, not when DEST is replaced (links, backups, removal) or recreated.
         let src_as_link = src_kind == FileKind::Symlink;
+        let through = match src_kind {
+            FileKind::File => true,
+            FileKind::Dir | FileKind::Symlink => false,
+            _ => !opts.recursive || opts.copy_contents,
+        } && !(opts.symbolic_link
+            || opts.hard_link
+            || opts.backup.is_some()
+            || opts.remove_destination);
         let dst_meta = match &dst_lmeta {
-            Some(m) if m.is_symlink() && !src_as_link && src_kind != FileKind::Dir => {
-                dst.dir.stat(dst.name, true).ok()
+            Some(m) if m.is_symlink() && through => {
+                match dst.dir.stat(dst.name, true) {
+                    Ok(m) => Some(m),
+                    // Dangling: DEST is treated as new, and refused below.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                    // A symlink loop can't be written through; -f replaces it.
+                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) && opts.force => {
+                        remove(dst)?;
+                        dst_lmeta = None;
+                        None
+                    }
+                    Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
+                }
             }
             other => *other,
         };
@@ -320,6 +432,23 @@ impl<'a> Copier<'a> {
                     quote(&self.top.1)
                 )));
             }
+            // A command-line directory copied to the same DEST entry once already.
+            if top {
+                let place = (dst.dir.stat_self().ok().map(|m| m.id()), name_key(dst.path));
+                match self.top_dirs.get(&src_meta.id()) {
+                    Some(first) if *first == place => {
+                        error(&format!(
+                            "warning: source directory {} specified more than once",
+                            quote(src.path)
+                        ));
+                        return Ok(());
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.top_dirs.insert(src_meta.id(), place);
+                    }
+                }
+            }
             return self.copy_dir(src, dst, &src_meta, dst_meta.as_ref(), follow, parent_dev);
         }
 
@@ -339,38 +468,46 @@ impl<'a> Copier<'a> {
                         quote(dst.path)
                     )));
                 }
+            }
+            // What follows looks at DEST as cp stat'ed it: through a symlink SOURCE's data
+            // would be written through; a dangling one counts as new (and is refused below).
+            if let Some(dm) = &dst_meta {
+                if opts.update_older
+                    && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
+                {
+                    return self.keep_current(dst, &src_meta);
+                }
+                match opts.clobber {
+                    Clobber::Overwrite => {}
+                    Clobber::SkipSilently => return Ok(()),
+                    Clobber::SkipAndFail => {
+                        return Err(fail(format!("not replacing {}", quote(dst.path))));
+                    }
+                    Clobber::Ask => {
+                        if !ask(&self.overwrite_question(dst, dm)) {
+                            return Ok(());
+                        }
+                    }
+                }
+                // Don't let a second source replace what the first just made (b/f would be
+                // lost in `cp a/f b/f c`); numbered backups keep both.
+                if top
+                    && self.track
+                    && !dm.is_dir()
+                    && opts.backup != Some(BackupKind::Numbered)
+                    && self.created.contains(&(dm.id(), name_key(dst.path)))
+                {
+                    return Err(fail(format!(
+                        "will not overwrite just-created {} with {}",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
                 if dm.is_dir() {
                     return Err(fail(format!(
                         "cannot overwrite directory {} with non-directory",
                         quote(dst.path)
                     )));
-                }
-            }
-            if self.track && self.created.contains(&(dl.id(), name_key(dst.path))) {
-                return Err(fail(format!(
-                    "will not overwrite just-created {} with {}",
-                    quote(dst.path),
-                    quote(src.path)
-                )));
-            }
-            if opts.update_older {
-                let truncate = opts.preserve.timestamps;
-                if let Some(dm) = &dst_meta {
-                    if dst_is_current(src_meta.mtime(), dm, truncate) {
-                        return Ok(());
-                    }
-                }
-            }
-            match opts.clobber {
-                Clobber::Overwrite => {}
-                Clobber::SkipSilently => return Ok(()),
-                Clobber::SkipAndFail => {
-                    return Err(fail(format!("not replacing {}", quote(dst.path))));
-                }
-                Clobber::Ask => {
-                    if !ask(&format!("overwrite {}? ", quote(dst.path))) {
-                        return Ok(());
-                    }
                 }
             }
         } else if dst.path.as_os_str().as_bytes().ends_with(b"/") {
@@ -390,121 +527,84 @@ impl<'a> Copier<'a> {
                     .map_err(|e| fail_os("cannot backup", dst.path, &e))?;
                 backup_path = Some(bpath);
                 dst_exists = false;
-            } else if opts.remove_destination
-                || (dst_lmeta.as_ref().is_some_and(Stat::is_symlink)
-                    && (src_as_link || opts.hard_link || opts.symbolic_link))
-                || opts.hard_link && opts.force
-                || opts.symbolic_link && opts.force
-            {
+            } else if self.unlinks_first(&src_meta, dst_meta.as_ref().or(dst_lmeta.as_ref())) {
                 remove(dst)?;
-                if opts.verbose && opts.remove_destination {
+                if opts.verbose {
                     println!("removed {}", quote(dst.path));
                 }
                 dst_exists = false;
-            } else if dst_meta.is_none() {
-                return Err(fail(format!(
-                    "not writing through dangling symlink {}",
-                    quote(dst.path)
-                )));
             }
         }
-
-        let verbose_line = || {
-            if opts.verbose {
-                match &backup_path {
-                    Some(b) => println!(
-                        "{} -> {} (backup: {})",
-                        quote(src.path),
-                        quote(dst.path),
-                        quote(b)
-                    ),
-                    None => println!("{} -> {}", quote(src.path), quote(dst.path)),
-                }
-            }
-        };
-
-        if opts.symbolic_link {
-            if !src.path.is_absolute() {
-                let parent = dst.path.parent().unwrap_or(Path::new(""));
-                let here = parent.as_os_str().is_empty()
-                    || parent == Path::new(".")
-                    || same_dir(parent, Path::new("."));
-                if !here {
+        if top && self.track && opts.backup.is_none() && dst_exists {
+            if let Some(dl) = dst_lmeta.filter(Stat::is_symlink) {
+                if self.created.contains(&(dl.id(), name_key(dst.path))) {
                     return Err(fail(format!(
-                        "{}: can make relative symbolic links only in current directory",
-                        quote_if_needed(dst.path)
+                        "will not copy {} through just-created symlink {}",
+                        quote(src.path),
+                        quote(dst.path)
                     )));
                 }
             }
-            dst.dir
-                .symlink(src.path.as_os_str(), dst.name)
-                .map_err(|e| {
-                    fail(format!(
-                        "cannot create symbolic link {} to {}: {}",
-                        quote(dst.path),
-                        quote(src.path),
-                        os_text(&e)
-                    ))
-                })?;
-            verbose_line();
-            return Ok(());
-        }
-        if opts.hard_link {
-            dst.dir.hard_link(dst.name, src, follow).map_err(|e| {
-                fail(format!(
-                    "cannot create hard link {} to {}: {}",
-                    quote(dst.path),
-                    quote(src.path),
-                    os_text(&e)
-                ))
-            })?;
-            verbose_line();
-            return Ok(());
         }
 
-        // Hard links within the copied set.
-        if opts.preserve.links && src_meta.nlink() > 1 {
-            if let Some(first) = self.links.get(&src_meta.id()) {
-                if dst_exists {
-                    remove(dst)?;
-                }
-                let from = At {
-                    dir: &first.dir,
-                    name: &first.name,
-                    path: &first.path,
-                };
-                dst.dir.hard_link(dst.name, from, false).map_err(|e| {
-                    fail(format!(
-                        "cannot create hard link {} to {}: {}",
-                        quote(dst.path),
-                        quote(&first.path),
-                        os_text(&e)
-                    ))
-                })?;
-                verbose_line();
-                return Ok(());
+        if opts.verbose {
+            match &backup_path {
+                Some(b) => println!(
+                    "{} -> {} (backup: {})",
+                    quote(src.path),
+                    quote(dst.path),
+                    quote(b)
+                ),
+                None => println!("{} -> {}", quote(src.path), quote(dst.path)),
             }
         }
-
-        verbose_line();
-        // What DEST is, when it is still there to be written (followed through a symlink).
-        let existing = dst_meta.filter(|_| dst_exists);
-        let result = match src_kind {
-            FileKind::Symlink => self.copy_symlink(src, dst, &src_meta, dst_exists),
-            FileKind::File => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
-            _ if opts.recursive && !opts.copy_contents => self.make_special(src, dst, &src_meta),
-            _ => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
-        };
-        result?;
-        if opts.preserve.links && src_meta.nlink() > 1 {
-            let first = FirstCopy {
-                dir: Rc::clone(dst.dir),
-                name: dst.name.to_os_string(),
-                path: dst.path.to_path_buf(),
-            };
-            self.links.insert(src_meta.id(), first);
+        if dst_exists && dst_meta.is_none() {
+            return Err(fail(format!(
+                "not writing through dangling symlink {}",
+                quote(dst.path)
+            )));
         }
-        if self.track {
+
+        let earlier = self
+            .links
+            .get(&src_meta.id())
+            .filter(|_| self.remembers_link(&src_meta, top))
+            .map(|f| (Rc::clone(&f.dir), f.name.clone(), f.path.clone()));
+        if opts.symbolic_link {
+            self.symlink_to_source(src, dst)?;
+        } else if opts.hard_link {
+            let replace = opts.force || opts.clobber == Clobber::Ask;
+            self.link_to(src, dst, follow, replace)?;
+        } else if let Some((dir, name, path)) = earlier {
+            // Another name of an inode already copied: link to that copy.
+            let from = At {
+                dir: &dir,
+                name: &name,
+                path: &path,
+            };
+            self.link_to(from, dst, false, true)?;
+        } else {
+            // What DEST is, when it is still there to be written (followed through a symlink).
+            let existing = dst_meta.filter(|_| dst_exists);
+            match src_kind {
+                FileKind::Symlink => self.copy_symlink(src, dst, &src_meta),
+                FileKind::File => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
+                _ if opts.recursive && !opts.copy_contents => {
+                    self.make_special(src, dst, &src_meta)
+                }
+                _ => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
+            }?;
+            if self.remembers_link(&src_meta, top) {
+                let first = FirstCopy {
+                    dir: Rc::clone(dst.dir),
+                    name: dst.name.to_os_string(),
+                    path: dst.path.to_path_buf(),
+                };
+                self.links.insert(src_meta.id(), first);
+            }
+        }
+        // cp remembers what each command-line operand made, to refuse overwriting it.
+        if top && self.track {
             if let Ok(m) = dst.dir.stat(dst.name, false) {
                 self.created.insert((m.id(), name_key(dst.path)));
             }
@@ -512,18 +612,141 @@ impl<'a> Copier<'a> {
         Ok(())
     }
 
-    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat, dst_exists: bool) -> Step {
+    /// -s: DST made a symlink to SOURCE as named (relative names only in the current
+    /// directory, where they stay right); with -f it replaces an existing DST.
+    fn symlink_to_source(&self, src: At<'_>, dst: At<'_>) -> Step {
+        if !src.path.is_absolute() {
+            let parent = dst.path.parent().unwrap_or(Path::new(""));
+            let here = parent.as_os_str().is_empty()
+                || parent == Path::new(".")
+                || same_dir(parent, Path::new("."));
+            if !here {
+                return Err(fail(format!(
+                    "{}: can make relative symbolic links only in current directory",
+                    quote_if_needed(dst.path)
+                )));
+            }
+        }
+        let target = src.path.as_os_str();
+        make_or_replace(dst, self.opts.force, |name| dst.dir.symlink(target, name))
+            .map(|_| ())
+            .map_err(|e| {
+                fail(format!(
+                    "cannot create symbolic link {} to {}: {}",
+                    quote(dst.path),
+                    quote(src.path),
+                    os_text(&e)
+                ))
+            })
+    }
+
+    /// Recreates the symlink SRC as DST. A DEST still there (cp removed it before only in
+    /// the cases `unlinks_first` names) is replaced with -f, or else refused.
+    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
         let target = src
             .dir
             .read_link(src.name)
             .map_err(|e| fail_os("cannot read symbolic link", src.path, &e))?;
-        if dst_exists {
-            remove(dst)?;
-        }
-        dst.dir
-            .symlink(&target, dst.name)
+        make_or_replace(dst, self.opts.force, |name| dst.dir.symlink(&target, name))
             .map_err(|e| fail_os("cannot create symbolic link", dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
+    }
+
+    /// Whether an existing non-directory DEST is removed before SOURCE is copied, as cp
+    /// decides it: always with --remove-destination; when data is copied, if DEST has other
+    /// hard links that --preserve=links must not write through, or if SOURCE (not followed)
+    /// is not a regular file, so it is recreated rather than written into.
+    fn unlinks_first(&self, src_meta: &Stat, dst_meta: Option<&Stat>) -> bool {
+        let opts = self.opts;
+        let Some(dm) = dst_meta.filter(|m| !m.is_dir()) else {
+            return false;
+        };
+        opts.remove_destination
+            || !opts.attributes_only
+                && (opts.preserve.links && dm.nlink() > 1
+                    || opts.deref == Deref::Never && !src_meta.is_file())
+    }
+
+    /// Whether SOURCE's inode is remembered, so a later name for it is linked to this DEST
+    /// (--preserve=links): files with other links, and with -H or -L also single-link files
+    /// reached twice through symlinks.
+    fn remembers_link(&self, src_meta: &Stat, top: bool) -> bool {
+        let opts = self.opts;
+        opts.preserve.links
+            && !opts.hard_link
+            && (src_meta.nlink() > 1
+                || opts.deref == Deref::Always
+                || top && opts.deref == Deref::CommandLine)
+    }
+
+    /// Makes DST a hard link to FROM (`follow`: to what a symlink FROM names); an existing
+    /// DST is replaced when `replace`, which -v reports as cp does.
+    fn link_to(&self, from: At<'_>, dst: At<'_>, follow: bool, replace: bool) -> Step {
+        let replaced = make_or_replace(dst, replace, |name| dst.dir.hard_link(name, from, follow))
+            .map_err(|e| {
+                fail(format!(
+                    "cannot create hard link {} to {}: {}",
+                    quote(dst.path),
+                    quote(from.path),
+                    os_text(&e)
+                ))
+            })?;
+        if replaced && self.opts.verbose && !self.opts.hard_link {
+            println!("removed {}", quote(dst.path));
+        }
+        Ok(())
+    }
+
+    /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
+    /// of that inode a link to this DEST, replacing whatever was there.
+    fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat) -> Step {
+        match self.links.get(&src_meta.id()) {
+            Some(first) => {
+                let (dir, name, path) = (
+                    Rc::clone(&first.dir),
+                    first.name.clone(),
+                    first.path.clone(),
+                );
+                let from = At {
+                    dir: &dir,
+                    name: &name,
+                    path: &path,
+                };
+                self.link_to(from, dst, false, true)
+            }
+            None => {
+                let first = FirstCopy {
+                    dir: Rc::clone(dst.dir),
+                    name: dst.name.to_os_string(),
+                    path: dst.path.to_path_buf(),
+                };
+                self.links.insert(src_meta.id(), first);
+                Ok(())
+            }
+        }
+    }
+
+    /// The -i question for DEST: cp warns when DEST is not writable.
+    fn overwrite_question(&self, dst: At<'_>, dm: &Stat) -> String {
+        let writable =
+            dm.is_symlink() || nix::unistd::geteuid().is_root() || dst.dir.writable(dst.name);
+        if writable {
+            return format!("overwrite {}? ", quote(dst.path));
+        }
+        let mode = dm.mode() & 0o7777;
+        if self.opts.force || self.opts.remove_destination {
+            format!(
+                "replace {}, overriding mode {mode:04o} ({})? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        } else {
+            format!(
+                "unwritable {} (mode {mode:04o}, {}); try anyway? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        }
     }
 
     fn make_special(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
@@ -972,6 +1195,72 @@ fn remove(dst: At<'_>) -> Step {
     dst.dir
         .unlink(dst.name)
         .map_err(|e| fail_os("cannot remove", dst.path, &e))
+}
+
+/// Creates DST with `make(name)`. Where DST exists and `replace` is set, the new entry is
+/// made under a temporary name beside it and renamed over it, so DST is never missing (cp's
+/// force_linkat and force_symlinkat). Returns whether an existing DST was replaced.
+fn make_or_replace(
+    dst: At<'_>,
+    replace: bool,
+    make: impl Fn(&OsStr) -> io::Result<()>,
+) -> io::Result<bool> {
+    match make(dst.name) {
+        Err(e) if replace && e.raw_os_error() == Some(libc::EEXIST) => {}
+        other => return other.map(|()| false),
+    }
+    for attempt in 0..100u32 {
+        let tmp = sibling_name(dst, &format!(".aiscp-{}-{attempt}", std::process::id()));
+        match make(&tmp) {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
+        return match dst.dir.rename(&tmp, dst.name) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let _ = dst.dir.unlink(&tmp);
+                Err(e)
+            }
+        };
+    }
+    Err(io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// `leaf` as a name in DST's directory: where that directory could not be opened,
+/// `dst.name` is the whole path, and the directory part is kept.
+fn sibling_name(dst: At<'_>, leaf: &str) -> OsString {
+    let mut name = match dst.name.as_bytes().iter().rposition(|&b| b == b'/') {
+        Some(i) => OsStr::from_bytes(&dst.name.as_bytes()[..=i]).to_os_string(),
+        None => OsString::new(),
+    };
+    name.push(leaf);
+    name
+}
+
+/// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
+/// shows them.
+fn perm_string(mode: u32) -> String {
+    let bit = |m: u32, c: char| if mode & m != 0 { c } else { '-' };
+    let special = |x: u32, s: u32, lower: char| match (mode & x != 0, mode & s != 0) {
+        (true, true) => lower,
+        (false, true) => lower.to_ascii_uppercase(),
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    [
+        bit(0o400, 'r'),
+        bit(0o200, 'w'),
+        special(0o100, 0o4000, 's'),
+        bit(0o040, 'r'),
+        bit(0o020, 'w'),
+        special(0o010, 0o2000, 's'),
+        bit(0o004, 'r'),
+        bit(0o002, 'w'),
+        special(0o001, 0o1000, 't'),
+    ]
+    .iter()
+    .collect()
 }
 
 /// GNU's words for a file that is no longer the one that was checked.
