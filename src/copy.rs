@@ -27,6 +27,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
+mod walk;
+
 /// A failure already reported on stderr.
 #[derive(Debug)]
 pub struct Reported;
@@ -78,6 +80,11 @@ pub struct Copier<'a> {
     top: (PathBuf, PathBuf),
     /// Whether the run has several sources (GNU keeps the two sets above only then).
     track: bool,
+    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
+    entered: Option<walk::DirFrame>,
+    /// The SOURCE directories being copied, outermost first, with their DEST: met again,
+    /// they are a cycle.
+    active: Vec<(FileId, PathBuf)>,
     pub failed: bool,
 }
 
@@ -106,6 +113,8 @@ impl<'a> Copier<'a> {
             into_itself: false,
             top: Default::default(),
             track: several_sources,
+            entered: None,
+            active: Vec::new(),
             failed: false,
         }
     }
@@ -138,7 +147,7 @@ impl<'a> Copier<'a> {
             name: &dst_name,
             path: dst,
         };
-        if self.copy_entry(src_at, dst_at, true, None).is_err() {
+        if self.copy_tree(src_at, dst_at).is_err() {
             self.failed = true;
         }
         // Like GNU, the directories --parents made get their attributes once DEST is in
@@ -320,7 +329,7 @@ impl<'a> Copier<'a> {
                     quote(&self.top.1)
                 )));
             }
-            return self.copy_dir(src, dst, &src_meta, dst_meta.as_ref(), follow, parent_dev);
+            return self.enter_dir(src, dst, &src_meta, dst_meta.as_ref(), follow, parent_dev);
         }
 
         // Non-directory SOURCE from here on.
@@ -547,143 +556,6 @@ impl<'a> Copier<'a> {
         };
         res.map_err(|e| fail_os(what, dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
-    }
-
-    /// Copies a directory: DEST made (owner-only until its contents are in) or merged into,
-    /// both opened by descriptor and checked to be what was stat'ed, the entries copied in
-    /// inode order, then DEST's mode and attributes set on its descriptor.
-    fn copy_dir(
-        &mut self,
-        src: At<'_>,
-        dst: At<'_>,
-        src_meta: &Stat,
-        dst_meta: Option<&Stat>,
-        follow: bool,
-        parent_dev: Option<u64>,
-    ) -> Step {
-        let opts = self.opts;
-        let new_dir = dst_meta.is_none();
-        if new_dir {
-            dst.dir
-                .mkdir(dst.name, 0o700)
-                .map_err(|e| fail_os("cannot create directory", dst.path, &e))?;
-            if opts.verbose {
-                say(format_args!("{} -> {}", quote(src.path), quote(dst.path)));
-            }
-        }
-        let dst_dir = dst
-            .dir
-            .open_child(dst.name, false)
-            .and_then(|d| Ok((d.stat_self()?, d)))
-            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
-        let (dst_now, dst_dir) = (dst_dir.0, Rc::new(dst_dir.1));
-        if dst_meta.is_some_and(|m| m.id() != dst_now.id()) {
-            return Err(replaced(dst.path));
-        }
-        if new_dir {
-            self.made_dirs.insert(dst_now.id());
-        }
-        let mut ok = true;
-        let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());
-        let src_dir = if skip_contents {
-            None
-        } else {
-            match self.open_source_dir(src, src_meta, follow) {
-                Ok(d) => Some(d),
-                Err(Reported) => {
-                    ok = false;
-                    None
-                }
-            }
-        };
-        if let Some(src_dir) = &src_dir {
-            let mut entries = src_dir.entries().unwrap_or_else(|e| {
-                error(&format!(
-                    "cannot access {}: {}",
-                    quote(src.path),
-                    os_text(&e)
-                ));
-                ok = false;
-                Vec::new()
-            });
-            // GNU reads directories in inode order (fast on ext4); keep the same order so
-            // -v output and the first of a hard-linked set match.
-            entries.sort();
-            for (_, name) in entries {
-                let s = join(src.path, Path::new(&name));
-                let d = join(dst.path, Path::new(&name));
-                let child_src = At {
-                    dir: src_dir,
-                    name: &name,
-                    path: &s,
-                };
-                let child_dst = At {
-                    dir: &dst_dir,
-                    name: &name,
-                    path: &d,
-                };
-                if self
-                    .copy_entry(child_src, child_dst, false, Some(src_meta.dev()))
-                    .is_err()
-                {
-                    ok = false;
-                }
-                if self.into_itself {
-                    break;
-                }
-            }
-        }
-        let p = opts.preserve;
-        if !(new_dir || p.mode || p.ownership || p.timestamps || p.xattr) {
-            return if ok { Ok(()) } else { Err(Reported) };
-        }
-        let f = dst_dir
-            .readable()
-            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
-        if new_dir && !opts.preserve.mode {
-            let mode = attrs::new_mode(src_meta, &opts.preserve, self.umask);
-            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(|e| {
-                fail(format!(
-                    "setting permissions for {}: {}",
-                    quote(dst.path),
-                    os_text(&e.into())
-                ))
-            })?;
-        }
-        // SOURCE's own descriptor, read by attrs::apply only for xattrs and ACLs.
-        let xattr_src = src_dir
-            .filter(|_| opts.preserve.xattr || opts.preserve.mode)
-            .and_then(|d| d.readable().ok());
-        attrs::apply(
-            &f,
-            dst.path,
-            xattr_src.as_ref(),
-            src_meta,
-            opts,
-            new_dir,
-            self.umask,
-        )?;
-        if ok {
-            Ok(())
-        } else {
-            Err(Reported)
-        }
-    }
-
-    /// Opens SOURCE's directory by descriptor and checks it is the one stat'ed.
-    fn open_source_dir(
-        &self,
-        src: At<'_>,
-        src_meta: &Stat,
-        follow: bool,
-    ) -> Result<Rc<OpenDir>, Reported> {
-        let cannot = |e: io::Error| fail_os("cannot access", src.path, &e);
-        let dir = src.dir.open_child(src.name, follow).map_err(cannot)?;
-        let now = dir.stat_self().map_err(cannot)?;
-        if now.id() != src_meta.id() {
-            return Err(replaced(src.path));
-        }
-        Ok(Rc::new(dir))
     }
 
     fn copy_file(
