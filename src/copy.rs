@@ -11,9 +11,10 @@ use crate::attrs;
 use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{open_parent, At, OpenDir};
-use crate::options::{Clobber, Deref, Options};
-use crate::plan::join;
+use crate::options::{BackupKind, Clobber, Deref, Options};
+use crate::plan::{join, CopyJob};
 use crate::quote::{quote, quote_if_needed};
+use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
 use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
 use nix::fcntl::OFlag;
@@ -23,7 +24,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
@@ -85,6 +86,12 @@ pub struct Copier<'a> {
     /// The SOURCE directories being copied, outermost first, with their DEST: met again,
     /// they are a cycle.
     active: Vec<(FileId, PathBuf)>,
+    /// Command-line directories copied: (SOURCE, DEST's directory and name).
+    top_dirs: HashSet<(FileId, (Option<FileId>, OsString))>,
+    /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
+    backup: Option<BackupKind>,
+    /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
+    open_dangling: bool,
     pub failed: bool,
 }
 
@@ -115,13 +122,22 @@ impl<'a> Copier<'a> {
             track: several_sources,
             entered: None,
             active: Vec::new(),
+            top_dirs: HashSet::new(),
+            backup: opts.backup,
+            open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
             failed: false,
         }
     }
 
     /// Copies one top-level operand. The directories holding SOURCE and DEST are opened as
     /// the user named them; everything below goes through descriptors.
-    pub fn copy_top(&mut self, src: &Path, dst: &Path, parents_of: Option<&Path>) {
+    pub fn copy_top(&mut self, job: &CopyJob) {
+        let (src, dst, parents_of) = (&*job.src, &*job.dst, job.parents_of.as_deref());
+        self.backup = if job.no_backup {
+            None
+        } else {
+            self.opts.backup
+        };
         self.top = (src.to_path_buf(), dst.to_path_buf());
         self.into_itself = false;
         let (src_dir, src_name) = open_parent(src);
@@ -285,7 +301,7 @@ impl<'a> Copier<'a> {
                 quote(src.path)
             )));
         }
-        if top && self.track && src_kind != FileKind::Dir && opts.backup.is_none() {
+        if top && self.track && src_kind != FileKind::Dir && self.backup.is_none() {
             let key = (src_meta.id(), name_key(src.path));
             if !self.seen_sources.insert(key) {
                 error(&format!(
@@ -296,30 +312,220 @@ impl<'a> Copier<'a> {
             }
         }
 
-        let dst_lmeta = match dst.dir.stat(dst.name, false) {
+        // DEST as cp looks at it: followed only when a regular file will be written through
+        // it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
+        let copy_as_regular = !opts.recursive || opts.copy_contents;
+        let use_lstat = (src_kind != FileKind::File
+            && (!copy_as_regular || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+            || opts.symbolic_link
+            || opts.hard_link
+            || self.backup.is_some()
+            || opts.remove_destination;
+        let mut new_dst = false;
+        let dst_sb = match dst.dir.stat(dst.name, !use_lstat) {
             Ok(m) => Some(m),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            // A symlink loop: -f unlinks it once opening it fails.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) && opts.force => None,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                new_dst = true;
+                None
+            }
             Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
         };
-        // A DEST symlink is written through (when SRC is not itself copied as a link).
-        let src_as_link = src_kind == FileKind::Symlink;
-        let dst_meta = match &dst_lmeta {
-            Some(m) if m.is_symlink() && !src_as_link && src_kind != FileKind::Dir => {
-                dst.dir.stat(dst.name, true).ok()
-            }
-            other => *other,
-        };
 
-        if src_kind == FileKind::Dir {
-            if let Some(dm) = &dst_meta {
-                if !dm.is_dir() {
+        let mut backup: Option<(OsString, PathBuf)> = None;
+        if let Some(dm) = &dst_sb {
+            let mut done = false;
+            if opts.clobber != Clobber::SkipSilently {
+                match same_file::check(src, &src_meta, dst, dm, opts, self.backup.is_some()) {
+                    Verdict::Proceed => {}
+                    Verdict::Done => done = true,
+                    Verdict::Refuse => {
+                        return Err(fail(format!(
+                            "{} and {} are the same file",
+                            quote(src.path),
+                            quote(dst.path)
+                        )))
+                    }
+                }
+            }
+            if src_kind != FileKind::Dir {
+                if opts.update_older
+                    && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
+                {
+                    return Ok(());
+                }
+                match opts.clobber {
+                    Clobber::Overwrite => {}
+                    Clobber::SkipSilently => return Ok(()),
+                    Clobber::SkipAndFail => {
+                        return Err(fail(format!("not replacing {}", quote(dst.path))));
+                    }
+                    Clobber::Ask => {
+                        match ask(
+                            &format!("overwrite {}? ", quote(dst.path)),
+                            &self.config.cancel,
+                        ) {
+                            Some(true) => {}
+                            Some(false) => return Ok(()),
+                            None => return Err(Reported), // interrupted: main says so once
+                        }
+                    }
+                }
+            }
+            if done {
+                return Ok(());
+            }
+            if !dm.is_dir() {
+                if src_kind == FileKind::Dir {
                     return Err(fail(format!(
                         "cannot overwrite non-directory {} with directory {}",
                         quote(dst.path),
                         quote(src.path)
                     )));
                 }
+                // Numbered backups keep what a second source would overwrite.
+                if top
+                    && self.track
+                    && self.backup != Some(BackupKind::Numbered)
+                    && self.created.contains(&(dm.id(), name_key(dst.path)))
+                {
+                    return Err(fail(format!(
+                        "will not overwrite just-created {} with {}",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
+            } else if src_kind != FileKind::Dir {
+                return Err(fail(format!(
+                    "cannot overwrite directory {} with non-directory",
+                    quote(dst.path)
+                )));
             }
+            let src_base = same_file::last_component(src.path.as_os_str());
+            let dot_or_dotdot = src_base == "." || src_base == "..";
+            if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
+                if kind != BackupKind::Numbered
+                    && self.source_is_dst_backup(src_base, &src_meta, dst)
+                {
+                    return Err(fail(format!(
+                        "backing up {} might destroy source;  {} not copied",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
+                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
+                let name = backup::with_suffix(dst.name, &suffix);
+                match dst.dir.rename(dst.name, &name) {
+                    Ok(()) => {
+                        let path =
+                            PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
+                        backup = Some((name, path));
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
+                }
+                new_dst = true;
+            } else if !dm.is_dir()
+                && (opts.remove_destination
+                    || (!opts.attributes_only
+                        && ((opts.preserve.links && dm.nlink() > 1)
+                            || (opts.deref == Deref::Never && src_kind != FileKind::File))))
+            {
+                // Unlinked first: with --preserve=links DEST's other names keep their data.
+                match dst.dir.unlink(dst.name) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                }
+                new_dst = true;
+                if opts.verbose {
+                    say(format_args!("removed {}", quote(dst.path)));
+                }
+            }
+        }
+
+        // Never write through a symlink this run made from an earlier SOURCE.
+        if top && self.track && self.backup.is_none() {
+            let lstat = if use_lstat {
+                dst_sb
+            } else {
+                dst.dir.stat(dst.name, false).ok()
+            };
+            if let Some(l) = lstat.filter(Stat::is_symlink) {
+                if self.created.contains(&(l.id(), name_key(dst.path))) {
+                    return Err(fail(format!(
+                        "will not copy {} through just-created symlink {}",
+                        quote(src.path),
+                        quote(dst.path)
+                    )));
+                }
+            }
+        }
+
+        let result = self.create(
+            src,
+            dst,
+            &src_meta,
+            dst_sb.as_ref(),
+            new_dst,
+            top,
+            follow,
+            parent_dev,
+            backup.as_ref(),
+        );
+        if result.is_err() {
+            // Put the backup back where the copy failed (GNU's un_backup).
+            if let Some((name, path)) = &backup {
+                match dst.dir.rename(name, dst.name) {
+                    Err(e) => error(&format!(
+                        "cannot un-backup {}: {}",
+                        quote(dst.path),
+                        os_text(&e)
+                    )),
+                    Ok(()) if opts.verbose => say(format_args!(
+                        "{} -> {} (unbackup)",
+                        quote(path),
+                        quote(dst.path)
+                    )),
+                    Ok(()) => {}
+                }
+            }
+        }
+        result
+    }
+
+    /// Whether SOURCE is DEST's simple backup, which backing DEST up would overwrite.
+    fn source_is_dst_backup(&self, src_base: &OsStr, src_meta: &Stat, dst: At<'_>) -> bool {
+        let dst_base = same_file::last_component(dst.name);
+        let expected = backup::with_suffix(dst_base, OsStr::new(&self.opts.suffix));
+        if src_base != expected {
+            return false;
+        }
+        let backup = backup::with_suffix(dst.name, OsStr::new(&self.opts.suffix));
+        dst.dir
+            .stat(&backup, true)
+            .is_ok_and(|m| m.id() == src_meta.id())
+    }
+
+    /// Makes DEST once the checks have passed: a directory, a link, a regular file's data or
+    /// a special file. `new_dst` says DEST is known not to exist (any more).
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        dst_sb: Option<&Stat>,
+        new_dst: bool,
+        top: bool,
+        follow: bool,
+        parent_dev: Option<u64>,
+        backup: Option<&(OsString, PathBuf)>,
+    ) -> Step {
+        let opts = self.opts;
+        let src_kind = src_meta.kind();
+        if src_kind == FileKind::Dir {
             // A directory this run created showing up as a source means DEST is inside SOURCE.
             if self.made_dirs.contains(&src_meta.id()) {
                 self.into_itself = true;
@@ -329,113 +535,56 @@ impl<'a> Copier<'a> {
                     quote(&self.top.1)
                 )));
             }
-            return self.enter_dir(src, dst, &src_meta, dst_meta.as_ref(), follow, parent_dev);
-        }
-
-        // Non-directory SOURCE from here on.
-        let mut dst_exists = dst_lmeta.is_some();
-        if let Some(dl) = &dst_lmeta {
-            if let Some(dm) = &dst_meta {
-                let same = dm.id() == src_meta.id()
-                    && (!src_as_link || dl.is_symlink() && dl.id() == src_meta.id());
-                if same
-                    && !(opts.backup.is_some() && opts.force && src_meta.is_file())
-                    && (!opts.hard_link || follow)
-                {
-                    return Err(fail(format!(
-                        "{} and {} are the same file",
-                        quote(src.path),
-                        quote(dst.path)
-                    )));
-                }
-                if dm.is_dir() {
-                    return Err(fail(format!(
-                        "cannot overwrite directory {} with non-directory",
-                        quote(dst.path)
-                    )));
+            if top {
+                // The same directory named twice for one DEST: copied once, with a warning.
+                let dst_id = dst.dir.stat_self().map(|m| m.id()).ok();
+                let key = (dst_id, same_file::last_component(dst.name).to_os_string());
+                if !self.top_dirs.insert((src_meta.id(), key)) {
+                    error(&format!(
+                        "warning: source directory {} specified more than once",
+                        quote(src.path)
+                    ));
+                    return Ok(());
                 }
             }
-            if self.track && self.created.contains(&(dl.id(), name_key(dst.path))) {
-                return Err(fail(format!(
-                    "will not overwrite just-created {} with {}",
+            let dst_meta = if new_dst { None } else { dst_sb };
+            return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
+        }
+
+        if opts.verbose {
+            match backup {
+                Some((_, b)) => say(format_args!(
+                    "{} -> {} (backup: {})",
+                    quote(src.path),
                     quote(dst.path),
-                    quote(src.path)
-                )));
+                    quote(b)
+                )),
+                None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
             }
-            if opts.update_older {
-                let truncate = opts.preserve.timestamps;
-                if let Some(dm) = &dst_meta {
-                    if dst_is_current(src_meta.mtime(), dm, truncate) {
-                        return Ok(());
-                    }
-                }
-            }
-            match opts.clobber {
-                Clobber::Overwrite => {}
-                Clobber::SkipSilently => return Ok(()),
-                Clobber::SkipAndFail => {
-                    return Err(fail(format!("not replacing {}", quote(dst.path))));
-                }
-                Clobber::Ask => {
-                    match ask(
-                        &format!("overwrite {}? ", quote(dst.path)),
-                        &self.config.cancel,
-                    ) {
-                        Some(true) => {}
-                        Some(false) => return Ok(()),
-                        None => return Err(Reported), // interrupted: main says so once
-                    }
-                }
-            }
-        } else if dst.path.as_os_str().as_bytes().ends_with(b"/") {
-            return Err(fail(format!(
-                "cannot create regular file {}: Not a directory",
-                quote(dst.path)
-            )));
         }
 
-        let mut backup_path = None;
-        if dst_exists {
-            if let Some(kind) = opts.backup {
-                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
-                let bpath = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
-                dst.dir
-                    .rename(dst.name, &backup::with_suffix(dst.name, &suffix))
-                    .map_err(|e| fail_os("cannot backup", dst.path, &e))?;
-                backup_path = Some(bpath);
-                dst_exists = false;
-            } else if opts.remove_destination
-                || (dst_lmeta.as_ref().is_some_and(Stat::is_symlink)
-                    && (src_as_link || opts.hard_link || opts.symbolic_link))
-                || opts.hard_link && opts.force
-                || opts.symbolic_link && opts.force
-            {
-                remove(dst)?;
-                if opts.verbose && opts.remove_destination {
+        // Hard links within the copied set.
+        if opts.preserve.links && !opts.hard_link && src_meta.nlink() > 1 {
+            if let Some(first) = self.links.get(&src_meta.id()) {
+                let from = At {
+                    dir: &first.dir,
+                    name: &first.name,
+                    path: &first.path,
+                };
+                let replaced = force_link(dst, from, true, follow).map_err(|e| {
+                    fail(format!(
+                        "cannot create hard link {} to {}: {}",
+                        quote(dst.path),
+                        quote(&first.path),
+                        os_text(&e)
+                    ))
+                })?;
+                if replaced && opts.verbose {
                     say(format_args!("removed {}", quote(dst.path)));
                 }
-                dst_exists = false;
-            } else if dst_meta.is_none() {
-                return Err(fail(format!(
-                    "not writing through dangling symlink {}",
-                    quote(dst.path)
-                )));
+                return Ok(());
             }
         }
-
-        let verbose_line = || {
-            if opts.verbose {
-                match &backup_path {
-                    Some(b) => say(format_args!(
-                        "{} -> {} (backup: {})",
-                        quote(src.path),
-                        quote(dst.path),
-                        quote(b)
-                    )),
-                    None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
-                }
-            }
-        };
 
         if opts.symbolic_link {
             if !src.path.is_absolute() {
@@ -450,21 +599,17 @@ impl<'a> Copier<'a> {
                     )));
                 }
             }
-            dst.dir
-                .symlink(src.path.as_os_str(), dst.name)
-                .map_err(|e| {
-                    fail(format!(
-                        "cannot create symbolic link {} to {}: {}",
-                        quote(dst.path),
-                        quote(src.path),
-                        os_text(&e)
-                    ))
-                })?;
-            verbose_line();
-            return Ok(());
-        }
-        if opts.hard_link {
-            dst.dir.hard_link(dst.name, src, follow).map_err(|e| {
+            force_symlink(dst, src.path.as_os_str(), opts.force).map_err(|e| {
+                fail(format!(
+                    "cannot create symbolic link {} to {}: {}",
+                    quote(dst.path),
+                    quote(src.path),
+                    os_text(&e)
+                ))
+            })?;
+        } else if opts.hard_link {
+            let replace = opts.force || opts.clobber == Clobber::Ask;
+            force_link(dst, src, replace, follow).map_err(|e| {
                 fail(format!(
                     "cannot create hard link {} to {}: {}",
                     quote(dst.path),
@@ -472,44 +617,18 @@ impl<'a> Copier<'a> {
                     os_text(&e)
                 ))
             })?;
-            verbose_line();
             return Ok(());
-        }
-
-        // Hard links within the copied set.
-        if opts.preserve.links && src_meta.nlink() > 1 {
-            if let Some(first) = self.links.get(&src_meta.id()) {
-                if dst_exists {
-                    remove(dst)?;
+        } else {
+            let copy_as_regular = !opts.recursive || opts.copy_contents;
+            match src_kind {
+                FileKind::File => self.copy_file(src, dst, src_meta, dst_sb, new_dst, follow)?,
+                FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
+                _ if copy_as_regular => {
+                    self.copy_file(src, dst, src_meta, dst_sb, new_dst, follow)?
                 }
-                let from = At {
-                    dir: &first.dir,
-                    name: &first.name,
-                    path: &first.path,
-                };
-                dst.dir.hard_link(dst.name, from, false).map_err(|e| {
-                    fail(format!(
-                        "cannot create hard link {} to {}: {}",
-                        quote(dst.path),
-                        quote(&first.path),
-                        os_text(&e)
-                    ))
-                })?;
-                verbose_line();
-                return Ok(());
+                _ => self.make_special(src, dst, src_meta)?,
             }
         }
-
-        verbose_line();
-        // What DEST is, when it is still there to be written (followed through a symlink).
-        let existing = dst_meta.filter(|_| dst_exists);
-        let result = match src_kind {
-            FileKind::Symlink => self.copy_symlink(src, dst, &src_meta, dst_exists),
-            FileKind::File => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
-            _ if opts.recursive && !opts.copy_contents => self.make_special(src, dst, &src_meta),
-            _ => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
-        };
-        result?;
         if opts.preserve.links && src_meta.nlink() > 1 {
             let first = FirstCopy {
                 dir: Rc::clone(dst.dir),
@@ -526,16 +645,12 @@ impl<'a> Copier<'a> {
         Ok(())
     }
 
-    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat, dst_exists: bool) -> Step {
+    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
         let target = src
             .dir
             .read_link(src.name)
             .map_err(|e| fail_os("cannot read symbolic link", src.path, &e))?;
-        if dst_exists {
-            remove(dst)?;
-        }
-        dst.dir
-            .symlink(&target, dst.name)
+        force_symlink(dst, &target, self.opts.force)
             .map_err(|e| fail_os("cannot create symbolic link", dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
     }
@@ -563,7 +678,8 @@ impl<'a> Copier<'a> {
         src: At<'_>,
         dst: At<'_>,
         src_meta: &Stat,
-        existing: Option<&Stat>,
+        dst_sb: Option<&Stat>,
+        new_dst: bool,
         follow: bool,
     ) -> Step {
         let opts = self.opts;
@@ -610,10 +726,11 @@ impl<'a> Copier<'a> {
                 .map_err(|e| fail(e.to_string()))?;
         }
         if opts.atomic {
+            let existing = dst_sb.filter(|_| !new_dst);
             return self.copy_file_atomic(src.path, dst, &src_file, &opened, existing);
         }
 
-        let (dst_file, created) = self.open_dst(dst, &opened, existing)?;
+        let (dst_file, created) = self.open_dst(dst, &opened, dst_sb, new_dst)?;
         let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
@@ -638,24 +755,26 @@ impl<'a> Copier<'a> {
         Ok(())
     }
 
-    /// Opens DEST the way cp does: an existing file truncated in place (its inode, owner and
-    /// mode kept; with -f removed and recreated when it can't be opened), a new one created
-    /// O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies the umask).
+    /// Opens DEST the way cp's copy_reg does: an existing file truncated in place (its inode,
+    /// owner and mode kept; with -f removed and recreated when it can't be opened), a new one
+    /// created O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies
+    /// the umask). A dangling symlink is refused (followed under POSIXLY_CORRECT).
     fn open_dst(
         &mut self,
         dst: At<'_>,
         src_meta: &Stat,
-        existing: Option<&Stat>,
+        dst_sb: Option<&Stat>,
+        mut new_dst: bool,
     ) -> Result<(File, bool), Reported> {
         let opts = self.opts;
-        if let Some(existing) = existing {
+        if !new_dst {
             let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
             if !opts.attributes_only {
                 flags |= OFlag::O_TRUNC;
             }
             // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
             // ask without waiting (ENXIO while there is none) every 100 ms instead.
-            let fifo = existing.kind() == FileKind::Fifo;
+            let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
             if fifo {
                 flags |= OFlag::O_NONBLOCK;
             }
@@ -678,10 +797,20 @@ impl<'a> Copier<'a> {
             });
             match opened {
                 Ok(f) => return Ok((f, false)),
-                Err(_) if opts.force => remove(dst)?,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => new_dst = true,
+                Err(_) if opts.force => {
+                    match dst.dir.unlink(dst.name) {
+                        Ok(()) if opts.verbose => say(format_args!("removed {}", quote(dst.path))),
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                    }
+                    new_dst = true;
+                }
                 Err(e) => return Err(fail_os("cannot create regular file", dst.path, &e)),
             }
         }
+        debug_assert!(new_dst);
         let mut mode = if opts.preserve.default_mode {
             0o666
         } else {
@@ -691,11 +820,29 @@ impl<'a> Copier<'a> {
             // Others get no access until the owner is set (GNU does the same).
             mode &= 0o700;
         }
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY;
-        let f = dst
-            .dir
-            .open_file(dst.name, flags, mode)
-            .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOCTTY;
+        let mut res = dst.dir.open_file(dst.name, flags | OFlag::O_EXCL, mode);
+        if let Err(e) = &res {
+            // EEXIST on a name that is a symlink: a dangling one, which cp won't resolve
+            // (racy) unless POSIXLY_CORRECT asks it to.
+            if e.raw_os_error() == Some(libc::EEXIST) && dst.dir.read_link(dst.name).is_ok() {
+                if !self.open_dangling {
+                    return Err(fail(format!(
+                        "not writing through dangling symlink {}",
+                        quote(dst.path)
+                    )));
+                }
+                res = dst.dir.open_file(dst.name, flags, mode);
+            }
+        }
+        let f = res.map_err(|e| {
+            let trailing_slash = dst.path.as_os_str().as_bytes().ends_with(b"/");
+            let e = match e.raw_os_error() {
+                Some(libc::EISDIR) if trailing_slash => io::Error::from_raw_os_error(libc::ENOTDIR),
+                _ => e,
+            };
+            fail_os("cannot create regular file", dst.path, &e)
+        })?;
         Ok((f, true))
     }
 
@@ -845,13 +992,6 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
     slot.as_mut().expect("engine started above")
 }
 
-/// Removes the non-directory DEST, with cp's message on failure.
-fn remove(dst: At<'_>) -> Step {
-    dst.dir
-        .unlink(dst.name)
-        .map_err(|e| fail_os("cannot remove", dst.path, &e))
-}
-
 /// GNU's words for a file that is no longer the one that was checked.
 fn replaced(path: &Path) -> Reported {
     fail(format!(
@@ -978,5 +1118,87 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     match (cwd.stat(a.as_os_str(), true), cwd.stat(b.as_os_str(), true)) {
         (Ok(x), Ok(y)) => x.id() == y.id(),
         _ => false,
+    }
+}
+
+/// A fresh name beside `name` (same directory part) for a file that is to be renamed over
+/// it: `.BASE.aiscp-XXXXXXXX`, with BASE cut short so the name fits NAME_MAX (255 bytes)
+/// whatever DEST's own length.
+fn temp_name(name: &OsStr) -> OsString {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let b = name.as_bytes();
+    let (prefix, base) = match b.iter().rposition(|&c| c == b'/') {
+        Some(i) => b.split_at(i + 1),
+        None => (&b[..0], b),
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // splitmix64 of the time, the pid and a counter: distinct names, unlikely to be guessed.
+    let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ count.wrapping_mul(0x9e37_79b9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let tag = format!(".aiscp-{:08x}", z as u32);
+    let room = 255 - 1 - tag.len();
+    let mut base = &base[..base.len().min(room)];
+    // Cut on a character boundary where the name is UTF-8.
+    if let Err(e) = std::str::from_utf8(base) {
+        if e.error_len().is_none() {
+            base = &base[..e.valid_up_to()];
+        }
+    }
+    let mut out = prefix.to_vec();
+    out.push(b'.');
+    out.extend_from_slice(base);
+    out.extend_from_slice(tag.as_bytes());
+    OsString::from_vec(out)
+}
+
+/// Runs `make` on fresh temporary names beside DEST until one is not taken.
+fn make_temp<T>(
+    dst: At<'_>,
+    mut make: impl FnMut(&OsStr) -> io::Result<T>,
+) -> io::Result<(OsString, T)> {
+    for _ in 0..100 {
+        let name = temp_name(dst.name);
+        match make(&name) {
+            Ok(t) => return Ok((name, t)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// Makes DEST a symlink to `target`; an existing DEST is replaced (atomically, through a
+/// temporary name) only when `force` says so (gnulib's force_symlinkat).
+fn force_symlink(dst: At<'_>, target: &OsStr, force: bool) -> io::Result<()> {
+    match dst.dir.symlink(target, dst.name) {
+        Err(e) if force && e.raw_os_error() == Some(libc::EEXIST) => {
+            let (tmp, ()) = make_temp(dst, |n| dst.dir.symlink(target, n))?;
+            dst.dir.rename(&tmp, dst.name).inspect_err(|_| {
+                let _ = dst.dir.unlink(&tmp);
+            })
+        }
+        other => other,
+    }
+}
+
+/// Makes DEST a hard link to `from`; an existing DEST is replaced (atomically, through a
+/// temporary name) only when `replace` says so (gnulib's force_linkat). Ok(true): replaced.
+fn force_link(dst: At<'_>, from: At<'_>, replace: bool, follow: bool) -> io::Result<bool> {
+    match dst.dir.hard_link(dst.name, from, follow) {
+        Ok(()) => Ok(false),
+        Err(e) if replace && e.raw_os_error() == Some(libc::EEXIST) => {
+            let (tmp, ()) = make_temp(dst, |n| dst.dir.hard_link(n, from, follow))?;
+            let renamed = dst.dir.rename(&tmp, dst.name);
+            // Renaming one hard link over another of the same file does nothing: the
+            // temporary name would stay.
+            let _ = dst.dir.unlink(&tmp);
+            renamed.map(|()| true)
+        }
+        Err(e) => Err(e),
     }
 }

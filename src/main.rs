@@ -10,6 +10,7 @@ mod open_dir;
 mod options;
 mod plan;
 mod progress;
+mod same_file;
 mod signals;
 mod stat;
 
@@ -109,7 +110,9 @@ fn raise_open_file_limit() {
 }
 
 fn main() {
-    let matches = match cli::Cli::command().try_get_matches() {
+    let command = cli::Cli::command();
+    let args = cli::expand_cp_prefixes(&command, std::env::args_os().collect());
+    let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => clap_exit(e),
     };
@@ -173,7 +176,7 @@ fn main() {
         if signals.cancelled() {
             break;
         }
-        copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
+        copier.copy_top(job);
     }
     let failed = copier.failed;
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
