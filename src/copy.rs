@@ -9,23 +9,26 @@
 
 use crate::attrs;
 use crate::backup;
-use crate::messages::{error, os_text};
+use crate::messages::{error, os_text, say};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{BackupKind, Clobber, Deref, Options};
-use crate::plan::join;
+use crate::plan::{join, CopyJob};
 use crate::quote::{quote, quote_if_needed};
+use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
-use aiscp::engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
+use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
 use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{self, BufRead, Write};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
+
+mod walk;
 
 /// A failure already reported on stderr.
 #[derive(Debug)]
@@ -74,9 +77,6 @@ pub struct Copier<'a> {
     created: HashSet<(FileId, PathBuf)>,
     /// Command-line sources already copied (warn when one is named twice).
     seen_sources: HashSet<(FileId, PathBuf)>,
-    /// Command-line source directories -> the DEST entry (its directory, its name) each
-    /// was first copied to: the same again is only warned about.
-    top_dirs: HashMap<FileId, (Option<FileId>, PathBuf)>,
     /// Directories this run created: met again as a source, DEST lies inside SOURCE.
     made_dirs: HashSet<FileId>,
     /// Set once the into-itself case is met: like GNU, stop copying that tree.
@@ -85,6 +85,17 @@ pub struct Copier<'a> {
     top: (PathBuf, PathBuf),
     /// Whether the run has several sources (GNU keeps the two sets above only then).
     track: bool,
+    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
+    entered: Option<walk::DirFrame>,
+    /// The SOURCE directories being copied, outermost first, with their DEST: met again,
+    /// they are a cycle.
+    active: Vec<(FileId, PathBuf)>,
+    /// Command-line directories copied: (SOURCE, DEST's directory and name).
+    top_dirs: HashSet<(FileId, (Option<FileId>, OsString))>,
+    /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
+    backup: Option<BackupKind>,
+    /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
+    open_dangling: bool,
     pub failed: bool,
 }
 
@@ -109,18 +120,28 @@ impl<'a> Copier<'a> {
             links: HashMap::new(),
             created: HashSet::new(),
             seen_sources: HashSet::new(),
-            top_dirs: HashMap::new(),
             made_dirs: HashSet::new(),
             into_itself: false,
             top: Default::default(),
             track: several_sources,
+            entered: None,
+            active: Vec::new(),
+            top_dirs: HashSet::new(),
+            backup: opts.backup,
+            open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
             failed: false,
         }
     }
 
     /// Copies one top-level operand. The directories holding SOURCE and DEST are opened as
     /// the user named them; everything below goes through descriptors.
-    pub fn copy_top(&mut self, src: &Path, dst: &Path, parents_of: Option<&Path>) {
+    pub fn copy_top(&mut self, job: &CopyJob) {
+        let (src, dst, parents_of) = (&*job.src, &*job.dst, job.parents_of.as_deref());
+        self.backup = if job.no_backup {
+            None
+        } else {
+            self.opts.backup
+        };
         self.top = (src.to_path_buf(), dst.to_path_buf());
         self.into_itself = false;
         let (src_dir, src_name) = open_parent(src);
@@ -146,7 +167,7 @@ impl<'a> Copier<'a> {
             name: &dst_name,
             path: dst,
         };
-        if self.copy_entry(src_at, dst_at, true, None).is_err() {
+        if self.copy_tree(src_at, dst_at).is_err() {
             self.failed = true;
         }
         // Like GNU, the directories --parents made get their attributes once DEST is in
@@ -269,7 +290,7 @@ impl<'a> Copier<'a> {
         dir.mkdir(name, mode)
             .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
-            println!("{} -> {}", s.display(), d.display());
+            say(format_args!("{} -> {}", s.display(), d.display()));
         }
         Ok((sm, omitted))
     }
@@ -368,7 +389,7 @@ impl<'a> Copier<'a> {
                 quote(src.path)
             )));
         }
-        if top && self.track && src_kind != FileKind::Dir && opts.backup.is_none() {
+        if top && self.track && src_kind != FileKind::Dir && self.backup.is_none() {
             let key = (src_meta.id(), name_key(src.path));
             if !self.seen_sources.insert(key) {
                 error(&format!(
@@ -379,103 +400,48 @@ impl<'a> Copier<'a> {
             }
         }
 
-        let mut dst_lmeta = match dst.dir.stat(dst.name, false) {
+        // DEST as cp looks at it: followed only when a regular file will be written through
+        // it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
+        let copy_as_regular = !opts.recursive || opts.copy_contents;
+        let use_lstat = (src_kind != FileKind::File
+            && (!copy_as_regular || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+            || opts.symbolic_link
+            || opts.hard_link
+            || self.backup.is_some()
+            || opts.remove_destination;
+        let mut new_dst = false;
+        let dst_sb = match dst.dir.stat(dst.name, !use_lstat) {
             Ok(m) => Some(m),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            // A symlink loop: -f unlinks it once opening it fails.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) && opts.force => None,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                new_dst = true;
+                None
+            }
             Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
         };
-        // cp writes a file's data through a DEST symlink; what DEST is matters through the
-        // link only then, not when DEST is replaced (links, backups, removal) or recreated.
-        let src_as_link = src_kind == FileKind::Symlink;
-        let through = match src_kind {
-            FileKind::File => true,
-            FileKind::Dir | FileKind::Symlink => false,
-            _ => !opts.recursive || opts.copy_contents,
-        } && !(opts.symbolic_link
-            || opts.hard_link
-            || opts.backup.is_some()
-            || opts.remove_destination);
-        let dst_meta = match &dst_lmeta {
-            Some(m) if m.is_symlink() && through => {
-                match dst.dir.stat(dst.name, true) {
-                    Ok(m) => Some(m),
-                    // Dangling: DEST is treated as new, and refused below.
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-                    // A symlink loop can't be written through; -f replaces it.
-                    Err(e) if e.raw_os_error() == Some(libc::ELOOP) && opts.force => {
-                        remove(dst)?;
-                        dst_lmeta = None;
-                        None
-                    }
-                    Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
-                }
-            }
-            other => *other,
-        };
 
-        if src_kind == FileKind::Dir {
-            if let Some(dm) = &dst_meta {
-                if !dm.is_dir() {
-                    return Err(fail(format!(
-                        "cannot overwrite non-directory {} with directory {}",
-                        quote(dst.path),
-                        quote(src.path)
-                    )));
-                }
-            }
-            // A directory this run created showing up as a source means DEST is inside SOURCE.
-            if self.made_dirs.contains(&src_meta.id()) {
-                self.into_itself = true;
-                return Err(fail(format!(
-                    "cannot copy a directory, {}, into itself, {}",
-                    quote(&self.top.0),
-                    quote(&self.top.1)
-                )));
-            }
-            // A command-line directory copied to the same DEST entry once already.
-            if top {
-                let place = (dst.dir.stat_self().ok().map(|m| m.id()), name_key(dst.path));
-                match self.top_dirs.get(&src_meta.id()) {
-                    Some(first) if *first == place => {
-                        error(&format!(
-                            "warning: source directory {} specified more than once",
-                            quote(src.path)
-                        ));
-                        return Ok(());
-                    }
-                    Some(_) => {}
-                    None => {
-                        self.top_dirs.insert(src_meta.id(), place);
+        let mut backup: Option<(OsString, PathBuf)> = None;
+        if let Some(dm) = &dst_sb {
+            let mut done = false;
+            if opts.clobber != Clobber::SkipSilently {
+                match same_file::check(src, &src_meta, dst, dm, opts, self.backup.is_some()) {
+                    Verdict::Proceed => {}
+                    Verdict::Done => done = true,
+                    Verdict::Refuse => {
+                        return Err(fail(format!(
+                            "{} and {} are the same file",
+                            quote(src.path),
+                            quote(dst.path)
+                        )))
                     }
                 }
             }
-            return self.copy_dir(src, dst, &src_meta, dst_meta.as_ref(), follow, parent_dev);
-        }
-
-        // Non-directory SOURCE from here on.
-        let mut dst_exists = dst_lmeta.is_some();
-        if let Some(dl) = &dst_lmeta {
-            if let Some(dm) = &dst_meta {
-                let same = dm.id() == src_meta.id()
-                    && (!src_as_link || dl.is_symlink() && dl.id() == src_meta.id());
-                if same
-                    && !(opts.backup.is_some() && opts.force && src_meta.is_file())
-                    && (!opts.hard_link || follow)
-                {
-                    return Err(fail(format!(
-                        "{} and {} are the same file",
-                        quote(src.path),
-                        quote(dst.path)
-                    )));
-                }
-            }
-            // What follows looks at DEST as cp stat'ed it: through a symlink SOURCE's data
-            // would be written through; a dangling one counts as new (and is refused below).
-            if let Some(dm) = &dst_meta {
+            if src_kind != FileKind::Dir {
                 if opts.update_older
                     && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
                 {
-                    return self.keep_current(dst, &src_meta);
+                    return self.keep_current(dst, &src_meta, follow);
                 }
                 match opts.clobber {
                     Clobber::Overwrite => {}
@@ -484,17 +450,29 @@ impl<'a> Copier<'a> {
                         return Err(fail(format!("not replacing {}", quote(dst.path))));
                     }
                     Clobber::Ask => {
-                        if !ask(&self.overwrite_question(dst, dm)) {
-                            return Ok(());
+                        match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
+                            Some(true) => {}
+                            Some(false) => return Ok(()),
+                            None => return Err(Reported), // interrupted: main says so once
                         }
                     }
                 }
-                // Don't let a second source replace what the first just made (b/f would be
-                // lost in `cp a/f b/f c`); numbered backups keep both.
+            }
+            if done {
+                return Ok(());
+            }
+            if !dm.is_dir() {
+                if src_kind == FileKind::Dir {
+                    return Err(fail(format!(
+                        "cannot overwrite non-directory {} with directory {}",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
+                // Numbered backups keep what a second source would overwrite.
                 if top
                     && self.track
-                    && !dm.is_dir()
-                    && opts.backup != Some(BackupKind::Numbered)
+                    && self.backup != Some(BackupKind::Numbered)
                     && self.created.contains(&(dm.id(), name_key(dst.path)))
                 {
                     return Err(fail(format!(
@@ -503,41 +481,64 @@ impl<'a> Copier<'a> {
                         quote(src.path)
                     )));
                 }
-                if dm.is_dir() {
+            } else if src_kind != FileKind::Dir {
+                return Err(fail(format!(
+                    "cannot overwrite directory {} with non-directory",
+                    quote(dst.path)
+                )));
+            }
+            let src_base = same_file::last_component(src.path.as_os_str());
+            let dot_or_dotdot = src_base == "." || src_base == "..";
+            if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
+                if kind != BackupKind::Numbered
+                    && self.source_is_dst_backup(src_base, &src_meta, dst)
+                {
                     return Err(fail(format!(
-                        "cannot overwrite directory {} with non-directory",
-                        quote(dst.path)
+                        "backing up {} might destroy source;  {} not copied",
+                        quote(dst.path),
+                        quote(src.path)
                     )));
                 }
+                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
+                let name = backup::with_suffix(dst.name, &suffix);
+                match dst.dir.rename(dst.name, &name) {
+                    Ok(()) => {
+                        let path =
+                            PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
+                        backup = Some((name, path));
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
+                }
+                new_dst = true;
+            } else if !dm.is_dir()
+                && (opts.remove_destination
+                    || (!opts.attributes_only
+                        && ((opts.preserve.links && dm.nlink() > 1)
+                            || (opts.deref == Deref::Never && src_kind != FileKind::File))))
+            {
+                // Unlinked first: with --preserve=links DEST's other names keep their data.
+                match dst.dir.unlink(dst.name) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                }
+                new_dst = true;
+                if opts.verbose {
+                    say(format_args!("removed {}", quote(dst.path)));
+                }
             }
-        } else if dst.path.as_os_str().as_bytes().ends_with(b"/") {
-            return Err(fail(format!(
-                "cannot create regular file {}: Not a directory",
-                quote(dst.path)
-            )));
         }
 
-        let mut backup_path = None;
-        if dst_exists {
-            if let Some(kind) = opts.backup {
-                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
-                let bpath = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
-                dst.dir
-                    .rename(dst.name, &backup::with_suffix(dst.name, &suffix))
-                    .map_err(|e| fail_os("cannot backup", dst.path, &e))?;
-                backup_path = Some(bpath);
-                dst_exists = false;
-            } else if self.unlinks_first(&src_meta, dst_meta.as_ref().or(dst_lmeta.as_ref())) {
-                remove(dst)?;
-                if opts.verbose {
-                    println!("removed {}", quote(dst.path));
-                }
-                dst_exists = false;
-            }
-        }
-        if top && self.track && opts.backup.is_none() && dst_exists {
-            if let Some(dl) = dst_lmeta.filter(Stat::is_symlink) {
-                if self.created.contains(&(dl.id(), name_key(dst.path))) {
+        // Never write through a symlink this run made from an earlier SOURCE.
+        if top && self.track && self.backup.is_none() {
+            let lstat = if use_lstat {
+                dst_sb
+            } else {
+                dst.dir.stat(dst.name, false).ok()
+            };
+            if let Some(l) = lstat.filter(Stat::is_symlink) {
+                if self.created.contains(&(l.id(), name_key(dst.path))) {
                     return Err(fail(format!(
                         "will not copy {} through just-created symlink {}",
                         quote(src.path),
@@ -547,124 +548,36 @@ impl<'a> Copier<'a> {
             }
         }
 
-        if opts.verbose {
-            match &backup_path {
-                Some(b) => println!(
-                    "{} -> {} (backup: {})",
-                    quote(src.path),
-                    quote(dst.path),
-                    quote(b)
-                ),
-                None => println!("{} -> {}", quote(src.path), quote(dst.path)),
-            }
-        }
-        if dst_exists && dst_meta.is_none() {
-            return Err(fail(format!(
-                "not writing through dangling symlink {}",
-                quote(dst.path)
-            )));
-        }
-
-        let earlier = self
-            .links
-            .get(&src_meta.id())
-            .filter(|_| self.remembers_link(&src_meta, top))
-            .map(|f| (Rc::clone(&f.dir), f.name.clone(), f.path.clone()));
-        if opts.symbolic_link {
-            self.symlink_to_source(src, dst)?;
-        } else if opts.hard_link {
-            let replace = opts.force || opts.clobber == Clobber::Ask;
-            self.link_to(src, dst, follow, replace)?;
-        } else if let Some((dir, name, path)) = earlier {
-            // Another name of an inode already copied: link to that copy.
-            let from = At {
-                dir: &dir,
-                name: &name,
-                path: &path,
-            };
-            self.link_to(from, dst, false, true)?;
-        } else {
-            // What DEST is, when it is still there to be written (followed through a symlink).
-            let existing = dst_meta.filter(|_| dst_exists);
-            match src_kind {
-                FileKind::Symlink => self.copy_symlink(src, dst, &src_meta),
-                FileKind::File => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
-                _ if opts.recursive && !opts.copy_contents => {
-                    self.make_special(src, dst, &src_meta)
+        let result = self.create(
+            src,
+            dst,
+            &src_meta,
+            dst_sb.as_ref(),
+            new_dst,
+            top,
+            follow,
+            parent_dev,
+            backup.as_ref(),
+        );
+        if result.is_err() {
+            // Put the backup back where the copy failed (GNU's un_backup).
+            if let Some((name, path)) = &backup {
+                match dst.dir.rename(name, dst.name) {
+                    Err(e) => error(&format!(
+                        "cannot un-backup {}: {}",
+                        quote(dst.path),
+                        os_text(&e)
+                    )),
+                    Ok(()) if opts.verbose => say(format_args!(
+                        "{} -> {} (unbackup)",
+                        quote(path),
+                        quote(dst.path)
+                    )),
+                    Ok(()) => {}
                 }
-                _ => self.copy_file(src, dst, &src_meta, existing.as_ref(), follow),
-            }?;
-            if self.remembers_link(&src_meta, top) {
-                let first = FirstCopy {
-                    dir: Rc::clone(dst.dir),
-                    name: dst.name.to_os_string(),
-                    path: dst.path.to_path_buf(),
-                };
-                self.links.insert(src_meta.id(), first);
             }
         }
-        // cp remembers what each command-line operand made, to refuse overwriting it.
-        if top && self.track {
-            if let Ok(m) = dst.dir.stat(dst.name, false) {
-                self.created.insert((m.id(), name_key(dst.path)));
-            }
-        }
-        Ok(())
-    }
-
-    /// -s: DST made a symlink to SOURCE as named (relative names only in the current
-    /// directory, where they stay right); with -f it replaces an existing DST.
-    fn symlink_to_source(&self, src: At<'_>, dst: At<'_>) -> Step {
-        if !src.path.is_absolute() {
-            let parent = dst.path.parent().unwrap_or(Path::new(""));
-            let here = parent.as_os_str().is_empty()
-                || parent == Path::new(".")
-                || same_dir(parent, Path::new("."));
-            if !here {
-                return Err(fail(format!(
-                    "{}: can make relative symbolic links only in current directory",
-                    quote_if_needed(dst.path)
-                )));
-            }
-        }
-        let target = src.path.as_os_str();
-        make_or_replace(dst, self.opts.force, |name| dst.dir.symlink(target, name))
-            .map(|_| ())
-            .map_err(|e| {
-                fail(format!(
-                    "cannot create symbolic link {} to {}: {}",
-                    quote(dst.path),
-                    quote(src.path),
-                    os_text(&e)
-                ))
-            })
-    }
-
-    /// Recreates the symlink SRC as DST. A DEST still there (cp removed it before only in
-    /// the cases `unlinks_first` names) is replaced with -f, or else refused.
-    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
-        let target = src
-            .dir
-            .read_link(src.name)
-            .map_err(|e| fail_os("cannot read symbolic link", src.path, &e))?;
-        make_or_replace(dst, self.opts.force, |name| dst.dir.symlink(&target, name))
-            .map_err(|e| fail_os("cannot create symbolic link", dst.path, &e))?;
-        attrs::apply_by_name(src, dst, meta, self.opts)
-    }
-
-    /// Whether an existing non-directory DEST is removed before SOURCE is copied, as cp
-    /// decides it: always with --remove-destination; when data is copied, if DEST has other
-    /// hard links that --preserve=links must not write through, or if SOURCE (not followed)
-    /// is not a regular file, so it is recreated rather than written into.
-    fn unlinks_first(&self, src_meta: &Stat, dst_meta: Option<&Stat>) -> bool {
-        let opts = self.opts;
-        let Some(dm) = dst_meta.filter(|m| !m.is_dir()) else {
-            return false;
-        };
-        opts.remove_destination
-            || !opts.attributes_only
-                && (opts.preserve.links && dm.nlink() > 1
-                    || opts.deref == Deref::Never && !src_meta.is_file())
+        result
     }
 
     /// Whether SOURCE's inode is remembered, so a later name for it is linked to this DEST
@@ -679,51 +592,35 @@ impl<'a> Copier<'a> {
                 || top && opts.deref == Deref::CommandLine)
     }
 
-    /// Makes DST a hard link to FROM (`follow`: to what a symlink FROM names); an existing
-    /// DST is replaced when `replace`, which -v reports as cp does.
-    fn link_to(&self, from: At<'_>, dst: At<'_>, follow: bool, replace: bool) -> Step {
-        let replaced = make_or_replace(dst, replace, |name| dst.dir.hard_link(name, from, follow))
-            .map_err(|e| {
-                fail(format!(
-                    "cannot create hard link {} to {}: {}",
-                    quote(dst.path),
-                    quote(from.path),
-                    os_text(&e)
-                ))
-            })?;
-        if replaced && self.opts.verbose && !self.opts.hard_link {
-            println!("removed {}", quote(dst.path));
-        }
-        Ok(())
-    }
-
     /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
     /// of that inode a link to this DEST, replacing whatever was there.
-    fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat) -> Step {
-        match self.links.get(&src_meta.id()) {
-            Some(first) => {
-                let (dir, name, path) = (
-                    Rc::clone(&first.dir),
-                    first.name.clone(),
-                    first.path.clone(),
-                );
-                let from = At {
-                    dir: &dir,
-                    name: &name,
-                    path: &path,
-                };
-                self.link_to(from, dst, false, true)
-            }
-            None => {
-                let first = FirstCopy {
-                    dir: Rc::clone(dst.dir),
-                    name: dst.name.to_os_string(),
-                    path: dst.path.to_path_buf(),
-                };
-                self.links.insert(src_meta.id(), first);
-                Ok(())
-            }
+    fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
+        let Some(first) = self.links.get(&src_meta.id()) else {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
+            return Ok(());
+        };
+        let from = At {
+            dir: &first.dir,
+            name: &first.name,
+            path: &first.path,
+        };
+        let replaced = force_link(dst, from, true, follow).map_err(|e| {
+            fail(format!(
+                "cannot create hard link {} to {}: {}",
+                quote(dst.path),
+                quote(&first.path),
+                os_text(&e)
+            ))
+        })?;
+        if replaced && self.opts.verbose {
+            say(format_args!("removed {}", quote(dst.path)));
         }
+        Ok(())
     }
 
     /// The -i question for DEST: cp warns when DEST is not writable.
@@ -749,6 +646,167 @@ impl<'a> Copier<'a> {
         }
     }
 
+    /// Whether SOURCE is DEST's simple backup, which backing DEST up would overwrite.
+    fn source_is_dst_backup(&self, src_base: &OsStr, src_meta: &Stat, dst: At<'_>) -> bool {
+        let dst_base = same_file::last_component(dst.name);
+        let expected = backup::with_suffix(dst_base, OsStr::new(&self.opts.suffix));
+        if src_base != expected {
+            return false;
+        }
+        let backup = backup::with_suffix(dst.name, OsStr::new(&self.opts.suffix));
+        dst.dir
+            .stat(&backup, true)
+            .is_ok_and(|m| m.id() == src_meta.id())
+    }
+
+    /// Makes DEST once the checks have passed: a directory, a link, a regular file's data or
+    /// a special file. `new_dst` says DEST is known not to exist (any more).
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        dst_sb: Option<&Stat>,
+        new_dst: bool,
+        top: bool,
+        follow: bool,
+        parent_dev: Option<u64>,
+        backup: Option<&(OsString, PathBuf)>,
+    ) -> Step {
+        let opts = self.opts;
+        let src_kind = src_meta.kind();
+        if src_kind == FileKind::Dir {
+            // A directory this run created showing up as a source means DEST is inside SOURCE.
+            if self.made_dirs.contains(&src_meta.id()) {
+                self.into_itself = true;
+                return Err(fail(format!(
+                    "cannot copy a directory, {}, into itself, {}",
+                    quote(&self.top.0),
+                    quote(&self.top.1)
+                )));
+            }
+            if top {
+                // The same directory named twice for one DEST: copied once, with a warning.
+                let dst_id = dst.dir.stat_self().map(|m| m.id()).ok();
+                let key = (dst_id, same_file::last_component(dst.name).to_os_string());
+                if !self.top_dirs.insert((src_meta.id(), key)) {
+                    error(&format!(
+                        "warning: source directory {} specified more than once",
+                        quote(src.path)
+                    ));
+                    return Ok(());
+                }
+            }
+            let dst_meta = if new_dst { None } else { dst_sb };
+            return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
+        }
+
+        if opts.verbose {
+            match backup {
+                Some((_, b)) => say(format_args!(
+                    "{} -> {} (backup: {})",
+                    quote(src.path),
+                    quote(dst.path),
+                    quote(b)
+                )),
+                None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
+            }
+        }
+
+        // Hard links within the copied set.
+        if self.remembers_link(src_meta, top) {
+            if let Some(first) = self.links.get(&src_meta.id()) {
+                let from = At {
+                    dir: &first.dir,
+                    name: &first.name,
+                    path: &first.path,
+                };
+                let replaced = force_link(dst, from, true, follow).map_err(|e| {
+                    fail(format!(
+                        "cannot create hard link {} to {}: {}",
+                        quote(dst.path),
+                        quote(&first.path),
+                        os_text(&e)
+                    ))
+                })?;
+                if replaced && opts.verbose {
+                    say(format_args!("removed {}", quote(dst.path)));
+                }
+                return Ok(());
+            }
+        }
+
+        if opts.symbolic_link {
+            if !src.path.is_absolute() {
+                let parent = dst.path.parent().unwrap_or(Path::new(""));
+                let here = parent.as_os_str().is_empty()
+                    || parent == Path::new(".")
+                    || same_dir(parent, Path::new("."));
+                if !here {
+                    return Err(fail(format!(
+                        "{}: can make relative symbolic links only in current directory",
+                        quote_if_needed(dst.path)
+                    )));
+                }
+            }
+            force_symlink(dst, src.path.as_os_str(), opts.force).map_err(|e| {
+                fail(format!(
+                    "cannot create symbolic link {} to {}: {}",
+                    quote(dst.path),
+                    quote(src.path),
+                    os_text(&e)
+                ))
+            })?;
+        } else if opts.hard_link {
+            let replace = opts.force || opts.clobber == Clobber::Ask;
+            force_link(dst, src, replace, follow).map_err(|e| {
+                fail(format!(
+                    "cannot create hard link {} to {}: {}",
+                    quote(dst.path),
+                    quote(src.path),
+                    os_text(&e)
+                ))
+            })?;
+            return Ok(());
+        } else {
+            let copy_as_regular = !opts.recursive || opts.copy_contents;
+            match src_kind {
+                FileKind::File => self.copy_file(src, dst, src_meta, dst_sb, new_dst, follow)?,
+                FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
+                _ if copy_as_regular => {
+                    self.copy_file(src, dst, src_meta, dst_sb, new_dst, follow)?
+                }
+                _ => self.make_special(src, dst, src_meta)?,
+            }
+        }
+        if self.remembers_link(src_meta, top) {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
+        }
+        // cp remembers what each command-line operand made, to refuse overwriting it.
+        if top && self.track {
+            if let Ok(m) = dst.dir.stat(dst.name, false) {
+                self.created.insert((m.id(), name_key(dst.path)));
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
+        let target = src
+            .dir
+            .read_link(src.name)
+            .map_err(|e| fail_os("cannot read symbolic link", src.path, &e))?;
+        force_symlink(dst, &target, self.opts.force)
+            .map_err(|e| fail_os("cannot create symbolic link", dst.path, &e))?;
+        attrs::apply_by_name(src, dst, meta, self.opts)
+    }
+
     fn make_special(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
         let perm = meta.mode() & 0o777;
         let (res, what) = match meta.kind() {
@@ -767,149 +825,13 @@ impl<'a> Copier<'a> {
         attrs::apply_by_name(src, dst, meta, self.opts)
     }
 
-    /// Copies a directory: DEST made (owner-only until its contents are in) or merged into,
-    /// both opened by descriptor and checked to be what was stat'ed, the entries copied in
-    /// inode order, then DEST's mode and attributes set on its descriptor.
-    fn copy_dir(
-        &mut self,
-        src: At<'_>,
-        dst: At<'_>,
-        src_meta: &Stat,
-        dst_meta: Option<&Stat>,
-        follow: bool,
-        parent_dev: Option<u64>,
-    ) -> Step {
-        let opts = self.opts;
-        let new_dir = dst_meta.is_none();
-        if new_dir {
-            dst.dir
-                .mkdir(dst.name, 0o700)
-                .map_err(|e| fail_os("cannot create directory", dst.path, &e))?;
-            if opts.verbose {
-                println!("{} -> {}", quote(src.path), quote(dst.path));
-            }
-        }
-        let dst_dir = dst
-            .dir
-            .open_child(dst.name, false)
-            .and_then(|d| Ok((d.stat_self()?, d)))
-            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
-        let (dst_now, dst_dir) = (dst_dir.0, Rc::new(dst_dir.1));
-        if dst_meta.is_some_and(|m| m.id() != dst_now.id()) {
-            return Err(replaced(dst.path));
-        }
-        if new_dir {
-            self.made_dirs.insert(dst_now.id());
-        }
-        let mut ok = true;
-        let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());
-        let src_dir = if skip_contents {
-            None
-        } else {
-            match self.open_source_dir(src, src_meta, follow) {
-                Ok(d) => Some(d),
-                Err(Reported) => {
-                    ok = false;
-                    None
-                }
-            }
-        };
-        if let Some(src_dir) = &src_dir {
-            let mut entries = src_dir.entries().unwrap_or_else(|e| {
-                error(&format!(
-                    "cannot access {}: {}",
-                    quote(src.path),
-                    os_text(&e)
-                ));
-                ok = false;
-                Vec::new()
-            });
-            // GNU reads directories in inode order (fast on ext4); keep the same order so
-            // -v output and the first of a hard-linked set match.
-            entries.sort();
-            for (_, name) in entries {
-                let s = join(src.path, Path::new(&name));
-                let d = join(dst.path, Path::new(&name));
-                let child_src = At {
-                    dir: src_dir,
-                    name: &name,
-                    path: &s,
-                };
-                let child_dst = At {
-                    dir: &dst_dir,
-                    name: &name,
-                    path: &d,
-                };
-                if self
-                    .copy_entry(child_src, child_dst, false, Some(src_meta.dev()))
-                    .is_err()
-                {
-                    ok = false;
-                }
-                if self.into_itself {
-                    break;
-                }
-            }
-        }
-        let p = opts.preserve;
-        if !(new_dir || p.mode || p.ownership || p.timestamps || p.xattr) {
-            return if ok { Ok(()) } else { Err(Reported) };
-        }
-        let f = dst_dir
-            .readable()
-            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
-        if new_dir && !opts.preserve.mode {
-            let mode = attrs::new_mode(src_meta, &opts.preserve, self.umask);
-            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(|e| {
-                fail(format!(
-                    "setting permissions for {}: {}",
-                    quote(dst.path),
-                    os_text(&e.into())
-                ))
-            })?;
-        }
-        // SOURCE's own descriptor, read by attrs::apply only for xattrs and ACLs.
-        let xattr_src = src_dir
-            .filter(|_| opts.preserve.xattr || opts.preserve.mode)
-            .and_then(|d| d.readable().ok());
-        attrs::apply(
-            &f,
-            dst.path,
-            xattr_src.as_ref(),
-            src_meta,
-            opts,
-            new_dir,
-            self.umask,
-        )?;
-        if ok {
-            Ok(())
-        } else {
-            Err(Reported)
-        }
-    }
-
-    /// Opens SOURCE's directory by descriptor and checks it is the one stat'ed.
-    fn open_source_dir(
-        &self,
-        src: At<'_>,
-        src_meta: &Stat,
-        follow: bool,
-    ) -> Result<Rc<OpenDir>, Reported> {
-        let cannot = |e: io::Error| fail_os("cannot access", src.path, &e);
-        let dir = src.dir.open_child(src.name, follow).map_err(cannot)?;
-        let now = dir.stat_self().map_err(cannot)?;
-        if now.id() != src_meta.id() {
-            return Err(replaced(src.path));
-        }
-        Ok(Rc::new(dir))
-    }
-
     fn copy_file(
         &mut self,
         src: At<'_>,
         dst: At<'_>,
         src_meta: &Stat,
-        existing: Option<&Stat>,
+        dst_sb: Option<&Stat>,
+        new_dst: bool,
         follow: bool,
     ) -> Step {
         let opts = self.opts;
@@ -956,10 +878,11 @@ impl<'a> Copier<'a> {
                 .map_err(|e| fail(e.to_string()))?;
         }
         if opts.atomic {
+            let existing = dst_sb.filter(|_| !new_dst);
             return self.copy_file_atomic(src.path, dst, &src_file, &opened, existing);
         }
 
-        let (dst_file, created) = self.open_dst(dst, &opened, existing)?;
+        let (dst_file, created) = self.open_dst(dst, &opened, dst_sb, new_dst)?;
         let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
@@ -984,24 +907,26 @@ impl<'a> Copier<'a> {
         Ok(())
     }
 
-    /// Opens DEST the way cp does: an existing file truncated in place (its inode, owner and
-    /// mode kept; with -f removed and recreated when it can't be opened), a new one created
-    /// O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies the umask).
+    /// Opens DEST the way cp's copy_reg does: an existing file truncated in place (its inode,
+    /// owner and mode kept; with -f removed and recreated when it can't be opened), a new one
+    /// created O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies
+    /// the umask). A dangling symlink is refused (followed under POSIXLY_CORRECT).
     fn open_dst(
         &mut self,
         dst: At<'_>,
         src_meta: &Stat,
-        existing: Option<&Stat>,
+        dst_sb: Option<&Stat>,
+        mut new_dst: bool,
     ) -> Result<(File, bool), Reported> {
         let opts = self.opts;
-        if let Some(existing) = existing {
+        if !new_dst {
             let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
             if !opts.attributes_only {
                 flags |= OFlag::O_TRUNC;
             }
             // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
             // ask without waiting (ENXIO while there is none) every 100 ms instead.
-            let fifo = existing.kind() == FileKind::Fifo;
+            let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
             if fifo {
                 flags |= OFlag::O_NONBLOCK;
             }
@@ -1024,10 +949,20 @@ impl<'a> Copier<'a> {
             });
             match opened {
                 Ok(f) => return Ok((f, false)),
-                Err(_) if opts.force => remove(dst)?,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => new_dst = true,
+                Err(_) if opts.force => {
+                    match dst.dir.unlink(dst.name) {
+                        Ok(()) if opts.verbose => say(format_args!("removed {}", quote(dst.path))),
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                    }
+                    new_dst = true;
+                }
                 Err(e) => return Err(fail_os("cannot create regular file", dst.path, &e)),
             }
         }
+        debug_assert!(new_dst);
         let mut mode = if opts.preserve.default_mode {
             0o666
         } else {
@@ -1037,11 +972,29 @@ impl<'a> Copier<'a> {
             // Others get no access until the owner is set (GNU does the same).
             mode &= 0o700;
         }
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY;
-        let f = dst
-            .dir
-            .open_file(dst.name, flags, mode)
-            .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOCTTY;
+        let mut res = dst.dir.open_file(dst.name, flags | OFlag::O_EXCL, mode);
+        if let Err(e) = &res {
+            // EEXIST on a name that is a symlink: a dangling one, which cp won't resolve
+            // (racy) unless POSIXLY_CORRECT asks it to.
+            if e.raw_os_error() == Some(libc::EEXIST) && dst.dir.read_link(dst.name).is_ok() {
+                if !self.open_dangling {
+                    return Err(fail(format!(
+                        "not writing through dangling symlink {}",
+                        quote(dst.path)
+                    )));
+                }
+                res = dst.dir.open_file(dst.name, flags, mode);
+            }
+        }
+        let f = res.map_err(|e| {
+            let trailing_slash = dst.path.as_os_str().as_bytes().ends_with(b"/");
+            let e = match e.raw_os_error() {
+                Some(libc::EISDIR) if trailing_slash => io::Error::from_raw_os_error(libc::ENOTDIR),
+                _ => e,
+            };
+            fail_os("cannot create regular file", dst.path, &e)
+        })?;
         Ok((f, true))
     }
 
@@ -1087,7 +1040,7 @@ impl<'a> Copier<'a> {
         let res = engine.copy(&job, &*self.progress);
         res.map(|_| ()).map_err(|e| match e {
             // main reports the interruption once, after the engine has stopped.
-            aiscp::engine::CopyError::Interrupted => Reported,
+            aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),
         })
     }
@@ -1111,6 +1064,7 @@ impl<'a> Copier<'a> {
         let guard = TempGuard {
             dir: dst.dir,
             name: Some(tmp.clone()),
+            _on_kill: crate::signals::register_temporary(dst.dir.raw_at(), &tmp),
         };
         self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
         let fd = tmp_file.as_raw_fd();
@@ -1176,66 +1130,18 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         let quiet = config.quiet;
         let mut warn = |w: &str| {
             if !quiet {
-                error(&format!("warning: {w}"));
+                crate::messages::own_warning(w);
             }
         };
         match Engine::start(config.clone(), &mut warn) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
                 error(&e.to_string());
-                std::process::exit(1);
+                crate::messages::exit(1);
             }
         }
     }
     slot.as_mut().expect("engine started above")
-}
-
-/// Removes the non-directory DEST, with cp's message on failure.
-fn remove(dst: At<'_>) -> Step {
-    dst.dir
-        .unlink(dst.name)
-        .map_err(|e| fail_os("cannot remove", dst.path, &e))
-}
-
-/// Creates DST with `make(name)`. Where DST exists and `replace` is set, the new entry is
-/// made under a temporary name beside it and renamed over it, so DST is never missing (cp's
-/// force_linkat and force_symlinkat). Returns whether an existing DST was replaced.
-fn make_or_replace(
-    dst: At<'_>,
-    replace: bool,
-    make: impl Fn(&OsStr) -> io::Result<()>,
-) -> io::Result<bool> {
-    match make(dst.name) {
-        Err(e) if replace && e.raw_os_error() == Some(libc::EEXIST) => {}
-        other => return other.map(|()| false),
-    }
-    for attempt in 0..100u32 {
-        let tmp = sibling_name(dst, &format!(".aiscp-{}-{attempt}", std::process::id()));
-        match make(&tmp) {
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
-            Err(e) => return Err(e),
-            Ok(()) => {}
-        }
-        return match dst.dir.rename(&tmp, dst.name) {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                let _ = dst.dir.unlink(&tmp);
-                Err(e)
-            }
-        };
-    }
-    Err(io::Error::from_raw_os_error(libc::EEXIST))
-}
-
-/// `leaf` as a name in DST's directory: where that directory could not be opened,
-/// `dst.name` is the whole path, and the directory part is kept.
-fn sibling_name(dst: At<'_>, leaf: &str) -> OsString {
-    let mut name = match dst.name.as_bytes().iter().rposition(|&b| b == b'/') {
-        Some(i) => OsStr::from_bytes(&dst.name.as_bytes()[..=i]).to_os_string(),
-        None => OsString::new(),
-    };
-    name.push(leaf);
-    name
 }
 
 /// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
@@ -1279,10 +1185,12 @@ fn parent_path(p: &Path) -> PathBuf {
     }
 }
 
-/// Removes the temporary file unless disarmed (--atomic).
+/// Removes the temporary file unless disarmed (--atomic); registered meanwhile for removal
+/// by a second, killing signal.
 struct TempGuard<'a> {
     dir: &'a OpenDir,
     name: Option<OsString>,
+    _on_kill: Option<crate::signals::TempRegistration>,
 }
 impl TempGuard<'_> {
     fn disarm(mut self) {
@@ -1350,15 +1258,31 @@ fn sync_dir(dst: At<'_>) -> Step {
         .map_err(|e| fail_os("error syncing directory of", dst.path, &e))
 }
 
-/// The prompt of -i, on stderr; an answer starting with y or Y means yes.
-fn ask(question: &str) -> bool {
-    eprint!("{}: {question}", crate::messages::program());
-    let _ = io::stderr().flush();
-    let mut line = String::new();
-    match io::stdin().lock().read_line(&mut line) {
-        Ok(n) if n > 0 => line.starts_with('y') || line.starts_with('Y'),
-        _ => false,
+/// The prompt of -i, on stderr; an answer starting with y or Y means yes. None: a signal
+/// came while waiting (the answer is read in short polls so that one can end the wait, as
+/// it kills cp at its prompt). Reads stdin unbuffered, one line per prompt.
+fn ask(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
+    crate::messages::to_stderr_raw(&format!("{}: {question}", crate::messages::program()));
+    let stdin = io::stdin();
+    let mut first = None;
+    loop {
+        match fileio::wait_readable(stdin.as_fd(), cancel) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(_) => return Some(false),
+        }
+        let mut byte = [0u8];
+        match nix::unistd::read(stdin.as_raw_fd(), &mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => {
+                first.get_or_insert(byte[0]);
+            }
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+            Err(_) => break,
+        }
     }
+    Some(matches!(first, Some(b'y' | b'Y')))
 }
 
 /// A name's identity for GNU's "same name" checks: its basename.
@@ -1371,5 +1295,87 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     match (cwd.stat(a.as_os_str(), true), cwd.stat(b.as_os_str(), true)) {
         (Ok(x), Ok(y)) => x.id() == y.id(),
         _ => false,
+    }
+}
+
+/// A fresh name beside `name` (same directory part) for a file that is to be renamed over
+/// it: `.BASE.aiscp-XXXXXXXX`, with BASE cut short so the name fits NAME_MAX (255 bytes)
+/// whatever DEST's own length.
+fn temp_name(name: &OsStr) -> OsString {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let b = name.as_bytes();
+    let (prefix, base) = match b.iter().rposition(|&c| c == b'/') {
+        Some(i) => b.split_at(i + 1),
+        None => (&b[..0], b),
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // splitmix64 of the time, the pid and a counter: distinct names, unlikely to be guessed.
+    let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ count.wrapping_mul(0x9e37_79b9);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let tag = format!(".aiscp-{:08x}", z as u32);
+    let room = 255 - 1 - tag.len();
+    let mut base = &base[..base.len().min(room)];
+    // Cut on a character boundary where the name is UTF-8.
+    if let Err(e) = std::str::from_utf8(base) {
+        if e.error_len().is_none() {
+            base = &base[..e.valid_up_to()];
+        }
+    }
+    let mut out = prefix.to_vec();
+    out.push(b'.');
+    out.extend_from_slice(base);
+    out.extend_from_slice(tag.as_bytes());
+    OsString::from_vec(out)
+}
+
+/// Runs `make` on fresh temporary names beside DEST until one is not taken.
+fn make_temp<T>(
+    dst: At<'_>,
+    mut make: impl FnMut(&OsStr) -> io::Result<T>,
+) -> io::Result<(OsString, T)> {
+    for _ in 0..100 {
+        let name = temp_name(dst.name);
+        match make(&name) {
+            Ok(t) => return Ok((name, t)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// Makes DEST a symlink to `target`; an existing DEST is replaced (atomically, through a
+/// temporary name) only when `force` says so (gnulib's force_symlinkat).
+fn force_symlink(dst: At<'_>, target: &OsStr, force: bool) -> io::Result<()> {
+    match dst.dir.symlink(target, dst.name) {
+        Err(e) if force && e.raw_os_error() == Some(libc::EEXIST) => {
+            let (tmp, ()) = make_temp(dst, |n| dst.dir.symlink(target, n))?;
+            dst.dir.rename(&tmp, dst.name).inspect_err(|_| {
+                let _ = dst.dir.unlink(&tmp);
+            })
+        }
+        other => other,
+    }
+}
+
+/// Makes DEST a hard link to `from`; an existing DEST is replaced (atomically, through a
+/// temporary name) only when `replace` says so (gnulib's force_linkat). Ok(true): replaced.
+fn force_link(dst: At<'_>, from: At<'_>, replace: bool, follow: bool) -> io::Result<bool> {
+    match dst.dir.hard_link(dst.name, from, follow) {
+        Ok(()) => Ok(false),
+        Err(e) if replace && e.raw_os_error() == Some(libc::EEXIST) => {
+            let (tmp, ()) = make_temp(dst, |n| dst.dir.hard_link(n, from, follow))?;
+            let renamed = dst.dir.rename(&tmp, dst.name);
+            // Renaming one hard link over another of the same file does nothing: the
+            // temporary name would stay.
+            let _ = dst.dir.unlink(&tmp);
+            renamed.map(|()| true)
+        }
+        Err(e) => Err(e),
     }
 }

@@ -100,6 +100,11 @@ impl OpenDir {
         self.fd.as_ref().map(|f| f.as_raw_fd())
     }
 
+    /// The descriptor for an `*at` call: this directory's, or AT_FDCWD.
+    pub fn raw_at(&self) -> RawFd {
+        self.raw().unwrap_or(libc::AT_FDCWD)
+    }
+
     /// The directory itself, opened for reading: for listing, fsync, fchmod, futimens and
     /// xattrs. Opening "." of the descriptor reaches the same directory, whatever its path
     /// names now.

@@ -3,7 +3,7 @@
 //! it ends, well or badly, so error messages never land on top of a bar. Hidden entirely when
 //! disabled, so callers need not branch.
 
-use aiscp::engine::ProgressSink;
+use aiscp_engine::ProgressSink;
 use humansize::{format_size, BINARY};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::path::Path;

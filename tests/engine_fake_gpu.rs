@@ -6,7 +6,7 @@
 
 mod common;
 
-use aiscp::engine::{BackendChoice, Config, CopyError, DataJob, Engine, SourceKind, SparseMode};
+use aiscp_engine::{BackendChoice, Config, CopyError, DataJob, Engine, SourceKind, SparseMode};
 use common::*;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

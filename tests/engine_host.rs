@@ -3,7 +3,7 @@
 
 mod common;
 
-use aiscp::engine::{
+use aiscp_engine::{
     BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink, SourceKind,
     SparseMode,
 };

@@ -1,6 +1,6 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp::engine::{BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, MAX_CHUNK};
+use aiscp_engine::{BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, MAX_CHUNK};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -37,6 +37,7 @@ pub struct StagingArgs {
         long,
         value_name = "N",
         default_value_t = 0,
+        allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
     pub gpu: u32,
@@ -58,6 +59,7 @@ pub struct StagingArgs {
         long,
         value_name = "SIZE",
         value_parser = parse_chunk_size,
+        allow_hyphen_values = true,
         default_value = "64M",
         help_heading = "GPU staging"
     )]
@@ -68,6 +70,7 @@ pub struct StagingArgs {
         long,
         value_name = "N",
         value_parser = clap::value_parser!(u64).range(1..=256),
+        allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
     pub streams: Option<u64>,
@@ -233,10 +236,10 @@ mod tests {
             "--debug",
         ])
         .unwrap();
-        let c = aiscp::engine::Config::from(&only.staging);
+        let c = aiscp_engine::Config::from(&only.staging);
         assert_eq!(c.chunk_size, Some(1 << 20));
         assert_eq!(c.streams, Some(8));
-        assert_eq!(c.backend, aiscp::engine::BackendChoice::Host);
+        assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
         let only = Only::try_parse_from(["aiscp", "--progress", "--no-progress"]).unwrap();
         assert!(!only.staging.progress_enabled());

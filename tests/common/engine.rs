@@ -1,6 +1,6 @@
 //! Driving the engine as a library, for the suites that test it without the binary.
 
-use aiscp::engine::{
+use aiscp_engine::{
     BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink, SourceKind,
     SparseMode,
 };

@@ -187,6 +187,27 @@ scenarios! {
     attributes_only_existing: sc("file a 100 0700\ntext b old", "--attributes-only -p a b");
     attributes_only_new: sc("file a 100 0640", "--attributes-only a c");
 
+    // Same file, backups of the source, DEST's other names
+    symlink_onto_its_target_p: sc("text a precious\nsym sl a", "-P sl a");
+    symlink_onto_its_target_a: sc("text a precious\nsym sl a", "-a sl a");
+    symlink_onto_its_target_r: sc("text a precious\nsym sl a", "-r sl a");
+    force_backup_same_name: sc("text a precious", "-fbv a a");
+    force_backup_numbered_same_name: sc("text a precious\ntext a.~1~ old", "--backup=numbered -f a a");
+    force_backup_same_name_t: sc("text a precious", "-fbT a a");
+    backup_would_destroy_source: sc("text a a\ntext a~ a-tilde", "--b=simple a~ a");
+    remove_destination_hard_link: sc("text a x\nhard hl a", "--remove-destination a hl");
+    dst_dangling_symlink_posixly_correct: sc("text a hi\nsym l nowhere", "a l").env("POSIXLY_CORRECT", "1");
+    dst_symlink_loop_forced: sc("text f hi\nsym loop loop", "-f f loop");
+    dst_symlink_loop: sc("text f hi\nsym loop loop", "f loop");
+    preserve_links_keeps_other_name: sc("text a new\ntext y old\nhard y2 y", "--preserve=links a y");
+    archive_keeps_other_name: sc("text a new\ntext y old\nhard y2 y", "-a a y");
+    twice_numbered_backup: sc("text a new\ndir out\ntext out/a old", "--backup=numbered -v a a out");
+    twice_hard_link_backup: sc("text a new\ndir out\ntext out/a old", "-lbv a a out");
+    twice_directory: sc("dir d\ntext d/f x\ndir out", "-rv d d out");
+    twice_just_created_symlink: sc("text a x\ndir x\ndir y\nsym x/f ../a\ntext y/f y\ndir out", "-d x/f y/f out");
+    update_same_file: sc("text a x", "-u a a");
+    no_clobber_same_file: sc("text a x", "-n a a");
+
     // Behaviours coreutils' own tests pin (tests/cp, tests/mv; the test named in each line)
     // cp/cp-i: -i asks before finding DEST a directory; declining is no error.
     interactive_over_directory_declined: sc("text f x\ndir d\ndir d/f", "-i f d").stdin("n\n");
@@ -219,8 +240,6 @@ scenarios! {
     symlink_over_symlink_to_source: sc("text f x\nsym l f", "-dsf f l");
     symlink_forced_over_symlink: sc("text f x\nsym l f", "-sf f l");
     // cp/fail-perm: a DEST symlink that can't be followed is an error, not dangling.
-    dst_symlink_loop: sc("text a x\nsym loop loop", "a loop");
-    dst_symlink_loop_forced: sc("text a x\nsym loop loop", "-f a loop");
     dst_symlink_unreachable: sc("dir D\ndir D/D\nsh chmod 0 D\nsym symlink D/D\ntext F x", "F symlink").nobody();
     // cp/link-preserve: -H and -L keep links made by following symlinks.
     links_through_command_line_symlink: sc("text a x\nsym b a\ndir c", "--preserve=links -R -H a b c");
@@ -378,4 +397,45 @@ fn one_file_system_at_a_real_mount() {
 fn at_least_sixty_scenarios() {
     let all = all();
     assert!(all.len() >= 60, "only {} scenarios", all.len());
+}
+
+/// GNU's tests/cp/same-file.sh table, row for row: every pair of names for one file (a
+/// symlink and its target either way round, a file and itself, two symlinks to one file, a
+/// file and a hard link of it, a symlink and a hard link of a symlink) under every mix of
+/// -d, -f, --remove-destination, -b, -l and -s the GNU test runs, with numbered backups.
+#[test]
+fn same_file_table_like_gnu() {
+    let pairs: [(&str, &'static str); 6] = [
+        ("foo symlink", "text foo XYZ\nsym symlink foo"),
+        ("symlink foo", "text foo XYZ\nsym symlink foo"),
+        ("foo foo", "text foo XYZ"),
+        ("sl1 sl2", "text foo XYZ\nsym sl1 foo\nsym sl2 foo"),
+        ("foo hardlink", "text foo XYZ\nhard hardlink foo"),
+        ("hlsl sl2", "text foo XYZ\nsym sl2 foo\nhard hlsl sl2"),
+    ];
+    let options = [
+        "", "-d", "-f", "-df", "--rem", "-b", "-bd", "-bf", "-bdf", "-l", "-dl", "-fl", "-dfl",
+        "-bl", "-bdl", "-bfl", "-bdfl", "-s", "-sf",
+    ];
+    // The rows GNU's test leaves out as not portable (hard links to symlinks).
+    let skipped = [
+        ("symlink foo", "-dfl"),
+        ("symlink foo", "-bdl"),
+        ("symlink foo", "-bdfl"),
+        ("sl1 sl2", "-dfl"),
+        ("sl1 sl2", "-bdl"),
+        ("sl1 sl2", "-bdfl"),
+        ("sl1 sl2", "-dl"),
+    ];
+    for (args, setup) in pairs {
+        for opt in options {
+            if skipped.contains(&(args, opt)) {
+                continue;
+            }
+            let s = sc(setup, &format!("{opt} {args}")).env("VERSION_CONTROL", "numbered");
+            for backend in common::BACKENDS {
+                check(&s, backend);
+            }
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
 use super::Staging;
-use crate::engine::RouteChoice;
+use crate::RouteChoice;
 use hipfile::{Device, DeviceBuffer, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;

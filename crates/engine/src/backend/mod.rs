@@ -11,7 +11,7 @@
 pub mod gpu;
 pub mod host;
 
-use crate::engine::{BackendChoice, Config, RouteChoice, StartError};
+use crate::{BackendChoice, Config, RouteChoice, StartError};
 use hipfile::{Error, Flavor};
 use std::os::fd::BorrowedFd;
 

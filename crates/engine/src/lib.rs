@@ -14,14 +14,16 @@
 //! are both registered is copied by workers that each queue ReadAsync then WriteAsync on
 //! their own stream and synchronize once per slice; everything else is as above.
 
+pub mod backend;
 pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
+pub mod quote;
 mod transfer;
 pub mod verify;
 
-use crate::backend::{self, Loaded};
 use crate::quote::quote;
+use backend::Loaded;
 use pipeline::Pipeline;
 use std::fs::File;
 use std::io;
