@@ -31,6 +31,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
+mod walk;
+
 /// A failure already reported on stderr.
 #[derive(Debug)]
 pub struct Reported;
@@ -60,12 +62,16 @@ struct Found {
     backup: Option<(OsString, PathBuf)>,
 }
 
-/// A directory --parents created, whose attributes are set after the copy.
+/// A directory on DEST's path that --parents made (or, with -p, found), whose attributes
+/// are set after the copy.
 struct MadeParent {
     dir: OpenDir,
     src: PathBuf,
     dst: PathBuf,
     src_meta: Stat,
+    /// The mode to give a made directory at the end where it was made narrower or
+    /// owner-writable for the copy, and the mode is not preserved.
+    restore_mode: Option<u32>,
 }
 
 /// Where the first DEST made from a multiply-linked SOURCE lives, to link the others to it.
@@ -95,6 +101,11 @@ pub struct Copier<'a> {
     top: (PathBuf, PathBuf),
     /// Whether the run has several sources (GNU keeps the two sets above only then).
     track: bool,
+    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
+    entered: Option<walk::DirFrame>,
+    /// The SOURCE directories being copied, outermost first, with their DEST: met again,
+    /// they are a cycle.
+    active: Vec<(FileId, PathBuf)>,
     /// Command-line directories copied: (SOURCE, DEST's directory and name).
     top_dirs: HashSet<(FileId, (Option<FileId>, OsString))>,
     /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
@@ -129,6 +140,8 @@ impl<'a> Copier<'a> {
             into_itself: false,
             top: Default::default(),
             track: several_sources,
+            entered: None,
+            active: Vec::new(),
             top_dirs: HashSet::new(),
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
@@ -170,7 +183,7 @@ impl<'a> Copier<'a> {
             name: &dst_name,
             path: dst,
         };
-        if self.copy_entry(src_at, dst_at, true, None).is_err() {
+        if self.copy_tree(src_at, dst_at).is_err() {
             self.failed = true;
         }
         // Like GNU, the directories --parents made get their attributes once DEST is in
@@ -204,6 +217,11 @@ impl<'a> Copier<'a> {
         };
         let mut d = target.to_path_buf();
         let mut dir = OpenDir::open(target).map_err(|e| fail_os("cannot access", target, &e))?;
+        // Like cp, -p also sets the attributes of the ancestors that exist, but only when
+        // one is missing: they wait here until then.
+        let p = self.opts.preserve;
+        let mut found = Vec::new();
+        let mut missing = false;
         for c in ancestors {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
@@ -216,13 +234,31 @@ impl<'a> Copier<'a> {
             };
             let cannot = |e: io::Error| fail_os("cannot access", &d, &e);
             dir = dir.open_child(name, true).map_err(cannot)?;
-            if let Some(src_meta) = made_here {
-                made.push(MadeParent {
+            let entry = match made_here {
+                Some((src_meta, mkdir_mode)) => {
+                    missing = true;
+                    let restore_mode = self.make_accessible(&dir, &d, mkdir_mode)?;
+                    Some((src_meta, restore_mode))
+                }
+                None if p.mode || p.ownership || p.timestamps => {
+                    Some((self.parent_source_meta(&s)?, None))
+                }
+                None => None,
+            };
+            if let Some((src_meta, restore_mode)) = entry {
+                let parent = MadeParent {
                     dir: dir.try_clone().map_err(cannot)?,
                     src: s.clone(),
                     dst: d.clone(),
                     src_meta,
-                });
+                    restore_mode,
+                };
+                if missing {
+                    made.append(&mut found);
+                    made.push(parent);
+                } else {
+                    found.push(parent);
+                }
             }
         }
         let last = match last {
@@ -232,14 +268,8 @@ impl<'a> Copier<'a> {
         Ok((dir, last))
     }
 
-    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`.
-    fn make_parent(
-        &mut self,
-        dir: &OpenDir,
-        name: &OsStr,
-        s: &Path,
-        d: &Path,
-    ) -> Result<Stat, Reported> {
+    /// The directory `s` that a DEST ancestor is made like.
+    fn parent_source_meta(&self, s: &Path) -> Result<Stat, Reported> {
         let sm = OpenDir::cwd()
             .stat(s.as_os_str(), true)
             .map_err(|e| fail_os("failed to get attributes of", s, &e))?;
@@ -249,18 +279,80 @@ impl<'a> Copier<'a> {
                 quote(s)
             )));
         }
-        dir.mkdir(name, sm.mode() & 0o7777)
+        Ok(sm)
+    }
+
+    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`,
+    /// less the bits others should not have before the owner is set (as cp). Returns the
+    /// source's attributes and the mode the directory was made with.
+    fn make_parent(
+        &mut self,
+        dir: &OpenDir,
+        name: &OsStr,
+        s: &Path,
+        d: &Path,
+    ) -> Result<(Stat, u32), Reported> {
+        let sm = self.parent_source_meta(s)?;
+        let p = self.opts.preserve;
+        let src_mode = sm.mode() & 0o7777;
+        let omitted = src_mode
+            & if p.ownership {
+                0o077
+            } else if p.mode {
+                0o022
+            } else {
+                0
+            };
+        let mode = if p.default_mode { 0o777 } else { src_mode } & !omitted;
+        dir.mkdir(name, mode)
             .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
             say(format_args!("{} -> {}", s.display(), d.display()));
         }
-        Ok(sm)
+        Ok((sm, omitted))
     }
 
-    /// The attributes -p asks for, on a directory --parents made.
+    /// A made ancestor gets owner rwx while DEST is copied into it. Returns the mode to give
+    /// it at the end where the mode is not preserved and the one it has now is not that
+    /// (the bits held back, less the umask, or the owner bits just added).
+    fn make_accessible(
+        &self,
+        dir: &OpenDir,
+        d: &Path,
+        omitted: u32,
+    ) -> Result<Option<u32>, Reported> {
+        let now = dir
+            .stat_self()
+            .map_err(|e| fail_os("failed to get attributes of", d, &e))?
+            .mode()
+            & 0o7777;
+        let mut restore = None;
+        if !self.opts.preserve.mode {
+            let omitted = if omitted & !now != 0 {
+                omitted & !self.umask
+            } else {
+                omitted
+            };
+            if omitted & !now != 0 || now & 0o700 != 0o700 {
+                restore = Some(now | omitted);
+            }
+        }
+        if now & 0o700 != 0o700 {
+            let f = dir
+                .readable()
+                .map_err(|e| fail_os("setting permissions for", d, &e))?;
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(now | 0o700))
+                .map_err(|e| fail_os("setting permissions for", d, &e.into()))?;
+        }
+        Ok(restore)
+    }
+
+    /// The attributes -p asks for, on a directory --parents made or found, and the mode a
+    /// made one is to end with.
     fn finish_parent(&self, made: &MadeParent) -> Step {
         let p = self.opts.preserve;
-        if !(p.mode || p.ownership || p.timestamps || p.xattr) {
+        let restore = made.restore_mode.filter(|_| !p.mode);
+        if !(p.mode || p.ownership || p.timestamps || p.xattr || restore.is_some()) {
             return Ok(());
         }
         let f = made
@@ -276,9 +368,14 @@ impl<'a> Copier<'a> {
             src_dir.as_ref(),
             &made.src_meta,
             self.opts,
-            true,
+            false,
             self.umask,
-        )
+        )?;
+        if let Some(mode) = restore {
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode))
+                .map_err(|e| fail_os("failed to preserve permissions for", &made.dst, &e.into()))?;
+        }
+        Ok(())
     }
 
     fn follows(&self, top: bool) -> bool {
@@ -349,7 +446,7 @@ impl<'a> Copier<'a> {
             && !opts.hard_link
             && (src_kind == FileKind::File
                 || (copy_as_regular && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-            && !(self.remembers(&src_meta, top) && self.links.contains_key(&src_meta.id()));
+            && !(self.remembers_link(&src_meta, top) && self.links.contains_key(&src_meta.id()));
         let mut deferred = Aside::Keep;
         let mut backup: Option<(OsString, PathBuf)> = None;
         if let Some(dm) = &dst_sb {
@@ -371,15 +468,7 @@ impl<'a> Copier<'a> {
                 if opts.update_older
                     && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
                 {
-                    // Not copied, but remembered: a later name of the same SOURCE file that
-                    // is also current becomes a hard link to this DEST, as in GNU.
-                    return match self.links.get(&src_meta.id()) {
-                        None => {
-                            self.remember_copy(&src_meta, dst);
-                            Ok(())
-                        }
-                        Some(first) => self.link_to_first(dst, first, follow),
-                    };
+                    return self.keep_current(dst, &src_meta, follow);
                 }
                 match opts.clobber {
                     Clobber::Overwrite => {}
@@ -388,10 +477,7 @@ impl<'a> Copier<'a> {
                         return Err(fail(format!("not replacing {}", quote(dst.path))));
                     }
                     Clobber::Ask => {
-                        match ask(
-                            &format!("overwrite {}? ", quote(dst.path)),
-                            &self.config.cancel,
-                        ) {
+                        match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                             Some(true) => {}
                             Some(false) => return Ok(()),
                             None => return Err(Reported), // interrupted: main says so once
@@ -524,30 +610,30 @@ impl<'a> Copier<'a> {
         result
     }
 
-    /// Whether DEST is noted as the copy of SOURCE's inode (to hard-link later names of it):
-    /// with --preserve=links, for files with several links and files reached through
-    /// followed symlinks (two names on the command line may lead to one file).
-    fn remembers(&self, src_meta: &Stat, top: bool) -> bool {
+    /// Whether SOURCE's inode is remembered, so a later name for it is linked to this DEST
+    /// (--preserve=links): files with other links, and with -H or -L also single-link files
+    /// reached twice through symlinks.
+    fn remembers_link(&self, src_meta: &Stat, top: bool) -> bool {
         let opts = self.opts;
         opts.preserve.links
             && !opts.hard_link
             && (src_meta.nlink() > 1
                 || opts.deref == Deref::Always
-                || (top && opts.deref == Deref::CommandLine))
+                || top && opts.deref == Deref::CommandLine)
     }
 
-    /// Notes DEST as the copy of SOURCE's inode, for later names of it to link to.
-    fn remember_copy(&mut self, src_meta: &Stat, dst: At<'_>) {
-        let first = FirstCopy {
-            dir: Rc::clone(dst.dir),
-            name: dst.name.to_os_string(),
-            path: dst.path.to_path_buf(),
+    /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
+    /// of that inode a link to this DEST, replacing whatever was there.
+    fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
+        let Some(first) = self.links.get(&src_meta.id()) else {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
+            return Ok(());
         };
-        self.links.insert(src_meta.id(), first);
-    }
-
-    /// Makes DEST a hard link to the first copy of its SOURCE inode, replacing DEST.
-    fn link_to_first(&self, dst: At<'_>, first: &FirstCopy, follow: bool) -> Step {
         let from = At {
             dir: &first.dir,
             name: &first.name,
@@ -565,6 +651,29 @@ impl<'a> Copier<'a> {
             say(format_args!("removed {}", quote(dst.path)));
         }
         Ok(())
+    }
+
+    /// The -i question for DEST: cp warns when DEST is not writable.
+    fn overwrite_question(&self, dst: At<'_>, dm: &Stat) -> String {
+        let writable =
+            dm.is_symlink() || nix::unistd::geteuid().is_root() || dst.dir.writable(dst.name);
+        if writable {
+            return format!("overwrite {}? ", quote(dst.path));
+        }
+        let mode = dm.mode() & 0o7777;
+        if self.opts.force || self.opts.remove_destination {
+            format!(
+                "replace {}, overriding mode {mode:04o} ({})? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        } else {
+            format!(
+                "unwritable {} (mode {mode:04o}, {}); try anyway? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        }
     }
 
     /// Whether SOURCE is DEST's simple backup, which backing DEST up would overwrite.
@@ -617,7 +726,7 @@ impl<'a> Copier<'a> {
                 }
             }
             let dst_meta = if found.new { None } else { found.sb.as_ref() };
-            return self.copy_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
+            return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
         }
 
         if opts.verbose {
@@ -633,10 +742,25 @@ impl<'a> Copier<'a> {
         }
 
         // Hard links within the copied set.
-        let remember = self.remembers(src_meta, top);
-        if remember {
+        if self.remembers_link(src_meta, top) {
             if let Some(first) = self.links.get(&src_meta.id()) {
-                return self.link_to_first(dst, first, follow);
+                let from = At {
+                    dir: &first.dir,
+                    name: &first.name,
+                    path: &first.path,
+                };
+                let replaced = force_link(dst, from, true, follow).map_err(|e| {
+                    fail(format!(
+                        "cannot create hard link {} to {}: {}",
+                        quote(dst.path),
+                        quote(&first.path),
+                        os_text(&e)
+                    ))
+                })?;
+                if replaced && opts.verbose {
+                    say(format_args!("removed {}", quote(dst.path)));
+                }
+                return Ok(());
             }
         }
 
@@ -681,10 +805,16 @@ impl<'a> Copier<'a> {
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
-        if remember {
-            self.remember_copy(src_meta, dst);
+        if self.remembers_link(src_meta, top) {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
         }
-        if self.track {
+        // cp remembers what each command-line operand made, to refuse overwriting it.
+        if top && self.track {
             if let Ok(m) = dst.dir.stat(dst.name, false) {
                 self.created.insert((m.id(), name_key(dst.path)));
             }
@@ -718,143 +848,6 @@ impl<'a> Copier<'a> {
         };
         res.map_err(|e| fail_os(what, dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
-    }
-
-    /// Copies a directory: DEST made (owner-only until its contents are in) or merged into,
-    /// both opened by descriptor and checked to be what was stat'ed, the entries copied in
-    /// inode order, then DEST's mode and attributes set on its descriptor.
-    fn copy_dir(
-        &mut self,
-        src: At<'_>,
-        dst: At<'_>,
-        src_meta: &Stat,
-        dst_meta: Option<&Stat>,
-        follow: bool,
-        parent_dev: Option<u64>,
-    ) -> Step {
-        let opts = self.opts;
-        let new_dir = dst_meta.is_none();
-        if new_dir {
-            dst.dir
-                .mkdir(dst.name, 0o700)
-                .map_err(|e| fail_os("cannot create directory", dst.path, &e))?;
-            if opts.verbose {
-                say(format_args!("{} -> {}", quote(src.path), quote(dst.path)));
-            }
-        }
-        let dst_dir = dst
-            .dir
-            .open_child(dst.name, false)
-            .and_then(|d| Ok((d.stat_self()?, d)))
-            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
-        let (dst_now, dst_dir) = (dst_dir.0, Rc::new(dst_dir.1));
-        if dst_meta.is_some_and(|m| m.id() != dst_now.id()) {
-            return Err(replaced(dst.path));
-        }
-        if new_dir {
-            self.made_dirs.insert(dst_now.id());
-        }
-        let mut ok = true;
-        let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());
-        let src_dir = if skip_contents {
-            None
-        } else {
-            match self.open_source_dir(src, src_meta, follow) {
-                Ok(d) => Some(d),
-                Err(Reported) => {
-                    ok = false;
-                    None
-                }
-            }
-        };
-        if let Some(src_dir) = &src_dir {
-            let mut entries = src_dir.entries().unwrap_or_else(|e| {
-                error(&format!(
-                    "cannot access {}: {}",
-                    quote(src.path),
-                    os_text(&e)
-                ));
-                ok = false;
-                Vec::new()
-            });
-            // GNU reads directories in inode order (fast on ext4); keep the same order so
-            // -v output and the first of a hard-linked set match.
-            entries.sort();
-            for (_, name) in entries {
-                let s = join(src.path, Path::new(&name));
-                let d = join(dst.path, Path::new(&name));
-                let child_src = At {
-                    dir: src_dir,
-                    name: &name,
-                    path: &s,
-                };
-                let child_dst = At {
-                    dir: &dst_dir,
-                    name: &name,
-                    path: &d,
-                };
-                if self
-                    .copy_entry(child_src, child_dst, false, Some(src_meta.dev()))
-                    .is_err()
-                {
-                    ok = false;
-                }
-                if self.into_itself {
-                    break;
-                }
-            }
-        }
-        let p = opts.preserve;
-        if !(new_dir || p.mode || p.ownership || p.timestamps || p.xattr) {
-            return if ok { Ok(()) } else { Err(Reported) };
-        }
-        let f = dst_dir
-            .readable()
-            .map_err(|e| fail_os("cannot open", dst.path, &e))?;
-        if new_dir && !opts.preserve.mode {
-            let mode = attrs::new_mode(src_meta, &opts.preserve, self.umask);
-            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode)).map_err(|e| {
-                fail(format!(
-                    "setting permissions for {}: {}",
-                    quote(dst.path),
-                    os_text(&e.into())
-                ))
-            })?;
-        }
-        // SOURCE's own descriptor, read by attrs::apply only for xattrs and ACLs.
-        let xattr_src = src_dir
-            .filter(|_| opts.preserve.xattr || opts.preserve.mode)
-            .and_then(|d| d.readable().ok());
-        attrs::apply(
-            &f,
-            dst.path,
-            xattr_src.as_ref(),
-            src_meta,
-            opts,
-            new_dir,
-            self.umask,
-        )?;
-        if ok {
-            Ok(())
-        } else {
-            Err(Reported)
-        }
-    }
-
-    /// Opens SOURCE's directory by descriptor and checks it is the one stat'ed.
-    fn open_source_dir(
-        &self,
-        src: At<'_>,
-        src_meta: &Stat,
-        follow: bool,
-    ) -> Result<Rc<OpenDir>, Reported> {
-        let cannot = |e: io::Error| fail_os("cannot access", src.path, &e);
-        let dir = src.dir.open_child(src.name, follow).map_err(cannot)?;
-        let now = dir.stat_self().map_err(cannot)?;
-        if now.id() != src_meta.id() {
-            return Err(replaced(src.path));
-        }
-        Ok(Rc::new(dir))
     }
 
     fn copy_file(
@@ -1098,6 +1091,31 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         }
     }
     slot.as_mut().expect("engine started above")
+}
+
+/// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
+/// shows them.
+fn perm_string(mode: u32) -> String {
+    let bit = |m: u32, c: char| if mode & m != 0 { c } else { '-' };
+    let special = |x: u32, s: u32, lower: char| match (mode & x != 0, mode & s != 0) {
+        (true, true) => lower,
+        (false, true) => lower.to_ascii_uppercase(),
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    [
+        bit(0o400, 'r'),
+        bit(0o200, 'w'),
+        special(0o100, 0o4000, 's'),
+        bit(0o040, 'r'),
+        bit(0o020, 'w'),
+        special(0o010, 0o2000, 's'),
+        bit(0o004, 'r'),
+        bit(0o002, 'w'),
+        special(0o001, 0o1000, 't'),
+    ]
+    .iter()
+    .collect()
 }
 
 /// GNU's words for a file that is no longer the one that was checked.
