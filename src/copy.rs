@@ -46,12 +46,16 @@ pub(crate) fn fail_os(what: &str, path: impl AsRef<Path>, e: &io::Error) -> Repo
     fail(format!("{what} {}: {}", quote(path), os_text(e)))
 }
 
-/// A directory --parents created, whose attributes are set after the copy.
+/// A directory on DEST's path that --parents made (or, with -p, found), whose attributes
+/// are set after the copy.
 struct MadeParent {
     dir: OpenDir,
     src: PathBuf,
     dst: PathBuf,
     src_meta: Stat,
+    /// The mode to give a made directory at the end where it was made narrower or
+    /// owner-writable for the copy, and the mode is not preserved.
+    restore_mode: Option<u32>,
 }
 
 /// Where the first DEST made from a multiply-linked SOURCE lives, to link the others to it.
@@ -197,6 +201,11 @@ impl<'a> Copier<'a> {
         };
         let mut d = target.to_path_buf();
         let mut dir = OpenDir::open(target).map_err(|e| fail_os("cannot access", target, &e))?;
+        // Like cp, -p also sets the attributes of the ancestors that exist, but only when
+        // one is missing: they wait here until then.
+        let p = self.opts.preserve;
+        let mut found = Vec::new();
+        let mut missing = false;
         for c in ancestors {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
@@ -208,13 +217,31 @@ impl<'a> Copier<'a> {
             };
             let cannot = |e: io::Error| fail_os("cannot access", &d, &e);
             dir = dir.open_child(name, false).map_err(cannot)?;
-            if let Some(src_meta) = made_here {
-                made.push(MadeParent {
+            let entry = match made_here {
+                Some((src_meta, mkdir_mode)) => {
+                    missing = true;
+                    let restore_mode = self.make_accessible(&dir, &d, mkdir_mode)?;
+                    Some((src_meta, restore_mode))
+                }
+                None if p.mode || p.ownership || p.timestamps => {
+                    Some((self.parent_source_meta(&s)?, None))
+                }
+                None => None,
+            };
+            if let Some((src_meta, restore_mode)) = entry {
+                let parent = MadeParent {
                     dir: dir.try_clone().map_err(cannot)?,
                     src: s.clone(),
                     dst: d.clone(),
                     src_meta,
-                });
+                    restore_mode,
+                };
+                if missing {
+                    made.append(&mut found);
+                    made.push(parent);
+                } else {
+                    found.push(parent);
+                }
             }
         }
         let last = match last {
@@ -224,14 +251,8 @@ impl<'a> Copier<'a> {
         Ok((dir, last))
     }
 
-    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`.
-    fn make_parent(
-        &mut self,
-        dir: &OpenDir,
-        name: &OsStr,
-        s: &Path,
-        d: &Path,
-    ) -> Result<Stat, Reported> {
+    /// The directory `s` that a DEST ancestor is made like.
+    fn parent_source_meta(&self, s: &Path) -> Result<Stat, Reported> {
         let sm = OpenDir::cwd()
             .stat(s.as_os_str(), true)
             .map_err(|e| fail_os("failed to get attributes of", s, &e))?;
@@ -241,18 +262,80 @@ impl<'a> Copier<'a> {
                 quote(s)
             )));
         }
-        dir.mkdir(name, sm.mode() & 0o7777)
+        Ok(sm)
+    }
+
+    /// One missing ancestor for --parents: `name` in `dir`, made like the directory `s`,
+    /// less the bits others should not have before the owner is set (as cp). Returns the
+    /// source's attributes and the mode the directory was made with.
+    fn make_parent(
+        &mut self,
+        dir: &OpenDir,
+        name: &OsStr,
+        s: &Path,
+        d: &Path,
+    ) -> Result<(Stat, u32), Reported> {
+        let sm = self.parent_source_meta(s)?;
+        let p = self.opts.preserve;
+        let src_mode = sm.mode() & 0o7777;
+        let omitted = src_mode
+            & if p.ownership {
+                0o077
+            } else if p.mode {
+                0o022
+            } else {
+                0
+            };
+        let mode = if p.default_mode { 0o777 } else { src_mode } & !omitted;
+        dir.mkdir(name, mode)
             .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
             say(format_args!("{} -> {}", s.display(), d.display()));
         }
-        Ok(sm)
+        Ok((sm, omitted))
     }
 
-    /// The attributes -p asks for, on a directory --parents made.
+    /// A made ancestor gets owner rwx while DEST is copied into it. Returns the mode to give
+    /// it at the end where the mode is not preserved and the one it has now is not that
+    /// (the bits held back, less the umask, or the owner bits just added).
+    fn make_accessible(
+        &self,
+        dir: &OpenDir,
+        d: &Path,
+        omitted: u32,
+    ) -> Result<Option<u32>, Reported> {
+        let now = dir
+            .stat_self()
+            .map_err(|e| fail_os("failed to get attributes of", d, &e))?
+            .mode()
+            & 0o7777;
+        let mut restore = None;
+        if !self.opts.preserve.mode {
+            let omitted = if omitted & !now != 0 {
+                omitted & !self.umask
+            } else {
+                omitted
+            };
+            if omitted & !now != 0 || now & 0o700 != 0o700 {
+                restore = Some(now | omitted);
+            }
+        }
+        if now & 0o700 != 0o700 {
+            let f = dir
+                .readable()
+                .map_err(|e| fail_os("setting permissions for", d, &e))?;
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(now | 0o700))
+                .map_err(|e| fail_os("setting permissions for", d, &e.into()))?;
+        }
+        Ok(restore)
+    }
+
+    /// The attributes -p asks for, on a directory --parents made or found, and the mode a
+    /// made one is to end with.
     fn finish_parent(&self, made: &MadeParent) -> Step {
         let p = self.opts.preserve;
-        if !(p.mode || p.ownership || p.timestamps || p.xattr) {
+        let restore = made.restore_mode.filter(|_| !p.mode);
+        if !(p.mode || p.ownership || p.timestamps || p.xattr || restore.is_some()) {
             return Ok(());
         }
         let f = made
@@ -268,9 +351,14 @@ impl<'a> Copier<'a> {
             src_dir.as_ref(),
             &made.src_meta,
             self.opts,
-            true,
+            false,
             self.umask,
-        )
+        )?;
+        if let Some(mode) = restore {
+            nix::sys::stat::fchmod(f.as_raw_fd(), Mode::from_bits_truncate(mode))
+                .map_err(|e| fail_os("failed to preserve permissions for", &made.dst, &e.into()))?;
+        }
+        Ok(())
     }
 
     fn follows(&self, top: bool) -> bool {
@@ -353,7 +441,7 @@ impl<'a> Copier<'a> {
                 if opts.update_older
                     && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
                 {
-                    return Ok(());
+                    return self.keep_current(dst, &src_meta, follow);
                 }
                 match opts.clobber {
                     Clobber::Overwrite => {}
@@ -362,10 +450,7 @@ impl<'a> Copier<'a> {
                         return Err(fail(format!("not replacing {}", quote(dst.path))));
                     }
                     Clobber::Ask => {
-                        match ask(
-                            &format!("overwrite {}? ", quote(dst.path)),
-                            &self.config.cancel,
-                        ) {
+                        match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                             Some(true) => {}
                             Some(false) => return Ok(()),
                             None => return Err(Reported), // interrupted: main says so once
@@ -495,6 +580,72 @@ impl<'a> Copier<'a> {
         result
     }
 
+    /// Whether SOURCE's inode is remembered, so a later name for it is linked to this DEST
+    /// (--preserve=links): files with other links, and with -H or -L also single-link files
+    /// reached twice through symlinks.
+    fn remembers_link(&self, src_meta: &Stat, top: bool) -> bool {
+        let opts = self.opts;
+        opts.preserve.links
+            && !opts.hard_link
+            && (src_meta.nlink() > 1
+                || opts.deref == Deref::Always
+                || top && opts.deref == Deref::CommandLine)
+    }
+
+    /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
+    /// of that inode a link to this DEST, replacing whatever was there.
+    fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
+        let Some(first) = self.links.get(&src_meta.id()) else {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
+            return Ok(());
+        };
+        let from = At {
+            dir: &first.dir,
+            name: &first.name,
+            path: &first.path,
+        };
+        let replaced = force_link(dst, from, true, follow).map_err(|e| {
+            fail(format!(
+                "cannot create hard link {} to {}: {}",
+                quote(dst.path),
+                quote(&first.path),
+                os_text(&e)
+            ))
+        })?;
+        if replaced && self.opts.verbose {
+            say(format_args!("removed {}", quote(dst.path)));
+        }
+        Ok(())
+    }
+
+    /// The -i question for DEST: cp warns when DEST is not writable.
+    fn overwrite_question(&self, dst: At<'_>, dm: &Stat) -> String {
+        let writable =
+            dm.is_symlink() || nix::unistd::geteuid().is_root() || dst.dir.writable(dst.name);
+        if writable {
+            return format!("overwrite {}? ", quote(dst.path));
+        }
+        let mode = dm.mode() & 0o7777;
+        if self.opts.force || self.opts.remove_destination {
+            format!(
+                "replace {}, overriding mode {mode:04o} ({})? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        } else {
+            format!(
+                "unwritable {} (mode {mode:04o}, {}); try anyway? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        }
+    }
+
     /// Whether SOURCE is DEST's simple backup, which backing DEST up would overwrite.
     fn source_is_dst_backup(&self, src_base: &OsStr, src_meta: &Stat, dst: At<'_>) -> bool {
         let dst_base = same_file::last_component(dst.name);
@@ -564,7 +715,7 @@ impl<'a> Copier<'a> {
         }
 
         // Hard links within the copied set.
-        if opts.preserve.links && !opts.hard_link && src_meta.nlink() > 1 {
+        if self.remembers_link(src_meta, top) {
             if let Some(first) = self.links.get(&src_meta.id()) {
                 let from = At {
                     dir: &first.dir,
@@ -629,7 +780,7 @@ impl<'a> Copier<'a> {
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
-        if opts.preserve.links && src_meta.nlink() > 1 {
+        if self.remembers_link(src_meta, top) {
             let first = FirstCopy {
                 dir: Rc::clone(dst.dir),
                 name: dst.name.to_os_string(),
@@ -637,7 +788,8 @@ impl<'a> Copier<'a> {
             };
             self.links.insert(src_meta.id(), first);
         }
-        if self.track {
+        // cp remembers what each command-line operand made, to refuse overwriting it.
+        if top && self.track {
             if let Ok(m) = dst.dir.stat(dst.name, false) {
                 self.created.insert((m.id(), name_key(dst.path)));
             }
@@ -996,6 +1148,31 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         }
     }
     slot.as_mut().expect("engine started above")
+}
+
+/// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
+/// shows them.
+fn perm_string(mode: u32) -> String {
+    let bit = |m: u32, c: char| if mode & m != 0 { c } else { '-' };
+    let special = |x: u32, s: u32, lower: char| match (mode & x != 0, mode & s != 0) {
+        (true, true) => lower,
+        (false, true) => lower.to_ascii_uppercase(),
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    [
+        bit(0o400, 'r'),
+        bit(0o200, 'w'),
+        special(0o100, 0o4000, 's'),
+        bit(0o040, 'r'),
+        bit(0o020, 'w'),
+        special(0o010, 0o2000, 's'),
+        bit(0o004, 'r'),
+        bit(0o002, 'w'),
+        special(0o001, 0o1000, 't'),
+    ]
+    .iter()
+    .collect()
 }
 
 /// GNU's words for a file that is no longer the one that was checked.

@@ -208,6 +208,17 @@ impl OpenDir {
         nix::fcntl::readlinkat(self.raw(), name).map_err(to_io)
     }
 
+    /// Whether the effective user may write `name` (faccessat with AT_EACCESS).
+    pub fn writable(&self, name: &OsStr) -> bool {
+        nix::unistd::faccessat(
+            self.raw(),
+            name,
+            nix::unistd::AccessFlags::W_OK,
+            AtFlags::AT_EACCESS,
+        )
+        .is_ok()
+    }
+
     /// lchown of `name` (never following a symlink).
     pub fn chown_nofollow(&self, name: &OsStr, uid: u32, gid: u32) -> io::Result<()> {
         nix::unistd::fchownat(

@@ -208,6 +208,53 @@ scenarios! {
     update_same_file: sc("text a x", "-u a a");
     no_clobber_same_file: sc("text a x", "-n a a");
 
+    // Behaviours coreutils' own tests pin (tests/cp, tests/mv; the test named in each line)
+    // cp/cp-i: -i asks before finding DEST a directory; declining is no error.
+    interactive_over_directory_declined: sc("text f x\ndir d\ndir d/f", "-i f d").stdin("n\n");
+    interactive_over_directory_accepted: sc("text f x\ndir d\ndir d/f", "-i f d").stdin("y\n");
+    // mv/i-2: the question names an unwritable DEST's mode.
+    interactive_unwritable_forced: sc("text e e\ntext f f\nsh chmod 0 f", "-if e f").stdin("y\n").nobody();
+    interactive_unwritable: sc("text e e\ntext f f\nsh chmod 4710 f", "-i e f").stdin("y\n").nobody();
+    interactive_hard_link_replaces: sc(AB, "-li a b").stdin("y\n");
+    interactive_symlink_refused: sc(AB, "-si a b").stdin("y\n");
+    // cp/abuse: no write through a symlink an earlier operand made.
+    through_just_created_dangling_symlink: sc("dir a\ndir b\ndir c\nsym a/1 ../t\ntext b/1 payload", "-dR a/1 b/1 c");
+    through_just_created_symlink: sc("dir a\ndir b\ndir c\nsym a/1 ../t\ntext b/1 payload\ntext t i", "-dR a/1 b/1 c");
+    // mv/childproof, mv/dup-source: numbered backups let a second source replace the first.
+    just_created_numbered_backup: sc("dir a\ndir b\ndir c\ntext a/f a\ntext b/f b", "--backup=numbered a/f b/f c");
+    source_twice_numbered_backup: sc("text a x\ndir d", "--backup=numbered a a d/");
+    source_twice_backup: sc("text a x\ndir d", "--backup a a d/");
+    source_directory_twice: sc("dir b\ndir d", "-a ./b b d/");
+    source_directory_twice_into_itself: sc("dir b", "-a ./b b b/");
+    // cp/attr-existing: --attributes-only never removes DEST, and a symlink can't be made
+    // over a file without -f or --remove-destination.
+    attributes_only_symlink_over_file: sc("text file1 1\ntext file2 2\nsym sym1 file1", "-a --attributes-only sym1 file2");
+    attributes_only_symlink_removed: sc("text file1 1\ntext file2 2\nsym sym1 file1", "-a --remove-destination --attributes-only sym1 file2");
+    attributes_only_hard_linked_dst: sc("text file1 1\ntext file2 2\nhard link2 file2", "-a --attributes-only file1 file2");
+    // cp/special-f: a special file copied with -R replaces a file.
+    fifo_over_file: sc("fifo fifo\ntext e x", "-R fifo e");
+    fifo_over_file_forced: sc("fifo fifo\ntext e x", "-Rf fifo e");
+    symlink_over_file_verbose: sc("text f x\nsym s f\ntext d y", "-av s d");
+    hard_linked_dst_replaced_with_links: sc("text a new\ntext b old\nhard h b", "-a a b");
+    // cp/cross-dev-symlink: -sf may replace a symlink to SOURCE.
+    symlink_over_symlink_to_source: sc("text f x\nsym l f", "-dsf f l");
+    symlink_forced_over_symlink: sc("text f x\nsym l f", "-sf f l");
+    // cp/fail-perm: a DEST symlink that can't be followed is an error, not dangling.
+    dst_symlink_unreachable: sc("dir D\ndir D/D\nsh chmod 0 D\nsym symlink D/D\ntext F x", "F symlink").nobody();
+    // cp/link-preserve: -H and -L keep links made by following symlinks.
+    links_through_command_line_symlink: sc("text a x\nsym b a\ndir c", "--preserve=links -R -H a b c");
+    links_through_symlink_in_tree: sc("dir d\ntext d/a x\nsym d/b a", "--preserve=links -R -L d c");
+    // cp/preserve-link: -u links later names to an up-to-date first one.
+    update_keeps_hard_links: sc("dir s\ntext s/f x\nhard s/g s/f\ndir t/s\ntext t/s/f y\ntext t/s/g y", "-au s t");
+    // cp/preserve-gid: an owner that can't be kept still leaves the group.
+    group_kept_without_owner: sc("text a x\nsh chgrp 65534 a\ndir g 2777", "-p a g/b").nobody();
+    // cp/cp-parents, cp/parent-perm: --parents modes.
+    parents_no_preserve_mode: sc("dir np/b\nsh chmod 0700 np\ntext np/b/file x\nsh chmod 775 np/b/file\ndir np_dest", "--parents --no-preserve=mode np/b/file np_dest/");
+    parents_preserve_existing_ancestors: sc("dir a/b/c\ndir a/b/d\ndir e\ntext a/b/c/foo x\ntext a/b/d/foo y\nsh cp -p --parents a/b/c/foo e && chmod g-rx e/a e/a/b", "-p --parents a/b/d/foo e");
+    parents_unwritable_source_dir: sc("dir u/v\ntext u/v/f x\nsh chmod 0555 u u/v\ndir t 0777", "--parents u/v/f t").nobody();
+    // cp/existing-perm-race: data from a stream reaches DEST while the writer pauses.
+    stream_written_as_it_arrives: sc("fifo p\nsh (i=0; echo foo; while test ! -s q && test $i -lt 50; do sleep 0.1; i=$((i+1)); done; if test -s q; then echo streamed; else echo held; fi > seen; echo bar) > p &", "p q");
+
     // Verbose
     verbose: sc("file a 3", "-v a b");
     verbose_many: sc("file a 3\nfile b 4\ndir d", "-v a b d");
