@@ -64,7 +64,7 @@ fn a_symlink_planted_at_a_new_dest_is_not_written_through() {
                 c
             }
         };
-        let mut child: Child = cmd
+        let child: Child = cmd
             .args(["src", "dst"])
             .stderr(Stdio::piped())
             .spawn()
