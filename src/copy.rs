@@ -876,6 +876,7 @@ impl<'a> Copier<'a> {
                 os_text(e)
             ))
         };
+        crate::test_hook::pause("source-open");
         let src_file = src
             .dir
             .open_file(src.name, flags, 0)
@@ -908,6 +909,7 @@ impl<'a> Copier<'a> {
             }
         }
 
+        crate::test_hook::pause("dest-open");
         let (dst_file, created) = self.open_dst(dst, &opened, found.sb.as_ref(), found.new)?;
         let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
@@ -916,6 +918,11 @@ impl<'a> Copier<'a> {
                 quote(src.path),
                 quote(dst.path)
             )));
+        }
+        if !created && !opts.attributes_only && dst_now.is_file() {
+            dst_file
+                .set_len(0)
+                .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
         }
         self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
         attrs::apply(
@@ -946,10 +953,9 @@ impl<'a> Copier<'a> {
     ) -> Result<(File, bool), Reported> {
         let opts = self.opts;
         if !new_dst {
+            // No O_TRUNC: DEST is cut only once its descriptor is known not to be SOURCE
+            // (`copy_file`), so a DEST swapped for SOURCE's name can't empty SOURCE.
             let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
-            if !opts.attributes_only {
-                flags |= OFlag::O_TRUNC;
-            }
             // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
             // ask without waiting (ENXIO while there is none) every 100 ms instead.
             let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
