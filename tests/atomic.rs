@@ -210,3 +210,27 @@ fn an_owner_that_cannot_be_kept_is_refused() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(fs::read(&dst).unwrap(), b"new\n");
 }
+
+/// A new DEST is put in place without replacing anything, as cp creates it O_EXCL: a file
+/// that appears at DEST while the copy runs is left alone and the copy fails with cp's
+/// message for an O_EXCL open that finds something there.
+#[test]
+fn a_new_dst_never_replaces_what_appeared_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("src"), random_bytes(SIZE, 24)).unwrap();
+    let mut child = start_stalled(dir.path(), &[], 1000);
+    wait_for_first_write(dir.path(), &mut child);
+    fs::write(dir.path().join("dst"), b"planted\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "{}: cannot create regular file 'dst': File exists\n",
+            program().display()
+        )
+    );
+    assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"planted\n");
+    assert_eq!(names(dir.path()), ["dst", "src"]);
+    Backend::FakeGpu.assert_report_clean(&dir.path().join("report"));
+}
