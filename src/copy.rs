@@ -7,6 +7,8 @@
 //! and DEST trees built through directory descriptors, so a directory swapped for a symlink
 //! mid-run can't redirect a read or a write (see `open_dir`).
 
+mod atomic;
+
 use crate::attrs;
 use crate::backup;
 use crate::messages::{error, os_text, say};
@@ -17,6 +19,7 @@ use crate::quote::{quote, quote_if_needed};
 use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileId, FileKind, Stat};
 use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink, SourceKind};
+use atomic::Aside;
 use nix::fcntl::OFlag;
 use nix::sys::stat::{Mode, SFlag};
 use std::collections::{HashMap, HashSet};
@@ -24,7 +27,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
@@ -44,6 +47,19 @@ fn fail(msg: String) -> Reported {
 /// "WHAT 'PATH': STRERROR", cp's shape for a failed operation on a file, reported.
 pub(crate) fn fail_os(what: &str, path: impl AsRef<Path>, e: &io::Error) -> Reported {
     fail(format!("{what} {}: {}", quote(path), os_text(e)))
+}
+
+/// What cp found at DEST and did (or, under --atomic, leaves to the rename) before the new
+/// file is made.
+struct Found {
+    /// DEST's stat, followed or not as cp looked at it; None where nothing is there (or a
+    /// symlink loop -f will replace).
+    sb: Option<Stat>,
+    /// DEST is known not to exist (any more).
+    new: bool,
+    aside: Aside,
+    /// The backup's name in DEST's directory and as messages name it.
+    backup: Option<(OsString, PathBuf)>,
 }
 
 /// A directory on DEST's path that --parents made (or, with -p, found), whose attributes
@@ -210,13 +226,14 @@ impl<'a> Copier<'a> {
             s.push(c);
             d = join(&d, Path::new(c.as_os_str()));
             let name = c.as_os_str();
-            let made_here = match dir.stat(name, false) {
+            // Like GNU, an existing ancestor may be a symlink to a directory: followed.
+            let made_here = match dir.stat(name, true) {
                 Ok(m) if m.is_dir() => None,
                 Ok(_) => return Err(fail(format!("{} exists but is not a directory", quote(&d)))),
                 Err(_) => Some(self.make_parent(&dir, name, &s, &d)?),
             };
             let cannot = |e: io::Error| fail_os("cannot access", &d, &e);
-            dir = dir.open_child(name, false).map_err(cannot)?;
+            dir = dir.open_child(name, true).map_err(cannot)?;
             let entry = match made_here {
                 Some((src_meta, mkdir_mode)) => {
                     missing = true;
@@ -421,6 +438,16 @@ impl<'a> Copier<'a> {
             Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
         };
 
+        // --atomic leaves a backup or a removal of DEST to the rename that puts the complete
+        // new file in place (see `atomic`).
+        let atomic_data = opts.atomic
+            && !opts.attributes_only
+            && !opts.symbolic_link
+            && !opts.hard_link
+            && (src_kind == FileKind::File
+                || (copy_as_regular && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+            && !(self.remembers_link(&src_meta, top) && self.links.contains_key(&src_meta.id()));
+        let mut deferred = Aside::Keep;
         let mut backup: Option<(OsString, PathBuf)> = None;
         if let Some(dm) = &dst_sb {
             let mut done = false;
@@ -501,14 +528,16 @@ impl<'a> Copier<'a> {
                 }
                 let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
                 let name = backup::with_suffix(dst.name, &suffix);
-                match dst.dir.rename(dst.name, &name) {
-                    Ok(()) => {
-                        let path =
-                            PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
-                        backup = Some((name, path));
+                let path = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
+                if atomic_data {
+                    deferred = Aside::Backup(name.clone());
+                    backup = Some((name, path));
+                } else {
+                    match dst.dir.rename(dst.name, &name) {
+                        Ok(()) => backup = Some((name, path)),
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
                     }
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                    Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
                 }
                 new_dst = true;
             } else if !dm.is_dir()
@@ -518,15 +547,20 @@ impl<'a> Copier<'a> {
                             || (opts.deref == Deref::Never && src_kind != FileKind::File))))
             {
                 // Unlinked first: with --preserve=links DEST's other names keep their data.
-                match dst.dir.unlink(dst.name) {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                    Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                // (-v says so here, in cp's order, also when --atomic removes it at the rename.)
+                if atomic_data {
+                    deferred = Aside::Remove;
+                } else {
+                    match dst.dir.unlink(dst.name) {
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                    }
                 }
-                new_dst = true;
                 if opts.verbose {
                     say(format_args!("removed {}", quote(dst.path)));
                 }
+                new_dst = true;
             }
         }
 
@@ -548,20 +582,16 @@ impl<'a> Copier<'a> {
             }
         }
 
-        let result = self.create(
-            src,
-            dst,
-            &src_meta,
-            dst_sb.as_ref(),
-            new_dst,
-            top,
-            follow,
-            parent_dev,
-            backup.as_ref(),
-        );
-        if result.is_err() {
+        let found = Found {
+            sb: dst_sb,
+            new: new_dst,
+            aside: deferred,
+            backup,
+        };
+        let result = self.create(src, dst, &src_meta, &found, top, parent_dev);
+        if result.is_err() && found.aside == Aside::Keep {
             // Put the backup back where the copy failed (GNU's un_backup).
-            if let Some((name, path)) = &backup {
+            if let Some((name, path)) = &found.backup {
                 match dst.dir.rename(name, dst.name) {
                     Err(e) => error(&format!(
                         "cannot un-backup {}: {}",
@@ -660,20 +690,17 @@ impl<'a> Copier<'a> {
     }
 
     /// Makes DEST once the checks have passed: a directory, a link, a regular file's data or
-    /// a special file. `new_dst` says DEST is known not to exist (any more).
-    #[allow(clippy::too_many_arguments)]
+    /// a special file.
     fn create(
         &mut self,
         src: At<'_>,
         dst: At<'_>,
         src_meta: &Stat,
-        dst_sb: Option<&Stat>,
-        new_dst: bool,
+        found: &Found,
         top: bool,
-        follow: bool,
         parent_dev: Option<u64>,
-        backup: Option<&(OsString, PathBuf)>,
     ) -> Step {
+        let follow = self.follows(top);
         let opts = self.opts;
         let src_kind = src_meta.kind();
         if src_kind == FileKind::Dir {
@@ -698,12 +725,12 @@ impl<'a> Copier<'a> {
                     return Ok(());
                 }
             }
-            let dst_meta = if new_dst { None } else { dst_sb };
+            let dst_meta = if found.new { None } else { found.sb.as_ref() };
             return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
         }
 
         if opts.verbose {
-            match backup {
+            match &found.backup {
                 Some((_, b)) => say(format_args!(
                     "{} -> {} (backup: {})",
                     quote(src.path),
@@ -772,11 +799,9 @@ impl<'a> Copier<'a> {
         } else {
             let copy_as_regular = !opts.recursive || opts.copy_contents;
             match src_kind {
-                FileKind::File => self.copy_file(src, dst, src_meta, dst_sb, new_dst, follow)?,
+                FileKind::File => self.copy_file(src, dst, src_meta, found, follow)?,
                 FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
-                _ if copy_as_regular => {
-                    self.copy_file(src, dst, src_meta, dst_sb, new_dst, follow)?
-                }
+                _ if copy_as_regular => self.copy_file(src, dst, src_meta, found, follow)?,
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
@@ -830,8 +855,7 @@ impl<'a> Copier<'a> {
         src: At<'_>,
         dst: At<'_>,
         src_meta: &Stat,
-        dst_sb: Option<&Stat>,
-        new_dst: bool,
+        found: &Found,
         follow: bool,
     ) -> Step {
         let opts = self.opts;
@@ -852,6 +876,7 @@ impl<'a> Copier<'a> {
                 os_text(e)
             ))
         };
+        crate::test_hook::pause("source-open");
         let src_file = src
             .dir
             .open_file(src.name, flags, 0)
@@ -877,12 +902,15 @@ impl<'a> Copier<'a> {
                 .prepare(src.path)
                 .map_err(|e| fail(e.to_string()))?;
         }
-        if opts.atomic {
-            let existing = dst_sb.filter(|_| !new_dst);
-            return self.copy_file_atomic(src.path, dst, &src_file, &opened, existing);
+        if opts.atomic && !opts.attributes_only {
+            let plan = self.plan_atomic(src.path, dst, &opened, found)?;
+            if let Some(plan) = plan {
+                return self.copy_file_atomic(src.path, dst, &src_file, &opened, plan);
+            }
         }
 
-        let (dst_file, created) = self.open_dst(dst, &opened, dst_sb, new_dst)?;
+        crate::test_hook::pause("dest-open");
+        let (dst_file, created) = self.open_dst(dst, &opened, found.sb.as_ref(), found.new)?;
         let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
@@ -890,6 +918,11 @@ impl<'a> Copier<'a> {
                 quote(src.path),
                 quote(dst.path)
             )));
+        }
+        if !created && !opts.attributes_only && dst_now.is_file() {
+            dst_file
+                .set_len(0)
+                .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
         }
         self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
         attrs::apply(
@@ -920,10 +953,9 @@ impl<'a> Copier<'a> {
     ) -> Result<(File, bool), Reported> {
         let opts = self.opts;
         if !new_dst {
+            // No O_TRUNC: DEST is cut only once its descriptor is known not to be SOURCE
+            // (`copy_file`), so a DEST swapped for SOURCE's name can't empty SOURCE.
             let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
-            if !opts.attributes_only {
-                flags |= OFlag::O_TRUNC;
-            }
             // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
             // ask without waiting (ENXIO while there is none) every 100 ms instead.
             let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
@@ -1044,83 +1076,6 @@ impl<'a> Copier<'a> {
             e => fail(e.to_string()),
         })
     }
-
-    /// --atomic: the data goes to a temporary file beside DEST, which is fsynced and renamed
-    /// over DEST only when complete; any failure removes it.
-    fn copy_file_atomic(
-        &mut self,
-        src: &Path,
-        dst: At<'_>,
-        src_file: &File,
-        src_meta: &Stat,
-        existing: Option<&Stat>,
-    ) -> Step {
-        let opts = self.opts;
-        let dir_path = parent_path(dst.path);
-        // An existing DEST keeps its permissions across the replacement, as cp keeps them.
-        let mode = existing.map_or(src_meta.mode() & 0o777, |m| m.mode() & 0o7777);
-        let (tmp, tmp_file) = temp_file(dst, mode & 0o700)
-            .map_err(|e| fail_os("cannot create temporary file in", &dir_path, &e))?;
-        let guard = TempGuard {
-            dir: dst.dir,
-            name: Some(tmp.clone()),
-            _on_kill: crate::signals::register_temporary(dst.dir.raw_at(), &tmp),
-        };
-        self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
-        let fd = tmp_file.as_raw_fd();
-        let set_mode = |m: u32| {
-            nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(m)).map_err(|e| {
-                fail(format!(
-                    "setting permissions for {}: {}",
-                    quote(dst.path),
-                    os_text(&e.into())
-                ))
-            })
-        };
-        match existing {
-            Some(m) => {
-                let _ = nix::unistd::fchown(fd, Some(m.uid().into()), Some(m.gid().into()));
-                set_mode(m.mode() & 0o7777)?;
-                attrs::apply(
-                    &tmp_file,
-                    dst.path,
-                    Some(src_file),
-                    src_meta,
-                    opts,
-                    false,
-                    self.umask,
-                )?;
-            }
-            None => {
-                set_mode(attrs::new_mode(src_meta, &opts.preserve, self.umask))?;
-                attrs::apply(
-                    &tmp_file,
-                    dst.path,
-                    Some(src_file),
-                    src_meta,
-                    opts,
-                    true,
-                    self.umask,
-                )?;
-            }
-        }
-        tmp_file
-            .sync_all()
-            .map_err(|e| fail_os("error syncing", dst.path, &e))?;
-        dst.dir.rename(&tmp, dst.name).map_err(|e| {
-            fail(format!(
-                "cannot rename {} to {}: {}",
-                quote(join(
-                    &dir_path,
-                    Path::new(Path::new(&tmp).file_name().unwrap_or_default())
-                )),
-                quote(dst.path),
-                os_text(&e)
-            ))
-        })?;
-        guard.disarm();
-        sync_dir(dst)
-    }
 }
 
 /// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
@@ -1185,59 +1140,6 @@ fn parent_path(p: &Path) -> PathBuf {
     }
 }
 
-/// Removes the temporary file unless disarmed (--atomic); registered meanwhile for removal
-/// by a second, killing signal.
-struct TempGuard<'a> {
-    dir: &'a OpenDir,
-    name: Option<OsString>,
-    _on_kill: Option<crate::signals::TempRegistration>,
-}
-impl TempGuard<'_> {
-    fn disarm(mut self) {
-        self.name = None;
-    }
-}
-impl Drop for TempGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(n) = self.name.take() {
-            let _ = self.dir.unlink(&n);
-        }
-    }
-}
-
-/// Creates a fresh temporary file beside DEST (same directory descriptor), returning its
-/// name relative to that directory.
-fn temp_file(dst: At<'_>, mode: u32) -> io::Result<(OsString, File)> {
-    let base = dst
-        .path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // Where DEST's directory could not be opened, `dst.name` is the whole path: keep the
-    // temporary beside it all the same.
-    let prefix = match dst.name.as_bytes().iter().rposition(|&b| b == b'/') {
-        Some(i) => OsStr::from_bytes(&dst.name.as_bytes()[..=i]).to_os_string(),
-        None => OsString::new(),
-    };
-    let pid = std::process::id();
-    for attempt in 0..100u32 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let mut name = prefix.clone();
-        name.push(format!(".{base}.aiscp-{pid}-{nanos:x}{attempt}"));
-        let flags =
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW;
-        match dst.dir.open_file(&name, flags, mode) {
-            Ok(f) => return Ok((name, f)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::from_raw_os_error(libc::EEXIST))
-}
-
 /// --fsync: DEST's data, and for a new DEST the directory entry naming it.
 fn sync(f: &File, dst: At<'_>, created: bool) -> Step {
     f.sync_all()
@@ -1298,63 +1200,12 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// A fresh name beside `name` (same directory part) for a file that is to be renamed over
-/// it: `.BASE.aiscp-XXXXXXXX`, with BASE cut short so the name fits NAME_MAX (255 bytes)
-/// whatever DEST's own length.
-fn temp_name(name: &OsStr) -> OsString {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let b = name.as_bytes();
-    let (prefix, base) = match b.iter().rposition(|&c| c == b'/') {
-        Some(i) => b.split_at(i + 1),
-        None => (&b[..0], b),
-    };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // splitmix64 of the time, the pid and a counter: distinct names, unlikely to be guessed.
-    let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ count.wrapping_mul(0x9e37_79b9);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    let tag = format!(".aiscp-{:08x}", z as u32);
-    let room = 255 - 1 - tag.len();
-    let mut base = &base[..base.len().min(room)];
-    // Cut on a character boundary where the name is UTF-8.
-    if let Err(e) = std::str::from_utf8(base) {
-        if e.error_len().is_none() {
-            base = &base[..e.valid_up_to()];
-        }
-    }
-    let mut out = prefix.to_vec();
-    out.push(b'.');
-    out.extend_from_slice(base);
-    out.extend_from_slice(tag.as_bytes());
-    OsString::from_vec(out)
-}
-
-/// Runs `make` on fresh temporary names beside DEST until one is not taken.
-fn make_temp<T>(
-    dst: At<'_>,
-    mut make: impl FnMut(&OsStr) -> io::Result<T>,
-) -> io::Result<(OsString, T)> {
-    for _ in 0..100 {
-        let name = temp_name(dst.name);
-        match make(&name) {
-            Ok(t) => return Ok((name, t)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::from_raw_os_error(libc::EEXIST))
-}
-
 /// Makes DEST a symlink to `target`; an existing DEST is replaced (atomically, through a
 /// temporary name) only when `force` says so (gnulib's force_symlinkat).
 fn force_symlink(dst: At<'_>, target: &OsStr, force: bool) -> io::Result<()> {
     match dst.dir.symlink(target, dst.name) {
         Err(e) if force && e.raw_os_error() == Some(libc::EEXIST) => {
-            let (tmp, ()) = make_temp(dst, |n| dst.dir.symlink(target, n))?;
+            let (tmp, ()) = atomic::make_temp(dst, |n| dst.dir.symlink(target, n))?;
             dst.dir.rename(&tmp, dst.name).inspect_err(|_| {
                 let _ = dst.dir.unlink(&tmp);
             })
@@ -1369,7 +1220,7 @@ fn force_link(dst: At<'_>, from: At<'_>, replace: bool, follow: bool) -> io::Res
     match dst.dir.hard_link(dst.name, from, follow) {
         Ok(()) => Ok(false),
         Err(e) if replace && e.raw_os_error() == Some(libc::EEXIST) => {
-            let (tmp, ()) = make_temp(dst, |n| dst.dir.hard_link(n, from, follow))?;
+            let (tmp, ()) = atomic::make_temp(dst, |n| dst.dir.hard_link(n, from, follow))?;
             let renamed = dst.dir.rename(&tmp, dst.name);
             // Renaming one hard link over another of the same file does nothing: the
             // temporary name would stay.

@@ -13,6 +13,7 @@ mod progress;
 mod same_file;
 mod signals;
 mod stat;
+mod test_hook;
 
 use aiscp_engine::quote;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
