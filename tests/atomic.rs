@@ -210,3 +210,67 @@ fn an_owner_that_cannot_be_kept_is_refused() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(fs::read(&dst).unwrap(), b"new\n");
 }
+
+/// A new DEST is put in place without replacing anything, as cp creates it O_EXCL: a file
+/// that appears at DEST while the copy runs is left alone and the copy fails with cp's
+/// message for an O_EXCL open that finds something there.
+#[test]
+fn a_new_dst_never_replaces_what_appeared_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("src"), random_bytes(SIZE, 24)).unwrap();
+    let mut child = start_stalled(dir.path(), &[], 1000);
+    wait_for_first_write(dir.path(), &mut child);
+    fs::write(dir.path().join("dst"), b"planted\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "{}: cannot create regular file 'dst': File exists\n",
+            program().display()
+        )
+    );
+    assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"planted\n");
+    assert_eq!(names(dir.path()), ["dst", "src"]);
+    Backend::FakeGpu.assert_report_clean(&dir.path().join("report"));
+}
+
+/// The temporary goes beside the file a DEST symlink names; where that directory takes no
+/// new file, --atomic refuses (naming that directory) and the file keeps its data. Needs
+/// root to set the scene.
+#[test]
+fn no_room_beside_a_symlinks_target_is_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to run as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    fs::write(dir.path().join("src"), b"new\n").unwrap();
+    let ro = dir.path().join("ro");
+    fs::create_dir(&ro).unwrap();
+    fs::write(ro.join("t"), b"old\n").unwrap();
+    fs::set_permissions(ro.join("t"), fs::Permissions::from_mode(0o666)).unwrap();
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
+    std::os::unix::fs::symlink("ro/t", dir.path().join("dst")).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(program())
+        .args(["--atomic", "src", "dst"])
+        .current_dir(dir.path())
+        .env("AISCP_BACKEND", "host")
+        .env("LC_ALL", "C.UTF-8")
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "{}: cannot create temporary file in 'ro': Permission denied\n",
+            program().display()
+        )
+    );
+    assert_eq!(fs::read(ro.join("t")).unwrap(), b"old\n");
+    assert_eq!(fs::read_dir(&ro).unwrap().count(), 1);
+}

@@ -67,6 +67,8 @@ pub struct AtomicPlan {
     /// symlink names.
     dir: Rc<OpenDir>,
     name: OsString,
+    /// That name as messages give it.
+    path: PathBuf,
     /// The file replaced, as opened for writing: its owner, group and mode carry over.
     old: Option<Stat>,
     how: Commit,
@@ -86,6 +88,7 @@ impl Copier<'_> {
             Ok(Some(AtomicPlan {
                 dir: Rc::clone(dst.dir),
                 name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
                 old: None,
                 how,
             }))
@@ -108,10 +111,11 @@ impl Copier<'_> {
                     quote(dst.path)
                 )));
             }
-            let (dir, name) = resolve(dst).map_err(|e| cannot_create(&e))?;
+            let (dir, name, path) = resolve(dst).map_err(|e| cannot_create(&e))?;
             return Ok(Some(AtomicPlan {
                 dir,
                 name,
+                path,
                 old: None,
                 how: Commit::NoReplace,
             }));
@@ -127,7 +131,7 @@ impl Copier<'_> {
             ));
             return Ok(None);
         }
-        let (dir, name) = resolve(dst).map_err(|e| cannot_create(&e))?;
+        let (dir, name, path) = resolve(dst).map_err(|e| cannot_create(&e))?;
         // Opened for writing as cp opens it (but not truncated): what cp could not write,
         // aiscp does not replace.
         let flags = OFlag::O_WRONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW;
@@ -147,6 +151,7 @@ impl Copier<'_> {
                 Ok(Some(AtomicPlan {
                     dir,
                     name,
+                    path,
                     old: Some(old),
                     how: Commit::Replace { removed: false },
                 }))
@@ -154,6 +159,7 @@ impl Copier<'_> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(Some(AtomicPlan {
                 dir,
                 name,
+                path,
                 old: None,
                 how: Commit::NoReplace,
             })),
@@ -180,8 +186,14 @@ impl Copier<'_> {
         };
         let flags =
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW;
-        let (tmp, tmp_file) = make_temp(at, |n| at.dir.open_file(n, flags, 0o600))
-            .map_err(|e| fail_os("cannot create temporary file in", parent_path(dst.path), &e))?;
+        let (tmp, tmp_file) =
+            make_temp(at, |n| at.dir.open_file(n, flags, 0o600)).map_err(|e| {
+                fail_os(
+                    "cannot create temporary file in",
+                    parent_path(&plan.path),
+                    &e,
+                )
+            })?;
         let guard = TempGuard {
             dir: &plan.dir,
             name: Some(tmp.clone()),
@@ -328,18 +340,26 @@ fn kept_mode(old: &Stat) -> u32 {
 }
 
 /// Follows DEST through symlinks to the name a write through it would create or replace:
-/// the directory holding that name (opened by descriptor) and the name in it.
-fn resolve(dst: At<'_>) -> io::Result<(Rc<OpenDir>, OsString)> {
+/// the directory holding that name (opened by descriptor), the name in it, and its path as
+/// messages give it.
+fn resolve(dst: At<'_>) -> io::Result<(Rc<OpenDir>, OsString, PathBuf)> {
     let mut dir = Rc::clone(dst.dir);
     let mut name = dst.name.to_os_string();
+    let mut path = dst.path.to_path_buf();
     for _ in 0..40 {
         let target = match dir.read_link(&name) {
             Ok(t) => t,
             // Not a symlink (EINVAL), or nothing there yet: this is the name.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOENT)) => {
-                return Ok((dir, name));
+                return Ok((dir, name, path));
             }
             Err(e) => return Err(e),
+        };
+        path = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() && !target.as_bytes().starts_with(b"/") => {
+                crate::plan::join(d, Path::new(&target))
+            }
+            _ => PathBuf::from(&target),
         };
         // A relative target is read from the directory holding the link.
         let mut full = Vec::new();
