@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod chunk_plan;
+pub mod devices;
 pub mod fileio;
 mod pipeline;
 pub mod quote;
@@ -59,6 +60,25 @@ pub enum BackendChoice {
     Host,
 }
 
+/// Which GPUs stage the data. With several, each GPU gets its own slots (`streams` of them)
+/// and a file's slices go to whichever of its GPUs' slots is free.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuChoice {
+    /// These devices, by index, in this order (no repeats; checked against the device count).
+    List(Vec<u32>),
+    /// Every device.
+    All,
+    /// Every device; each file uses the one(s) nearest its storage ([`devices::nearest`]),
+    /// all of them where that is unknown.
+    Auto,
+}
+
+impl Default for GpuChoice {
+    fn default() -> GpuChoice {
+        GpuChoice::List(vec![0])
+    }
+}
+
 /// How data moves between the files and GPU memory on GPU backends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RouteChoice {
@@ -90,7 +110,8 @@ pub struct Config {
     /// Bytes per slice; None = the engine's default. Rounded up to 4096 (and to each file's
     /// direct-I/O alignment); must be in 1..=[`MAX_CHUNK`].
     pub chunk_size: Option<u64>,
-    pub gpu: u32,
+    /// Which GPU(s) stage the data (GPU backends only).
+    pub gpu: GpuChoice,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
     pub route: RouteChoice,
     /// Slices in flight; None = the engine's default.
@@ -108,7 +129,7 @@ impl Default for Config {
         Config {
             backend: BackendChoice::Auto,
             chunk_size: None,
-            gpu: 0,
+            gpu: GpuChoice::default(),
             route: RouteChoice::Auto,
             streams: None,
             async_io: false,
@@ -236,6 +257,66 @@ pub struct Engine {
     backend: Backend,
     config: Config,
     diag: Option<Diag>,
+    /// With several GPUs: how files are placed on them.
+    spread: Option<Spread>,
+}
+
+/// Files over several GPUs: consecutive files start on different GPUs (a one-slice file
+/// uses only its first), and with `--gpu auto` each file keeps to the GPU(s) nearest its
+/// storage.
+struct Spread {
+    /// Each position's GPU index.
+    indices: Vec<u32>,
+    /// `--gpu auto`: the machine's PCI layout.
+    topology: Option<devices::Topology>,
+    /// Why a file not placed by locality uses every GPU, for --debug.
+    asked: String,
+    files: usize,
+}
+
+impl Spread {
+    fn new(config: &Config, staging: &backend::gpu::GpuStaging) -> Option<Spread> {
+        let indices = staging.indices();
+        if indices.len() < 2 {
+            return None;
+        }
+        let list: Vec<String> = indices.iter().map(u32::to_string).collect();
+        Some(Spread {
+            topology: (config.gpu == GpuChoice::Auto)
+                .then(|| devices::Topology::new(&devices::sysfs_root(), staging.bus_ids())),
+            asked: match config.gpu {
+                GpuChoice::List(_) => format!("--gpu {}", list.join(",")),
+                _ => "--gpu all".to_owned(),
+            },
+            indices,
+            files: 0,
+        })
+    }
+
+    /// The GPUs (positions) for `job`, the first one first, and why.
+    fn place(&mut self, job: &DataJob<'_>) -> (Vec<usize>, String) {
+        let mut set: Vec<usize> = (0..self.indices.len()).collect();
+        let mut why = self.asked.clone();
+        if let Some(topology) = &mut self.topology {
+            use std::os::unix::fs::MetadataExt;
+            let dev = |f: &File| f.metadata().map_or(0, |m| m.dev());
+            let choice = topology.nearest(dev(job.src), dev(job.dst));
+            set.clone_from(&choice.devices);
+            why.clone_from(&choice.why);
+        }
+        // Rotate so that consecutive files start on different GPUs.
+        let start = self.files % self.indices.len();
+        let k = set.iter().position(|&d| d >= start).unwrap_or(0);
+        set.rotate_left(k);
+        (set, why)
+    }
+
+    /// "GPU 1" / "GPUs 0,2" for positions `used`.
+    fn describe(&self, used: &[usize]) -> String {
+        let list: Vec<String> = used.iter().map(|&d| self.indices[d].to_string()).collect();
+        let s = if used.len() == 1 { "" } else { "s" };
+        format!("GPU{s} {}", list.join(","))
+    }
 }
 
 impl Engine {
@@ -261,6 +342,7 @@ impl Engine {
             }
         };
         let loaded = backend::load(&config, warn, &mut debug_line)?;
+        let mut spread = None;
         let chunk = chunk as usize;
         let streams = config.streams.unwrap_or(match loaded {
             Loaded::Host(_) => DEFAULT_HOST_STREAMS,
@@ -290,12 +372,18 @@ impl Engine {
                         )),
                     }
                 }
+                spread = Spread::new(&config, &pipeline.staging);
                 Backend::Gpu(pipeline)
             }
         };
+        let gpus = spread.as_ref().map_or(1, |s| s.indices.len());
         debug_line(&format!(
-            "chunk {chunk} bytes, {streams} stream(s): up to {} bytes of staging memory",
-            chunk * streams
+            "chunk {chunk} bytes, {streams} stream(s){}: up to {} bytes of staging memory",
+            match gpus {
+                1 => String::new(),
+                n => format!(" on each of {n} GPUs"),
+            },
+            chunk * streams * gpus
         ));
         if config.debug {
             diag = Some(Box::new(move |line: &str| debug_print(started, line)));
@@ -304,6 +392,7 @@ impl Engine {
             backend,
             config,
             diag,
+            spread,
         })
     }
 
@@ -332,9 +421,14 @@ impl Engine {
             Some(d) => d,
             None => &mut no_diag,
         };
-        match &mut self.backend {
-            Backend::Host(p) => p.first_slot(&quote(src_name), diag),
-            Backend::Gpu(p) => p.first_slot(&quote(src_name), diag),
+        match (&mut self.backend, &self.spread) {
+            (Backend::Host(p), _) => p.first_slot(&quote(src_name), diag),
+            (Backend::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
+            // Which GPU the file will use is not known yet: each one's first slot.
+            (Backend::Gpu(p), Some(spread)) => (0..spread.indices.len()).try_for_each(|d| {
+                p.choose(&[d]);
+                p.first_slot(&quote(src_name), diag)
+            }),
         }
     }
 
@@ -352,9 +446,21 @@ impl Engine {
             Some(d) => d,
             None => &mut no_diag,
         };
-        let end = match &mut self.backend {
-            Backend::Host(p) => p.copy(job, progress, cancel, diag),
-            Backend::Gpu(p) => p.copy(job, progress, cancel, diag),
+        let end = match (&mut self.backend, &mut self.spread) {
+            (Backend::Host(p), _) => p.copy(job, progress, cancel, diag),
+            (Backend::Gpu(p), None) => p.copy(job, progress, cancel, diag),
+            (Backend::Gpu(p), Some(spread)) => {
+                let (set, why) = spread.place(job);
+                p.choose(&set);
+                let result = p.copy(job, progress, cancel, diag);
+                spread.files += 1;
+                diag(&format!(
+                    "{}: {} ({why})",
+                    quote(job.src_name),
+                    spread.describe(&p.devices_used())
+                ));
+                result
+            }
         }?;
         if self.config.debug {
             let secs = started.elapsed().as_secs_f64();

@@ -2,7 +2,7 @@
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
 use super::Staging;
-use crate::RouteChoice;
+use crate::{GpuChoice, RouteChoice};
 use hipfile::{Device, DeviceBuffer, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -52,24 +52,37 @@ impl OpenError {
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
-    /// Holds the driver (when open) and the library alive for every slot and handle.
-    device: Device,
+    /// The run's GPUs, in `--gpu` order; each holds the driver (when open) and the library
+    /// alive for every slot and handle. Slot `i` lives on `devices[i % devices.len()]`.
+    devices: Vec<Device>,
+    /// Each GPU's PCI address, where the runtime gives it (for `--gpu auto`).
+    bus_ids: Vec<Option<String>>,
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
 }
 
 impl GpuStaging {
-    /// Loads `flavor`'s libraries, selects GPU `index`, and opens the I/O driver when files
+    /// Loads `flavor`'s libraries, selects the GPUs `choice` names, and opens the I/O driver when files
     /// are to take the library route.
     /// Whether the library does async I/O (`--async`): creates one stream and drops it.
     pub fn check_async(&self) -> Result<(), Error> {
-        self.device.create_stream(STREAM_FLAGS).map(drop)
+        self.devices[0].create_stream(STREAM_FLAGS).map(drop)
+    }
+
+    /// Each GPU's PCI address, in the run's device order.
+    pub fn bus_ids(&self) -> &[Option<String>] {
+        &self.bus_ids
+    }
+
+    /// Each GPU's index, in the run's device order.
+    pub fn indices(&self) -> Vec<u32> {
+        self.devices.iter().map(Device::index).collect()
     }
 
     pub fn open(
         flavor: Flavor,
-        index: u32,
+        choice: &GpuChoice,
         route: RouteChoice,
         diag: &mut dyn FnMut(&str),
     ) -> Result<GpuStaging, OpenError> {
@@ -80,7 +93,11 @@ impl GpuStaging {
                 "library loaded, no GPU found",
             ))));
         }
-        if index >= count {
+        let indices = match choice {
+            GpuChoice::List(list) => list.clone(),
+            GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
+        };
+        if let Some(&index) = indices.iter().find(|&&i| i >= count) {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
         diag(&format!(
@@ -100,15 +117,34 @@ impl GpuStaging {
         };
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
-        let device = if library_route {
-            let driver = library.open_driver().map_err(OpenError::Driver)?;
-            driver.device(index)
-        } else {
-            library.staging_device(index)
-        }
-        .map_err(OpenError::Device)?;
+        let driver = match library_route {
+            true => Some(library.open_driver().map_err(OpenError::Driver)?),
+            false => None,
+        };
+        let devices = indices
+            .iter()
+            .map(|&index| match &driver {
+                Some(driver) => driver.device(index),
+                None => library.staging_device(index),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(OpenError::Device)?;
+        // Only `auto` places files by locality; a runtime that cannot say leaves it blind
+        // (every file then uses every GPU).
+        let bus_ids: Vec<Option<String>> = indices
+            .iter()
+            .map(|&i| library.pci_bus_id(i).ok().flatten())
+            .collect();
+        let gpus: Vec<String> = indices
+            .iter()
+            .zip(&bus_ids)
+            .map(|(i, id)| match id {
+                Some(id) => format!("{i} ({id})"),
+                None => i.to_string(),
+            })
+            .collect();
         diag(&format!(
-            "backend {} ({}{}), runtime {}, GPU {index} of {count}",
+            "backend {} ({}{}), runtime {}, GPU {} of {count}",
             flavor.name(),
             library.io_library_path().display(),
             library
@@ -116,6 +152,7 @@ impl GpuStaging {
                 .map(|v| format!(", {v}"))
                 .unwrap_or_default(),
             library.runtime_library_path().display(),
+            gpus.join(", "),
         ));
         diag(&format!(
             "route: {} ({why})",
@@ -127,7 +164,8 @@ impl GpuStaging {
             }
         ));
         Ok(GpuStaging {
-            device,
+            devices,
+            bus_ids,
             flavor,
             library_route,
         })
@@ -215,11 +253,14 @@ impl Staging for GpuStaging {
     fn slot_alignment(&self) -> u64 {
         4096
     }
-    fn enter_worker(&self) -> Result<(), Error> {
-        self.device.make_current()
+    fn devices(&self) -> usize {
+        self.devices.len()
     }
-    fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
-        let buffer = self.device.alloc(len)?;
+    fn enter_worker(&self, slot: &GpuSlot) -> Result<(), Error> {
+        slot.buffer().device().make_current()
+    }
+    fn alloc_slot(&self, len: usize, device: usize) -> Result<GpuSlot, Error> {
+        let buffer = self.devices[device].alloc(len)?;
         if !self.library_route {
             // Registration would only cost here: cuFile's compatibility mode shadows every
             // registered buffer in host memory.
@@ -250,7 +291,8 @@ impl Staging for GpuStaging {
         }
     }
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
-        match self.device.register_file(fd) {
+        // A registered file serves buffers on any of the run's GPUs.
+        match self.devices[0].register_file(fd) {
             Ok(handle) => Ok(Some(handle)),
             Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code) => Ok(None),
             Err(e) => Err(e),
@@ -281,7 +323,7 @@ impl Staging for GpuStaging {
         let slot: &'s GpuSlot = slot;
         match &slot.device {
             SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
-                stream: self.device.create_stream(STREAM_FLAGS)?,
+                stream: buffer.buffer().device().create_stream(STREAM_FLAGS)?,
                 buffer,
             })),
             SlotMemory::Unregistered { .. } => Ok(None),
@@ -323,7 +365,8 @@ impl Staging for GpuStaging {
     }
     fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
         if slot.window.is_none() {
-            slot.window = Some(self.device.alloc_pinned(slot.window_len())?);
+            let window = slot.buffer().device().alloc_pinned(slot.window_len())?;
+            slot.window = Some(window);
         }
         let window = slot.window.as_mut().expect("allocated above");
         Ok(window.as_mut_slice())

@@ -33,11 +33,17 @@ pub trait Staging: Sync {
     }
     /// The address alignment every slot is guaranteed to have.
     fn slot_alignment(&self) -> u64;
-    /// Prepares the calling thread (makes the GPU current: that is per thread).
-    fn enter_worker(&self) -> Result<(), Error>;
-    /// Allocates a slot of `len` bytes. On GPU backends a slot whose buffer registration the
-    /// library refuses is still returned: the bounce route needs no registration.
-    fn alloc_slot(&self, len: usize) -> Result<Self::Slot, Error>;
+    /// How many GPUs the slots are spread over (1 on the host backend).
+    fn devices(&self) -> usize {
+        1
+    }
+    /// Prepares the calling thread to work with `slot` (makes its GPU current: that is per
+    /// thread).
+    fn enter_worker(&self, slot: &Self::Slot) -> Result<(), Error>;
+    /// Allocates a slot of `len` bytes on device `device` (< [`Staging::devices`]). On GPU
+    /// backends a slot whose buffer registration the library refuses is still returned: the
+    /// bounce route needs no registration.
+    fn alloc_slot(&self, len: usize, device: usize) -> Result<Self::Slot, Error>;
     /// Why library I/O cannot use `slot` (its buffer registration was refused); None when it
     /// can, or when the backend has no library I/O.
     fn slot_refusal<'s>(&self, slot: &'s Self::Slot) -> Option<&'s str>;
@@ -146,7 +152,7 @@ pub fn load(
             missing.push(why);
             continue;
         }
-        match gpu::GpuStaging::open(flavor, config.gpu, route, diag) {
+        match gpu::GpuStaging::open(flavor, &config.gpu, route, diag) {
             Ok(staging) => return Ok(Loaded::Gpu(staging)),
             // A GPU index that does not exist is an error whatever the choice: the user asked
             // for that index.
