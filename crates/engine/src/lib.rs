@@ -15,15 +15,21 @@
 //! their own stream and synchronize once per slice; everything else is as above.
 
 pub mod backend;
+mod bounce;
 pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
 pub mod quote;
+mod stages;
+mod streams;
 mod transfer;
 pub mod verify;
 
+pub use backend::{BackendChoice, RouteChoice};
+pub use stages::StageTimes;
+
 use crate::quote::quote;
-use backend::Loaded;
+use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::fs::File;
 use std::io;
@@ -45,34 +51,6 @@ pub const DEFAULT_GPU_STREAMS: usize = 2;
 pub const DEFAULT_HOST_STREAMS: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
-
-/// Which staging backend to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum BackendChoice {
-    /// hipFile, then cuFile, then host memory (with a warning).
-    #[default]
-    Auto,
-    /// hipFile or cuFile; an error if neither loads.
-    Gpu,
-    HipFile,
-    CuFile,
-    Host,
-}
-
-/// How data moves between the files and GPU memory on GPU backends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum RouteChoice {
-    /// The library's route where it can DMA between storage and GPU memory (hipFile; cuFile
-    /// with nvidia-fs), aiscp's own bounce route where the library would only emulate it
-    /// (cuFile in compatibility mode does POSIX I/O plus copies itself, one request at a time).
-    #[default]
-    Auto,
-    /// Always hipFileRead/hipFileWrite on registered files.
-    Library,
-    /// Always aiscp's own: O_DIRECT POSIX I/O into pinned host memory, copied to and from the
-    /// device buffer, pipelined over the slices in flight.
-    Bounce,
-}
 
 /// How holes in SRC are treated (cp's --sparse).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -101,6 +79,18 @@ pub struct Config {
     pub quiet: bool,
     /// Set (by a signal handler) to stop the copy between slices: [`CopyError::Interrupted`].
     pub cancel: Arc<AtomicBool>,
+}
+
+impl Config {
+    /// What the backend is asked for.
+    pub fn request(&self) -> backend::Request {
+        backend::Request {
+            backend: self.backend,
+            route: self.route,
+            gpu: self.gpu,
+            async_io: self.async_io,
+        }
+    }
 }
 
 impl Default for Config {
@@ -207,8 +197,8 @@ pub fn os_text(e: &io::Error) -> String {
 /// Failure to bring up the backend (fatal for the run).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{0}")]
-    Backend(String),
+    #[error(transparent)]
+    Backend(#[from] backend::NoBackend),
     #[error("invalid chunk size {0}: must be between 1 and {MAX_CHUNK} bytes")]
     ChunkSize(u64),
     #[error("invalid number of streams 0: must be at least 1")]
@@ -260,7 +250,7 @@ impl Engine {
                 debug_print(started, line);
             }
         };
-        let loaded = backend::load(&config, warn, &mut debug_line)?;
+        let loaded = backend::load(&config.request(), warn, &mut debug_line)?;
         let chunk = chunk as usize;
         let streams = config.streams.unwrap_or(match loaded {
             Loaded::Host(_) => DEFAULT_HOST_STREAMS,
@@ -276,8 +266,8 @@ impl Engine {
             }
             Loaded::Gpu(g) => {
                 let mut pipeline = Pipeline::new(g, chunk, streams);
-                if config.async_io {
-                    match pipeline.staging.check_async() {
+                if let (true, Some(library)) = (config.async_io, pipeline.staging.library()) {
+                    match library.check_async() {
                         Ok(()) => {
                             pipeline.async_io = true;
                             debug_line(&format!(
@@ -314,9 +304,24 @@ impl Engine {
         }
     }
 
+    /// Where the time of the last file copied went, stage by stage.
+    pub fn last_stages(&self) -> StageTimes {
+        match &self.backend {
+            Backend::Host(p) => p.last_stages,
+            Backend::Gpu(p) => p.last_stages,
+        }
+    }
+
+    /// Where the time of every file copied so far went, stage by stage.
+    pub fn run_stages(&self) -> StageTimes {
+        match &self.backend {
+            Backend::Host(p) => p.run_stages,
+            Backend::Gpu(p) => p.run_stages,
+        }
+    }
+
     /// The staging backend's name: "hipFile", "cuFile" or "host memory".
     pub fn backend_name(&self) -> &'static str {
-        use crate::backend::Staging;
         match &self.backend {
             Backend::Host(p) => p.staging.name(),
             Backend::Gpu(p) => p.staging.name(),
@@ -352,16 +357,18 @@ impl Engine {
             Some(d) => d,
             None => &mut no_diag,
         };
-        let end = match &mut self.backend {
-            Backend::Host(p) => p.copy(job, progress, cancel, diag),
-            Backend::Gpu(p) => p.copy(job, progress, cancel, diag),
-        }?;
+        let (end, stages) = match &mut self.backend {
+            Backend::Host(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            Backend::Gpu(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
+        };
+        let end = end?;
         if self.config.debug {
             let secs = started.elapsed().as_secs_f64();
             diag(&format!(
-                "{}: {end} bytes in {secs:.3} s ({:.3} GB/s)",
+                "{}: {end} bytes in {secs:.3} s ({:.3} GB/s); thread time: {}",
                 quote(job.dst_name),
-                end as f64 / secs.max(1e-9) / 1e9
+                end as f64 / secs.max(1e-9) / 1e9,
+                stages.describe()
             ));
         }
         if self.config.verify {
