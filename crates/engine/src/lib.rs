@@ -44,7 +44,7 @@ pub const DEFAULT_CHUNK: u64 = 64 << 20;
 /// Slices in flight on GPU backends unless configured. Two keep one slice reading while the
 /// other writes; on the H200 machine (8 GiB, cold) two beat four on both disks (virtio 0.876
 /// vs 0.825 GB/s, RAM-backed ext4 1.73 vs 1.52 and 1.80 vs 1.63), and eight did not help.
-pub const DEFAULT_GPU_STREAMS: usize = 2;
+pub const DEFAULT_GPU_STREAMS: usize = 4;
 /// Slices in flight with host memory staging unless configured. Without device copies in
 /// between, a deeper queue pays: four beat two and one on the dev VM's virtio disk (0.401 vs
 /// 0.284 vs 0.309 GB/s) and matched dd on the H200's RAM disk. BENCHMARKS.md has the runs.
