@@ -274,3 +274,25 @@ fn man_page_renders() {
         assert!(text.contains(section), "man page lacks {section}");
     }
 }
+
+/// getopt gives an option that takes a value the next word, dash or not: `--streams -1` is a
+/// bad stream count, not an unknown option `-1`.
+#[test]
+fn staging_values_may_start_with_a_dash() {
+    let t = setup();
+    let bin = env!("CARGO_BIN_EXE_aiscp");
+    for (opt, why) in [
+        ("--streams", "invalid digit found in string"),
+        ("--gpu", "-1 is not in 0..=4294967295"),
+        ("--chunk-size", "'-1' is not a size"),
+    ] {
+        aiscp(t.path())
+            .args([opt, "-1", "a", "b"])
+            .assert()
+            .code(1)
+            .stderr(format!(
+                "{bin}: invalid argument '-1' for '{opt}': {why}\n\
+                 Try '{bin} --help' for more information.\n"
+            ));
+    }
+}

@@ -37,6 +37,7 @@ pub struct StagingArgs {
         long,
         value_name = "N",
         default_value_t = 0,
+        allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
     pub gpu: u32,
@@ -58,6 +59,7 @@ pub struct StagingArgs {
         long,
         value_name = "SIZE",
         value_parser = parse_chunk_size,
+        allow_hyphen_values = true,
         default_value = "64M",
         help_heading = "GPU staging"
     )]
@@ -68,6 +70,7 @@ pub struct StagingArgs {
         long,
         value_name = "N",
         value_parser = clap::value_parser!(u64).range(1..=256),
+        allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
     pub streams: Option<u64>,

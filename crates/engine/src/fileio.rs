@@ -85,6 +85,19 @@ pub fn wait_readable(fd: BorrowedFd<'_>, cancel: &AtomicBool) -> io::Result<bool
     Ok(false)
 }
 
+/// Whether `fd` has something to read, or has hung up, right now.
+fn readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags};
+    loop {
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, 0u16) {
+            Ok(n) => return Ok(n > 0),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Reads into all of `buf` at `offset`; fewer bytes only at EOF. With `direct` (an O_DIRECT
 /// fd), a count that leaves the offset unaligned also means end of file: asking again there
 /// would be refused with EINVAL instead of answering 0.
@@ -110,15 +123,23 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
 /// How long a stream read waits in poll() before it looks at the cancel flag again.
 const STREAM_POLL_MS: u16 = 100;
 
-/// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into all of `buf`; fewer
-/// only at EOF or once `cancel` is set. Waits for data in poll() slices of
-/// [`STREAM_POLL_MS`], looking at `cancel` between them: a plain read() would sit in the
-/// kernel through the first SIGINT (the handlers restart interrupted calls), so a copy from
-/// a stalled pipe could not stop cleanly.
+/// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into `buf`: as much as
+/// keeps arriving without a pause, so a writer that pauses sees its data reach DST as cp
+/// would write it, while a fast one fills whole slices; 0 only at EOF or once `cancel` is
+/// set. Waits for the first data in poll() slices of [`STREAM_POLL_MS`], looking at
+/// `cancel` between them: a plain read() would sit in the kernel through the first SIGINT
+/// (the handlers restart interrupted calls), so a copy from a stalled pipe could not stop
+/// cleanly.
 pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
     use std::io::Read;
     let mut done = 0;
-    while done < buf.len() && wait_readable(file.as_fd(), cancel)? {
+    while done < buf.len()
+        && if done == 0 {
+            wait_readable(file.as_fd(), cancel)?
+        } else {
+            readable_now(file.as_fd())?
+        }
+    {
         let end = buf.len().min(done + MAX_IO);
         match (&*file).read(&mut buf[done..end]) {
             Ok(0) => break,

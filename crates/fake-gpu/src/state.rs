@@ -52,6 +52,9 @@ impl CallCounters {
 #[derive(Debug)]
 pub struct HandleEntry {
     pub fd: i32,
+    /// The file behind `fd` at registration (device, inode): at deregistration the fd must
+    /// still be open on it, or the caller closed the fd first.
+    pub file: (u64, u64),
     /// I/O calls running on this handle; deregistering while nonzero is refused.
     pub in_flight: u32,
 }
