@@ -350,14 +350,10 @@ impl<S: Staging> Pipeline<S> {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             (chunk, plan) = plan_for(self.chunk);
         }
-        // Small files bounce buffered where files bounce anyway: their writes land in the
-        // page cache instead of each waiting for the disk. The library route keeps them: the
-        // library decides per request how to reach the file.
-        let small = len < BUFFERED_BELOW && self.staging.library().is_none();
-        let want_direct = !small
-            && !plan.slices.is_empty()
-            && chunk >= align
-            && align <= self.staging.slot_alignment();
+        // Small files keep O_DIRECT too: buffered I/O below 1 MiB measured slower on both
+        // setups tried (BENCHMARKS.md, "Small files").
+        let want_direct =
+            !plan.slices.is_empty() && chunk >= align && align <= self.staging.slot_alignment();
         // --sparse=always must see the bytes on the host to find zero blocks.
         let dst_direct =
             want_direct && !(job.sparse == SparseMode::Always && self.staging.library().is_some());
@@ -572,9 +568,6 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 }
-
-/// Files shorter than this take buffered POSIX I/O on the bounce route (see copy_regular).
-const BUFFERED_BELOW: u64 = 1 << 20;
 
 /// Smallest chunk the engine shrinks to when device memory runs short.
 const MIN_RETRY_CHUNK: usize = 1 << 20;

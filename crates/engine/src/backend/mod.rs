@@ -286,15 +286,14 @@ pub fn resolve_route(flavor: Flavor, request: &Request) -> (bool, &'static str) 
     }
 }
 
-/// Brings up the backend `request` asks for. `warn` gets the one-line fallback warning;
-/// `diag` the --debug lines.
+/// Brings up the backend `request` asks for, with the one-line warning to show when it fell
+/// back to host memory. `diag` gets the --debug lines.
 pub fn load(
     request: &Request,
-    warn: &mut dyn FnMut(&str),
     diag: &mut dyn FnMut(&str),
-) -> Result<Loaded, NoBackend> {
+) -> Result<(Loaded, Option<String>), NoBackend> {
     let flavors: &[Flavor] = match request.backend {
-        BackendChoice::Host => return Ok(Loaded::Host(host::HostStaging::new())),
+        BackendChoice::Host => return Ok((Loaded::Host(host::HostStaging::new()), None)),
         BackendChoice::HipFile => &[Flavor::HipFile],
         BackendChoice::CuFile => &[Flavor::CuFile],
         BackendChoice::Auto | BackendChoice::Gpu => &[Flavor::HipFile, Flavor::CuFile],
@@ -315,7 +314,7 @@ pub fn load(
             continue;
         }
         match gpu::GpuStaging::open(flavor, request, diag) {
-            Ok(staging) => return Ok(Loaded::Gpu(staging)),
+            Ok(staging) => return Ok((Loaded::Gpu(staging), None)),
             // A GPU index that does not exist is an error whatever the choice: the user asked
             // for that index.
             Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
@@ -326,12 +325,12 @@ pub fn load(
     }
     let looked_for = missing.join("; ");
     match request.backend {
-        BackendChoice::Auto => {
-            warn(&format!(
+        BackendChoice::Auto => Ok((
+            Loaded::Host(host::HostStaging::new()),
+            Some(format!(
                 "no usable GPU I/O library ({looked_for}); copying through host memory"
-            ));
-            Ok(Loaded::Host(host::HostStaging::new()))
-        }
+            )),
+        )),
         BackendChoice::Gpu => Err(NoBackend(format!(
             "no usable GPU I/O library: {looked_for}"
         ))),
