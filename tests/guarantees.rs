@@ -182,7 +182,11 @@ fn strace(backend: Backend, dir: &Path, args: &[&str]) -> Option<Vec<String>> {
     let text = fs::read_to_string(&log).unwrap();
     Some(
         text.lines()
-            .map(|l| l.split_once(' ').map_or(l, |x| x.1).to_owned())
+            // Each line starts with the thread id: drop it.
+            .map(|l| {
+                l.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
+                    .to_owned()
+            })
             .collect(),
     )
 }

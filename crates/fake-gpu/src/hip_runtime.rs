@@ -28,6 +28,11 @@ thread_local! {
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
 }
 
+/// The calling thread's current device.
+pub fn current_device() -> c_int {
+    CURRENT_DEVICE.get()
+}
+
 /// hipErrorNoDevice when the fake has no devices, for calls that need one.
 fn need_device() -> Result<(), HipError> {
     if fake().devices == 0 {
@@ -111,6 +116,7 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipErr
     };
     let mut reg = fake.registry();
     reg.device_allocs.insert(addr, size);
+    reg.devices.allocated(addr, current_device());
     reg.stats.mallocs += 1;
     reg.stats.max_alloc = reg.stats.max_alloc.max(size as u64);
     *ptr = addr as *mut c_void;
@@ -143,6 +149,7 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
         return HIP_ERROR_INVALID_VALUE;
     }
     reg.device_allocs.remove(&addr);
+    reg.devices.freed(addr);
     drop(reg);
     memory::unmap(addr, len);
     HIP_SUCCESS
@@ -206,7 +213,7 @@ pub unsafe extern "C" fn hipMemcpy(
 ) -> HipError {
     match check_copy("hipMemcpy", dst, src, size, kind) {
         Ok(()) => {
-            copy_now(dst as usize, src as usize, size, kind);
+            copy_now("hipMemcpy", dst as usize, src as usize, size, kind);
             HIP_SUCCESS
         }
         Err(e) => e,
@@ -229,7 +236,7 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     }
     let (dst, src) = (dst as usize, src as usize);
     if stream.is_null() {
-        copy_now(dst, src, size, kind);
+        copy_now("hipMemcpyAsync", dst, src, size, kind);
         return HIP_SUCCESS;
     }
     let mut reg = fake().registry();
@@ -295,17 +302,24 @@ fn copy_sides(reg: &Registry, d: usize, s: usize, size: usize, kind: c_int) -> (
     }
 }
 
-/// Performs a checked copy and counts its bytes by direction.
-fn copy_now(dst: usize, src: usize, size: usize, kind: c_int) {
+/// Performs a checked copy and counts its bytes by direction (and by device). A queued copy
+/// runs on the thread that synchronizes its stream, which has made the device current.
+fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int) {
     if size == 0 {
         return;
     }
     {
         let mut reg = fake().registry();
-        match copy_sides(&reg, dst, src, size, kind) {
+        let (dst_dev, src_dev) = copy_sides(&reg, dst, src, size, kind);
+        match (dst_dev, src_dev) {
             (true, false) => reg.stats.htod_bytes += size as u64,
             (false, true) => reg.stats.dtoh_bytes += size as u64,
             _ => {}
+        }
+        for (addr, on_device) in [(dst, dst_dev), (src, src_dev)] {
+            if on_device {
+                crate::topology::used(&mut reg, call, addr, size);
+            }
         }
     }
     // SAFETY: checked by check_copy when the copy was asked for; the caller keeps both sides
@@ -356,7 +370,7 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
                 src,
                 size,
                 kind,
-            } => copy_now(dst, src, size, kind),
+            } => copy_now("hipMemcpyAsync", dst, src, size, kind),
         }
     }
     HIP_SUCCESS
