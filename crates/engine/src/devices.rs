@@ -8,8 +8,75 @@
 //! `/sys/bus/pci/devices/BUS_ID` for the bus id the runtime reports. The more leading
 //! components two paths share, the nearer they are; the NUMA node breaks ties.
 
+use crate::backend::{gpu::GpuStaging, GpuChoice};
+use crate::DataJob;
 use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// Files over several GPUs: consecutive files start on different GPUs (a one-slice file
+/// uses only its first), and with `--gpu auto` each file keeps to the GPU(s) nearest its
+/// storage.
+pub(crate) struct Spread {
+    /// Each position's GPU index.
+    indices: Vec<u32>,
+    /// `--gpu auto`: the machine's PCI layout.
+    topology: Option<Topology>,
+    /// Why a file not placed by locality uses every GPU, for --debug.
+    asked: String,
+    files: usize,
+}
+
+impl Spread {
+    /// None with one GPU: nothing to spread.
+    pub(crate) fn new(choice: &GpuChoice, staging: &GpuStaging) -> Option<Spread> {
+        let indices = staging.indices();
+        if indices.len() < 2 {
+            return None;
+        }
+        let list: Vec<String> = indices.iter().map(u32::to_string).collect();
+        Some(Spread {
+            topology: (*choice == GpuChoice::Auto)
+                .then(|| Topology::new(&sysfs_root(), staging.bus_ids())),
+            asked: match choice {
+                GpuChoice::List(_) => format!("--gpu {}", list.join(",")),
+                _ => "--gpu all".to_owned(),
+            },
+            indices,
+            files: 0,
+        })
+    }
+
+    pub(crate) fn gpus(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// The GPUs (positions) for the next file, `job`, its first one first, and why.
+    pub(crate) fn place(&mut self, job: &DataJob<'_>) -> (Vec<usize>, String) {
+        let mut set: Vec<usize> = (0..self.indices.len()).collect();
+        let mut why = self.asked.clone();
+        if let Some(topology) = &mut self.topology {
+            let dev = |f: &File| f.metadata().map_or(0, |m| m.dev());
+            let choice = topology.nearest(dev(job.src), dev(job.dst));
+            set.clone_from(&choice.devices);
+            why.clone_from(&choice.why);
+        }
+        // Rotate so that consecutive files start on different GPUs.
+        let start = self.files % self.indices.len();
+        self.files += 1;
+        let k = set.iter().position(|&d| d >= start).unwrap_or(0);
+        set.rotate_left(k);
+        (set, why)
+    }
+
+    /// "GPU 1" / "GPUs 0,2" for positions `used`.
+    pub(crate) fn describe(&self, used: &[usize]) -> String {
+        let list: Vec<String> = used.iter().map(|&d| self.indices[d].to_string()).collect();
+        let s = if used.len() == 1 { "" } else { "s" };
+        format!("GPU{s} {}", list.join(","))
+    }
+}
 
 /// Where a device sits: its PCI path under `/sys/devices` (the root complex `pciDDDD:BB`,
 /// then each PCI address down to the device) and its NUMA node, when known.
