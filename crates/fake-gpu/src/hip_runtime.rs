@@ -28,6 +28,11 @@ thread_local! {
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
 }
 
+/// The calling thread's current device.
+pub fn current_device() -> c_int {
+    CURRENT_DEVICE.get()
+}
+
 /// hipErrorNoDevice when the fake has no devices, for calls that need one.
 fn need_device() -> Result<(), HipError> {
     if fake().devices == 0 {
@@ -111,6 +116,7 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipErr
     };
     let mut reg = fake.registry();
     reg.device_allocs.insert(addr, size);
+    reg.devices.allocated(addr, current_device());
     reg.stats.mallocs += 1;
     reg.stats.max_alloc = reg.stats.max_alloc.max(size as u64);
     *ptr = addr as *mut c_void;
@@ -143,6 +149,7 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
         return HIP_ERROR_INVALID_VALUE;
     }
     reg.device_allocs.remove(&addr);
+    reg.devices.freed(addr);
     drop(reg);
     memory::unmap(addr, len);
     HIP_SUCCESS
@@ -236,6 +243,11 @@ pub unsafe extern "C" fn hipMemcpy(
         (true, false) => reg.stats.htod_bytes += size as u64,
         (false, true) => reg.stats.dtoh_bytes += size as u64,
         _ => {}
+    }
+    for (addr, on_device) in [(d, dst_dev), (s, src_dev)] {
+        if on_device {
+            crate::topology::used(&mut reg, "hipMemcpy", addr, size);
+        }
     }
     drop(reg);
     std::ptr::copy(src as *const u8, dst as *mut u8, size);

@@ -160,6 +160,7 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
     if let Some(b) = reg.buffers.get_mut(&req.base) {
         b.in_flight += 1;
     }
+    crate::topology::used(&mut reg, name, target, len);
     Ok(Planned {
         fd,
         target,

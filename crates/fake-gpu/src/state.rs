@@ -21,6 +21,8 @@ pub struct Fake {
     pub faults: FaultPlan,
     /// `AISCP_FAKE_GPU_DEVICES`, default 1.
     pub devices: i32,
+    /// Each device's PCI address (hipDeviceGetPCIBusId).
+    pub bus_ids: Vec<String>,
     report_path: Option<PathBuf>,
     /// Append-only trace file descriptor (`AISCP_FAKE_GPU_TRACE`), or -1.
     trace_fd: i32,
@@ -123,6 +125,8 @@ pub struct Registry {
     misuse: Vec<String>,
     misuse_dropped: u64,
     pub stats: Stats,
+    /// Which device each allocation is on, and what each device moved.
+    pub devices: crate::topology::DeviceUse,
 }
 
 impl Registry {
@@ -139,6 +143,7 @@ impl Registry {
             misuse: Vec::new(),
             misuse_dropped: 0,
             stats: Stats::default(),
+            devices: Default::default(),
         }
     }
 
@@ -236,6 +241,7 @@ impl Registry {
                 self.misuse_dropped
             );
         }
+        let _ = writeln!(out, "{}", self.devices.report_line(fake().devices));
         let s = &self.stats;
         let _ = writeln!(
             out,
@@ -312,6 +318,7 @@ impl Fake {
             .unwrap_or(-1);
         Fake {
             faults: FaultPlan::from_env(),
+            bus_ids: crate::topology::bus_ids_from_env(devices),
             devices,
             report_path: std::env::var_os("AISCP_FAKE_GPU_REPORT").map(PathBuf::from),
             trace_fd,

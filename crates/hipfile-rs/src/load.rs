@@ -222,6 +222,7 @@ fn hip_functions(loaded: &Loaded) -> Result<sys::HipFunctions, LoadError> {
         Ok(sys::HipFunctions {
             get_device_count: r.get("hipGetDeviceCount")?,
             set_device: r.get("hipSetDevice")?,
+            device_get_pci_bus_id: r.optional("hipDeviceGetPCIBusId"),
             malloc: r.get("hipMalloc")?,
             free: r.get("hipFree")?,
             memcpy: r.get("hipMemcpy")?,
@@ -245,6 +246,7 @@ fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
             init: r.get("cuInit")?,
             device_get_count: r.get("cuDeviceGetCount")?,
             device_get: r.get("cuDeviceGet")?,
+            device_get_pci_bus_id: r.optional("cuDeviceGetPCIBusId"),
             primary_ctx_retain: r.get("cuDevicePrimaryCtxRetain")?,
             primary_ctx_release: r
                 .first(&["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"])?,
