@@ -36,7 +36,7 @@ Register-ArgumentCompleter -Native -CommandName 'aiscp' -ScriptBlock {
             [CompletionResult]::new('--gpu', '--gpu', [CompletionResultType]::ParameterName, 'GPU index to stage through')
             [CompletionResult]::new('--route', '--route', [CompletionResultType]::ParameterName, 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)')
             [CompletionResult]::new('--chunk-size', '--chunk-size', [CompletionResultType]::ParameterName, 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE')
-            [CompletionResult]::new('--streams', '--streams', [CompletionResultType]::ParameterName, 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 2 on a GPU, 4 with host memory]')
+            [CompletionResult]::new('--streams', '--streams', [CompletionResultType]::ParameterName, 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]')
             [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Write the man page or a shell completion script to stdout')
             [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
             [CompletionResult]::new('--archive', '--archive', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')

@@ -1,6 +1,6 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp_engine::{BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, MAX_CHUNK};
+use aiscp_engine::{BackendChoice, ChunkSize, Config, RouteChoice};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -60,12 +60,11 @@ pub struct StagingArgs {
         value_name = "SIZE",
         value_parser = parse_chunk_size,
         allow_hyphen_values = true,
-        default_value = "64M",
+        default_value_t = ChunkSize::DEFAULT,
         help_heading = "GPU staging"
     )]
-    pub chunk_size: u64,
-    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 2 on
-    /// a GPU, 4 with host memory]
+    pub chunk_size: ChunkSize,
+    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]
     #[arg(
         long,
         value_name = "N",
@@ -108,8 +107,6 @@ impl StagingArgs {
     }
 }
 
-const _: () = assert!(DEFAULT_CHUNK <= MAX_CHUNK);
-
 /// Parses a size: decimal or 0x hex, with an optional K, M, G, T suffix (powers of 1024,
 /// also written KiB, MiB...) or KB, MB, GB, TB (powers of 1000), as dd and cp read them.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -150,14 +147,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{text}' is too large"))
 }
 
-fn parse_chunk_size(text: &str) -> Result<u64, String> {
-    let n = parse_size(text)?;
-    if n == 0 || n > MAX_CHUNK {
-        return Err(format!(
-            "must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes"
-        ));
-    }
-    Ok(n)
+fn parse_chunk_size(text: &str) -> Result<ChunkSize, String> {
+    ChunkSize::new(parse_size(text)?).map_err(|e| e.to_string())
 }
 
 impl From<&StagingArgs> for Config {
@@ -170,7 +161,7 @@ impl From<&StagingArgs> for Config {
                 BackendArg::Cufile => BackendChoice::CuFile,
                 BackendArg::Host => BackendChoice::Host,
             },
-            chunk_size: Some(a.chunk_size),
+            chunk_size: a.chunk_size,
             gpu: a.gpu,
             route: match a.route {
                 RouteArg::Auto => RouteChoice::Auto,
@@ -237,7 +228,7 @@ mod tests {
         ])
         .unwrap();
         let c = aiscp_engine::Config::from(&only.staging);
-        assert_eq!(c.chunk_size, Some(1 << 20));
+        assert_eq!(c.chunk_size.bytes(), 1 << 20);
         assert_eq!(c.streams, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
