@@ -10,6 +10,8 @@ mod open_dir;
 mod options;
 mod plan;
 mod progress;
+#[cfg(feature = "mpi")]
+mod ranks;
 mod same_file;
 mod signals;
 mod stat;
@@ -156,7 +158,14 @@ fn main() {
         }
     };
     raise_open_file_limit();
-    let config = aiscp_engine::Config::from(&cli.staging);
+    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
+    let mut config = aiscp_engine::Config::from(&cli.staging);
+    // Under mpirun/srun: ranks other than 0 serve file parts and exit inside `join`.
+    #[cfg(feature = "mpi")]
+    let ranks = {
+        let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);
+        ranks::join(&opts, gpu_given, &mut config)
+    };
     let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
         Ok(s) => s,
         Err(e) => {
@@ -173,6 +182,10 @@ fn main() {
         Box::new(progress::Bar::new(cli.staging.progress_enabled())),
         jobs.len() > 1,
     );
+    #[cfg(feature = "mpi")]
+    if let Some(coordinator) = ranks {
+        copier.mover = Some(Box::new(coordinator));
+    }
     for job in &jobs {
         if signals.cancelled() {
             break;
