@@ -38,12 +38,12 @@ gpu\t''
 hipfile\t''
 cufile\t''
 host\t''"
-complete -c aiscp -l gpu -d 'GPU index to stage through' -r
+complete -c aiscp -l gpu -d 'GPU(s) to stage through: an index, a list (0,2,3), all, or auto (each file on the GPU nearest its storage by PCI path and NUMA node, all GPUs where that is unknown). With several, each GPU gets STREAMS slots and a file\'s slices go to whichever is free' -r
 complete -c aiscp -l route -d 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)' -r -f -a "auto\t''
 library\t''
 bounce\t''"
 complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE' -r
-complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 2 on a GPU, 4 with host memory]' -r
+complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
 complete -c aiscp -l generate -d 'Write the man page or a shell completion script to stdout' -r -f -a "man\t''
 bash\t''
 zsh\t''

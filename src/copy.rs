@@ -1082,13 +1082,10 @@ impl<'a> Copier<'a> {
 /// and directory-only runs never load a GPU library); a failure ends the run.
 fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
     if slot.is_none() {
-        let quiet = config.quiet;
-        let mut warn = |w: &str| {
-            if !quiet {
-                crate::messages::own_warning(w);
-            }
-        };
-        match Engine::start(config.clone(), &mut warn) {
+        let diagnostics = Box::new(StderrDiagnostics {
+            quiet: config.quiet,
+        });
+        match Engine::start(config.clone(), diagnostics) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
                 error(&e.to_string());
@@ -1097,6 +1094,22 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         }
     }
     slot.as_mut().expect("engine started above")
+}
+
+/// The engine's warnings and --debug lines, on stderr.
+struct StderrDiagnostics {
+    quiet: bool,
+}
+
+impl aiscp_engine::Diagnostics for StderrDiagnostics {
+    fn warn(&mut self, line: &str) {
+        if !self.quiet {
+            crate::messages::own_warning(line);
+        }
+    }
+    fn debug(&mut self, since_start: std::time::Duration, line: &str) {
+        eprintln!("aiscp: debug: +{:.3}s {line}", since_start.as_secs_f64());
+    }
 }
 
 /// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question

@@ -168,22 +168,24 @@ fn child_process_entry() {
         "no_such_gpu" => {
             let config = Config {
                 backend: BackendChoice::HipFile,
-                gpu: 1,
+                gpu: aiscp_engine::GpuChoice::List(vec![1]),
                 ..Config::default()
             };
-            let err = Engine::start(config, &mut |_| {}).err().expect("refused");
+            let err = Engine::start(config, Box::new(Silent))
+                .err()
+                .expect("refused");
             assert_eq!(err.to_string(), "GPU 1 does not exist: 1 device(s) found");
         }
         "cancel_mid_copy" => {
             let config = Config {
                 backend: BackendChoice::HipFile,
-                chunk_size: Some(CHUNK),
+                chunk_size: chunk_size(CHUNK),
                 streams: Some(1),
                 async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
                 ..Config::default()
             };
             let cancel = config.cancel.clone();
-            let mut engine = Engine::start(config, &mut |w| panic!("warning: {w}")).unwrap();
+            let mut engine = Engine::start(config, Box::new(NoWarnings)).unwrap();
             let src = dir.join("src");
             let len = 50 * CHUNK as usize + 7;
             let data = write_random(&src, len, 8);

@@ -10,7 +10,7 @@ use crate::io::{
     HIPFILE_MEMORY_NOT_REGISTERED, HIPFILE_POINTER_RANGE_ERROR,
 };
 use crate::messages::hipfile_error_string;
-use crate::state::{fake, AsyncOp, BufferEntry, HandleEntry};
+use crate::state::{fake, AsyncOp, BufferEntry, HandleEntry, Queued};
 
 const HIPFILE_DRIVER_NOT_INITIALIZED: i32 = 5001;
 const HIPFILE_MEMORY_TYPE_INVALID: i32 = 5013;
@@ -355,7 +355,7 @@ unsafe fn enqueue(
         fixed_buffer_offset: fixed(STREAM_FIXED_BUF_OFFSET).then(|| *buffer_offset_p),
         page_aligned: fixed(STREAM_PAGE_ALIGNED_INPUTS),
     };
-    entry.pending.push(op);
+    entry.pending.push(Queued::File(op));
     HipFileError::SUCCESS
 }
 

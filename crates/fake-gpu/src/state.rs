@@ -90,7 +90,20 @@ pub struct AsyncOp {
 pub struct StreamEntry {
     /// Flags given to hipFileStreamRegister while registered.
     pub hipfile_flags: Option<u32>,
-    pub pending: Vec<AsyncOp>,
+    pub pending: Vec<Queued>,
+}
+
+/// What a stream holds until it is synchronized.
+#[derive(Debug, Clone, Copy)]
+pub enum Queued {
+    File(AsyncOp),
+    /// hipMemcpyAsync: `size` bytes from address `src` to `dst` (checked at enqueue).
+    Copy {
+        dst: usize,
+        src: usize,
+        size: usize,
+        kind: i32,
+    },
 }
 
 #[derive(Debug, Default)]

@@ -50,9 +50,11 @@ use std::sync::{Arc, OnceLock};
 pub mod error;
 mod load;
 pub mod sys;
+mod window;
 
 pub use error::{Error, LoadError};
 pub use load::{ENV_CUDA_LIB, ENV_CUFILE_LIB, ENV_HIPFILE_LIB, ENV_HIP_LIB};
+pub use window::CopyWindow;
 
 use error::{decode_file_error, decode_io_result, decode_runtime_status, Failure};
 

@@ -340,6 +340,8 @@ pub struct HipFunctions {
     pub malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> RuntimeStatus,
     pub free: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> RuntimeStatus,
+    pub memcpy_async:
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, StreamRaw) -> RuntimeStatus,
     pub host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> RuntimeStatus,
     pub host_free: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub stream_create_with_flags: unsafe extern "C" fn(*mut StreamRaw, c_uint) -> RuntimeStatus,
@@ -365,6 +367,10 @@ pub struct CudaFunctions {
     pub mem_free: unsafe extern "C" fn(CuDevicePtr) -> RuntimeStatus,
     pub memcpy_htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> RuntimeStatus,
     pub memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> RuntimeStatus,
+    pub memcpy_htod_async:
+        unsafe extern "C" fn(CuDevicePtr, *const c_void, usize, StreamRaw) -> RuntimeStatus,
+    pub memcpy_dtoh_async:
+        unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, StreamRaw) -> RuntimeStatus,
     pub mem_host_alloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> RuntimeStatus,
     pub mem_free_host: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub stream_create: unsafe extern "C" fn(*mut StreamRaw, c_uint) -> RuntimeStatus,

@@ -1,19 +1,23 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
-use super::Staging;
-use crate::RouteChoice;
-use hipfile::{Device, DeviceBuffer, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
+use super::{GpuChoice, LibraryIo, Request, Staging, StreamIo};
+use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
-/// Size of a bounce window: large enough for full-speed POSIX I/O, small enough that host
-/// memory stays bounded with several workers.
+/// Size of a bounce window (each slot has two): large enough for full-speed POSIX I/O, small
+/// enough that pinned host memory stays bounded with several workers.
 const WINDOW: usize = 16 << 20;
 
 /// Where the nvidia-fs kernel module shows itself; without it cuFile runs in compatibility
 /// mode (POSIX I/O plus copies inside the library, no DMA).
 const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
+
+/// Whether cuFile can DMA (nvidia-fs is loaded).
+pub fn nvidia_fs_present() -> bool {
+    Path::new(NVIDIA_FS).exists()
+}
 
 /// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
 /// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
@@ -52,25 +56,32 @@ impl OpenError {
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
-    /// Holds the driver (when open) and the library alive for every slot and handle.
-    device: Device,
+    /// The run's GPUs, in `--gpu` order; each holds the driver (when open) and the library
+    /// alive for every slot and handle. Slot `i` lives on `devices[i % devices.len()]`.
+    devices: Vec<Device>,
+    /// Each GPU's PCI address, where the runtime gives it (for `--gpu auto`).
+    bus_ids: Vec<Option<String>>,
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
 }
 
 impl GpuStaging {
-    /// Loads `flavor`'s libraries, selects GPU `index`, and opens the I/O driver when files
-    /// are to take the library route.
-    /// Whether the library does async I/O (`--async`): creates one stream and drops it.
-    pub fn check_async(&self) -> Result<(), Error> {
-        self.device.create_stream(STREAM_FLAGS).map(drop)
+    /// Each GPU's PCI address, in the run's device order.
+    pub fn bus_ids(&self) -> &[Option<String>] {
+        &self.bus_ids
     }
 
+    /// Each GPU's index, in the run's device order.
+    pub fn indices(&self) -> Vec<u32> {
+        self.devices.iter().map(Device::index).collect()
+    }
+
+    /// Loads `flavor`'s libraries, selects the GPUs asked for, and opens the I/O driver when
+    /// files are to take the library route.
     pub fn open(
         flavor: Flavor,
-        index: u32,
-        route: RouteChoice,
+        request: &Request,
         diag: &mut dyn FnMut(&str),
     ) -> Result<GpuStaging, OpenError> {
         let library = hipfile::Library::load(flavor).map_err(|e| OpenError::Library(e.into()))?;
@@ -80,7 +91,11 @@ impl GpuStaging {
                 "library loaded, no GPU found",
             ))));
         }
-        if index >= count {
+        let indices = match &request.gpu {
+            GpuChoice::List(list) => list.clone(),
+            GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
+        };
+        if let Some(&index) = indices.iter().find(|&&i| i >= count) {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
         diag(&format!(
@@ -88,27 +103,37 @@ impl GpuStaging {
             library.io_library_path().display(),
             library.runtime_library_path().display(),
         ));
-        let (library_route, why) = match route {
-            RouteChoice::Library => (true, "as asked"),
-            RouteChoice::Bounce => (false, "as asked"),
-            // hipFile decides per request between its DMA fastpath and its own fallback.
-            RouteChoice::Auto if flavor == Flavor::HipFile => {
-                (true, "hipFile picks DMA or fallback")
-            }
-            RouteChoice::Auto if Path::new(NVIDIA_FS).exists() => (true, "nvidia-fs present"),
-            RouteChoice::Auto => (false, "cuFile in compatibility mode: no nvidia-fs"),
-        };
+        let (library_route, why) = super::resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
-        let device = if library_route {
-            let driver = library.open_driver().map_err(OpenError::Driver)?;
-            driver.device(index)
-        } else {
-            library.staging_device(index)
-        }
-        .map_err(OpenError::Device)?;
+        let driver = match library_route {
+            true => Some(library.open_driver().map_err(OpenError::Driver)?),
+            false => None,
+        };
+        let devices = indices
+            .iter()
+            .map(|&index| match &driver {
+                Some(driver) => driver.device(index),
+                None => library.staging_device(index),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(OpenError::Device)?;
+        // Only `auto` places files by locality; a runtime that cannot say leaves it blind
+        // (every file then uses every GPU).
+        let bus_ids: Vec<Option<String>> = indices
+            .iter()
+            .map(|&i| library.pci_bus_id(i).ok().flatten())
+            .collect();
+        let gpus: Vec<String> = indices
+            .iter()
+            .zip(&bus_ids)
+            .map(|(i, id)| match id {
+                Some(id) => format!("{i} ({id})"),
+                None => i.to_string(),
+            })
+            .collect();
         diag(&format!(
-            "backend {} ({}{}), runtime {}, GPU {index} of {count}",
+            "backend {} ({}{}), runtime {}, GPU {} of {count}",
             flavor.name(),
             library.io_library_path().display(),
             library
@@ -116,21 +141,210 @@ impl GpuStaging {
                 .map(|v| format!(", {v}"))
                 .unwrap_or_default(),
             library.runtime_library_path().display(),
+            gpus.join(", "),
         ));
         diag(&format!(
             "route: {} ({why})",
             if library_route {
                 "library I/O on registered files"
             } else {
-                "own bounce: O_DIRECT into pinned memory, copied through the GPU buffer; \
-                 I/O driver not opened"
+                "own bounce: POSIX I/O into pinned windows, copied through the GPU buffer on \
+                 one stream per window; I/O driver not opened"
             }
         ));
         Ok(GpuStaging {
-            device,
+            devices,
+            bus_ids,
             flavor,
             library_route,
         })
+    }
+}
+
+pub struct GpuSlot {
+    // Declared before `device`: a window drains its queued copies as it drops, and those
+    // copies use the device memory.
+    /// The bounce route's two windows, allocated on first use.
+    windows: [Option<CopyWindow>; 2],
+    device: SlotMemory,
+}
+
+/// A slot's device memory: registered for library I/O, or plain, served by the bounce route
+/// only, which needs no registration (the own bounce route, or hipFile refused it).
+enum SlotMemory {
+    Registered(RegisteredBuffer),
+    Unregistered {
+        buffer: DeviceBuffer,
+        /// Why it is not registered, for --debug.
+        why: String,
+    },
+}
+
+impl SlotMemory {
+    fn buffer(&self) -> &DeviceBuffer {
+        match self {
+            SlotMemory::Registered(r) => r.buffer(),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
+        }
+    }
+    fn buffer_mut(&mut self) -> &mut DeviceBuffer {
+        match self {
+            SlotMemory::Registered(r) => r.buffer_mut(),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
+        }
+    }
+    fn registered(&mut self) -> Result<&mut RegisteredBuffer, Error> {
+        match self {
+            SlotMemory::Registered(r) => Ok(r),
+            // The engine asks slot_refusal first; reaching this is a bug, reported as an
+            // error rather than a panic.
+            SlotMemory::Unregistered { why, .. } => Err(Error::Os(std::io::Error::other(format!(
+                "library I/O on an unregistered GPU buffer ({why})"
+            )))),
+        }
+    }
+}
+
+impl GpuSlot {
+    fn window_len(&self) -> usize {
+        self.device.buffer().len().min(WINDOW)
+    }
+    /// Window `k`, allocated (pinned memory and its stream) on first use.
+    fn window_mut(&mut self, k: usize) -> Result<&mut CopyWindow, Error> {
+        let len = self.window_len();
+        if self.windows[k].is_none() {
+            // On the slot's own GPU: its copies go to and from this slot's memory.
+            let window = self.device.buffer().device().alloc_window(len)?;
+            self.windows[k] = Some(window);
+        }
+        let window = &mut self.windows[k];
+        Ok(window.as_mut().expect("allocated above"))
+    }
+}
+
+impl Staging for GpuStaging {
+    type Slot = GpuSlot;
+    type Library = GpuStaging;
+
+    fn name(&self) -> &'static str {
+        self.flavor.name()
+    }
+    fn memory(&self) -> &'static str {
+        "GPU memory"
+    }
+    fn library(&self) -> Option<&GpuStaging> {
+        self.library_route.then_some(self)
+    }
+    fn slot_alignment(&self) -> u64 {
+        4096
+    }
+    fn devices(&self) -> usize {
+        self.devices.len()
+    }
+    fn enter_worker(&self, slot: &GpuSlot) -> Result<(), Error> {
+        slot.device.buffer().device().make_current()
+    }
+    fn alloc_slot(&self, len: usize, device: usize) -> Result<GpuSlot, Error> {
+        let buffer = self.devices[device].alloc(len)?;
+        let device = if !self.library_route {
+            // Registration would only cost here: cuFile's compatibility mode shadows every
+            // registered buffer in host memory.
+            SlotMemory::Unregistered {
+                buffer,
+                why: "the own bounce route needs no registration".to_owned(),
+            }
+        } else {
+            match buffer.register() {
+                Ok(registered) => SlotMemory::Registered(registered),
+                Err((buffer, e)) => SlotMemory::Unregistered {
+                    buffer,
+                    why: e.to_string(),
+                },
+            }
+        };
+        Ok(GpuSlot {
+            windows: [None, None],
+            device,
+        })
+    }
+    fn window_len(&self, slot: &GpuSlot) -> usize {
+        slot.window_len()
+    }
+    fn window<'s>(
+        &self,
+        slot: &'s mut GpuSlot,
+        k: usize,
+        _slot_off: usize,
+    ) -> Result<&'s mut [u8], Error> {
+        slot.window_mut(k)?.host()
+    }
+    fn upload(
+        &self,
+        slot: &mut GpuSlot,
+        k: usize,
+        len: usize,
+        slot_off: usize,
+    ) -> Result<(), Error> {
+        let window = slot.windows[k].as_mut().expect("window() before upload");
+        window.upload(len, slot.device.buffer_mut(), slot_off)
+    }
+    fn download(
+        &self,
+        slot: &mut GpuSlot,
+        k: usize,
+        slot_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        slot.window_mut(k)?;
+        let GpuSlot { windows, device } = slot;
+        let window = windows[k].as_mut().expect("allocated above");
+        window.download(device.buffer(), slot_off, len)
+    }
+    fn settle(&self, slot: &mut GpuSlot) -> Result<(), Error> {
+        for window in slot.windows.iter_mut().flatten() {
+            window.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl LibraryIo for GpuStaging {
+    type Slot = GpuSlot;
+    type Handle<'fd> = FileHandle<'fd>;
+
+    fn slot_refusal<'s>(&self, slot: &'s GpuSlot) -> Option<&'s str> {
+        match &slot.device {
+            SlotMemory::Registered(_) => None,
+            SlotMemory::Unregistered { why, .. } => Some(why),
+        }
+    }
+    fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
+        // A registered file serves buffers on any of the run's GPUs.
+        match self.devices[0].register_file(fd) {
+            Ok(handle) => Ok(Some(handle)),
+            Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn read(
+        &self,
+        file: &FileHandle<'_>,
+        slot: &mut GpuSlot,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<usize, Error> {
+        file.read(slot.device.registered()?, len, file_off, slot_off)
+    }
+    fn write(
+        &self,
+        file: &FileHandle<'_>,
+        slot: &mut GpuSlot,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<usize, Error> {
+        file.write(slot.device.registered()?, len, file_off, slot_off)
     }
 }
 
@@ -151,137 +365,18 @@ pub struct GpuStream<'s> {
     buffer: &'s RegisteredBuffer,
 }
 
-pub struct GpuSlot {
-    device: SlotMemory,
-    window: Option<PinnedBuffer>,
-}
-
-/// A slot's device memory: registered for library I/O, or (when hipFile refused the
-/// registration) plain, served by the bounce route only, which needs no registration.
-enum SlotMemory {
-    Registered(RegisteredBuffer),
-    Unregistered {
-        buffer: DeviceBuffer,
-        /// The registration error, for --debug.
-        why: String,
-    },
-}
-
-impl GpuSlot {
-    fn buffer(&self) -> &DeviceBuffer {
-        match &self.device {
-            SlotMemory::Registered(r) => r.buffer(),
-            SlotMemory::Unregistered { buffer, .. } => buffer,
-        }
-    }
-    fn window_len(&self) -> usize {
-        self.buffer().len().min(WINDOW)
-    }
-    fn registered(&self) -> Result<&RegisteredBuffer, Error> {
-        match &self.device {
-            SlotMemory::Registered(r) => Ok(r),
-            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
-        }
-    }
-    fn registered_mut(&mut self) -> Result<&mut RegisteredBuffer, Error> {
-        match &mut self.device {
-            SlotMemory::Registered(r) => Ok(r),
-            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
-        }
-    }
-}
-
-/// The engine asks [`Staging::slot_refusal`] first; reaching this is a bug, reported as an
-/// error rather than a panic.
-fn unregistered(why: &str) -> Error {
-    Error::Os(std::io::Error::other(format!(
-        "library I/O on an unregistered GPU buffer ({why})"
-    )))
-}
-
-impl Staging for GpuStaging {
-    type Slot = GpuSlot;
-    type Handle<'fd> = FileHandle<'fd>;
-
-    fn name(&self) -> &'static str {
-        self.flavor.name()
-    }
-    fn has_direct_route(&self) -> bool {
-        true
-    }
-    fn prefers_direct_route(&self) -> bool {
-        self.library_route
-    }
-    fn slot_alignment(&self) -> u64 {
-        4096
-    }
-    fn enter_worker(&self) -> Result<(), Error> {
-        self.device.make_current()
-    }
-    fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
-        let buffer = self.device.alloc(len)?;
-        if !self.library_route {
-            // Registration would only cost here: cuFile's compatibility mode shadows every
-            // registered buffer in host memory.
-            return Ok(GpuSlot {
-                device: SlotMemory::Unregistered {
-                    buffer,
-                    why: "the own bounce route needs no registration".to_owned(),
-                },
-                window: None,
-            });
-        }
-        let device = match buffer.register() {
-            Ok(registered) => SlotMemory::Registered(registered),
-            Err((buffer, e)) => SlotMemory::Unregistered {
-                buffer,
-                why: e.to_string(),
-            },
-        };
-        Ok(GpuSlot {
-            device,
-            window: None,
-        })
-    }
-    fn slot_refusal<'s>(&self, slot: &'s GpuSlot) -> Option<&'s str> {
-        match &slot.device {
-            SlotMemory::Registered(_) => None,
-            SlotMemory::Unregistered { why, .. } => Some(why),
-        }
-    }
-    fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
-        match self.device.register_file(fd) {
-            Ok(handle) => Ok(Some(handle)),
-            Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-    fn read(
-        &self,
-        file: &FileHandle<'_>,
-        slot: &mut GpuSlot,
-        len: usize,
-        file_off: u64,
-        slot_off: usize,
-    ) -> Result<usize, Error> {
-        file.read(slot.registered_mut()?, len, file_off, slot_off)
-    }
-    fn write(
-        &self,
-        file: &FileHandle<'_>,
-        slot: &mut GpuSlot,
-        len: usize,
-        file_off: u64,
-        slot_off: usize,
-    ) -> Result<usize, Error> {
-        file.write(slot.registered()?, len, file_off, slot_off)
-    }
+impl StreamIo for GpuStaging {
     type Stream<'s> = GpuStream<'s>;
+
+    /// Creates one registered stream and drops it.
+    fn check_async(&self) -> Result<(), Error> {
+        self.devices[0].create_stream(STREAM_FLAGS).map(drop)
+    }
     fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
         let slot: &'s GpuSlot = slot;
         match &slot.device {
             SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
-                stream: self.device.create_stream(STREAM_FLAGS)?,
+                stream: buffer.buffer().device().create_stream(STREAM_FLAGS)?,
                 buffer,
             })),
             SlotMemory::Unregistered { .. } => Ok(None),
@@ -317,35 +412,5 @@ impl Staging for GpuStaging {
     }
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()
-    }
-    fn window_len(&self, slot: &GpuSlot) -> usize {
-        slot.window_len()
-    }
-    fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
-        if slot.window.is_none() {
-            slot.window = Some(self.device.alloc_pinned(slot.window_len())?);
-        }
-        let window = slot.window.as_mut().expect("allocated above");
-        Ok(window.as_mut_slice())
-    }
-    fn upload(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        let GpuSlot { device, window } = slot;
-        let window = window.as_ref().expect("upload after window()");
-        let buffer = match device {
-            SlotMemory::Registered(r) => r.buffer_mut(),
-            SlotMemory::Unregistered { buffer, .. } => buffer,
-        };
-        buffer.copy_from_host(slot_off, &window.as_slice()[..len])
-    }
-    fn download(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        if slot.window.is_none() {
-            self.window(slot)?;
-        }
-        let window = slot.window.as_mut().expect("allocated above");
-        let buffer = match &slot.device {
-            SlotMemory::Registered(r) => r.buffer(),
-            SlotMemory::Unregistered { buffer, .. } => buffer,
-        };
-        buffer.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
     }
 }
