@@ -106,10 +106,10 @@ impl Staging for HostStaging {
     fn slot_alignment(&self) -> u64 {
         SLOT_ALIGN as u64
     }
-    fn enter_worker(&self) -> Result<(), Error> {
+    fn enter_worker(&self, _: &AlignedBuf) -> Result<(), Error> {
         Ok(())
     }
-    fn alloc_slot(&self, len: usize) -> Result<AlignedBuf, Error> {
+    fn alloc_slot(&self, len: usize, _device: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
     /// A window is the slot's memory, at most [`crate::fileio::STOP_GRAIN`] of it at a
