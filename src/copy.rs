@@ -1107,7 +1107,11 @@ impl aiscp_engine::Diagnostics for StderrDiagnostics {
         }
     }
     fn debug(&mut self, since_start: std::time::Duration, line: &str) {
-        eprintln!("aiscp: debug: +{:.3}s {line}", since_start.as_secs_f64());
+        // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
+        crate::messages::to_stderr_raw(&format!(
+            "aiscp: debug: +{:.3}s {line}\n",
+            since_start.as_secs_f64()
+        ));
     }
 }
 
