@@ -9,7 +9,7 @@
 
 use crate::attrs;
 use crate::backup;
-use crate::messages::{error, os_text};
+use crate::messages::{error, os_text, say};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{Clobber, Deref, Options};
 use crate::plan::join;
@@ -82,6 +82,11 @@ pub struct Copier<'a> {
 }
 
 impl<'a> Copier<'a> {
+    /// What the engine staged through; None when no file had data to copy.
+    pub fn engine_info(&self) -> Option<aiscp::engine::EngineInfo> {
+        self.engine.as_ref().map(Engine::info)
+    }
+
     pub fn new(
         opts: &'a Options,
         config: Config,
@@ -219,7 +224,7 @@ impl<'a> Copier<'a> {
         dir.mkdir(name, sm.mode() & 0o7777)
             .map_err(|e| fail_os("cannot make directory", d, &e))?;
         if self.opts.verbose {
-            println!("{} -> {}", s.display(), d.display());
+            say!("{} -> {}", s.display(), d.display());
         }
         Ok(sm)
     }
@@ -398,7 +403,7 @@ impl<'a> Copier<'a> {
             {
                 remove(dst)?;
                 if opts.verbose && opts.remove_destination {
-                    println!("removed {}", quote(dst.path));
+                    say!("removed {}", quote(dst.path));
                 }
                 dst_exists = false;
             } else if dst_meta.is_none() {
@@ -412,13 +417,13 @@ impl<'a> Copier<'a> {
         let verbose_line = || {
             if opts.verbose {
                 match &backup_path {
-                    Some(b) => println!(
+                    Some(b) => say!(
                         "{} -> {} (backup: {})",
                         quote(src.path),
                         quote(dst.path),
                         quote(b)
                     ),
-                    None => println!("{} -> {}", quote(src.path), quote(dst.path)),
+                    None => say!("{} -> {}", quote(src.path), quote(dst.path)),
                 }
             }
         };
@@ -563,7 +568,7 @@ impl<'a> Copier<'a> {
                 .mkdir(dst.name, 0o700)
                 .map_err(|e| fail_os("cannot create directory", dst.path, &e))?;
             if opts.verbose {
-                println!("{} -> {}", quote(src.path), quote(dst.path));
+                say!("{} -> {}", quote(src.path), quote(dst.path));
             }
         }
         let dst_dir = dst
@@ -1063,13 +1068,16 @@ fn sync_dir(dst: At<'_>) -> Step {
 
 /// The prompt of -i, on stderr; an answer starting with y or Y means yes.
 fn ask(question: &str) -> bool {
-    eprint!("{}: {question}", crate::messages::program());
-    let _ = io::stderr().flush();
-    let mut line = String::new();
-    match io::stdin().lock().read_line(&mut line) {
-        Ok(n) if n > 0 => line.starts_with('y') || line.starts_with('Y'),
-        _ => false,
-    }
+    // The progress line stays wiped until the answer is in.
+    crate::progress::suspend(|| {
+        eprint!("{}: {question}", crate::messages::program());
+        let _ = io::stderr().flush();
+        let mut line = String::new();
+        match io::stdin().lock().read_line(&mut line) {
+            Ok(n) if n > 0 => line.starts_with('y') || line.starts_with('Y'),
+            _ => false,
+        }
+    })
 }
 
 /// A name's identity for GNU's "same name" checks: its basename.

@@ -19,6 +19,7 @@ use clap::{CommandFactory, FromArgMatches};
 use messages::{error, program};
 use options::{Options, UsageError};
 use plan::PlanError;
+use std::io::Write;
 
 /// Prints a usage error GNU's way and exits 1.
 fn usage_exit(e: &UsageError) -> ! {
@@ -158,22 +159,42 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let mut copier = copy::Copier::new(
-        &opts,
-        config,
-        Box::new(progress::Bar::new(cli.staging.progress_enabled())),
-        jobs.len() > 1,
+    let stats_json = match cli
+        .stats
+        .as_deref()
+        .map(|s| options::argmatch("--stats", s, cli::STATS_CHOICES))
+    {
+        None => None,
+        Some(Ok(choice)) => Some(choice == 1),
+        Some(Err(e)) => usage_exit(&e),
+    };
+    let progress = progress::Progress::start(
+        cli.staging.progress_view_here(),
+        jobs.iter().map(|j| j.src.clone()).collect(),
+        progress::Walk::from(&opts),
     );
+    let mut copier = copy::Copier::new(&opts, config, progress.sink(), jobs.len() > 1);
     for job in &jobs {
         if signals.cancelled() {
             break;
         }
         copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
     }
-    let failed = copier.failed;
+    let mut failed = copier.failed;
+    let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
     drop(copier);
+    let summary = progress.finish();
+    if let Some(json) = stats_json {
+        let report =
+            progress::StatsReport::new(summary, engine, failed || signals.exit_code().is_some());
+        let text = if json { report.json() } else { report.line() };
+        if let Err(e) = writeln!(std::io::stdout(), "{text}") {
+            error(&format!("write error: {}", messages::os_text(&e)));
+            failed = true;
+        }
+    }
     if let Some(code) = signals.exit_code() {
         error("interrupted");
         std::process::exit(code);

@@ -18,7 +18,16 @@ pub fn program() -> &'static str {
     })
 }
 
-/// Prints `PROGRAM: MSG` on stderr.
+/// Prints `PROGRAM: MSG` on stderr (with the progress line wiped while it prints).
 pub fn error(msg: &str) {
-    eprintln!("{}: {msg}", program());
+    crate::progress::suspend(|| eprintln!("{}: {msg}", program()));
 }
+
+/// println! for -v lines, with the progress line wiped while it prints (stdout may be the
+/// same terminal).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::progress::suspend(|| println!($($arg)*))
+    };
+}
+pub(crate) use say;

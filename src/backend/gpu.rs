@@ -57,6 +57,8 @@ pub struct GpuStaging {
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
+    /// The library's own version text ("hipFile 0.2.0"), for the run's summary.
+    version: Option<String>,
 }
 
 impl GpuStaging {
@@ -107,12 +109,13 @@ impl GpuStaging {
             library.staging_device(index)
         }
         .map_err(OpenError::Device)?;
+        let version = library.version();
         diag(&format!(
             "backend {} ({}{}), runtime {}, GPU {index} of {count}",
             flavor.name(),
             library.io_library_path().display(),
-            library
-                .version()
+            version
+                .as_ref()
                 .map(|v| format!(", {v}"))
                 .unwrap_or_default(),
             library.runtime_library_path().display(),
@@ -130,7 +133,13 @@ impl GpuStaging {
             device,
             flavor,
             library_route,
+            version,
         })
+    }
+
+    /// The library's version text, when it tells ("hipFile 0.2.0").
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
     }
 }
 
