@@ -379,8 +379,19 @@ impl<'a> Copier<'a> {
                 }
             }
         } else if dst.path.as_os_str().as_bytes().ends_with(b"/") {
+            // Like open(2) with O_CREAT on "x/": a missing directory on the way is ENOENT,
+            // only a missing last component is ENOTDIR.
+            let name = dst.name.as_bytes();
+            let end = name.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1);
+            let why = match name[..end].iter().rposition(|&c| c == b'/') {
+                Some(slash) => match dst.dir.stat(OsStr::from_bytes(&name[..=slash]), true) {
+                    Err(e) => os_text(&e),
+                    Ok(_) => "Not a directory".to_owned(),
+                },
+                None => "Not a directory".to_owned(),
+            };
             return Err(fail(format!(
-                "cannot create regular file {}: Not a directory",
+                "cannot create regular file {}: {why}",
                 quote(dst.path)
             )));
         }

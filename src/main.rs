@@ -135,6 +135,11 @@ fn main() {
     } else if context_named {
         error("warning: ignoring --context; it requires an SELinux-enabled kernel");
     }
+    if !cli.staging.quiet {
+        for w in cli.staging.ignored_flags(&matches) {
+            error(&format!("warning: {w}"));
+        }
+    }
     let opts = match Options::resolve(&cli, &matches) {
         Ok(o) => o,
         Err(e) => usage_exit(&e),

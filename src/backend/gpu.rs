@@ -44,6 +44,16 @@ impl OpenError {
             OpenError::Library(e) => format!("{name}: {e}"),
             OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
             OpenError::Device(e @ Error::NoSuchDevice { .. }) => e.to_string(),
+            // The library is fine: the GPU is full, often held by another process.
+            OpenError::Device(
+                e @ Error::Runtime {
+                    code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+                    ..
+                },
+            ) => format!(
+                "{name} loaded, but the GPU has no free memory for a context ({e}); another \
+                 process may be holding it"
+            ),
             OpenError::Device(e) => format!("{name}: cannot select the GPU: {e}"),
         }
     }
@@ -356,5 +366,25 @@ impl Staging for GpuStaging {
             SlotMemory::Unregistered { buffer, .. } => buffer,
         };
         buffer.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
+    }
+}
+
+#[cfg(test)]
+mod open_error_tests {
+    use super::OpenError;
+    use hipfile::{Error, Flavor};
+
+    #[test]
+    fn a_full_gpu_is_named_as_such() {
+        let e = OpenError::Device(Error::Runtime {
+            call: "cuDevicePrimaryCtxRetain",
+            code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+            text: "out of memory".into(),
+        });
+        assert_eq!(
+            e.describe(Flavor::CuFile),
+            "cuFile loaded, but the GPU has no free memory for a context \
+             (cuDevicePrimaryCtxRetain: out of memory (error 2)); another process may be holding it"
+        );
     }
 }

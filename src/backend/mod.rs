@@ -132,6 +132,9 @@ pub fn load(
         (route, _) => route,
     };
     let mut missing = Vec::new();
+    // Whether a library loaded and only its driver or the GPU failed: then the messages say
+    // so instead of "no usable library".
+    let mut loaded = false;
     for &flavor in flavors {
         // Trying a vendor's libraries on a machine without its kernel driver only costs
         // start-up time; an explicit --backend or an AISCP_* override still tries them.
@@ -153,20 +156,31 @@ pub fn load(
             Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
                 return Err(StartError::Backend(e.describe(flavor)))
             }
-            Err(e) => missing.push(e.describe(flavor)),
+            Err(e) => {
+                loaded |= !matches!(e, gpu::OpenError::Library(_));
+                missing.push(e.describe(flavor));
+            }
         }
     }
     let looked_for = missing.join("; ");
+    let what = if loaded {
+        "no GPU to stage through"
+    } else {
+        "no usable GPU I/O library"
+    };
     match config.backend {
         BackendChoice::Auto => {
+            // --gpu 0 is the default; any other index was asked for and is not honoured.
+            let ignored = match config.gpu {
+                0 => String::new(),
+                n => format!("--gpu {n} ignored, "),
+            };
             warn(&format!(
-                "no usable GPU I/O library ({looked_for}); copying through host memory"
+                "{what} ({looked_for}); {ignored}copying through host memory (--backend auto)"
             ));
             Ok(Loaded::Host(host::HostStaging::new()))
         }
-        BackendChoice::Gpu => Err(StartError::Backend(format!(
-            "no usable GPU I/O library: {looked_for}"
-        ))),
+        BackendChoice::Gpu => Err(StartError::Backend(format!("{what}: {looked_for}"))),
         _ => Err(StartError::Backend(looked_for)),
     }
 }

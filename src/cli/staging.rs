@@ -106,6 +106,30 @@ impl StagingArgs {
         }
     }
 
+    /// Warnings for GPU flags that `--backend host` cannot honour (given on the command
+    /// line; never ignored silently).
+    pub fn ignored_flags(&self, m: &clap::ArgMatches) -> Vec<String> {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let mut warnings = Vec::new();
+        if matches!(self.backend, BackendArg::Host) {
+            if given("gpu") {
+                warnings.push(format!(
+                    "--gpu {} has no effect with --backend host: data is staged through host \
+                     memory",
+                    self.gpu
+                ));
+            }
+            if given("route") {
+                warnings.push(
+                    "--route has no effect with --backend host: data is staged through host \
+                     memory"
+                        .to_owned(),
+                );
+            }
+        }
+        warnings
+    }
+
     /// [`StagingArgs::progress_view`] for this process's stderr.
     pub fn progress_view_here(&self) -> View {
         self.progress_view(std::io::stderr().is_terminal())
