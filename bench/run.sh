@@ -2,7 +2,7 @@
 # Throughput benchmark (issue 5): aiscp against the reference loop, dd, cp and the storage's
 # O_DIRECT ceilings, on the same file, in one run.
 #
-#   bench/run.sh [--size 1G] [--dir PATH] [--rounds 3] [--cpu-only] [--out DIR] [--label NAME]
+#   bench/run.sh [--size 1G] [--dir PATH] [--dst-dir PATH] [--rounds 3] [--cpu-only] [--out DIR] [--label NAME]
 #                [--methods a,b,...] [--skip a,b,...] [--bs 64M] [--budget SECS] [--no-drop]
 #                [--assume-gbps X] [--keep] [--extra 'NAME=[BINARY] ARGS'...]
 #
@@ -26,6 +26,10 @@
 #   --streams 2`: variants side by side with the defaults, in the same run. Extras always run,
 #   after the --methods/--skip selection.
 #
+# --dst-dir PATH puts DST on another filesystem (SRC stays in --dir): two RAM-backed ext4s
+#   (scripts/gpu-setup.sh --fastdisk SIZE --mnt DIR, twice) stand in for NVMe to NVMe, each
+#   loop device with its own kernel worker. The timed span then syncs DST's filesystem.
+#
 # Every run: DST removed, SRC evicted from the page cache (fadvise) and, as root, every cache
 # dropped; the timed span is the whole process plus syncfs of the target filesystem. Methods are
 # rotated each round. Each copying method's output is checked against SRC's digest once,
@@ -41,7 +45,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
 source "$HERE/../scripts/lib.sh"
 
-size=1G dir=/var/tmp/aiscp-bench rounds=3 cpu_only=0 out="" label="" only="" skip=""
+size=1G dir=/var/tmp/aiscp-bench dst_dir="" rounds=3 cpu_only=0 out="" label="" only="" skip=""
 bs=64M budget=0 no_drop=0 assume="" keep=0
 extras=()
 declare -A extra_args
@@ -49,6 +53,7 @@ while (($#)); do
     case $1 in
         --size) size=$2; shift 2 ;;
         --dir) dir=$2; shift 2 ;;
+        --dst-dir) dst_dir=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --cpu-only) cpu_only=1; shift ;;
         --out) out=$2; shift 2 ;;
@@ -74,13 +79,18 @@ bs_bytes=$(parse_size "$bs") || die "bad --bs: $bs"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "bad --rounds: $rounds"
 mkdir -p "$dir" || die "cannot create $dir"
 dir=$(cd "$dir" && pwd)
+dst_dir=${dst_dir:-$dir}
+mkdir -p "$dst_dir" || die "cannot create $dst_dir"
+dst_dir=$(cd "$dst_dir" && pwd)
 out=${out:-${OUT:-$dir/results}}
 mkdir -p "$out" || die "cannot create $out"
 start=$SECONDS
 src_dev=$(findmnt -no SOURCE --target "$dir" | head -1)
 fstype=$(findmnt -no FSTYPE --target "$dir" | head -1)
 mode=$( ((cpu_only)) && echo cpu || echo gpu)
-label=${label:-$mode-$(basename "$src_dev")-$(human_size "$bytes")}
+dst_dev=$(findmnt -no SOURCE --target "$dst_dir" | head -1)
+two=$([[ $dst_dev != "$src_dev" ]] && echo "-to-$(basename "$dst_dev")")
+label=${label:-$mode-$(basename "$src_dev")$two-$(human_size "$bytes")}
 bin=$dir/.bench-bin
 mkdir -p "$bin"
 # One run per directory at a time: runs share SRC, DST and the built tools.
@@ -88,14 +98,17 @@ exec 9> "$dir/.bench.lock"
 flock -n 9 || die "another bench/run.sh is running in $dir"
 log=$out/bench.log
 SRC=$dir/bench-src-$(human_size "$bytes").bin
-DST=$dir/bench-dst.bin
+DST=$dst_dir/bench-dst.bin
 { echo; echo "######## $label $(date -u +%FT%TZ)"; } >> "$log"
 
 # Space for SRC and DST (SRC may already be there).
-need=$((bytes + (64 << 20)))
-[[ -f $SRC ]] || need=$((need + bytes))
-avail=$(df --output=avail -B1 "$dir" | tail -1)
-((avail > need)) || die "$dir has $((avail >> 20)) MiB free; this run needs $((need >> 20)) MiB"
+need_src=$([[ -f $SRC ]] && echo 0 || echo "$bytes")
+need_dst=$((bytes + (64 << 20)))
+if [[ $dst_dev == "$src_dev" ]]; then need_dst=$((need_dst + need_src)) need_src=0; fi
+for d in "$dir:$need_src" "$dst_dir:$need_dst"; do
+    avail=$(df --output=avail -B1 "${d%:*}" | tail -1)
+    ((avail > ${d##*:})) || die "${d%:*} has $((avail >> 20)) MiB free; this run needs $((${d##*:} >> 20)) MiB"
+done
 
 # Tools: rawbw (ceilings, threaded host copy) and the reference loop, built here with gcc.
 have_rawbw=0 have_ref=0 have_aiscp=0 have_smi=0
@@ -118,7 +131,7 @@ fi
 ((!cpu_only)) && command -v nvidia-smi >/dev/null && have_smi=1
 
 if ((!cpu_only)); then
-    if ((EUID == 0)); then bash "$HERE/../scripts/gpu-setup.sh" --udev "$dir" | sed 's/^/# /'; fi
+    if ((EUID == 0)); then bash "$HERE/../scripts/gpu-setup.sh" --udev "$dir" --udev "$dst_dir" | sed 's/^/# /'; fi
     if ((have_aiscp)) && ! aiscp_preflight "$dir" "$bin/preflight.log" | sed 's/^/# /'; then
         say "aiscp cannot use cuFile here (see $log): its runs will fail and show why"
         cat "$bin/preflight.log" >> "$log"
@@ -206,7 +219,7 @@ assume=${assume:-$( ((cpu_only)) && echo 0.5 || echo 0.7)}
 gen=$([[ -f $SRC ]] && echo 0 || echo 1)
 est=$(awk -v b="$bytes" -v n="$n" -v r="$rounds" -v c="$ncopy" -v a="$assume" -v g="$gen" \
     'BEGIN { gb = b / 1e9; printf "%d", r * n * (gb / a + 1.5) + c * gb / 1.0 + g * gb * 1.5 }')
-say "bench $label: $(human_size "$bytes") file in $dir ($fstype on $src_dev), $rounds round(s), caches $cache_note"
+say "bench $label: $(human_size "$bytes") file in $dir ($fstype on $src_dev) to $dst_dir ($dst_dev), $rounds round(s), caches $cache_note"
 say "methods: ${methods[*]}; digest $DIGEST_NAME; out $out"
 say "estimate: ~$est s (assuming $assume GB/s per method; --assume-gbps)$( ((budget > 0)) && echo ", budget $budget s")"
 
@@ -232,7 +245,7 @@ finish() {
     echo
     {
         python3 "$HERE/stats.py" "$results" "$label" "$methods_tsv" "$out/medians.tsv"
-        echo "Commands ($(human_size "$bytes") file in $dir on $fstype, $src_dev; caches $cache_note):"
+        echo "Commands ($(human_size "$bytes") file in $dir on $fstype, $src_dev, DST in $dst_dir on $dst_dev; caches $cache_note):"
         echo
         while IFS=$'\t' read -r m _ c; do echo "- \`$m\`: \`$c\`"; done < "$methods_tsv"
         echo
@@ -264,7 +277,7 @@ for ((r = 1; r <= rounds; r++)); do
         gpu=()
         ((have_smi && r == 1)) && [[ $KIND == aiscp || $KIND == ref ]] && gpu=(--gpu-sample)
         echo "=== round $r $m: ${CMD[*]}" >> "$log"
-        line=$(python3 "$HERE/measure.py" "${drop[@]}" --evict "$SRC" --sync "$dir" --timeout "$tmo" \
+        line=$(python3 "$HERE/measure.py" "${drop[@]}" --evict "$SRC" --sync "$dst_dir" --timeout "$tmo" \
             "${gpu[@]}" --log "$log" -- "${CMD[@]}")
         IFS=$'\t' read -r rc wall user sys rss gmib cache <<< "$line"
         check=-

@@ -8,7 +8,9 @@
 #   ("udev property not found: ID_FS_USAGE"). aiscp itself never writes there.
 # - --fastdisk SIZE: a RAM-backed ext4 standing in for fast NVMe: a sparse file in /dev/shm,
 #   a loop device with direct I/O on (so O_DIRECT reaches the RAM file without a second page
-#   cache), mounted at --mnt (default /mnt/fast) with data=ordered, plus its udev record.
+#   cache), mounted at --mnt (default /mnt/fast) with data=ordered, plus its udev record. Run
+#   it twice with two --mnt folders for two RAM filesystems (SRC on one, DST on the other:
+#   each loop device has its own kernel worker, the better stand-in for NVMe to NVMe).
 # - --teardown: unmount the RAM disk and free its memory.
 # Prints one line per thing it checked or did, then a short environment summary.
 set -euo pipefail
@@ -30,7 +32,8 @@ while (($#)); do
     esac
 done
 ((EUID == 0)) || die "run as root (udev records, loop devices, mounts)"
-img=/dev/shm/aiscp-fast.img
+# One image per mount point: /mnt/fast -> /dev/shm/aiscp-fast.img.
+img=/dev/shm/aiscp-$(basename "$mnt").img
 
 if ((teardown)); then
     if mountpoint -q "$mnt"; then

@@ -38,8 +38,12 @@ pub fn apply(
     let fd = f.as_raw_fd();
     let mut mode = src_meta.mode() & 0o7777;
     if p.ownership {
-        // SAFETY: fchown on a descriptor we own; no memory is passed.
+        // SAFETY (both): fchown on a descriptor we own; no memory is passed.
         let chown = check(unsafe { libc::fchown(fd, src_meta.uid(), src_meta.gid()) });
+        if owner_refused(&chown) {
+            // The group alone may still be ours to give ((uid_t)-1 keeps the owner).
+            let _ = unsafe { libc::fchown(fd, libc::uid_t::MAX, src_meta.gid()) };
+        }
         owner_kept(chown, dst, &mut mode)?;
     }
     if p.xattr {
@@ -99,6 +103,11 @@ pub fn apply_by_name(
         let chown = dst
             .dir
             .chown_nofollow(dst.name, src_meta.uid(), src_meta.gid());
+        if owner_refused(&chown) {
+            let _ = dst
+                .dir
+                .chown_nofollow(dst.name, libc::uid_t::MAX, src_meta.gid());
+        }
         owner_kept(chown, dst.path, &mut mode)?;
     }
     if p.mode && !src_meta.is_symlink() {
@@ -115,12 +124,18 @@ pub fn apply_by_name(
     Ok(())
 }
 
-/// A chown's outcome as cp takes it: an unprivileged user can't give files away, so EPERM
-/// and EINVAL only drop the set-id bits from `mode`; anything else is reported.
+/// Whether a chown failed only because this user may not give the file away (EPERM), or
+/// the owner has no mapping here (EINVAL): cp then still sets the group it can.
+fn owner_refused(chown: &io::Result<()>) -> bool {
+    matches!(chown, Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL)))
+}
+
+/// A chown's outcome as cp takes it: an unprivileged user can't give files away, so a
+/// refusal only drops the set-id and sticky bits from `mode`; anything else is reported.
 fn owner_kept(chown: io::Result<()>, dst: &Path, mode: &mut u32) -> Result<(), Reported> {
     match chown {
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL)) => {
-            *mode &= !(libc::S_ISUID | libc::S_ISGID);
+        Err(_) if owner_refused(&chown) => {
+            *mode &= !(libc::S_ISUID | libc::S_ISGID | libc::S_ISVTX);
             Ok(())
         }
         Err(e) => Err(fail_os("failed to preserve ownership for", dst, &e)),

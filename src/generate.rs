@@ -130,13 +130,11 @@ pub fn completion(shell: Shell, out: &mut dyn Write) {
     clap_complete::generate(shell, &mut cmd, "aiscp", out);
 }
 
-/// Writes what `--generate WHAT` names to stdout; `choice` indexes
+/// Writes what `--generate WHAT` names to `out`; `choice` indexes
 /// [`crate::cli::GENERATE_CHOICES`] (argmatch's answer, so abbreviations work).
-pub fn run(choice: usize) -> io::Result<()> {
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+pub fn run(choice: usize, out: &mut dyn Write) -> io::Result<()> {
     let shell = match choice {
-        0 => return man(&mut out),
+        0 => return man(out),
         1 => Shell::Bash,
         2 => Shell::Zsh,
         3 => Shell::Fish,
@@ -144,6 +142,6 @@ pub fn run(choice: usize) -> io::Result<()> {
         5 => Shell::PowerShell,
         _ => unreachable!("GENERATE_CHOICES has six entries"),
     };
-    completion(shell, &mut out);
+    completion(shell, out);
     Ok(())
 }

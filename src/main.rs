@@ -10,32 +10,36 @@ mod open_dir;
 mod options;
 mod plan;
 mod progress;
+mod same_file;
 mod signals;
 mod stat;
+mod test_hook;
 
-use aiscp::quote;
+use aiscp_engine::quote;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
 use messages::{error, program};
 use options::{Options, UsageError};
 use plan::PlanError;
-use std::io::Write;
 
 /// Prints a usage error GNU's way and exits 1.
 fn usage_exit(e: &UsageError) -> ! {
     error(&e.msg);
     if e.hint {
-        eprintln!("Try '{} --help' for more information.", program());
+        messages::to_stderr_raw(&format!(
+            "Try '{} --help' for more information.\n",
+            program()
+        ));
     }
-    std::process::exit(1);
+    messages::exit(1);
 }
 
 /// Maps clap's parse errors onto GNU getopt's wording (exit 1, not clap's 2).
 fn clap_exit(e: clap::Error) -> ! {
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let _ = e.print();
-            std::process::exit(0);
+            messages::to_stdout(|_| e.print());
+            messages::exit(0);
         }
         _ => {}
     }
@@ -107,7 +111,9 @@ fn raise_open_file_limit() {
 }
 
 fn main() {
-    let matches = match cli::Cli::command().try_get_matches() {
+    let command = cli::Cli::command();
+    let args = cli::expand_cp_prefixes(&command, std::env::args_os().collect());
+    let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => clap_exit(e),
     };
@@ -120,11 +126,13 @@ fn main() {
             Ok(i) => i,
             Err(e) => usage_exit(&e),
         };
-        if let Err(e) = generate::run(choice) {
-            error(&format!("write error: {}", messages::os_text(&e)));
-            std::process::exit(1);
+        // Rendered into memory first: clap_complete panics on a failed write.
+        let mut text = Vec::new();
+        match generate::run(choice, &mut text) {
+            Ok(()) => messages::write_stdout(&text),
+            Err(e) => messages::stdout_failed(&e),
         }
-        return;
+        messages::exit(0);
     }
     // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
     // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.
@@ -149,11 +157,11 @@ fn main() {
         Err(PlanError::Usage(e)) => usage_exit(&e),
         Err(PlanError::Fatal(msg)) => {
             error(&msg);
-            std::process::exit(1);
+            messages::exit(1);
         }
     };
     raise_open_file_limit();
-    let config = aiscp::engine::Config::from(&cli.staging);
+    let config = aiscp_engine::Config::from(&cli.staging);
     let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
         Ok(s) => s,
         Err(e) => {
@@ -161,7 +169,7 @@ fn main() {
                 "cannot install signal handlers: {}",
                 messages::os_text(&e)
             ));
-            std::process::exit(1);
+            messages::exit(1);
         }
     };
     let stats_json = match cli
@@ -183,9 +191,9 @@ fn main() {
         if signals.cancelled() {
             break;
         }
-        copier.copy_top(&job.src, &job.dst, job.parents_of.as_deref());
+        copier.copy_top(job);
     }
-    let mut failed = copier.failed;
+    let failed = copier.failed;
     let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
@@ -193,16 +201,20 @@ fn main() {
     let summary = progress.finish();
     if let Some(json) = stats_json {
         let report =
-            progress::StatsReport::new(summary, engine, failed || signals.exit_code().is_some());
+            progress::StatsReport::new(summary, engine, failed || signals.received().is_some());
         let text = if json { report.json() } else { report.line() };
-        if let Err(e) = writeln!(std::io::stdout(), "{text}") {
-            error(&format!("write error: {}", messages::os_text(&e)));
-            failed = true;
+        // A failed write is reported at exit, as for -v lines.
+        messages::say(format_args!("{text}"));
+    }
+    match signals.received() {
+        // cp dies of SIGPIPE silently; so does aiscp, once the copy has stopped cleanly.
+        Some(libc::SIGPIPE) => signals::die_of_sigpipe(),
+        // 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP): what a shell
+        // shows for a process that signal killed.
+        Some(sig) => {
+            error("interrupted");
+            messages::exit(128 + sig);
         }
+        None => messages::exit(i32::from(failed)),
     }
-    if let Some(code) = signals.exit_code() {
-        error("interrupted");
-        std::process::exit(code);
-    }
-    std::process::exit(i32::from(failed));
 }

@@ -1,11 +1,22 @@
 //! Message text as GNU prints it: strerror's words without Rust's " (os error N)" suffix,
 //! and the program name as invoked (argv[0]), so `cp -> aiscp` prints `cp:` like cp.
+//!
+//! Every line for stdout (-v) and stderr goes through here, because a failed write must end
+//! the run as it ends cp, never in a panic (what `println!` does): cp keeps copying, and at
+//! exit reports a failed stdout as "write error: STRERROR" and exits 1; a failed stderr gives
+//! exit 1 silently; a closed pipe kills it with SIGPIPE (unless SIGPIPE was ignored, when the
+//! write fails with EPIPE like any other). After its first failure a stream is not written
+//! again.
 
+use crate::signals;
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-/// strerror(errno) for an I/O error, e.g. "No such file or directory" (the engine's messages
+/// strerror(errno) for an I/O error, e.g. "No space left on device" (the engine's messages
 /// use the same function).
-pub use aiscp::engine::os_text;
+pub use aiscp_engine::os_text;
 
 /// The program name for message prefixes: argv[0] exactly as invoked.
 pub fn program() -> &'static str {
@@ -18,16 +29,134 @@ pub fn program() -> &'static str {
     })
 }
 
-/// Prints `PROGRAM: MSG` on stderr (with the progress line wiped while it prints).
-pub fn error(msg: &str) {
-    crate::progress::suspend(|| eprintln!("{}: {msg}", program()));
+/// Bit `fd` set: standard descriptor `fd` was closed when the program was executed. The Rust
+/// runtime then opens /dev/null in its place before `main`, which would make writes succeed
+/// where cp's fail with EBADF; so it is looked at earlier, by an `.init_array` function.
+static CLOSED_AT_EXEC: AtomicU8 = AtomicU8::new(0);
+
+extern "C" fn record_closed_std_fds() {
+    let mut closed = 0;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD on any number is harmless.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            closed |= 1 << fd;
+        }
+    }
+    CLOSED_AT_EXEC.store(closed, Ordering::SeqCst);
 }
 
-/// println! for -v lines, with the progress line wiped while it prints (stdout may be the
-/// same terminal).
-macro_rules! say {
-    ($($arg:tt)*) => {
-        $crate::progress::suspend(|| println!($($arg)*))
-    };
+#[used]
+#[link_section = ".init_array"]
+static RECORD_CLOSED_STD_FDS: extern "C" fn() = record_closed_std_fds;
+
+fn closed_at_exec(fd: u8) -> bool {
+    CLOSED_AT_EXEC.load(Ordering::SeqCst) & (1 << fd) != 0
 }
-pub(crate) use say;
+
+/// errno of the first failed write to stdout (0: none yet).
+static STDOUT_ERRNO: AtomicI32 = AtomicI32::new(0);
+/// Whether a write to stderr failed.
+static STDERR_FAILED: AtomicBool = AtomicBool::new(false);
+
+fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Writes to stdout with `write`, unless stdout already failed; records the first failure.
+pub fn to_stdout(write: impl FnOnce(&mut io::StdoutLock<'_>) -> io::Result<()>) {
+    if STDOUT_ERRNO.load(Ordering::SeqCst) != 0 {
+        return;
+    }
+    let res = if closed_at_exec(1) {
+        Err(io::Error::from_raw_os_error(libc::EBADF))
+    } else {
+        // The progress line is wiped while this prints: stdout may be the same terminal.
+        crate::progress::suspend(|| {
+            let mut out = io::stdout().lock();
+            write(&mut out).and_then(|()| out.flush())
+        })
+    };
+    if let Err(e) = res {
+        stdout_failed(&e);
+    }
+}
+
+/// Records a failed write to stdout made elsewhere (clap's --help).
+pub fn stdout_failed(e: &io::Error) {
+    let _ = STDOUT_ERRNO.compare_exchange(0, errno_of(e), Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Writes `bytes` to stdout as they are.
+pub fn write_stdout(bytes: &[u8]) {
+    to_stdout(|out| out.write_all(bytes));
+}
+
+/// Prints one line on stdout (-v), as `println!` would, without its panic.
+pub fn say(line: fmt::Arguments<'_>) {
+    to_stdout(|out| writeln!(out, "{line}"));
+}
+
+/// Writes `text` to stderr as is, unless stderr already failed; `counts` says whether a
+/// failure makes the exit status 1 (cp's messages) or is let go (aiscp's own warnings,
+/// which cp would not have printed).
+fn to_stderr(text: &str, counts: bool) -> bool {
+    if STDERR_FAILED.load(Ordering::SeqCst) {
+        return false;
+    }
+    let res = if closed_at_exec(2) {
+        Err(io::Error::from_raw_os_error(libc::EBADF))
+    } else {
+        // The progress line is wiped while this prints, so a message never lands on it.
+        crate::progress::suspend(|| {
+            let mut err = io::stderr().lock();
+            err.write_all(text.as_bytes()).and_then(|()| err.flush())
+        })
+    };
+    if res.is_err() && counts {
+        STDERR_FAILED.store(true, Ordering::SeqCst);
+    }
+    res.is_ok()
+}
+
+/// Prints `PROGRAM: MSG` on stderr.
+pub fn error(msg: &str) {
+    to_stderr(&format!("{}: {msg}\n", program()), true);
+}
+
+/// Prints `PROGRAM: warning: MSG` for a warning of aiscp's own (the host-memory fallback):
+/// a failure to print it does not change the exit status.
+pub fn own_warning(msg: &str) {
+    to_stderr(&format!("{}: warning: {msg}\n", program()), false);
+}
+
+/// Writes `text` (a prompt, or a usage hint) to stderr without a newline or prefix.
+pub fn to_stderr_raw(text: &str) -> bool {
+    to_stderr(text, true)
+}
+
+/// The exit status once output errors are counted, as gnulib's close_stdout decides it: a
+/// failed stdout is reported ("write error: ...") and gives 1, or ends the process by SIGPIPE
+/// where a closed pipe would have killed cp; a failed stderr gives 1.
+pub fn final_status(status: i32) -> i32 {
+    match STDOUT_ERRNO.load(Ordering::SeqCst) {
+        0 => {}
+        libc::EPIPE if signals::sigpipe_kills() => signals::die_of_sigpipe(),
+        errno => {
+            error(&format!(
+                "write error: {}",
+                os_text(&io::Error::from_raw_os_error(errno))
+            ));
+            return 1;
+        }
+    }
+    if STDERR_FAILED.load(Ordering::SeqCst) {
+        1
+    } else {
+        status
+    }
+}
+
+/// Exits with [`final_status`].
+pub fn exit(status: i32) -> ! {
+    std::process::exit(final_status(status))
+}

@@ -100,6 +100,11 @@ impl OpenDir {
         self.fd.as_ref().map(|f| f.as_raw_fd())
     }
 
+    /// The descriptor for an `*at` call: this directory's, or AT_FDCWD.
+    pub fn raw_at(&self) -> RawFd {
+        self.raw().unwrap_or(libc::AT_FDCWD)
+    }
+
     /// The directory itself, opened for reading: for listing, fsync, fchmod, futimens and
     /// xattrs. Opening "." of the descriptor reaches the same directory, whatever its path
     /// names now.
@@ -201,6 +206,17 @@ impl OpenDir {
 
     pub fn read_link(&self, name: &OsStr) -> io::Result<OsString> {
         nix::fcntl::readlinkat(self.raw(), name).map_err(to_io)
+    }
+
+    /// Whether the effective user may write `name` (faccessat with AT_EACCESS).
+    pub fn writable(&self, name: &OsStr) -> bool {
+        nix::unistd::faccessat(
+            self.raw(),
+            name,
+            nix::unistd::AccessFlags::W_OK,
+            AtFlags::AT_EACCESS,
+        )
+        .is_ok()
     }
 
     /// lchown of `name` (never following a symlink).

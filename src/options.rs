@@ -5,7 +5,7 @@
 
 use crate::cli::{self, ids, ChoiceGroups, Cli};
 use crate::quote::{locale_quote, quote_os};
-use aiscp::engine::SparseMode;
+use aiscp_engine::SparseMode;
 use clap::ArgMatches;
 use std::path::PathBuf;
 

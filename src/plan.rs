@@ -1,6 +1,8 @@
 //! cp's operand rules: which SOURCE goes to which DEST (two operands, SOURCE... DIRECTORY,
 //! -t, -T, --parents, --strip-trailing-slashes), with GNU's messages for the cases it refuses.
 
+use crate::backup;
+use crate::open_dir::open_parent;
 use crate::options::{extra_operand, Options, UsageError};
 use crate::quote::quote;
 use std::ffi::OsString;
@@ -14,6 +16,8 @@ pub struct CopyJob {
     pub dst: PathBuf,
     /// With --parents: the directories between the target directory and DEST, created first.
     pub parents_of: Option<PathBuf>,
+    /// DEST is not backed up: `cp -fb a a` copies `a` to its backup's name instead.
+    pub no_backup: bool,
 }
 
 /// Why no job list could be made: a usage error (with the --help hint) or a fatal one.
@@ -129,10 +133,25 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
         }
     };
     let Some(target) = target else {
+        let src = strip(&files[0]);
+        let mut dst = files[1].clone();
+        let mut no_backup = false;
+        // GNU turns `cp --force --backup a a` into `cp --force a BACKUP`: backing `a` up
+        // by renaming it would take SOURCE away before it is read.
+        if let Some(kind) = opts.backup {
+            let dst_is_file = || std::fs::metadata(&dst).is_ok_and(|m| m.is_file());
+            if opts.force && src.as_os_str() == dst.as_os_str() && dst_is_file() {
+                let (dir, name) = open_parent(&dst);
+                let suffix = backup::suffix(&dir, &name, kind, &opts.suffix);
+                dst = PathBuf::from(backup::with_suffix(dst.as_os_str(), &suffix));
+                no_backup = true;
+            }
+        }
         return Ok(vec![CopyJob {
-            src: strip(&files[0]),
-            dst: files[1].clone(),
+            src,
+            dst,
             parents_of: None,
+            no_backup,
         }]);
     };
     let mut jobs = Vec::with_capacity(files.len());
@@ -148,6 +167,7 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
                 src,
                 dst,
                 parents_of: Some(target.clone()),
+                no_backup: false,
             });
         } else {
             let dst = join(&target, &base_name(&src));
@@ -155,6 +175,7 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
                 src,
                 dst,
                 parents_of: None,
+                no_backup: false,
             });
         }
     }

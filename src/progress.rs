@@ -11,7 +11,7 @@
 
 use crate::messages::program;
 use crate::options::{Deref, Options};
-use aiscp::engine::{EngineInfo, ProgressSink};
+use aiscp_engine::{EngineInfo, ProgressSink, StageTimes};
 use humansize::{format_size, BINARY};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use serde::Serialize;
@@ -237,11 +237,20 @@ static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
 /// Runs `f` (which prints) with the terminal view wiped, so a message never lands on top
 /// of it; the view is redrawn after.
+/// Calls nest (a prompt prints its question from inside one): only the outermost wipes.
 pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
+    thread_local! {
+        static WIPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
     let bar = ACTIVE.lock().unwrap_or_else(|p| p.into_inner()).clone();
     match bar {
-        Some(bar) => bar.suspend(f),
-        None => f(),
+        Some(bar) if !WIPED.get() => bar.suspend(|| {
+            WIPED.set(true);
+            let out = f();
+            WIPED.set(false);
+            out
+        }),
+        _ => f(),
     }
 }
 
@@ -543,23 +552,44 @@ pub struct StatsReport {
     pub library: Option<String>,
     pub gpu: Option<u32>,
     pub routes: Vec<RouteCount>,
-    /// Busy and waiting time per pipeline stage, when the engine measures them.
-    pub stages: Option<Vec<StageTime>>,
+    /// Thread time per pipeline stage, summed over the workers (null when no file had
+    /// data to copy).
+    pub stages: Option<StageSeconds>,
 }
 
-/// One pipeline stage's time, summed over its workers.
+/// The engine's stage times in seconds: each stage's busy time summed over the threads that
+/// ran it, so with several workers a sum can exceed the wall time. `copy_wait` is time spent
+/// waiting for queued copies between host and GPU memory.
 #[derive(Clone, Debug, Serialize)]
-pub struct StageTime {
-    pub stage: String,
-    pub busy_seconds: f64,
-    pub wait_seconds: f64,
+pub struct StageSeconds {
+    pub open: f64,
+    pub read: f64,
+    pub copy_queue: f64,
+    pub copy_wait: f64,
+    pub write: f64,
+}
+
+impl From<StageTimes> for StageSeconds {
+    fn from(t: StageTimes) -> StageSeconds {
+        StageSeconds {
+            open: t.open.as_secs_f64(),
+            read: t.read.as_secs_f64(),
+            copy_queue: t.copy_queue.as_secs_f64(),
+            copy_wait: t.copy_wait.as_secs_f64(),
+            write: t.write.as_secs_f64(),
+        }
+    }
 }
 
 impl StatsReport {
-    pub fn new(summary: Summary, engine: Option<EngineInfo>, failed: bool) -> StatsReport {
-        let (backend, library, gpu) = match engine {
-            Some(e) => (Some(e.backend), e.library, e.gpu),
-            None => (None, None, None),
+    pub fn new(
+        summary: Summary,
+        engine: Option<(EngineInfo, StageTimes)>,
+        failed: bool,
+    ) -> StatsReport {
+        let (backend, library, gpu, stages) = match engine {
+            Some((e, t)) => (Some(e.backend), e.library, e.gpu, Some(t.into())),
+            None => (None, None, None, None),
         };
         StatsReport {
             files: summary.files,
@@ -571,7 +601,7 @@ impl StatsReport {
             library,
             gpu,
             routes: summary.routes,
-            stages: None,
+            stages,
         }
     }
 
@@ -603,17 +633,13 @@ impl StatsReport {
                 .collect();
             let _ = write!(line, "; read/write routes: {}", routes.join(", "));
         }
-        if let Some(stages) = &self.stages {
-            let parts: Vec<String> = stages
-                .iter()
-                .map(|s| {
-                    format!(
-                        "{} {:.2} s busy {:.2} s waiting",
-                        s.stage, s.busy_seconds, s.wait_seconds
-                    )
-                })
-                .collect();
-            let _ = write!(line, "; stages: {}", parts.join(", "));
+        if let Some(t) = &self.stages {
+            let _ = write!(
+                line,
+                "; thread time: open {:.2} s, read {:.2} s, copy queue {:.2} s, copy wait {:.2} s, \
+                 write {:.2} s",
+                t.open, t.read, t.copy_queue, t.copy_wait, t.write
+            );
         }
         if self.failed {
             line.push_str("; some operands failed");

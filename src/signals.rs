@@ -1,21 +1,66 @@
-//! SIGINT and SIGTERM: the first one asks the copy to stop, a second one ends the process.
+//! Signals that end a run: SIGINT, SIGTERM and SIGHUP ask the copy to stop, a second one ends
+//! the process; SIGPIPE stops the copy and then ends the process by SIGPIPE, as it ends cp.
 //!
-//! cp dies where it stands on Ctrl-C. aiscp cannot: a worker may have DMA in flight into a
-//! device buffer, and registered handles and buffers must be given back. So the first signal
-//! only sets the engine's cancel flag; the engine finishes the I/O in flight, returns
-//! `Interrupted`, the copier drops the engine (deregister, free, close the driver) and `main`
-//! prints "interrupted" and exits 128 + the signal number, as a shell reports a process
-//! killed by that signal. A second signal while stopping gets the default disposition and
-//! terminates at once, for a user who would rather lose the cleanup than wait.
+//! cp dies where it stands. aiscp cannot: a worker may have DMA in flight into a device
+//! buffer, and registered handles and buffers must be given back. So the first signal only
+//! sets the engine's cancel flag; the engine finishes the I/O in flight, returns
+//! `Interrupted`, the copier drops the engine (deregister, free, close the driver) and
+//! removes an --atomic temporary, and `main` prints "interrupted" and exits 128 + the signal
+//! number, as a shell reports a process killed by that signal. A second signal while
+//! stopping removes the registered temporaries (see [`TempRegistration`]) and terminates at
+//! once, for a user who would rather lose the rest of the cleanup than wait.
+//!
+//! A signal the process inherited as ignored (`nohup`, `trap '' INT`, a shell's background
+//! job) stays ignored, as it does for cp. The Rust runtime ignores SIGPIPE before `main`
+//! runs, so the disposition it had at exec is read earlier, by an `.init_array` function.
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
 use signal_hook::flag;
+use signal_hook::low_level;
+use std::cell::UnsafeCell;
+use std::ffi::OsStr;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// The signals that stop a copy.
-const STOP_SIGNALS: [i32; 2] = [SIGINT, SIGTERM];
+/// The signals that stop a copy and, sent twice, end the process.
+const STOP_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// Whether SIGPIPE was ignored when the program was executed.
+static SIGPIPE_IGNORED_AT_EXEC: AtomicBool = AtomicBool::new(false);
+
+/// Whether `sig` is currently ignored.
+fn is_ignored(sig: i32) -> bool {
+    // SAFETY: a null new action only queries; `old` is a valid sigaction to fill.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+extern "C" fn record_inherited_sigpipe() {
+    SIGPIPE_IGNORED_AT_EXEC.store(is_ignored(SIGPIPE), Ordering::SeqCst);
+}
+
+/// Runs before the Rust runtime sets SIGPIPE to ignored (glibc calls `.init_array` entries
+/// before `main`).
+#[used]
+#[link_section = ".init_array"]
+static RECORD_INHERITED_SIGPIPE: extern "C" fn() = record_inherited_sigpipe;
+
+/// Whether a write to a closed pipe should end the process by SIGPIPE (cp's fate), rather
+/// than fail with EPIPE.
+pub fn sigpipe_kills() -> bool {
+    !SIGPIPE_IGNORED_AT_EXEC.load(Ordering::SeqCst)
+}
+
+/// Ends the process by SIGPIPE, as the kernel would have ended cp.
+pub fn die_of_sigpipe() -> ! {
+    let _ = low_level::emulate_default_handler(SIGPIPE);
+    std::process::exit(128 + SIGPIPE)
+}
 
 /// The installed handlers' shared state.
 pub struct Signals {
@@ -25,17 +70,37 @@ pub struct Signals {
 }
 
 impl Signals {
-    /// Installs the handlers; they set `cancel` (the engine's `Config::cancel`).
+    /// Installs the handlers; they set `cancel` (the engine's `Config::cancel`). Signals
+    /// inherited as ignored are left ignored.
     pub fn install(cancel: Arc<AtomicBool>) -> io::Result<Signals> {
         let which = Arc::new(AtomicUsize::new(0));
         for sig in STOP_SIGNALS {
+            if is_ignored(sig) {
+                continue;
+            }
             // Actions run in registration order: the check for "already stopping" must come
             // before the flag is set, or the first signal would kill the process itself.
-            flag::register_conditional_default(sig, Arc::clone(&cancel))?;
-            // Only the first signal's number is kept (a compare-exchange is not available to
-            // signal-hook's flag actions; the second one terminates before this runs anyway).
-            flag::register_usize(sig, Arc::clone(&which), sig as usize)?;
+            let stopping = Arc::clone(&cancel);
+            // SAFETY: the action only loads an atomic, unlinks files (async-signal-safe) and
+            // re-raises the signal with its default disposition, as signal-hook's own
+            // conditional-default action does.
+            unsafe {
+                low_level::register(sig, move || {
+                    if stopping.load(Ordering::SeqCst) {
+                        remove_registered_temporaries();
+                        let _ = low_level::emulate_default_handler(sig);
+                    }
+                })?;
+            }
+            remember_first(sig, &which)?;
             flag::register(sig, Arc::clone(&cancel))?;
+        }
+        if sigpipe_kills() {
+            // A write into a closed pipe (a -v listing piped into `head`, a FIFO DEST whose
+            // reader left): stop as for SIGINT, then die of SIGPIPE in `main`. No
+            // second-signal kill: each later write into the same pipe raises it again.
+            remember_first(SIGPIPE, &which)?;
+            flag::register(SIGPIPE, Arc::clone(&cancel))?;
         }
         Ok(Signals { cancel, which })
     }
@@ -52,11 +117,112 @@ impl Signals {
             sig => i32::try_from(sig).ok(),
         }
     }
+}
 
-    /// The exit status after an interruption: 128 + the signal (130 for SIGINT, 143 for
-    /// SIGTERM), what a shell shows for a process that signal killed.
-    pub fn exit_code(&self) -> Option<i32> {
-        self.received().map(|sig| 128 + sig)
+/// Keeps the number of the first signal that arrives.
+fn remember_first(sig: i32, which: &Arc<AtomicUsize>) -> io::Result<()> {
+    let which = Arc::clone(which);
+    let num = sig as usize;
+    // SAFETY: a compare-exchange on an atomic is async-signal-safe.
+    unsafe {
+        low_level::register(sig, move || {
+            let _ = which.compare_exchange(0, num, Ordering::SeqCst, Ordering::SeqCst);
+        })?;
+    }
+    Ok(())
+}
+
+/// Longest name a slot holds (NAME_MAX and its NUL).
+const SLOT_NAME: usize = 256;
+const FREE: u8 = 0;
+/// Owned by the thread filling or emptying it.
+const BUSY: u8 = 1;
+const READY: u8 = 2;
+/// Taken by the signal handler, which ends the process.
+const REMOVING: u8 = 3;
+
+/// A temporary file the second signal removes before the process dies: a directory
+/// descriptor and a name in it. The state moves FREE -> BUSY -> READY (registered) and
+/// READY -> BUSY -> FREE (deregistered) in the copying thread, or READY -> REMOVING in the
+/// handler; each side touches the name only while it holds the slot, so neither reads a
+/// half-written name.
+struct TempSlot {
+    state: AtomicU8,
+    dir: AtomicI32,
+    name: UnsafeCell<[u8; SLOT_NAME]>,
+}
+
+// SAFETY: `name` is only accessed by whoever moved `state` to BUSY or REMOVING.
+unsafe impl Sync for TempSlot {}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY_SLOT: TempSlot = TempSlot {
+    state: AtomicU8::new(FREE),
+    dir: AtomicI32::new(libc::AT_FDCWD),
+    name: UnsafeCell::new([0; SLOT_NAME]),
+};
+
+/// One temporary exists at a time (files are copied one after another); spare slots cost
+/// nothing.
+static TEMP_SLOTS: [TempSlot; 4] = [EMPTY_SLOT; 4];
+
+/// A temporary file that a second, killing signal removes first. Dropping it deregisters
+/// it; drop it before the directory descriptor closes.
+pub struct TempRegistration {
+    slot: &'static TempSlot,
+}
+
+/// Registers `name` inside the directory `dir` (a descriptor, or AT_FDCWD) for removal if
+/// the process is killed by a second signal. None when every slot is taken or the name is
+/// too long to hold (the temporary is then only removed by the normal unwinding).
+pub fn register_temporary(dir: RawFd, name: &OsStr) -> Option<TempRegistration> {
+    let bytes = name.as_bytes();
+    if bytes.len() >= SLOT_NAME || bytes.contains(&0) {
+        return None;
+    }
+    let slot = TEMP_SLOTS.iter().find(|s| {
+        s.state
+            .compare_exchange(FREE, BUSY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    })?;
+    // SAFETY: this thread holds the slot (BUSY); the handler never reads a BUSY slot.
+    let buf = unsafe { &mut *slot.name.get() };
+    buf[..bytes.len()].copy_from_slice(bytes);
+    buf[bytes.len()] = 0;
+    slot.dir.store(dir, Ordering::SeqCst);
+    slot.state.store(READY, Ordering::SeqCst);
+    Some(TempRegistration { slot })
+}
+
+impl Drop for TempRegistration {
+    fn drop(&mut self) {
+        // If the handler holds the slot, the process is ending: leave the slot to it.
+        if self
+            .slot
+            .state
+            .compare_exchange(READY, BUSY, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.slot.state.store(FREE, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Called from the signal handler: unlinks every registered temporary.
+fn remove_registered_temporaries() {
+    for slot in &TEMP_SLOTS {
+        if slot
+            .state
+            .compare_exchange(READY, REMOVING, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            // SAFETY: the handler holds the slot; the name is NUL-terminated; unlinkat is
+            // async-signal-safe.
+            unsafe {
+                let name = (*slot.name.get()).as_ptr().cast::<libc::c_char>();
+                libc::unlinkat(slot.dir.load(Ordering::SeqCst), name, 0);
+            }
+        }
     }
 }
 
@@ -76,6 +242,21 @@ mod tests {
         assert!(cancel.load(Ordering::SeqCst));
         assert!(signals.cancelled());
         assert_eq!(signals.received(), Some(SIGTERM));
-        assert_eq!(signals.exit_code(), Some(143));
+    }
+
+    #[test]
+    fn registered_temporaries_are_removed_and_deregistered_ones_kept() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::File::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join("kept"), b"").unwrap();
+        std::fs::write(dir.path().join("tmp"), b"").unwrap();
+        let kept = register_temporary(d.as_raw_fd(), OsStr::new("kept")).unwrap();
+        drop(kept);
+        let _tmp = register_temporary(d.as_raw_fd(), OsStr::new("tmp")).unwrap();
+        assert!(register_temporary(d.as_raw_fd(), OsStr::new(&"x".repeat(300))).is_none());
+        remove_registered_temporaries();
+        assert!(dir.path().join("kept").exists());
+        assert!(!dir.path().join("tmp").exists());
     }
 }

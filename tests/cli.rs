@@ -96,6 +96,90 @@ fn program_name_is_argv0_as_invoked() {
         ));
 }
 
+/// `--update=older` is newer GNU's name for plain `-u`: it replaces only a DEST older than
+/// SOURCE, exactly as cp 9.1's `-u` does (the oracle); 9.1 itself refuses the spelling.
+#[test]
+fn update_older_is_cp_u() {
+    for dest_is_older in [true, false] {
+        let run = |prog: &str, args: &[&str]| {
+            let t = setup();
+            let (old, new) = (filetime(1_000_000_000), filetime(1_500_000_000));
+            let (a_time, b_time) = if dest_is_older {
+                (new, old)
+            } else {
+                (old, new)
+            };
+            set_mtime(&t.path().join("a"), a_time);
+            set_mtime(&t.path().join("b"), b_time);
+            let status = if prog == "aiscp" {
+                aiscp(t.path()).args(args).output().unwrap().status
+            } else {
+                std::process::Command::new(prog)
+                    .args(args)
+                    .current_dir(t.path())
+                    .output()
+                    .unwrap()
+                    .status
+            };
+            let b = std::fs::read_to_string(t.path().join("b")).unwrap();
+            (status.code(), b)
+        };
+        let ours = run("aiscp", &["--update=older", "a", "b"]);
+        let gnu = run("cp", &["-u", "a", "b"]);
+        assert_eq!(ours, gnu, "DEST older: {dest_is_older}");
+        let want = if dest_is_older { "new\n" } else { "old\n" };
+        assert_eq!(ours, (Some(0), want.to_owned()));
+    }
+    let t = setup();
+    let gnu = std::process::Command::new("cp")
+        .args(["--update=older", "a", "b"])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert_eq!(gnu.status.code(), Some(1), "cp 9.1 refuses --update=WHEN");
+}
+
+fn filetime(secs: i64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: secs,
+        tv_nsec: 0,
+    }
+}
+
+fn set_mtime(path: &Path, t: libc::timespec) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid path and a two-element timespec array.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [t, t].as_ptr(), 0) };
+    assert_eq!(rc, 0);
+}
+
+/// `-h` and `-V` are clap's short forms of `--help` (the summary) and `--version` (the
+/// same text); both exit 0. cp 9.1 has neither and refuses them.
+#[test]
+fn short_help_and_version_are_aiscps_own() {
+    let t = setup();
+    let text = |arg: &str| {
+        let out = aiscp(t.path()).arg(arg).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{arg}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        text("-h").contains("Usage: aiscp [OPTION]..."),
+        "{}",
+        text("-h")
+    );
+    assert_eq!(text("-V"), text("--version"));
+    for short in ["-h", "-V"] {
+        let gnu = std::process::Command::new("cp")
+            .arg(short)
+            .current_dir(t.path())
+            .output()
+            .unwrap();
+        assert_eq!(gnu.status.code(), Some(1), "cp 9.1 accepted {short}");
+    }
+}
+
 #[test]
 fn help_and_version_exit_zero() {
     let t = setup();
@@ -272,5 +356,27 @@ fn man_page_renders() {
         "AISCP_BACKEND",
     ] {
         assert!(text.contains(section), "man page lacks {section}");
+    }
+}
+
+/// getopt gives an option that takes a value the next word, dash or not: `--streams -1` is a
+/// bad stream count, not an unknown option `-1`.
+#[test]
+fn staging_values_may_start_with_a_dash() {
+    let t = setup();
+    let bin = env!("CARGO_BIN_EXE_aiscp");
+    for (opt, why) in [
+        ("--streams", "invalid digit found in string"),
+        ("--gpu", "-1 is not in 0..=4294967295"),
+        ("--chunk-size", "'-1' is not a size"),
+    ] {
+        aiscp(t.path())
+            .args([opt, "-1", "a", "b"])
+            .assert()
+            .code(1)
+            .stderr(format!(
+                "{bin}: invalid argument '-1' for '{opt}': {why}\n\
+                 Try '{bin} --help' for more information.\n"
+            ));
     }
 }

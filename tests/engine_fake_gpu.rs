@@ -6,7 +6,7 @@
 
 mod common;
 
-use aiscp::engine::{BackendChoice, Config, CopyError, DataJob, Engine, SourceKind, SparseMode};
+use aiscp_engine::{BackendChoice, Config, CopyError, DataJob, Engine, SourceKind, SparseMode};
 use common::*;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -171,19 +171,21 @@ fn child_process_entry() {
                 gpu: 1,
                 ..Config::default()
             };
-            let err = Engine::start(config, &mut |_| {}).err().expect("refused");
+            let err = Engine::start(config, Box::new(Silent))
+                .err()
+                .expect("refused");
             assert_eq!(err.to_string(), "GPU 1 does not exist: 1 device(s) found");
         }
         "cancel_mid_copy" => {
             let config = Config {
                 backend: BackendChoice::HipFile,
-                chunk_size: Some(CHUNK),
+                chunk_size: chunk_size(CHUNK),
                 streams: Some(1),
                 async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
                 ..Config::default()
             };
             let cancel = config.cancel.clone();
-            let mut engine = Engine::start(config, &mut |w| panic!("warning: {w}")).unwrap();
+            let mut engine = Engine::start(config, Box::new(NoWarnings)).unwrap();
             let src = dir.join("src");
             let len = 50 * CHUNK as usize + 7;
             let data = write_random(&src, len, 8);

@@ -3,9 +3,9 @@
 
 mod common;
 
-use aiscp::engine::{
-    BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink, SourceKind,
-    SparseMode,
+use aiscp_engine::{
+    BackendChoice, ChunkSize, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink,
+    SourceKind, SparseMode,
 };
 use common::*;
 use std::cell::Cell;
@@ -244,12 +244,12 @@ fn cancelled_copy_stops_and_keeps_only_copied_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         backend: BackendChoice::Host,
-        chunk_size: Some(CHUNK),
+        chunk_size: chunk_size(CHUNK),
         streams: Some(2),
         ..Config::default()
     };
     let cancel = config.cancel.clone();
-    let mut engine = Engine::start(config, &mut |_| {}).unwrap();
+    let mut engine = Engine::start(config, Box::new(Silent)).unwrap();
     let src = dir.path().join("src");
     let data = write_random(&src, 20 * CHUNK as usize, 5);
     cancel.store(true, Ordering::SeqCst);
@@ -288,14 +288,24 @@ fn write_error_names_the_destination() {
 #[test]
 fn bad_configuration_is_refused() {
     for chunk in [0, 0x7fff_f001] {
-        let config = Config {
-            backend: BackendChoice::Host,
-            chunk_size: Some(chunk),
-            ..Config::default()
-        };
-        let err = Engine::start(config, &mut |_| {}).err().expect("refused");
-        assert!(err.to_string().contains("chunk size"), "{err}");
+        let err = ChunkSize::new(chunk).expect_err("refused");
+        assert!(err.to_string().contains("must be between 1 and"), "{err}");
     }
+    assert_eq!(
+        ChunkSize::new(1).unwrap().bytes(),
+        4096,
+        "rounded up to 4096"
+    );
+    assert_eq!(ChunkSize::new(0x7fff_f000).unwrap().bytes(), 0x7fff_f000);
+    let config = Config {
+        backend: BackendChoice::Host,
+        streams: Some(0),
+        ..Config::default()
+    };
+    let err = Engine::start(config, Box::new(Silent))
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("streams"), "{err}");
 }
 
 #[test]
@@ -307,12 +317,12 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
     for streams in [1, 4] {
         let config = Config {
             backend: BackendChoice::Host,
-            chunk_size: Some(CHUNK),
+            chunk_size: chunk_size(CHUNK),
             streams: Some(streams),
             ..Config::default()
         };
         let cancel = config.cancel.clone();
-        let mut engine = Engine::start(config, &mut |_| {}).unwrap();
+        let mut engine = Engine::start(config, Box::new(Silent)).unwrap();
         let sink = CancelAfter::new(&cancel, CHUNK);
         let dst = dir.path().join(format!("dst{streams}"));
         let s = File::open(&src).unwrap();

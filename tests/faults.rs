@@ -240,6 +240,26 @@ fn enospc_on_write_names_the_destination() {
 }
 
 #[test]
+fn eio_on_write_names_the_destination() {
+    assert_fails_on_big_only(
+        &format!("write@{FAULT_AT}=EIO"),
+        &["error writing 'out/big'", "Input/output error"],
+    );
+}
+
+/// A library that keeps answering a write with 0 bytes, or with less than one block, would
+/// otherwise be called forever: the copy fails instead, naming DEST.
+#[test]
+fn a_write_that_makes_no_progress_fails() {
+    for fault in ["short:0", "short:1"] {
+        assert_fails_on_big_only(
+            &format!("write@{FAULT_AT}*={fault}"),
+            &["error writing 'out/big'", "made no progress"],
+        );
+    }
+}
+
+#[test]
 fn edquot_on_write_names_the_destination() {
     assert_fails_on_big_only(
         &format!("write@{FAULT_AT}=EDQUOT"),

@@ -186,3 +186,27 @@ fn an_atomic_copy_onto_a_full_filesystem_keeps_the_old_dst() {
     assert_eq!(small.entries(), ["big"]);
     assert_eq!(fs::read(small.mnt.join("big")).unwrap(), b"old\n");
 }
+
+/// --atomic with --remove-destination or -b: the old DST is removed (or becomes the backup)
+/// only at the rename, so a copy that runs out of space leaves it in place, and no backup.
+#[test]
+fn an_atomic_removal_or_backup_onto_a_full_filesystem_keeps_the_old_dst() {
+    for backend in BACKENDS {
+        for extra in ["--remove-destination", "-b"] {
+            let Some(small) = SmallFs::mount() else {
+                return;
+            };
+            fs::write(small.path("big"), random_bytes(TOO_BIG, 6)).unwrap();
+            let old = random_bytes(1 << 20, 7);
+            fs::write(small.mnt.join("big"), &old).unwrap();
+            let out = small.aiscp(
+                backend,
+                &["--atomic", extra, "--chunk-size", "256K", "big", "mnt/big"],
+            );
+            assert_enospc(&out, "mnt/big");
+            assert_eq!(small.entries(), ["big"], "{extra}");
+            assert_same_bytes(&fs::read(small.mnt.join("big")).unwrap(), &old, extra);
+            check_report(&small, backend);
+        }
+    }
+}

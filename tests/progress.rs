@@ -300,7 +300,12 @@ fn stats_line_and_json_add_up() {
                 );
             }
         }
-        assert!(v.get("stages").is_some(), "{json}");
+        let stages = &v["stages"];
+        for stage in ["open", "read", "copy_queue", "copy_wait", "write"] {
+            assert!(stages[stage].as_f64().unwrap() >= 0.0, "{json}");
+        }
+        assert!(stages["read"].as_f64().unwrap() > 0.0, "{json}");
+        assert!(stages["write"].as_f64().unwrap() > 0.0, "{json}");
 
         let line = run("--stats", dir.path().join("b"));
         assert_eq!(line.lines().count(), 1, "{line}");
@@ -312,6 +317,7 @@ fn stats_line_and_json_add_up() {
         };
         assert!(line.contains(&through), "{line}");
         assert!(line.contains("read/write routes: "), "{line}");
+        assert!(line.contains("; thread time: open "), "{line}");
     }
 }
 

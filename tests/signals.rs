@@ -68,6 +68,18 @@ impl Copy {
         stall_after: Option<usize>,
         old_dst: Option<&[u8]>,
     ) -> Copy {
+        Copy::start_ignoring(backend, extra, stall_after, old_dst, &[])
+    }
+
+    /// [`Copy::start`], with aiscp started with `ignored` signals set to SIG_IGN (as a shell
+    /// starts a background job, or `nohup` a command).
+    fn start_ignoring(
+        backend: Backend,
+        extra: &[&str],
+        stall_after: Option<usize>,
+        old_dst: Option<&[u8]>,
+        ignored: &[Signal],
+    ) -> Copy {
         let dir = tempfile::tempdir().unwrap();
         if let Some(old) = old_dst {
             fs::write(dir.path().join("dst"), old).unwrap();
@@ -88,6 +100,7 @@ impl Copy {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         backend.apply(&mut cmd, &dir.path().join("report"));
+        ignore_in_child(&mut cmd, ignored);
         let child = cmd.spawn().unwrap();
         let feeder = feeder(fifo, Arc::clone(&data), Arc::clone(&stop), stall_after);
         Copy {
@@ -193,6 +206,22 @@ impl Drop for Copy {
     }
 }
 
+/// Makes `cmd` start with `ignored` signals set to SIG_IGN.
+fn ignore_in_child(cmd: &mut Command, ignored: &[Signal]) {
+    use nix::sys::signal::{signal, SigHandler};
+    use std::os::unix::process::CommandExt;
+    let ignored = ignored.to_vec();
+    // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            for &sig in &ignored {
+                signal(sig, SigHandler::SigIgn)?;
+            }
+            Ok(())
+        });
+    }
+}
+
 fn assert_interrupted(status: ExitStatus, stderr: &str, code: i32) {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
@@ -235,6 +264,148 @@ fn sigint_stops_the_copy_and_exits_130() {
 #[test]
 fn sigterm_stops_the_copy_and_exits_143() {
     stops_on(Signal::SIGTERM, 143, &[], |_| {});
+}
+
+#[test]
+fn sighup_stops_the_copy_and_exits_129() {
+    stops_on(Signal::SIGHUP, 129, &[], |_| {});
+}
+
+#[test]
+fn sighup_during_atomic_leaves_no_temporary_and_no_dst() {
+    stops_on(Signal::SIGHUP, 129, &["--atomic"], |copy| {
+        assert!(!copy.path("dst").exists(), "a partial DST was renamed");
+    });
+}
+
+/// SIGPIPE (a -v listing piped into `head`, a FIFO DEST whose reader left, or `kill -PIPE`)
+/// ends cp at once; aiscp stops cleanly first (no --atomic temporary left), then dies of
+/// SIGPIPE silently, as cp does.
+#[test]
+fn sigpipe_during_atomic_stops_cleanly_then_dies_of_sigpipe() {
+    use std::os::unix::process::ExitStatusExt;
+    for backend in BACKENDS {
+        let mut copy = Copy::start(backend, &["--atomic"], None, Some(b"old\n"));
+        copy.wait_for_progress(256 * 1024);
+        copy.signal(Signal::SIGPIPE);
+        let (status, stderr) = copy.wait_within(STOP_WITHIN);
+        assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
+        assert_eq!(stderr, "", "cp dies of SIGPIPE without a word");
+        assert_eq!(fs::read(copy.path("dst")).unwrap(), b"old\n");
+        assert!(
+            copy.leftovers().is_empty(),
+            "left behind: {:?}",
+            copy.leftovers()
+        );
+    }
+}
+
+/// A signal inherited as ignored (a script's background job, nohup) stays ignored, as it
+/// does for cp: the copy runs on to the end.
+#[test]
+fn signals_inherited_as_ignored_stay_ignored() {
+    let ignored = [Signal::SIGINT, Signal::SIGHUP, Signal::SIGTERM];
+    let mut copy = Copy::start_ignoring(Backend::Host, &[], None, None, &ignored);
+    copy.wait_for_progress(256 * 1024);
+    for sig in ignored {
+        copy.signal(sig);
+    }
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        copy.child.try_wait().unwrap().is_none(),
+        "an ignored signal stopped the copy"
+    );
+    let (status, stderr) = copy.wait_within(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        fs::read(copy.path("dst")).unwrap() == *copy.data,
+        "DST differs"
+    );
+}
+
+/// One signal ends a -i prompt that waits for an answer (it kills cp there); DEST is kept.
+#[test]
+fn a_signal_ends_the_interactive_prompt() {
+    for prog in [program(), PathBuf::from("cp")] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("src"), b"new\n").unwrap();
+        fs::write(dir.path().join("dst"), b"old\n").unwrap();
+        let mut cmd = Command::new(&prog);
+        cmd.current_dir(dir.path())
+            .args(["-i", "src", "dst"])
+            .stdin(Stdio::piped()) // no answer ever comes
+            .stderr(Stdio::piped());
+        Backend::Host.apply(&mut cmd, &dir.path().join("report"));
+        let mut child = cmd.spawn().unwrap();
+        thread::sleep(Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "{prog:?} did not wait");
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+        let (status, stderr) = exit_within(&mut child);
+        assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"old\n");
+        if prog == program() {
+            assert_eq!(status.code(), Some(130), "{stderr}");
+            assert!(stderr.ends_with(": interrupted\n"), "{stderr}");
+        } else {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(status.signal(), Some(libc::SIGINT));
+        }
+    }
+}
+
+/// A copy stuck inside one library call (the fake GPU's write sleeps 20 s) cannot act on the
+/// first signal; the second one kills it at once, and removes the --atomic temporary first.
+#[test]
+fn a_second_signal_kills_a_copy_stuck_in_a_library_call() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("src"), random_bytes(4 << 20, 11)).unwrap();
+    fs::write(dir.path().join("dst"), b"old\n").unwrap();
+    let mut cmd = Command::new(program());
+    cmd.current_dir(dir.path())
+        .args([
+            "--atomic",
+            "--chunk-size",
+            "1M",
+            "--streams",
+            "1",
+            "src",
+            "dst",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .env("AISCP_FAKE_GPU_FAULTS", "write#2=stall:20000");
+    Backend::FakeGpu.apply(&mut cmd, &dir.path().join("report"));
+    let mut child = cmd.spawn().unwrap();
+    let temporaries = || -> Vec<fs::DirEntry> {
+        fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".dst."))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !temporaries()
+        .iter()
+        .any(|e| e.metadata().is_ok_and(|m| m.len() >= 1 << 20))
+    {
+        assert!(child.try_wait().unwrap().is_none(), "aiscp ended early");
+        assert!(Instant::now() < deadline, "the first write never landed");
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(100)); // into the stalled second write
+    let pid = Pid::from_raw(child.id() as i32);
+    kill(pid, Signal::SIGINT).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the first signal ended a copy stuck in a library call: the test proves nothing"
+    );
+    kill(pid, Signal::SIGINT).unwrap();
+    let (status, stderr) = exit_within(&mut child);
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}: {stderr}");
+    assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"old\n");
+    let left: Vec<_> = temporaries().iter().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "temporary left behind: {left:?}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! --verify end to end: a good copy verifies (and says so under --debug) on every backend;
 //! a copy that cannot be verified fails with one message instead of claiming success.
 //! Nothing here can make the copy itself wrong, so the mismatch path (the first differing
-//! offset, a short or padded DST) is unit-tested in src/engine/verify.rs.
+//! offset, a short or padded DST) is unit-tested in crates/engine/src/verify.rs.
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
 use crate::progress::View;
-use aiscp::engine::{BackendChoice, Config, RouteChoice, DEFAULT_CHUNK, MAX_CHUNK};
+use aiscp_engine::{BackendChoice, ChunkSize, Config, RouteChoice};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -38,6 +38,7 @@ pub struct StagingArgs {
         long,
         value_name = "N",
         default_value_t = 0,
+        allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
     pub gpu: u32,
@@ -59,16 +60,17 @@ pub struct StagingArgs {
         long,
         value_name = "SIZE",
         value_parser = parse_chunk_size,
-        default_value = "64M",
+        allow_hyphen_values = true,
+        default_value_t = ChunkSize::DEFAULT,
         help_heading = "GPU staging"
     )]
-    pub chunk_size: u64,
-    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 2 on
-    /// a GPU, 4 with host memory]
+    pub chunk_size: ChunkSize,
+    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]
     #[arg(
         long,
         value_name = "N",
         value_parser = clap::value_parser!(u64).range(1..=256),
+        allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
     pub streams: Option<u64>,
@@ -136,8 +138,6 @@ impl StagingArgs {
     }
 }
 
-const _: () = assert!(DEFAULT_CHUNK <= MAX_CHUNK);
-
 /// Parses a size: decimal or 0x hex, with an optional K, M, G, T suffix (powers of 1024,
 /// also written KiB, MiB...) or KB, MB, GB, TB (powers of 1000), as dd and cp read them.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -178,14 +178,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{text}' is too large"))
 }
 
-fn parse_chunk_size(text: &str) -> Result<u64, String> {
-    let n = parse_size(text)?;
-    if n == 0 || n > MAX_CHUNK {
-        return Err(format!(
-            "must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes"
-        ));
-    }
-    Ok(n)
+fn parse_chunk_size(text: &str) -> Result<ChunkSize, String> {
+    ChunkSize::new(parse_size(text)?).map_err(|e| e.to_string())
 }
 
 impl From<&StagingArgs> for Config {
@@ -198,7 +192,7 @@ impl From<&StagingArgs> for Config {
                 BackendArg::Cufile => BackendChoice::CuFile,
                 BackendArg::Host => BackendChoice::Host,
             },
-            chunk_size: Some(a.chunk_size),
+            chunk_size: a.chunk_size,
             gpu: a.gpu,
             route: match a.route {
                 RouteArg::Auto => RouteChoice::Auto,
@@ -264,10 +258,10 @@ mod tests {
             "--debug",
         ])
         .unwrap();
-        let c = aiscp::engine::Config::from(&only.staging);
-        assert_eq!(c.chunk_size, Some(1 << 20));
+        let c = aiscp_engine::Config::from(&only.staging);
+        assert_eq!(c.chunk_size.bytes(), 1 << 20);
         assert_eq!(c.streams, Some(8));
-        assert_eq!(c.backend, aiscp::engine::BackendChoice::Host);
+        assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
         let view = |args: &[&str], tty| {
             let mut argv = vec!["aiscp"];

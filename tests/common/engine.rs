@@ -1,8 +1,8 @@
 //! Driving the engine as a library, for the suites that test it without the binary.
 
-use aiscp::engine::{
-    BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink, SourceKind,
-    SparseMode,
+use aiscp_engine::{
+    BackendChoice, ChunkSize, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress,
+    ProgressSink, SourceKind, SparseMode,
 };
 use std::fs::{File, OpenOptions};
 use std::path::Path;
@@ -13,12 +13,35 @@ use std::sync::Arc;
 pub fn start_engine(backend: BackendChoice, chunk: u64, streams: usize, async_io: bool) -> Engine {
     let config = Config {
         backend,
-        chunk_size: Some(chunk),
+        chunk_size: chunk_size(chunk),
         streams: Some(streams),
         async_io,
         ..Config::default()
     };
-    Engine::start(config, &mut |w| panic!("unexpected warning: {w}")).unwrap()
+    Engine::start(config, Box::new(NoWarnings)).unwrap()
+}
+
+/// A valid chunk size of `bytes`.
+pub fn chunk_size(bytes: u64) -> ChunkSize {
+    ChunkSize::new(bytes).unwrap()
+}
+
+/// Diagnostics for a test that expects no warning: one fails it; --debug lines are dropped.
+pub struct NoWarnings;
+
+impl Diagnostics for NoWarnings {
+    fn warn(&mut self, line: &str) {
+        panic!("unexpected warning: {line}");
+    }
+    fn debug(&mut self, _: std::time::Duration, _: &str) {}
+}
+
+/// Diagnostics that drop everything.
+pub struct Silent;
+
+impl Diagnostics for Silent {
+    fn warn(&mut self, _: &str) {}
+    fn debug(&mut self, _: std::time::Duration, _: &str) {}
 }
 
 /// DST opened as cp opens an existing one: truncated in place (created when missing).

@@ -51,6 +51,8 @@ pub struct Scenario {
     /// A shell command run in the tree once it has been compared (to unmount what the setup
     /// mounted), panicking or not.
     pub cleanup: Option<&'static str>,
+    /// Options given to aiscp only (first), where aiscp with them must end as plain cp ends.
+    pub ours: Vec<&'static str>,
 }
 
 pub fn sc(setup: &'static str, args: &str) -> Scenario {
@@ -80,6 +82,11 @@ impl Scenario {
     }
     pub fn cleanup(mut self, command: &'static str) -> Self {
         self.cleanup = Some(command);
+        self
+    }
+    /// Options only aiscp gets (--atomic): the outcome must still be plain cp's.
+    pub fn ours(mut self, args: &[&'static str]) -> Self {
+        self.ours = args.to_vec();
         self
     }
     pub fn unordered_stdout(mut self) -> Self {
@@ -447,6 +454,9 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
         c.arg0("cp");
         c
     };
+    if aiscp.is_some() {
+        cmd.args(&s.ours);
+    }
     cmd.args(&s.args)
         .current_dir(dir)
         .env("LC_ALL", "C.UTF-8")

@@ -17,6 +17,9 @@ pub enum IoFault {
     HipErr(i32),
     /// Move at most this many bytes (the call then proceeds normally).
     Short(u64),
+    /// Sleep this many milliseconds inside the call, then proceed normally: a call that
+    /// blocks, out of reach of the caller's stop flag.
+    Stall(u64),
 }
 
 /// Which calls a rule applies to.
@@ -266,6 +269,9 @@ fn io_fault(text: &str) -> Result<IoFault, String> {
     if let Some(bytes) = text.strip_prefix("short:") {
         return Ok(IoFault::Short(number(bytes)?));
     }
+    if let Some(ms) = text.strip_prefix("stall:") {
+        return Ok(IoFault::Stall(number(ms)?));
+    }
     if let Some(code) = text.strip_prefix("hipfile:") {
         return Ok(IoFault::HipFile(hipfile_code(code)?));
     }
@@ -281,7 +287,9 @@ fn io_fault(text: &str) -> Result<IoFault, String> {
         .find(|(name, _)| *name == text)
         .map(|&(_, errno)| IoFault::Errno(errno))
         .ok_or_else(|| {
-            format!("`{text}` is not an errno name, hipfile:CODE, hiperr:CODE or short:BYTES")
+            format!(
+                "`{text}` is not an errno name, hipfile:CODE, hiperr:CODE, short:BYTES or stall:MS"
+            )
         })
 }
 

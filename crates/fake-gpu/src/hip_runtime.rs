@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::io::run_async;
 use crate::memory;
 use crate::messages::*;
-use crate::state::{fake, StreamEntry};
+use crate::state::{fake, Queued, Registry, StreamEntry};
 
 /// `hipError_t`.
 pub type HipError = c_int;
@@ -26,6 +26,11 @@ pub const FAKE_RUNTIME_VERSION: c_int = 60_400_000;
 thread_local! {
     /// The current device is per thread in HIP; every thread starts on device 0.
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
+}
+
+/// The calling thread's current device.
+pub fn current_device() -> c_int {
+    CURRENT_DEVICE.get()
 }
 
 /// hipErrorNoDevice when the fake has no devices, for calls that need one.
@@ -111,6 +116,7 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipErr
     };
     let mut reg = fake.registry();
     reg.device_allocs.insert(addr, size);
+    reg.devices.allocated(addr, current_device());
     reg.stats.mallocs += 1;
     reg.stats.max_alloc = reg.stats.max_alloc.max(size as u64);
     *ptr = addr as *mut c_void;
@@ -143,6 +149,7 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
         return HIP_ERROR_INVALID_VALUE;
     }
     reg.device_allocs.remove(&addr);
+    reg.devices.freed(addr);
     drop(reg);
     memory::unmap(addr, len);
     HIP_SUCCESS
@@ -204,42 +211,120 @@ pub unsafe extern "C" fn hipMemcpy(
     size: usize,
     kind: c_int,
 ) -> HipError {
-    if let Err(e) = need_device() {
+    match check_copy("hipMemcpy", dst, src, size, kind) {
+        Ok(()) => {
+            copy_now("hipMemcpy", dst as usize, src as usize, size, kind);
+            HIP_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+/// Queues the copy on `stream` (run by hipStreamSynchronize, so a caller that reads the
+/// destination before synchronizing sees stale bytes, as on a GPU); the null stream copies
+/// at once.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    stream: HipStream,
+) -> HipError {
+    if let Err(e) = check_copy("hipMemcpyAsync", dst, src, size, kind) {
         return e;
     }
-    if !(HIP_MEMCPY_HOST_TO_HOST..=HIP_MEMCPY_DEFAULT).contains(&kind) {
-        return HIP_ERROR_INVALID_MEMCPY_DIRECTION;
-    }
-    if size == 0 {
+    let (dst, src) = (dst as usize, src as usize);
+    if stream.is_null() {
+        copy_now("hipMemcpyAsync", dst, src, size, kind);
         return HIP_SUCCESS;
     }
+    let mut reg = fake().registry();
+    let Some(entry) = reg.streams.get_mut(&(stream as usize)) else {
+        reg.misuse(format!(
+            "hipMemcpyAsync on unknown stream {:#x}",
+            stream as usize
+        ));
+        return HIP_ERROR_INVALID_HANDLE;
+    };
+    entry.pending.push(Queued::Copy {
+        dst,
+        src,
+        size,
+        kind,
+    });
+    HIP_SUCCESS
+}
+
+/// hipMemcpy's argument checks: a known direction, non-null pointers, and each device side
+/// inside one device allocation.
+fn check_copy(
+    call: &str,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> Result<(), HipError> {
+    need_device()?;
+    if !(HIP_MEMCPY_HOST_TO_HOST..=HIP_MEMCPY_DEFAULT).contains(&kind) {
+        return Err(HIP_ERROR_INVALID_MEMCPY_DIRECTION);
+    }
+    if size == 0 {
+        return Ok(());
+    }
     if dst.is_null() || src.is_null() {
-        return HIP_ERROR_INVALID_VALUE;
+        return Err(HIP_ERROR_INVALID_VALUE);
     }
     let (d, s) = (dst as usize, src as usize);
     let mut reg = fake().registry();
+    let (want_dst_dev, want_src_dev) = copy_sides(&reg, d, s, size, kind);
     let dst_dev = reg.device_alloc_holding(d, size).is_some();
     let src_dev = reg.device_alloc_holding(s, size).is_some();
-    let (want_dst_dev, want_src_dev) = match kind {
+    if (want_dst_dev && !dst_dev) || (want_src_dev && !src_dev) {
+        reg.misuse(format!(
+            "{call} kind {kind} of {size} bytes {s:#x} -> {d:#x}: device side is not inside one device allocation"
+        ));
+        return Err(HIP_ERROR_INVALID_VALUE);
+    }
+    Ok(())
+}
+
+/// Which sides of a copy of `kind` are device memory (hipMemcpyDefault: where they are).
+fn copy_sides(reg: &Registry, d: usize, s: usize, size: usize, kind: c_int) -> (bool, bool) {
+    match kind {
         HIP_MEMCPY_HOST_TO_DEVICE => (true, false),
         HIP_MEMCPY_DEVICE_TO_HOST => (false, true),
         HIP_MEMCPY_DEVICE_TO_DEVICE => (true, true),
-        _ => (dst_dev, src_dev),
-    };
-    if (want_dst_dev && !dst_dev) || (want_src_dev && !src_dev) {
-        reg.misuse(format!(
-            "hipMemcpy kind {kind} of {size} bytes {s:#x} -> {d:#x}: device side is not inside one device allocation"
-        ));
-        return HIP_ERROR_INVALID_VALUE;
+        _ => (
+            reg.device_alloc_holding(d, size).is_some(),
+            reg.device_alloc_holding(s, size).is_some(),
+        ),
     }
-    match (want_dst_dev, want_src_dev) {
-        (true, false) => reg.stats.htod_bytes += size as u64,
-        (false, true) => reg.stats.dtoh_bytes += size as u64,
-        _ => {}
+}
+
+/// Performs a checked copy and counts its bytes by direction (and by device). A queued copy
+/// runs on the thread that synchronizes its stream, which has made the device current.
+fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int) {
+    if size == 0 {
+        return;
     }
-    drop(reg);
-    std::ptr::copy(src as *const u8, dst as *mut u8, size);
-    HIP_SUCCESS
+    {
+        let mut reg = fake().registry();
+        let (dst_dev, src_dev) = copy_sides(&reg, dst, src, size, kind);
+        match (dst_dev, src_dev) {
+            (true, false) => reg.stats.htod_bytes += size as u64,
+            (false, true) => reg.stats.dtoh_bytes += size as u64,
+            _ => {}
+        }
+        for (addr, on_device) in [(dst, dst_dev), (src, src_dev)] {
+            if on_device {
+                crate::topology::used(&mut reg, call, addr, size);
+            }
+        }
+    }
+    // SAFETY: checked by check_copy when the copy was asked for; the caller keeps both sides
+    // alive until the copy has run (at once, or when its stream is synchronized).
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
 }
 
 #[no_mangle]
@@ -278,7 +363,15 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
         }
     };
     for op in ops {
-        run_async(op);
+        match op {
+            Queued::File(op) => run_async(op),
+            Queued::Copy {
+                dst,
+                src,
+                size,
+                kind,
+            } => copy_now("hipMemcpyAsync", dst, src, size, kind),
+        }
     }
     HIP_SUCCESS
 }

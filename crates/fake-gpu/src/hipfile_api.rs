@@ -10,7 +10,7 @@ use crate::io::{
     HIPFILE_MEMORY_NOT_REGISTERED, HIPFILE_POINTER_RANGE_ERROR,
 };
 use crate::messages::hipfile_error_string;
-use crate::state::{fake, AsyncOp, BufferEntry, HandleEntry};
+use crate::state::{fake, AsyncOp, BufferEntry, HandleEntry, Queued};
 
 const HIPFILE_DRIVER_NOT_INITIALIZED: i32 = 5001;
 const HIPFILE_MEMORY_TYPE_INVALID: i32 = 5013;
@@ -141,7 +141,15 @@ pub unsafe extern "C" fn hipFileHandleRegister(
         return e.into();
     }
     let id = reg.new_id();
-    reg.handles.insert(id, HandleEntry { fd, in_flight: 0 });
+    let file = fd_identity(fd).unwrap_or((0, 0));
+    reg.handles.insert(
+        id,
+        HandleEntry {
+            fd,
+            file,
+            in_flight: 0,
+        },
+    );
     reg.stats.handles += 1;
     *fh = id as HipFileHandle;
     HipFileError::SUCCESS
@@ -163,9 +171,24 @@ pub unsafe extern "C" fn hipFileHandleDeregister(fh: HipFileHandle) {
                 "hipFileHandleDeregister of handle {id:#x} (fd {fd}) with {n} I/O call(s) in flight (kept)"
             ));
         }
-        Some(_) => {
+        Some(h) => {
+            let fd = h.fd;
+            if fd_identity(fd) != Some(h.file) {
+                reg.misuse(format!(
+                    "hipFileHandleDeregister of handle {id:#x} after its fd {fd} was closed"
+                ));
+            }
             reg.handles.remove(&id);
         }
+    }
+}
+
+/// (device, inode) of the file open on `fd`, or None if `fd` is not open.
+fn fd_identity(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: fstat fills the zeroed struct or fails.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
     }
 }
 
@@ -332,7 +355,7 @@ unsafe fn enqueue(
         fixed_buffer_offset: fixed(STREAM_FIXED_BUF_OFFSET).then(|| *buffer_offset_p),
         page_aligned: fixed(STREAM_PAGE_ALIGNED_INPUTS),
     };
-    entry.pending.push(op);
+    entry.pending.push(Queued::File(op));
     HipFileError::SUCCESS
 }
 

@@ -141,6 +141,12 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
             set_errno(e);
             return Err((fd, -1));
         }
+        Some(IoFault::Stall(ms)) => {
+            // Without the registry lock held, so other calls go on meanwhile.
+            drop(reg);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            reg = fake.registry();
+        }
         Some(IoFault::HipFile(code)) => return Err((fd, -(code as isize))),
         Some(IoFault::HipErr(code)) => {
             // errno 0 is what tells a HIP error apart from a system error when CODE is 1.
@@ -154,6 +160,7 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
     if let Some(b) = reg.buffers.get_mut(&req.base) {
         b.in_flight += 1;
     }
+    crate::topology::used(&mut reg, name, target, len);
     Ok(Planned {
         fd,
         target,

@@ -18,3 +18,4 @@ mod io;
 mod memory;
 mod messages;
 mod state;
+mod topology;

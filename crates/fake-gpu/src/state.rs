@@ -21,6 +21,8 @@ pub struct Fake {
     pub faults: FaultPlan,
     /// `AISCP_FAKE_GPU_DEVICES`, default 1.
     pub devices: i32,
+    /// Each device's PCI address (hipDeviceGetPCIBusId).
+    pub bus_ids: Vec<String>,
     report_path: Option<PathBuf>,
     /// Append-only trace file descriptor (`AISCP_FAKE_GPU_TRACE`), or -1.
     trace_fd: i32,
@@ -52,6 +54,9 @@ impl CallCounters {
 #[derive(Debug)]
 pub struct HandleEntry {
     pub fd: i32,
+    /// The file behind `fd` at registration (device, inode): at deregistration the fd must
+    /// still be open on it, or the caller closed the fd first.
+    pub file: (u64, u64),
     /// I/O calls running on this handle; deregistering while nonzero is refused.
     pub in_flight: u32,
 }
@@ -85,7 +90,20 @@ pub struct AsyncOp {
 pub struct StreamEntry {
     /// Flags given to hipFileStreamRegister while registered.
     pub hipfile_flags: Option<u32>,
-    pub pending: Vec<AsyncOp>,
+    pub pending: Vec<Queued>,
+}
+
+/// What a stream holds until it is synchronized.
+#[derive(Debug, Clone, Copy)]
+pub enum Queued {
+    File(AsyncOp),
+    /// hipMemcpyAsync: `size` bytes from address `src` to `dst` (checked at enqueue).
+    Copy {
+        dst: usize,
+        src: usize,
+        size: usize,
+        kind: i32,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -120,6 +138,8 @@ pub struct Registry {
     misuse: Vec<String>,
     misuse_dropped: u64,
     pub stats: Stats,
+    /// Which device each allocation is on, and what each device moved.
+    pub devices: crate::topology::DeviceUse,
 }
 
 impl Registry {
@@ -136,6 +156,7 @@ impl Registry {
             misuse: Vec::new(),
             misuse_dropped: 0,
             stats: Stats::default(),
+            devices: Default::default(),
         }
     }
 
@@ -233,6 +254,7 @@ impl Registry {
                 self.misuse_dropped
             );
         }
+        let _ = writeln!(out, "{}", self.devices.report_line(fake().devices));
         let s = &self.stats;
         let _ = writeln!(
             out,
@@ -309,6 +331,7 @@ impl Fake {
             .unwrap_or(-1);
         Fake {
             faults: FaultPlan::from_env(),
+            bus_ids: crate::topology::bus_ids_from_env(devices),
             devices,
             report_path: std::env::var_os("AISCP_FAKE_GPU_REPORT").map(PathBuf::from),
             trace_fd,

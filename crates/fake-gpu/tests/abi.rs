@@ -94,6 +94,7 @@ struct Api {
     stream_destroy: unsafe extern "C" fn(Stream) -> c_int,
     error_string: unsafe extern "C" fn(c_int) -> *const c_char,
     runtime_version: unsafe extern "C" fn(*mut c_int) -> c_int,
+    pci_bus_id: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int,
 }
 
 impl Api {
@@ -138,6 +139,7 @@ impl Api {
             stream_destroy: sym!("hipStreamDestroy"),
             error_string: sym!("hipGetErrorString"),
             runtime_version: sym!("hipRuntimeGetVersion"),
+            pci_bus_id: sym!("hipDeviceGetPCIBusId"),
         }))
     }
 
@@ -343,6 +345,7 @@ fn child_scenario_entry() {
         "code_faults" => scenario_code_faults(api),
         "always_faults" => scenario_always_faults(api),
         "devices" => scenario_devices(api),
+        "bus_ids" => scenario_bus_ids(api),
         "leaks" => scenario_leaks(api),
         "async" => scenario_async(api),
         "async_misuse" => scenario_async_misuse(api),
@@ -1041,6 +1044,67 @@ fn device_count_follows_the_environment() {
     for n in ["0", "2"] {
         run("devices", &[("AISCP_FAKE_GPU_DEVICES", n)]).assert_clean();
     }
+}
+
+/// Runs with 2 devices and `AISCP_FAKE_GPU_BUS_IDS=0000:03:00.0,0000:81:00.0`.
+fn scenario_bus_ids(api: &Api) {
+    let id = |device: c_int, len: c_int| {
+        let mut buf = [0 as c_char; 32];
+        let rc = unsafe { (api.pci_bus_id)(buf.as_mut_ptr(), len, device) };
+        (rc, text(buf.as_ptr()))
+    };
+    assert_eq!(id(0, 32), (0, "0000:03:00.0".to_owned()));
+    assert_eq!(id(1, 13), (0, "0000:81:00.0".to_owned()));
+    assert_eq!(id(1, 12).0, 1, "no room for the NUL");
+    assert_eq!(id(2, 32).0, 101);
+    assert_eq!(id(-1, 32).0, 101);
+    // Memory of device 1 used from a thread whose current device is 0: recorded.
+    assert_eq!(unsafe { (api.set_device)(1) }, 0);
+    let p = api.malloc(4096).unwrap();
+    let host = [7u8; 4096];
+    assert_eq!(unsafe { (api.memcpy)(p, host.as_ptr().cast(), 4096, 1) }, 0);
+    assert_eq!(unsafe { (api.set_device)(0) }, 0);
+    assert_eq!(unsafe { (api.memcpy)(p, host.as_ptr().cast(), 4096, 1) }, 0);
+    assert_eq!(unsafe { (api.free)(p) }, 0);
+}
+
+#[test]
+fn bus_ids_and_current_device_checks() {
+    let out = run(
+        "bus_ids",
+        &[
+            ("AISCP_FAKE_GPU_DEVICES", "2"),
+            ("AISCP_FAKE_GPU_BUS_IDS", "0000:03:00.0,0000:81:00.0"),
+        ],
+    );
+    out.assert_passed();
+    let misuse = out.lines("misuse: ");
+    assert_eq!(misuse.len(), 1, "{}", out.report);
+    assert!(
+        misuse[0].starts_with("misuse: hipMemcpy on memory 0x")
+            && misuse[0].ends_with(" of device 1 from a thread whose current device is 0"),
+        "{}",
+        out.report
+    );
+    assert!(
+        out.report.contains("devices: mallocs=0,1 bytes=0,8192"),
+        "{}",
+        out.report
+    );
+    // A list that does not match the device count aborts, naming the variable.
+    let out = run(
+        "bus_ids",
+        &[
+            ("AISCP_FAKE_GPU_DEVICES", "3"),
+            ("AISCP_FAKE_GPU_BUS_IDS", "0000:03:00.0,0000:81:00.0"),
+        ],
+    );
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("malformed AISCP_FAKE_GPU_BUS_IDS"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

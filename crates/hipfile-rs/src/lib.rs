@@ -50,9 +50,11 @@ use std::sync::{Arc, OnceLock};
 pub mod error;
 mod load;
 pub mod sys;
+mod window;
 
 pub use error::{Error, LoadError};
 pub use load::{ENV_CUDA_LIB, ENV_CUFILE_LIB, ENV_HIPFILE_LIB, ENV_HIP_LIB};
+pub use window::CopyWindow;
 
 use error::{decode_file_error, decode_io_result, decode_runtime_status, Failure};
 
@@ -269,6 +271,43 @@ impl Runtime {
         }
         Ok(u32::try_from(n).unwrap_or(0))
     }
+
+    /// Device `index`'s PCI address as the runtime gives it ("0000:43:00.0", lower-cased),
+    /// for placing files near their GPU. `Ok(None)` when the runtime lacks the call.
+    pub fn pci_bus_id(&self, index: u32) -> Result<Option<String>, Error> {
+        // "DDDD:BB:DD.F" plus the NUL; some runtimes write a longer domain.
+        let mut text = [0 as std::ffi::c_char; 64];
+        let len = text.len() as c_int;
+        match &self.inner.table {
+            sys::RuntimeFunctions::Hip(hip) => {
+                let Some(get) = hip.device_get_pci_bus_id else {
+                    return Ok(None);
+                };
+                // SAFETY: `text` is valid for `len` bytes.
+                let status = unsafe { get(text.as_mut_ptr(), len, index as c_int) };
+                self.check("hipDeviceGetPCIBusId", status)?;
+            }
+            sys::RuntimeFunctions::Cuda(_) => {
+                let cu = self.cuda()?;
+                let Some(get) = cu.device_get_pci_bus_id else {
+                    return Ok(None);
+                };
+                let mut dev: sys::CuDevice = 0;
+                // SAFETY: valid out pointer; the runtime checks the index.
+                self.check("cuDeviceGet", unsafe {
+                    (cu.device_get)(&mut dev, index as c_int)
+                })?;
+                // SAFETY: `text` is valid for `len` bytes.
+                let status = unsafe { get(text.as_mut_ptr(), len, dev) };
+                self.check("cuDeviceGetPCIBusId", status)?;
+            }
+        }
+        // The runtime NUL-terminates within `len`; the last byte stays 0 regardless.
+        text[text.len() - 1] = 0;
+        // SAFETY: NUL-terminated above.
+        let id = unsafe { CStr::from_ptr(text.as_ptr()) };
+        Ok(Some(id.to_string_lossy().to_ascii_lowercase()))
+    }
 }
 
 // =============================================================================================
@@ -361,6 +400,11 @@ impl Library {
 
     pub fn device_count(&self) -> Result<u32, Error> {
         self.inner.runtime.device_count()
+    }
+
+    /// Device `index`'s PCI address; see [`Runtime::pci_bus_id`].
+    pub fn pci_bus_id(&self, index: u32) -> Result<Option<String>, Error> {
+        self.inner.runtime.pci_bus_id(index)
     }
 
     /// Device `index` for staging memory and copies only, without opening the I/O driver:

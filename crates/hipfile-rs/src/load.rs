@@ -222,9 +222,11 @@ fn hip_functions(loaded: &Loaded) -> Result<sys::HipFunctions, LoadError> {
         Ok(sys::HipFunctions {
             get_device_count: r.get("hipGetDeviceCount")?,
             set_device: r.get("hipSetDevice")?,
+            device_get_pci_bus_id: r.optional("hipDeviceGetPCIBusId"),
             malloc: r.get("hipMalloc")?,
             free: r.get("hipFree")?,
             memcpy: r.get("hipMemcpy")?,
+            memcpy_async: r.get("hipMemcpyAsync")?,
             host_malloc: r.get("hipHostMalloc")?,
             host_free: r.get("hipHostFree")?,
             stream_create_with_flags: r.get("hipStreamCreateWithFlags")?,
@@ -245,6 +247,7 @@ fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
             init: r.get("cuInit")?,
             device_get_count: r.get("cuDeviceGetCount")?,
             device_get: r.get("cuDeviceGet")?,
+            device_get_pci_bus_id: r.optional("cuDeviceGetPCIBusId"),
             primary_ctx_retain: r.get("cuDevicePrimaryCtxRetain")?,
             primary_ctx_release: r
                 .first(&["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"])?,
@@ -253,6 +256,8 @@ fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
             mem_free: r.get("cuMemFree_v2")?,
             memcpy_htod: r.get("cuMemcpyHtoD_v2")?,
             memcpy_dtoh: r.get("cuMemcpyDtoH_v2")?,
+            memcpy_htod_async: r.get("cuMemcpyHtoDAsync_v2")?,
+            memcpy_dtoh_async: r.get("cuMemcpyDtoHAsync_v2")?,
             mem_host_alloc: r.get("cuMemHostAlloc")?,
             mem_free_host: r.get("cuMemFreeHost")?,
             stream_create: r.get("cuStreamCreate")?,

@@ -334,9 +334,14 @@ pub type AsyncIoFn = unsafe extern "C" fn(
 pub struct HipFunctions {
     pub get_device_count: unsafe extern "C" fn(*mut c_int) -> RuntimeStatus,
     pub set_device: unsafe extern "C" fn(c_int) -> RuntimeStatus,
+    /// `hipDeviceGetPCIBusId(char *id, int len, int device)`: "DDDD:BB:DD.F".
+    pub device_get_pci_bus_id:
+        Option<unsafe extern "C" fn(*mut c_char, c_int, c_int) -> RuntimeStatus>,
     pub malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> RuntimeStatus,
     pub free: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> RuntimeStatus,
+    pub memcpy_async:
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, StreamRaw) -> RuntimeStatus,
     pub host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> RuntimeStatus,
     pub host_free: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub stream_create_with_flags: unsafe extern "C" fn(*mut StreamRaw, c_uint) -> RuntimeStatus,
@@ -352,6 +357,9 @@ pub struct CudaFunctions {
     pub init: unsafe extern "C" fn(c_uint) -> RuntimeStatus,
     pub device_get_count: unsafe extern "C" fn(*mut c_int) -> RuntimeStatus,
     pub device_get: unsafe extern "C" fn(*mut CuDevice, c_int) -> RuntimeStatus,
+    /// `cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)`: "DDDD:BB:DD.F".
+    pub device_get_pci_bus_id:
+        Option<unsafe extern "C" fn(*mut c_char, c_int, CuDevice) -> RuntimeStatus>,
     pub primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> RuntimeStatus,
     pub primary_ctx_release: unsafe extern "C" fn(CuDevice) -> RuntimeStatus,
     pub ctx_set_current: unsafe extern "C" fn(CuContext) -> RuntimeStatus,
@@ -359,6 +367,10 @@ pub struct CudaFunctions {
     pub mem_free: unsafe extern "C" fn(CuDevicePtr) -> RuntimeStatus,
     pub memcpy_htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> RuntimeStatus,
     pub memcpy_dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> RuntimeStatus,
+    pub memcpy_htod_async:
+        unsafe extern "C" fn(CuDevicePtr, *const c_void, usize, StreamRaw) -> RuntimeStatus,
+    pub memcpy_dtoh_async:
+        unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, StreamRaw) -> RuntimeStatus,
     pub mem_host_alloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> RuntimeStatus,
     pub mem_free_host: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub stream_create: unsafe extern "C" fn(*mut StreamRaw, c_uint) -> RuntimeStatus,

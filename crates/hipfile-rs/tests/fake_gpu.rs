@@ -638,3 +638,51 @@ fn staging_device_copies_without_opening_the_driver() {
         },
     );
 }
+
+#[test]
+fn pci_bus_ids_and_memory_per_device() {
+    common::fake(
+        "pci_bus_ids_and_memory_per_device",
+        "",
+        Some(3),
+        || {
+            // Read by the fake at its first call, which comes below.
+            std::env::set_var(
+                "AISCP_FAKE_GPU_BUS_IDS",
+                "0000:03:00.0,0000:43:00.0,0000:C4:00.0",
+            );
+            let lib = Library::load(Flavor::HipFile).unwrap();
+            assert_eq!(lib.device_count().unwrap(), 3);
+            let ids: Vec<_> = (0..3).map(|i| lib.pci_bus_id(i).unwrap()).collect();
+            assert_eq!(
+                ids,
+                [
+                    Some("0000:03:00.0".to_owned()),
+                    Some("0000:43:00.0".to_owned()),
+                    // Lower-cased, as sysfs spells PCI addresses.
+                    Some("0000:c4:00.0".to_owned())
+                ]
+            );
+            let err = lib.pci_bus_id(3).unwrap_err();
+            assert_eq!(err.code(), Some(101), "{err}");
+            // Memory on devices 0 and 2, each used from a thread that has its own device
+            // current (the crate makes it so per call).
+            let driver = lib.open_driver().unwrap();
+            let (zero, two) = (driver.device(0).unwrap(), driver.device(2).unwrap());
+            let mut a = zero.alloc(4096).unwrap();
+            let mut b = two.alloc(8192).unwrap();
+            std::thread::scope(|s| {
+                s.spawn(|| a.copy_from_host(0, &[1; 4096]).unwrap());
+                s.spawn(|| b.copy_from_host(0, &[2; 8192]).unwrap());
+            });
+        },
+        |r| {
+            r.assert_clean();
+            assert!(
+                r.text.contains("devices: mallocs=1,0,1 bytes=4096,0,8192"),
+                "{}",
+                r.text
+            );
+        },
+    );
+}

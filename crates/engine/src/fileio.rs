@@ -85,6 +85,17 @@ pub fn wait_readable(fd: BorrowedFd<'_>, cancel: &AtomicBool) -> io::Result<bool
     Ok(false)
 }
 
+/// Whether `fd` has something to read, or has hung up, within `ms` milliseconds.
+fn readable_within(fd: BorrowedFd<'_>, ms: u16) -> io::Result<bool> {
+    use nix::poll::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match poll(&mut fds, ms) {
+        Ok(n) => Ok(n > 0),
+        Err(Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Reads into all of `buf` at `offset`; fewer bytes only at EOF. With `direct` (an O_DIRECT
 /// fd), a count that leaves the offset unaligned also means end of file: asking again there
 /// would be refused with EINVAL instead of answering 0.
@@ -110,19 +121,41 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
 /// How long a stream read waits in poll() before it looks at the cancel flag again.
 const STREAM_POLL_MS: u16 = 100;
 
-/// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into all of `buf`; fewer
-/// only at EOF or once `cancel` is set. Waits for data in poll() slices of
-/// [`STREAM_POLL_MS`], looking at `cancel` between them: a plain read() would sit in the
-/// kernel through the first SIGINT (the handlers restart interrupted calls), so a copy from
-/// a stalled pipe could not stop cleanly.
+/// How long a stream slice waits for more once its writer pauses, and at most gathers
+/// after its first byte: a writer that waits for its data to reach DST (as cp writes each
+/// read at once) sees it within [`STREAM_GATHER_MAX`], while a fast one still fills whole
+/// slices rather than paying a GPU round trip per pipe buffer.
+const STREAM_GATHER_IDLE_MS: u16 = 1;
+const STREAM_GATHER_MAX: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into `buf`, handing on
+/// what it has once the writer pauses (see [`STREAM_GATHER_MAX`]); 0 only at EOF or once
+/// `cancel` is set. Waits for the first data in poll() slices of [`STREAM_POLL_MS`], looking
+/// at `cancel` between them: a plain read() would sit in the kernel through the first SIGINT
+/// (the handlers restart interrupted calls), so a copy from a stalled pipe could not stop
+/// cleanly.
 pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
     use std::io::Read;
     let mut done = 0;
-    while done < buf.len() && wait_readable(file.as_fd(), cancel)? {
+    let mut first_byte: Option<std::time::Instant> = None;
+    while done < buf.len() {
+        let more = match first_byte {
+            None => wait_readable(file.as_fd(), cancel)?,
+            Some(t) => {
+                t.elapsed() < STREAM_GATHER_MAX
+                    && readable_within(file.as_fd(), STREAM_GATHER_IDLE_MS)?
+            }
+        };
+        if !more {
+            break;
+        }
         let end = buf.len().min(done + MAX_IO);
         match (&*file).read(&mut buf[done..end]) {
             Ok(0) => break,
-            Ok(n) => done += n,
+            Ok(n) => {
+                done += n;
+                first_byte.get_or_insert_with(std::time::Instant::now);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

@@ -1,19 +1,23 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
-use super::Staging;
-use crate::engine::RouteChoice;
-use hipfile::{Device, DeviceBuffer, Error, FileHandle, Flavor, PinnedBuffer, RegisteredBuffer};
+use super::{LibraryIo, Request, Staging, StreamIo};
+use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
-/// Size of a bounce window: large enough for full-speed POSIX I/O, small enough that host
-/// memory stays bounded with several workers.
+/// Size of a bounce window (each slot has two): large enough for full-speed POSIX I/O, small
+/// enough that pinned host memory stays bounded with several workers.
 const WINDOW: usize = 16 << 20;
 
 /// Where the nvidia-fs kernel module shows itself; without it cuFile runs in compatibility
 /// mode (POSIX I/O plus copies inside the library, no DMA).
 const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
+
+/// Whether cuFile can DMA (nvidia-fs is loaded).
+pub fn nvidia_fs_present() -> bool {
+    Path::new(NVIDIA_FS).exists()
+}
 
 /// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
 /// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
@@ -72,19 +76,14 @@ pub struct GpuStaging {
 }
 
 impl GpuStaging {
-    /// Loads `flavor`'s libraries, selects GPU `index`, and opens the I/O driver when files
-    /// are to take the library route.
-    /// Whether the library does async I/O (`--async`): creates one stream and drops it.
-    pub fn check_async(&self) -> Result<(), Error> {
-        self.device.create_stream(STREAM_FLAGS).map(drop)
-    }
-
+    /// Loads `flavor`'s libraries, selects the GPU asked for, and opens the I/O driver when
+    /// files are to take the library route.
     pub fn open(
         flavor: Flavor,
-        index: u32,
-        route: RouteChoice,
+        request: &Request,
         diag: &mut dyn FnMut(&str),
     ) -> Result<GpuStaging, OpenError> {
+        let index = request.gpu;
         let library = hipfile::Library::load(flavor).map_err(|e| OpenError::Library(e.into()))?;
         let count = library.device_count().map_err(OpenError::Library)?;
         if count == 0 {
@@ -100,16 +99,7 @@ impl GpuStaging {
             library.io_library_path().display(),
             library.runtime_library_path().display(),
         ));
-        let (library_route, why) = match route {
-            RouteChoice::Library => (true, "as asked"),
-            RouteChoice::Bounce => (false, "as asked"),
-            // hipFile decides per request between its DMA fastpath and its own fallback.
-            RouteChoice::Auto if flavor == Flavor::HipFile => {
-                (true, "hipFile picks DMA or fallback")
-            }
-            RouteChoice::Auto if Path::new(NVIDIA_FS).exists() => (true, "nvidia-fs present"),
-            RouteChoice::Auto => (false, "cuFile in compatibility mode: no nvidia-fs"),
-        };
+        let (library_route, why) = super::resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
         let device = if library_route {
@@ -135,8 +125,8 @@ impl GpuStaging {
             if library_route {
                 "library I/O on registered files"
             } else {
-                "own bounce: O_DIRECT into pinned memory, copied through the GPU buffer; \
-                 I/O driver not opened"
+                "own bounce: POSIX I/O into pinned windows, copied through the GPU buffer on \
+                 one stream per window; I/O driver not opened"
             }
         ));
         Ok(GpuStaging {
@@ -153,83 +143,77 @@ impl GpuStaging {
     }
 }
 
-/// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
-/// size and offsets are written into its parameter block at submission and never changed
-/// before the stream is synchronized (the FIXED_* flags), and the engine only issues
-/// requests whose size, file offset and buffer offset are multiples of 4096 (direct I/O
-/// demands it anyway), so the library may read them at submission and skip its alignment
-/// checks.
-pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
-    | hipfile::sys::STREAM_FIXED_FILE_OFFSET
-    | hipfile::sys::STREAM_FIXED_FILE_SIZE
-    | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
-
-/// A registered stream whose ops use one slot's registered buffer.
-pub struct GpuStream<'s> {
-    stream: hipfile::Stream<'s>,
-    buffer: &'s RegisteredBuffer,
-}
-
 pub struct GpuSlot {
+    // Declared before `device`: a window drains its queued copies as it drops, and those
+    // copies use the device memory.
+    /// The bounce route's two windows, allocated on first use.
+    windows: [Option<CopyWindow>; 2],
     device: SlotMemory,
-    window: Option<PinnedBuffer>,
 }
 
-/// A slot's device memory: registered for library I/O, or (when hipFile refused the
-/// registration) plain, served by the bounce route only, which needs no registration.
+/// A slot's device memory: registered for library I/O, or plain, served by the bounce route
+/// only, which needs no registration (the own bounce route, or hipFile refused it).
 enum SlotMemory {
     Registered(RegisteredBuffer),
     Unregistered {
         buffer: DeviceBuffer,
-        /// The registration error, for --debug.
+        /// Why it is not registered, for --debug.
         why: String,
     },
 }
 
-impl GpuSlot {
+impl SlotMemory {
     fn buffer(&self) -> &DeviceBuffer {
-        match &self.device {
+        match self {
             SlotMemory::Registered(r) => r.buffer(),
             SlotMemory::Unregistered { buffer, .. } => buffer,
         }
     }
-    fn window_len(&self) -> usize {
-        self.buffer().len().min(WINDOW)
-    }
-    fn registered(&self) -> Result<&RegisteredBuffer, Error> {
-        match &self.device {
-            SlotMemory::Registered(r) => Ok(r),
-            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
+    fn buffer_mut(&mut self) -> &mut DeviceBuffer {
+        match self {
+            SlotMemory::Registered(r) => r.buffer_mut(),
+            SlotMemory::Unregistered { buffer, .. } => buffer,
         }
     }
-    fn registered_mut(&mut self) -> Result<&mut RegisteredBuffer, Error> {
-        match &mut self.device {
+    fn registered(&mut self) -> Result<&mut RegisteredBuffer, Error> {
+        match self {
             SlotMemory::Registered(r) => Ok(r),
-            SlotMemory::Unregistered { why, .. } => Err(unregistered(why)),
+            // The engine asks slot_refusal first; reaching this is a bug, reported as an
+            // error rather than a panic.
+            SlotMemory::Unregistered { why, .. } => Err(Error::Os(std::io::Error::other(format!(
+                "library I/O on an unregistered GPU buffer ({why})"
+            )))),
         }
     }
 }
 
-/// The engine asks [`Staging::slot_refusal`] first; reaching this is a bug, reported as an
-/// error rather than a panic.
-fn unregistered(why: &str) -> Error {
-    Error::Os(std::io::Error::other(format!(
-        "library I/O on an unregistered GPU buffer ({why})"
-    )))
+impl GpuSlot {
+    fn window_len(&self) -> usize {
+        self.device.buffer().len().min(WINDOW)
+    }
+    /// Window `k`, allocated (pinned memory and its stream) on first use.
+    fn window_mut(&mut self, device: &Device, k: usize) -> Result<&mut CopyWindow, Error> {
+        let len = self.window_len();
+        let window = &mut self.windows[k];
+        if window.is_none() {
+            *window = Some(device.alloc_window(len)?);
+        }
+        Ok(window.as_mut().expect("allocated above"))
+    }
 }
 
 impl Staging for GpuStaging {
     type Slot = GpuSlot;
-    type Handle<'fd> = FileHandle<'fd>;
+    type Library = GpuStaging;
 
     fn name(&self) -> &'static str {
         self.flavor.name()
     }
-    fn has_direct_route(&self) -> bool {
-        true
+    fn memory(&self) -> &'static str {
+        "GPU memory"
     }
-    fn prefers_direct_route(&self) -> bool {
-        self.library_route
+    fn library(&self) -> Option<&GpuStaging> {
+        self.library_route.then_some(self)
     }
     fn slot_alignment(&self) -> u64 {
         4096
@@ -239,29 +223,72 @@ impl Staging for GpuStaging {
     }
     fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
         let buffer = self.device.alloc(len)?;
-        if !self.library_route {
+        let device = if !self.library_route {
             // Registration would only cost here: cuFile's compatibility mode shadows every
             // registered buffer in host memory.
-            return Ok(GpuSlot {
-                device: SlotMemory::Unregistered {
-                    buffer,
-                    why: "the own bounce route needs no registration".to_owned(),
-                },
-                window: None,
-            });
-        }
-        let device = match buffer.register() {
-            Ok(registered) => SlotMemory::Registered(registered),
-            Err((buffer, e)) => SlotMemory::Unregistered {
+            SlotMemory::Unregistered {
                 buffer,
-                why: e.to_string(),
-            },
+                why: "the own bounce route needs no registration".to_owned(),
+            }
+        } else {
+            match buffer.register() {
+                Ok(registered) => SlotMemory::Registered(registered),
+                Err((buffer, e)) => SlotMemory::Unregistered {
+                    buffer,
+                    why: e.to_string(),
+                },
+            }
         };
         Ok(GpuSlot {
+            windows: [None, None],
             device,
-            window: None,
         })
     }
+    fn window_len(&self, slot: &GpuSlot) -> usize {
+        slot.window_len()
+    }
+    fn window<'s>(
+        &self,
+        slot: &'s mut GpuSlot,
+        k: usize,
+        _slot_off: usize,
+    ) -> Result<&'s mut [u8], Error> {
+        slot.window_mut(&self.device, k)?.host()
+    }
+    fn upload(
+        &self,
+        slot: &mut GpuSlot,
+        k: usize,
+        len: usize,
+        slot_off: usize,
+    ) -> Result<(), Error> {
+        let window = slot.windows[k].as_mut().expect("window() before upload");
+        window.upload(len, slot.device.buffer_mut(), slot_off)
+    }
+    fn download(
+        &self,
+        slot: &mut GpuSlot,
+        k: usize,
+        slot_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        slot.window_mut(&self.device, k)?;
+        let GpuSlot { windows, device } = slot;
+        let window = windows[k].as_mut().expect("allocated above");
+        window.download(device.buffer(), slot_off, len)
+    }
+    fn settle(&self, slot: &mut GpuSlot) -> Result<(), Error> {
+        for window in slot.windows.iter_mut().flatten() {
+            window.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl LibraryIo for GpuStaging {
+    type Slot = GpuSlot;
+    type Handle<'fd> = FileHandle<'fd>;
+
     fn slot_refusal<'s>(&self, slot: &'s GpuSlot) -> Option<&'s str> {
         match &slot.device {
             SlotMemory::Registered(_) => None,
@@ -283,7 +310,7 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.read(slot.registered_mut()?, len, file_off, slot_off)
+        file.read(slot.device.registered()?, len, file_off, slot_off)
     }
     fn write(
         &self,
@@ -293,9 +320,34 @@ impl Staging for GpuStaging {
         file_off: u64,
         slot_off: usize,
     ) -> Result<usize, Error> {
-        file.write(slot.registered()?, len, file_off, slot_off)
+        file.write(slot.device.registered()?, len, file_off, slot_off)
     }
+}
+
+/// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
+/// size and offsets are written into its parameter block at submission and never changed
+/// before the stream is synchronized (the FIXED_* flags), and the engine only issues
+/// requests whose size, file offset and buffer offset are multiples of 4096 (direct I/O
+/// demands it anyway), so the library may read them at submission and skip its alignment
+/// checks.
+pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
+    | hipfile::sys::STREAM_FIXED_FILE_OFFSET
+    | hipfile::sys::STREAM_FIXED_FILE_SIZE
+    | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
+
+/// A registered stream whose ops use one slot's registered buffer.
+pub struct GpuStream<'s> {
+    stream: hipfile::Stream<'s>,
+    buffer: &'s RegisteredBuffer,
+}
+
+impl StreamIo for GpuStaging {
     type Stream<'s> = GpuStream<'s>;
+
+    /// Creates one registered stream and drops it.
+    fn check_async(&self) -> Result<(), Error> {
+        self.device.create_stream(STREAM_FLAGS).map(drop)
+    }
     fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
         let slot: &'s GpuSlot = slot;
         match &slot.device {
@@ -336,36 +388,6 @@ impl Staging for GpuStaging {
     }
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()
-    }
-    fn window_len(&self, slot: &GpuSlot) -> usize {
-        slot.window_len()
-    }
-    fn window<'s>(&self, slot: &'s mut GpuSlot) -> Result<&'s mut [u8], Error> {
-        if slot.window.is_none() {
-            slot.window = Some(self.device.alloc_pinned(slot.window_len())?);
-        }
-        let window = slot.window.as_mut().expect("allocated above");
-        Ok(window.as_mut_slice())
-    }
-    fn upload(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        let GpuSlot { device, window } = slot;
-        let window = window.as_ref().expect("upload after window()");
-        let buffer = match device {
-            SlotMemory::Registered(r) => r.buffer_mut(),
-            SlotMemory::Unregistered { buffer, .. } => buffer,
-        };
-        buffer.copy_from_host(slot_off, &window.as_slice()[..len])
-    }
-    fn download(&self, slot: &mut GpuSlot, slot_off: usize, len: usize) -> Result<(), Error> {
-        if slot.window.is_none() {
-            self.window(slot)?;
-        }
-        let window = slot.window.as_mut().expect("allocated above");
-        let buffer = match &slot.device {
-            SlotMemory::Registered(r) => r.buffer(),
-            SlotMemory::Unregistered { buffer, .. } => buffer,
-        };
-        buffer.copy_to_host(slot_off, &mut window.as_mut_slice()[..len])
     }
 }
 

@@ -14,63 +14,86 @@
 //! are both registered is copied by workers that each queue ReadAsync then WriteAsync on
 //! their own stream and synchronize once per slice; everything else is as above.
 
+pub mod backend;
+mod bounce;
 pub mod chunk_plan;
 pub mod fileio;
 mod pipeline;
+pub mod quote;
+mod stages;
+mod streams;
 mod transfer;
 pub mod verify;
 
-use crate::backend::{self, Loaded};
+pub use backend::{BackendChoice, RouteChoice};
+pub use stages::StageTimes;
+
 use crate::quote::quote;
+use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Bytes per slice unless configured: measured on the H200 machine, 64 MiB slices beat the
-/// reference's 2 GiB by 1.2-1.5x (bigger bounce windows did not help).
-pub const DEFAULT_CHUNK: u64 = 64 << 20;
-/// Slices in flight on GPU backends unless configured. Two keep one slice reading while the
-/// other writes; on the H200 machine (8 GiB, cold) two beat four on both disks (virtio 0.876
-/// vs 0.825 GB/s, RAM-backed ext4 1.73 vs 1.52 and 1.80 vs 1.63), and eight did not help.
-pub const DEFAULT_GPU_STREAMS: usize = 2;
-/// Slices in flight with host memory staging unless configured. Without device copies in
-/// between, a deeper queue pays: four beat two and one on the dev VM's virtio disk (0.401 vs
-/// 0.284 vs 0.309 GB/s) and matched dd on the H200's RAM disk. BENCHMARKS.md has the runs.
-pub const DEFAULT_HOST_STREAMS: usize = 4;
+/// Slices in flight unless configured, on every backend. The bounce route's copies to and
+/// from the GPU now overlap the I/O (they took 3% of the workers' time), so the GPU route
+/// wants the host route's queue depth: on the H200 machine, 4 GiB between two RAM-backed
+/// ext4s, four slices 1.85 GB/s, two 1.63, eight 1.71; with host memory four beat two and
+/// one on the dev VM's virtio disk (0.401 vs 0.284 vs 0.309 GB/s). BENCHMARKS.md has the runs.
+pub const DEFAULT_STREAMS: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
 
-/// Which staging backend to use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum BackendChoice {
-    /// hipFile, then cuFile, then host memory (with a warning).
-    #[default]
-    Auto,
-    /// hipFile or cuFile; an error if neither loads.
-    Gpu,
-    HipFile,
-    CuFile,
-    Host,
+/// Bytes per slice: between 1 and [`MAX_CHUNK`], rounded up to 4096 (and later to each
+/// file's direct-I/O alignment). The one place a chunk size is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSize(u64);
+
+impl ChunkSize {
+    /// 64 MiB: on the H200 machine 64 MiB slices beat the reference's 2 GiB by 1.2-1.5x
+    /// (bigger bounce windows did not help).
+    pub const DEFAULT: ChunkSize = ChunkSize(64 << 20);
+
+    pub fn new(bytes: u64) -> Result<ChunkSize, ChunkSizeError> {
+        if bytes == 0 || bytes > MAX_CHUNK {
+            return Err(ChunkSizeError(bytes));
+        }
+        // MAX_CHUNK is a multiple of 4096, so rounding up stays within it.
+        Ok(ChunkSize(
+            bytes.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN,
+        ))
+    }
+
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
 }
 
-/// How data moves between the files and GPU memory on GPU backends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum RouteChoice {
-    /// The library's route where it can DMA between storage and GPU memory (hipFile; cuFile
-    /// with nvidia-fs), aiscp's own bounce route where the library would only emulate it
-    /// (cuFile in compatibility mode does POSIX I/O plus copies itself, one request at a time).
-    #[default]
-    Auto,
-    /// Always hipFileRead/hipFileWrite on registered files.
-    Library,
-    /// Always aiscp's own: O_DIRECT POSIX I/O into pinned host memory, copied to and from the
-    /// device buffer, pipelined over the slices in flight.
-    Bounce,
+impl Default for ChunkSize {
+    fn default() -> ChunkSize {
+        ChunkSize::DEFAULT
+    }
 }
+
+/// As sizes are written on the command line: 64M, 1G, or bytes.
+impl std::fmt::Display for ChunkSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            b if b % (1 << 30) == 0 => write!(f, "{}G", b >> 30),
+            b if b % (1 << 20) == 0 => write!(f, "{}M", b >> 20),
+            b if b % (1 << 10) == 0 => write!(f, "{}K", b >> 10),
+            b => write!(f, "{b}"),
+        }
+    }
+}
+
+/// A chunk size outside 1..=[`MAX_CHUNK`].
+#[derive(Debug, thiserror::Error)]
+#[error("must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes")]
+pub struct ChunkSizeError(pub u64);
 
 /// How holes in SRC are treated (cp's --sparse).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -85,9 +108,7 @@ pub enum SparseMode {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub backend: BackendChoice,
-    /// Bytes per slice; None = the engine's default. Rounded up to 4096 (and to each file's
-    /// direct-I/O alignment); must be in 1..=[`MAX_CHUNK`].
-    pub chunk_size: Option<u64>,
+    pub chunk_size: ChunkSize,
     pub gpu: u32,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
     pub route: RouteChoice,
@@ -101,11 +122,23 @@ pub struct Config {
     pub cancel: Arc<AtomicBool>,
 }
 
+impl Config {
+    /// What the backend is asked for.
+    pub fn request(&self) -> backend::Request {
+        backend::Request {
+            backend: self.backend,
+            route: self.route,
+            gpu: self.gpu,
+            async_io: self.async_io,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {
             backend: BackendChoice::Auto,
-            chunk_size: None,
+            chunk_size: ChunkSize::DEFAULT,
             gpu: 0,
             route: RouteChoice::Auto,
             streams: None,
@@ -217,23 +250,34 @@ pub fn os_text(e: &io::Error) -> String {
 /// Failure to bring up the backend (fatal for the run).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{0}")]
-    Backend(String),
-    #[error("invalid chunk size {0}: must be between 1 and {MAX_CHUNK} bytes")]
-    ChunkSize(u64),
+    #[error(transparent)]
+    Backend(#[from] backend::NoBackend),
     #[error("invalid number of streams 0: must be at least 1")]
     Streams,
 }
 
-/// Where --debug lines go.
-type Diag = Box<dyn FnMut(&str) + Send>;
+/// Where the engine's messages go: the caller shows them (the engine never prints).
+pub trait Diagnostics: Send {
+    /// A one-line warning (no GPU library, so host memory; --async unavailable).
+    fn warn(&mut self, line: &str);
+    /// A --debug line (only with [`Config::debug`]); `since_start` is the time since
+    /// [`Engine::start`] was called, so start-up costs show where they are paid.
+    fn debug(&mut self, since_start: Duration, line: &str);
+}
 
-/// One --debug line on stderr, stamped with the seconds since the engine started.
-fn debug_print(started: Instant, line: &str) {
-    eprintln!(
-        "aiscp: debug: +{:.3}s {line}",
-        started.elapsed().as_secs_f64()
-    );
+/// The caller's [`Diagnostics`] with the engine's start time, for --debug stamps.
+struct Diag {
+    sink: Box<dyn Diagnostics>,
+    started: Instant,
+    debug: bool,
+}
+
+impl Diag {
+    fn debug(&mut self, line: &str) {
+        if self.debug {
+            self.sink.debug(self.started.elapsed(), line);
+        }
+    }
 }
 
 enum Backend {
@@ -245,57 +289,47 @@ enum Backend {
 pub struct Engine {
     backend: Backend,
     config: Config,
-    diag: Option<Diag>,
+    diag: Diag,
 }
 
 impl Engine {
-    /// Brings up the backend. `warn` receives one-line warnings (already filtered by quiet).
-    /// With `config.debug`, diagnostics go to stderr as `aiscp: debug: +S.SSSs ...` (seconds
-    /// since this call, so start-up costs show where they are paid) unless
-    /// [`Engine::set_diag`] redirects them.
-    pub fn start(config: Config, warn: &mut dyn FnMut(&str)) -> Result<Engine, StartError> {
-        let chunk = config.chunk_size.unwrap_or(DEFAULT_CHUNK);
-        if chunk == 0 || chunk > MAX_CHUNK {
-            return Err(StartError::ChunkSize(chunk));
-        }
-        // MAX_CHUNK is a multiple of 4096, so rounding up stays within it.
-        let chunk = chunk.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN;
+    /// Brings up the backend. Warnings and (with `config.debug`) --debug lines go to `diag`.
+    pub fn start(config: Config, diag: Box<dyn Diagnostics>) -> Result<Engine, StartError> {
         if config.streams == Some(0) {
             return Err(StartError::Streams);
         }
-        let started = Instant::now();
-        let mut diag: Option<Diag> = None;
-        let mut debug_line = |line: &str| {
-            if config.debug {
-                debug_print(started, line);
-            }
+        let mut diag = Diag {
+            sink: diag,
+            started: Instant::now(),
+            debug: config.debug,
         };
-        let loaded = backend::load(&config, warn, &mut debug_line)?;
-        let chunk = chunk as usize;
-        let streams = config.streams.unwrap_or(match loaded {
-            Loaded::Host(_) => DEFAULT_HOST_STREAMS,
-            Loaded::Gpu(_) => DEFAULT_GPU_STREAMS,
-        });
+        let (loaded, fell_back) = backend::load(&config.request(), &mut |l| diag.debug(l))?;
+        if let Some(warning) = fell_back {
+            diag.sink.warn(&warning);
+        }
+        let chunk = config.chunk_size.bytes() as usize;
+        let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
         let backend = match loaded {
             Loaded::Host(h) => {
-                debug_line("backend host memory");
+                diag.debug("backend host memory");
                 if config.async_io {
-                    warn("--async has no effect with host memory staging; using threads");
+                    diag.sink
+                        .warn("--async has no effect with host memory staging; using threads");
                 }
                 Backend::Host(Pipeline::new(h, chunk, streams))
             }
             Loaded::Gpu(g) => {
                 let mut pipeline = Pipeline::new(g, chunk, streams);
-                if config.async_io {
-                    match pipeline.staging.check_async() {
+                if let (true, Some(library)) = (config.async_io, pipeline.staging.library()) {
+                    match library.check_async() {
                         Ok(()) => {
                             pipeline.async_io = true;
-                            debug_line(&format!(
+                            diag.debug(&format!(
                                 "async: one stream per worker, registered with flags {:#x}",
                                 backend::gpu::STREAM_FLAGS
                             ));
                         }
-                        Err(e) => warn(&format!(
+                        Err(e) => diag.sink.warn(&format!(
                             "--async is not available ({e}); using the threaded engine"
                         )),
                     }
@@ -303,13 +337,10 @@ impl Engine {
                 Backend::Gpu(pipeline)
             }
         };
-        debug_line(&format!(
+        diag.debug(&format!(
             "chunk {chunk} bytes, {streams} stream(s): up to {} bytes of staging memory",
             chunk * streams
         ));
-        if config.debug {
-            diag = Some(Box::new(move |line: &str| debug_print(started, line)));
-        }
         Ok(Engine {
             backend,
             config,
@@ -317,16 +348,24 @@ impl Engine {
         })
     }
 
-    /// Sends --debug lines to `f` instead of stderr (only when `config.debug` is set).
-    pub fn set_diag(&mut self, f: Box<dyn FnMut(&str) + Send>) {
-        if self.config.debug {
-            self.diag = Some(f);
+    /// Where the time of the last file copied went, stage by stage.
+    pub fn last_stages(&self) -> StageTimes {
+        match &self.backend {
+            Backend::Host(p) => p.last_stages,
+            Backend::Gpu(p) => p.last_stages,
+        }
+    }
+
+    /// Where the time of every file copied so far went, stage by stage.
+    pub fn run_stages(&self) -> StageTimes {
+        match &self.backend {
+            Backend::Host(p) => p.run_stages,
+            Backend::Gpu(p) => p.run_stages,
         }
     }
 
     /// The staging backend's name: "hipFile", "cuFile" or "host memory".
     pub fn backend_name(&self) -> &'static str {
-        use crate::backend::Staging;
         match &self.backend {
             Backend::Host(p) => p.staging.name(),
             Backend::Gpu(p) => p.staging.name(),
@@ -353,11 +392,7 @@ impl Engine {
     /// Call it before opening DST: its failure leaves DST as it was. [`Engine::copy`] does
     /// the same itself, so calling this is optional.
     pub fn prepare(&mut self, src_name: &Path) -> Result<(), CopyError> {
-        let mut no_diag = |_: &str| {};
-        let diag: &mut dyn FnMut(&str) = match &mut self.diag {
-            Some(d) => d,
-            None => &mut no_diag,
-        };
+        let diag = &mut |line: &str| self.diag.debug(line);
         match &mut self.backend {
             Backend::Host(p) => p.first_slot(&quote(src_name), diag),
             Backend::Gpu(p) => p.first_slot(&quote(src_name), diag),
@@ -373,21 +408,19 @@ impl Engine {
     ) -> Result<u64, CopyError> {
         let cancel = &*self.config.cancel;
         let started = Instant::now();
-        let mut no_diag = |_: &str| {};
-        let diag: &mut dyn FnMut(&str) = match &mut self.diag {
-            Some(d) => d,
-            None => &mut no_diag,
+        let diag = &mut |line: &str| self.diag.debug(line);
+        let (end, stages) = match &mut self.backend {
+            Backend::Host(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            Backend::Gpu(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
         };
-        let end = match &mut self.backend {
-            Backend::Host(p) => p.copy(job, progress, cancel, diag),
-            Backend::Gpu(p) => p.copy(job, progress, cancel, diag),
-        }?;
+        let end = end?;
         if self.config.debug {
             let secs = started.elapsed().as_secs_f64();
             diag(&format!(
-                "{}: {end} bytes in {secs:.3} s ({}/s)",
+                "{}: {end} bytes in {secs:.3} s ({}/s); thread time: {}",
                 quote(job.dst_name),
-                humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY)
+                humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY),
+                stages.describe()
             ));
         }
         if self.config.verify {

@@ -1,13 +1,11 @@
 //! Host memory staging, for machines without a GPU library: each slot is aligned host
 //! memory that POSIX reads fill and POSIX writes drain (O_DIRECT-capable alignment).
 
-use super::Staging;
+use super::{NoLibrary, Staging};
 use hipfile::Error;
 use nix::sys::mman::{self, MapFlags, ProtFlags};
-use std::convert::Infallible;
 use std::ffi::c_void;
 use std::num::NonZeroUsize;
-use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 
 /// Alignment of host slots: more than any filesystem's direct-I/O alignment we have seen.
@@ -94,13 +92,16 @@ impl Drop for AlignedBuf {
 
 impl Staging for HostStaging {
     type Slot = AlignedBuf;
-    type Handle<'fd> = Infallible;
+    type Library = NoLibrary<AlignedBuf>;
 
     fn name(&self) -> &'static str {
         "host memory"
     }
-    fn has_direct_route(&self) -> bool {
-        false
+    fn memory(&self) -> &'static str {
+        "host memory"
+    }
+    fn library(&self) -> Option<&NoLibrary<AlignedBuf>> {
+        None
     }
     fn slot_alignment(&self) -> u64 {
         SLOT_ALIGN as u64
@@ -111,71 +112,26 @@ impl Staging for HostStaging {
     fn alloc_slot(&self, len: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
-    fn slot_refusal<'s>(&self, _: &'s AlignedBuf) -> Option<&'s str> {
-        None
-    }
-    fn register<'fd>(&self, _fd: BorrowedFd<'fd>) -> Result<Option<Infallible>, Error> {
-        Ok(None)
-    }
-    fn read(
-        &self,
-        file: &Infallible,
-        _: &mut AlignedBuf,
-        _: usize,
-        _: u64,
-        _: usize,
-    ) -> Result<usize, Error> {
-        match *file {}
-    }
-    fn write(
-        &self,
-        file: &Infallible,
-        _: &mut AlignedBuf,
-        _: usize,
-        _: u64,
-        _: usize,
-    ) -> Result<usize, Error> {
-        match *file {}
-    }
-    type Stream<'s> = Infallible;
-    fn open_stream<'s>(&'s self, _: &'s mut AlignedBuf) -> Result<Option<Infallible>, Error> {
-        Ok(None)
-    }
-    fn submit_read(
-        &self,
-        stream: &mut Infallible,
-        _: &Infallible,
-        _: usize,
-        _: u64,
-        _: usize,
-    ) -> Result<(), Error> {
-        match *stream {}
-    }
-    fn submit_write(
-        &self,
-        stream: &mut Infallible,
-        _: &Infallible,
-        _: usize,
-        _: u64,
-        _: usize,
-    ) -> Result<(), Error> {
-        match *stream {}
-    }
-    fn sync_stream(&self, stream: &mut Infallible) -> Result<Vec<Result<usize, Error>>, Error> {
-        match *stream {}
-    }
+    /// One window is the whole slot: a slice is one read and one write.
     fn window_len(&self, slot: &AlignedBuf) -> usize {
         slot.len
     }
-    fn window<'s>(&self, slot: &'s mut AlignedBuf) -> Result<&'s mut [u8], Error> {
-        Ok(slot.as_mut_slice())
+    fn window<'s>(
+        &self,
+        slot: &'s mut AlignedBuf,
+        _: usize,
+        slot_off: usize,
+    ) -> Result<&'s mut [u8], Error> {
+        Ok(&mut slot.as_mut_slice()[slot_off..])
     }
-    fn upload(&self, _: &mut AlignedBuf, slot_off: usize, _: usize) -> Result<(), Error> {
-        debug_assert_eq!(slot_off, 0, "the host window is the whole slot");
+    /// The window is the slot's own memory: nothing to copy.
+    fn upload(&self, _: &mut AlignedBuf, _: usize, _: usize, _: usize) -> Result<(), Error> {
         Ok(())
     }
-    fn download(&self, _: &mut AlignedBuf, slot_off: usize, _: usize) -> Result<(), Error> {
-        debug_assert_eq!(slot_off, 0, "the host window is the whole slot");
+    fn download(&self, _: &mut AlignedBuf, _: usize, _: usize, _: usize) -> Result<(), Error> {
+        Ok(())
+    }
+    fn settle(&self, _: &mut AlignedBuf) -> Result<(), Error> {
         Ok(())
     }
 }

@@ -1,21 +1,24 @@
 //! The copy of one file over a staging backend: parallel aligned slices, then the
 //! sequential tail (or the whole stream), then the exact size.
 
-use super::chunk_plan::ChunkPlan;
-use super::fileio::{self, MIN_ALIGN};
-use super::transfer::{self, Way};
-use super::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
-use crate::backend::Staging;
+use crate::backend::{LibraryIo, Staging};
+use crate::bounce::{self, Ctx, Names, Reader, Writer};
+use crate::chunk_plan::ChunkPlan;
+use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
+use crate::stages::{Stage, StageClock, StageTimes};
+use crate::transfer::{self, Way};
+use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
+
+/// A registered file of backend `S`.
+pub(crate) type Handle<'fd, S> = <<S as Staging>::Library as LibraryIo>::Handle<'fd>;
 
 /// Workers' slots (dropped first: buffers go back before the driver closes) and the backend.
 pub(crate) struct Pipeline<S: Staging> {
@@ -29,10 +32,13 @@ pub(crate) struct Pipeline<S: Staging> {
     /// `--async`, checked at start to be supported: files whose sides are both direct are
     /// copied with the stream API, one stream per worker.
     pub(crate) async_io: bool,
+    /// The stage times of the last file copied, and of the whole run.
+    pub(crate) last_stages: StageTimes,
+    pub(crate) run_stages: StageTimes,
 }
 
 /// How one side of a copy moves its bytes.
-enum Side<H> {
+pub(crate) enum Side<H> {
     /// Library I/O on a registered O_DIRECT fd, straight into device memory.
     Library(H),
     /// POSIX I/O through the host window; `direct` when O_DIRECT is set (host backend).
@@ -40,7 +46,7 @@ enum Side<H> {
 }
 
 impl<H> Side<H> {
-    fn is_direct(&self) -> bool {
+    pub(crate) fn is_direct(&self) -> bool {
         matches!(self, Side::Library(_) | Side::Posix { direct: true })
     }
     fn describe(&self) -> &'static str {
@@ -52,31 +58,8 @@ impl<H> Side<H> {
     }
 }
 
-/// Names for messages, quoted once.
-struct Names {
-    src: String,
-    dst: String,
-}
-
-impl Names {
-    /// A read failure, from an OS call or a GPU library call (hipfile-rs keeps the errno
-    /// where there is one, the decoded text otherwise).
-    fn read(&self, e: impl Into<io::Error>) -> CopyError {
-        CopyError::Read {
-            name: self.src.clone(),
-            source: e.into(),
-        }
-    }
-    fn write(&self, e: impl Into<io::Error>) -> CopyError {
-        CopyError::Write {
-            name: self.dst.clone(),
-            source: e.into(),
-        }
-    }
-}
-
 /// State the workers of one file share.
-struct Work<'a> {
+pub(crate) struct Work<'a> {
     slices: &'a [Range<u64>],
     next: AtomicUsize,
     /// Per slice: fully copied.
@@ -89,7 +72,7 @@ struct Work<'a> {
 }
 
 impl Work<'_> {
-    fn fail(&self, offset: u64, e: CopyError) {
+    pub(crate) fn fail(&self, offset: u64, e: CopyError) {
         self.stop.store(true, Ordering::SeqCst);
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
         // Keep the error at the lowest offset: that is what a serial copy would have hit.
@@ -115,15 +98,15 @@ impl Work<'_> {
 }
 
 /// One side's files and routes for a slice copy.
-struct Route<'a, H> {
-    src: &'a File,
-    dst: &'a File,
-    src_side: &'a Side<H>,
-    dst_side: &'a Side<H>,
-    names: &'a Names,
+pub(crate) struct Route<'a, H> {
+    pub(crate) src: &'a File,
+    pub(crate) dst: &'a File,
+    pub(crate) src_side: &'a Side<H>,
+    pub(crate) dst_side: &'a Side<H>,
+    pub(crate) cx: &'a Ctx<'a>,
     /// Write only the non-zero `align` blocks (--sparse=always).
-    skip_zeros: bool,
-    align: u64,
+    pub(crate) skip_zeros: bool,
+    pub(crate) align: u64,
 }
 
 impl<S: Staging> Pipeline<S> {
@@ -134,6 +117,8 @@ impl<S: Staging> Pipeline<S> {
             staging,
             chunk,
             async_io: false,
+            last_stages: StageTimes::default(),
+            run_stages: StageTimes::default(),
         }
     }
 
@@ -149,17 +134,19 @@ impl<S: Staging> Pipeline<S> {
         self.ensure_slots(1, src, diag)?;
         let slot = self.slots[0].as_mut().expect("ensured above");
         let bytes = self.staging.window_len(slot);
-        // Only GPU backends allocate a window (pinned memory); the host window is the slot.
-        self.staging
-            .window(slot)
-            .map(drop)
-            .map_err(|e| CopyError::Alloc {
-                name: src.to_owned(),
-                bytes,
-                smallest: None,
-                memory: "pinned host memory",
-                message: e.to_string(),
-            })
+        // Only GPU backends allocate windows (pinned memory); the host window is the slot.
+        for k in 0..2 {
+            self.staging
+                .window(slot, k, 0)
+                .map_err(|e| CopyError::Alloc {
+                    name: src.to_owned(),
+                    bytes,
+                    smallest: None,
+                    memory: "pinned host memory",
+                    message: e.to_string(),
+                })?;
+        }
+        Ok(())
     }
 
     pub(crate) fn copy(
@@ -173,7 +160,13 @@ impl<S: Staging> Pipeline<S> {
             src: quote(job.src_name),
             dst: quote(job.dst_name),
         };
-        self.first_slot(&names.src, diag)?;
+        let clock = StageClock::default();
+        let cx = Ctx {
+            names: &names,
+            cancel,
+            clock: &clock,
+        };
+        clock.time(Stage::Open, || self.first_slot(&names.src, diag))?;
         let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
         let len = match job.src_kind {
             SourceKind::Regular { len } => Some(len),
@@ -185,15 +178,17 @@ impl<S: Staging> Pipeline<S> {
             job.dst.set_len(0).map_err(|e| names.write(e))?;
         }
         let result = match len {
-            Some(len) if dst_regular => self.copy_regular(job, len, &names, progress, cancel, diag),
+            Some(len) if dst_regular => self.copy_regular(job, len, &cx, progress, diag),
             _ => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
                 progress.route("stream", "bounce");
-                self.sequential(job, 0, dst_regular, false, &names, progress, cancel)
+                self.sequential(job, 0, dst_regular, false, &cx, progress)
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.
         progress.file_finished();
+        self.last_stages = clock.times();
+        self.run_stages.add(&self.last_stages);
         let end = match result {
             Ok(end) => end,
             Err((copied, e)) => {
@@ -213,30 +208,25 @@ impl<S: Staging> Pipeline<S> {
         Ok(end)
     }
 
-    /// Opens one side for the parallel phase: O_DIRECT, then registration on GPU backends.
+    /// Opens one side for the parallel phase: O_DIRECT, then registration where files take
+    /// the library route.
     fn open_side<'fd>(
         &self,
         file: &'fd File,
         want_direct: bool,
         name: &str,
         io_err: impl Fn(io::Error) -> CopyError,
-    ) -> Result<(Side<S::Handle<'fd>>, &'static str), CopyError> {
+    ) -> Result<(Side<Handle<'fd, S>>, &'static str), CopyError> {
         if !want_direct {
             return Ok((Side::Posix { direct: false }, "small or unaligned"));
         }
         if !fileio::set_direct(file.as_fd()).map_err(&io_err)? {
             return Ok((Side::Posix { direct: false }, "O_DIRECT refused"));
         }
-        if !self.staging.has_direct_route() {
+        let Some(library) = self.staging.library() else {
             return Ok((Side::Posix { direct: true }, ""));
-        }
-        if !self.staging.prefers_direct_route() {
-            return Ok((
-                Side::Posix { direct: true },
-                "own bounce route, through GPU memory",
-            ));
-        }
-        match self.staging.register(file.as_fd()) {
+        };
+        match library.register(file.as_fd()) {
             Ok(Some(handle)) => Ok((Side::Library(handle), "")),
             Ok(None) => {
                 fileio::clear_direct(file.as_fd()).map_err(&io_err)?;
@@ -273,7 +263,8 @@ impl<S: Staging> Pipeline<S> {
             }
             match self.alloc_shrinking(diag) {
                 Ok(slot) => {
-                    if let Some(why) = self.staging.slot_refusal(&slot) {
+                    let refusal = self.staging.library().and_then(|l| l.slot_refusal(&slot));
+                    if let Some(why) = refusal {
                         diag(&format!(
                             "slot {i}: buffer registration refused ({why}); it bounces"
                         ));
@@ -290,11 +281,7 @@ impl<S: Staging> Pipeline<S> {
                         name: src.to_owned(),
                         bytes: first,
                         smallest: (self.chunk < first).then_some(self.chunk),
-                        memory: if self.staging.has_direct_route() {
-                            "GPU memory"
-                        } else {
-                            "host memory"
-                        },
+                        memory: self.staging.memory(),
                         message: e.to_string(),
                     })
                 }
@@ -332,11 +319,11 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         job: &DataJob<'_>,
         len: u64,
-        names: &Names,
+        cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-        cancel: &AtomicBool,
         diag: &mut dyn FnMut(&str),
     ) -> Result<u64, (u64, CopyError)> {
+        let (names, cancel) = (cx.names, cx.cancel);
         // A file shorter than the smallest alignment has no slice for direct I/O: skip the
         // two statx calls that would only say how much larger it would have to be.
         let align = if len < MIN_ALIGN {
@@ -364,15 +351,22 @@ impl<S: Staging> Pipeline<S> {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             (chunk, plan) = plan_for(self.chunk);
         }
+        // Small files keep O_DIRECT too: buffered I/O below 1 MiB measured slower on both
+        // setups tried (BENCHMARKS.md, "Small files").
         let want_direct =
             !plan.slices.is_empty() && chunk >= align && align <= self.staging.slot_alignment();
         // --sparse=always must see the bytes on the host to find zero blocks.
         let dst_direct =
-            want_direct && !(job.sparse == SparseMode::Always && self.staging.has_direct_route());
-        let (src_side, src_why) = self
-            .open_side(job.src, want_direct, &names.src, |e| names.read(e))
+            want_direct && !(job.sparse == SparseMode::Always && self.staging.library().is_some());
+        let (src_side, src_why) = cx
+            .clock
+            .time(Stage::Open, || {
+                self.open_side(job.src, want_direct, &names.src, |e| names.read(e))
+            })
             .map_err(|e| (0, e))?;
-        let dst_side = self.open_side(job.dst, dst_direct, &names.dst, |e| names.write(e));
+        let dst_side = cx.clock.time(Stage::Open, || {
+            self.open_side(job.dst, dst_direct, &names.dst, |e| names.write(e))
+        });
         let (dst_side, dst_why) = match dst_side {
             Ok(s) => s,
             Err(e) => {
@@ -404,7 +398,7 @@ impl<S: Staging> Pipeline<S> {
             dst: job.dst,
             src_side: &src_side,
             dst_side: &dst_side,
-            names,
+            cx,
             skip_zeros: job.sparse == SparseMode::Always,
             align: align.max(MIN_ALIGN),
         };
@@ -446,7 +440,7 @@ impl<S: Staging> Pipeline<S> {
             || job.sparse == SparseMode::Never
             || extents.iter().any(|e| e.end > tail_start);
         let end = if tail_has_data {
-            let end = self.sequential(job, tail_start, true, true, names, progress, cancel)?;
+            let end = self.sequential(job, tail_start, true, true, cx, progress)?;
             reported += end - tail_start;
             end
         } else {
@@ -463,7 +457,7 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         workers: usize,
         use_async: bool,
-        route: &Route<'_, S::Handle<'_>>,
+        route: &Route<'_, Handle<'_, S>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
@@ -475,7 +469,7 @@ impl<S: Staging> Pipeline<S> {
         } = self;
         let staging = &*staging;
         let worker = if use_async {
-            run_async_worker::<S>
+            crate::streams::run_async_worker::<S>
         } else {
             run_worker::<S>
         };
@@ -526,62 +520,53 @@ impl<S: Staging> Pipeline<S> {
         })
     }
 
-    /// Copies from `start` to SRC's EOF on this thread through the bounce route of slot 0
-    /// (POSIX read into the host window, to the slot, back, POSIX write). Positional I/O when
-    /// `positional_src`; DST is written at offsets when `dst_regular`. Returns the end offset,
-    /// or the error with the size DST must be cut back to.
-    #[allow(clippy::too_many_arguments)]
+    /// Copies from `start` to SRC's EOF on this thread through the bounce route of slot 0.
+    /// Positional reads when `positional_src`; DST is written at offsets when `dst_regular`.
+    /// Returns the end offset, or the error with the size DST must be cut back to.
     fn sequential(
         &mut self,
         job: &DataJob<'_>,
         start: u64,
         dst_regular: bool,
         positional_src: bool,
-        names: &Names,
+        cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-        cancel: &AtomicBool,
     ) -> Result<u64, (u64, CopyError)> {
         let staging = &self.staging;
         let slot = self.slots[0].as_mut().expect("first_slot ran in copy");
-        staging.enter_worker().map_err(|e| (start, names.read(e)))?;
-        let skip_zeros = dst_regular && job.sparse == SparseMode::Always;
+        staging
+            .enter_worker()
+            .map_err(|e| (start, cx.names.read(e)))?;
+        let reader = match positional_src {
+            true => Reader::At {
+                file: job.src,
+                direct: false,
+            },
+            false => Reader::Stream(job.src),
+        };
+        let writer = match dst_regular {
+            true => Writer::At {
+                file: job.dst,
+                skip_zeros: (job.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
+            },
+            false => Writer::Stream(job.dst),
+        };
+        // A stream goes a window at a time, so a slow writer into the pipe sees its bytes
+        // come out as they arrive; a file a slot at a time.
+        let round = match positional_src {
+            true => self.chunk,
+            false => staging.window_len(slot),
+        };
         let mut pos = start;
         loop {
-            if cancel.load(Ordering::SeqCst) {
-                return Err((pos, CopyError::Interrupted));
-            }
-            let window = staging.window(slot).map_err(|e| (pos, names.read(e)))?;
-            let n = if positional_src {
-                fileio::pread_full(job.src, window, pos, false)
-            } else {
-                fileio::read_stream(job.src, window, cancel)
-            }
-            .map_err(|e| (pos, names.read(e)))?;
-            // A stream read returns early when asked to stop; what it had is dropped with the
-            // rest, as DST is cut back to `pos`.
-            if cancel.load(Ordering::SeqCst) {
-                return Err((pos, CopyError::Interrupted));
-            }
-            if n == 0 {
+            let got =
+                bounce::read_in(staging, slot, &reader, pos, round, cx).map_err(|e| (pos, e))?;
+            if got == 0 {
                 return Ok(pos);
             }
-            staging
-                .upload(slot, 0, n)
-                .map_err(|e| (pos, names.read(e)))?;
-            staging
-                .download(slot, 0, n)
-                .map_err(|e| (pos, names.write(e)))?;
-            let window = &staging.window(slot).map_err(|e| (pos, names.write(e)))?[..n];
-            let written = if !dst_regular {
-                (&*job.dst).write_all(window)
-            } else if skip_zeros {
-                fileio::pwrite_skipping_zeros(job.dst, window, pos, MIN_ALIGN as usize)
-            } else {
-                job.dst.write_all_at(window, pos)
-            };
-            written.map_err(|e| (pos, names.write(e)))?;
-            pos += n as u64;
-            progress.advanced(n as u64);
+            bounce::write_out(staging, slot, &writer, pos, got, cx).map_err(|e| (pos, e))?;
+            pos += got as u64;
+            progress.advanced(got as u64);
         }
     }
 }
@@ -607,15 +592,15 @@ fn paren(why: &str) -> String {
 }
 
 /// One worker: takes slices until none are left, the copy fails, or it is cancelled.
-fn run_worker<S: Staging>(
+pub(crate) fn run_worker<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    route: &Route<'_, S::Handle<'_>>,
+    route: &Route<'_, Handle<'_, S>>,
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
 ) {
     if let Err(e) = staging.enter_worker() {
-        work.fail(0, route.names.read(e));
+        work.fail(0, route.cx.names.read(e));
         return;
     }
     take_slices(work, report, |slice| {
@@ -625,7 +610,7 @@ fn run_worker<S: Staging>(
 
 /// Takes slices until none are left, the copy fails, or it is cancelled; `copy` moves one
 /// and returns its bytes (fewer only where SRC ended early).
-fn take_slices(
+pub(crate) fn take_slices(
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
     mut copy: impl FnMut(Range<u64>) -> Result<u64, CopyError>,
@@ -649,226 +634,64 @@ fn take_slices(
     }
 }
 
-/// One `--async` worker (both sides registered): one stream on its slot for this file,
-/// each slice a ReadAsync then a WriteAsync on it, synchronized once. A slot hipFile would
-/// not register takes the threaded worker instead.
-fn run_async_worker<S: Staging>(
-    staging: &S,
-    slot: &mut S::Slot,
-    route: &Route<'_, S::Handle<'_>>,
-    work: &Work<'_>,
-    report: &mut dyn FnMut(u64),
-) {
-    let (Side::Library(src), Side::Library(dst)) = (route.src_side, route.dst_side) else {
-        return run_worker(staging, slot, route, work, report);
-    };
-    if staging.slot_refusal(slot).is_some() {
-        return run_worker(staging, slot, route, work, report);
-    }
-    if let Err(e) = staging.enter_worker() {
-        work.fail(0, route.names.read(e));
-        return;
-    }
-    let mut stream = match staging.open_stream(slot) {
-        Ok(Some(stream)) => stream,
-        Ok(None) => unreachable!("a registered slot opens a stream"),
-        Err(e) => {
-            work.fail(0, route.names.read(e));
-            return;
-        }
-    };
-    take_slices(work, report, |slice| {
-        copy_slice_async(staging, &mut stream, src, dst, route, slice)
-    });
-    // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and
-    // destroys it before the slot can be used again.
-}
-
-/// One queued op, synchronized on its own: its count, or its error.
-fn one_op<'s, S: Staging>(
-    staging: &S,
-    stream: &mut S::Stream<'s>,
-    way: Way,
-    file: &'s S::Handle<'_>,
-    len: usize,
-    file_off: u64,
-    slot_off: usize,
-) -> Result<usize, hipfile::Error> {
-    match way {
-        Way::Read => staging.submit_read(stream, file, len, file_off, slot_off)?,
-        Way::Write => staging.submit_write(stream, file, len, file_off, slot_off)?,
-    }
-    staging
-        .sync_stream(stream)?
-        .pop()
-        .expect("one op was queued")
-}
-
-/// Copies `slice` with the stream: ReadAsync then WriteAsync (stream order makes the write
-/// see the read; no host sync between them), one synchronize, then the counts checked.
-///
-/// The write runs whatever the read did, so after a short or failed read it has written
-/// stale slot bytes to this slice of DST. A failed read fails the copy, and DST is cut back
-/// to before this slice; a short read is completed from its aligned-down count, one op per
-/// synchronize, and the part the write had covered from there is written again. A short
-/// write is completed the same way. Returns the bytes in place, as [`copy_slice`] does.
-fn copy_slice_async<'s, S: Staging>(
-    staging: &S,
-    stream: &mut S::Stream<'s>,
-    src: &'s S::Handle<'_>,
-    dst: &'s S::Handle<'_>,
-    route: &Route<'_, S::Handle<'_>>,
-    slice: Range<u64>,
-) -> Result<u64, CopyError> {
-    let names = route.names;
-    let len = (slice.end - slice.start) as usize;
-    let align = route.align as usize;
-    staging
-        .submit_read(stream, src, len, slice.start, 0)
-        .map_err(|e| names.read(e))?;
-    if let Err(e) = staging.submit_write(stream, dst, len, slice.start, 0) {
-        // Let the queued read finish before the error goes up (and the slot with it).
-        let _ = staging.sync_stream(stream);
-        return Err(names.write(e));
-    }
-    let mut results = staging
-        .sync_stream(stream)
-        .map_err(|e| names.read(e))?
-        .into_iter();
-    // EINTR is a zero count: the follow-up below retries it.
-    let count = |result: Option<Result<usize, hipfile::Error>>| match result {
-        Some(Ok(n)) => Ok(n.min(len)),
-        Some(Err(e)) if transfer::Interruptible::is_interrupted(&e) => Ok(0),
-        Some(Err(e)) => Err(e),
-        None => unreachable!("two ops were queued"),
-    };
-    let read = count(results.next()).map_err(|e| names.read(e))?;
-    let written = count(results.next()).map_err(|e| names.write(e))?;
-    if read == len && written == len {
-        return Ok(len as u64);
-    }
-    let mut got = len;
-    let mut write_from = written & !(align - 1);
-    if read < len {
-        let base = read & !(align - 1);
-        got = base
-            + transfer::drive(
-                Way::Read,
-                len - base,
-                align,
-                fileio::MAX_IO,
-                |done, want| {
-                    let at = base + done;
-                    one_op(
-                        staging,
-                        stream,
-                        Way::Read,
-                        src,
-                        want,
-                        slice.start + at as u64,
-                        at,
-                    )
-                },
-            )
-            .map_err(|e| names.read(e))?;
-        write_from = write_from.min(base);
-    }
-    let to_write = if got < len { got & !(align - 1) } else { len };
-    if write_from < to_write {
-        transfer::drive(
-            Way::Write,
-            to_write - write_from,
-            align,
-            fileio::MAX_IO,
-            |done, want| {
-                let at = write_from + done;
-                one_op(
-                    staging,
-                    stream,
-                    Way::Write,
-                    dst,
-                    want,
-                    slice.start + at as u64,
-                    at,
-                )
-            },
-        )
-        .map_err(|e| names.write(e))?;
-    }
-    Ok(to_write as u64)
-}
-
-/// Reads `slice` into the slot and writes it out. Returns the bytes moved: fewer than the
-/// slice only when SRC ended early, and then only the aligned part of what was read is
-/// written (the sequential phase re-reads the rest).
+/// Reads `slice` into the slot and writes it out, each side by the library (a registered
+/// file and slot) or by the bounce route. Returns the bytes moved: fewer than the slice
+/// only when SRC ended early, and then only the aligned part of what was read is written
+/// (the sequential phase re-reads the rest).
 fn copy_slice<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    route: &Route<'_, S::Handle<'_>>,
+    route: &Route<'_, Handle<'_, S>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
-    let names = route.names;
+    let cx = route.cx;
+    let names = cx.names;
     let len = (slice.end - slice.start) as usize;
-    let mut got = 0;
     let align = route.align as usize;
-    // A slot whose buffer hipFile would not register bounces, even on a registered file:
-    // the fd keeps O_DIRECT, and the window and requests stay aligned for it.
-    let registered = staging.slot_refusal(slot).is_none();
-    match route.src_side {
-        Side::Library(handle) if registered => {
-            got = transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
-                staging.read(handle, slot, want, slice.start + done as u64, done)
+    // A slot whose buffer the library would not register bounces, even on a registered
+    // file: the fd keeps O_DIRECT, and the windows and requests stay aligned for it.
+    let library = staging
+        .library()
+        .filter(|library| library.slot_refusal(slot).is_none());
+    let got = match (route.src_side, library) {
+        (Side::Library(handle), Some(library)) => cx
+            .clock
+            .time(Stage::Read, || {
+                transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
+                    library.read(handle, slot, want, slice.start + done as u64, done)
+                })
             })
-            .map_err(|e| names.read(e))?;
+            .map_err(|e| names.read(e))?,
+        (side, _) => {
+            let reader = Reader::At {
+                file: route.src,
+                direct: side.is_direct(),
+            };
+            bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
         }
-        Side::Library(_) | Side::Posix { .. } => loop {
-            let window = staging.window(slot).map_err(|e| names.read(e))?;
-            let piece = window.len().min(len - got);
-            let at = slice.start + got as u64;
-            let n = fileio::pread_full(
-                route.src,
-                &mut window[..piece],
-                at,
-                route.src_side.is_direct(),
-            )
-            .map_err(|e| names.read(e))?;
-            staging.upload(slot, got, n).map_err(|e| names.read(e))?;
-            got += n;
-            if n < piece || got == len {
-                break;
-            }
-        },
-    }
+    };
     let to_write = if got < len && route.src_side.is_direct() | route.dst_side.is_direct() {
         got & !(align - 1)
     } else {
         got
     };
-    let mut put = 0;
-    match route.dst_side {
-        Side::Library(handle) if registered => {
-            put = transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
-                staging.write(handle, slot, want, slice.start + done as u64, done)
-            })
-            .map_err(|e| names.write(e))?;
-        }
-        Side::Library(_) | Side::Posix { .. } => {
-            while put < to_write {
-                let piece = staging.window_len(slot).min(to_write - put);
-                staging
-                    .download(slot, put, piece)
-                    .map_err(|e| names.write(e))?;
-                let window = &staging.window(slot).map_err(|e| names.write(e))?[..piece];
-                let at = slice.start + put as u64;
-                if route.skip_zeros {
-                    fileio::pwrite_skipping_zeros(route.dst, window, at, route.align as usize)
-                } else {
-                    route.dst.write_all_at(window, at)
-                }
+    match (route.dst_side, library) {
+        (Side::Library(handle), Some(library)) => {
+            cx.clock
+                .time(Stage::Write, || {
+                    transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
+                        library.write(handle, slot, want, slice.start + done as u64, done)
+                    })
+                })
                 .map_err(|e| names.write(e))?;
-                put += piece;
-            }
+        }
+        _ => {
+            let writer = Writer::At {
+                file: route.dst,
+                skip_zeros: route.skip_zeros.then_some(align),
+            };
+            bounce::write_out(staging, slot, &writer, slice.start, to_write, cx)?;
         }
     }
-    Ok(put as u64)
+    Ok(to_write as u64)
 }

@@ -1,0 +1,84 @@
+#!/bin/bash
+# The speed runs on the H200 machine, in one device command (about 9 minutes): two RAM-backed
+# ext4s (SRC on one loop device, DST on the other), checksums, the 4 GiB file on two and on
+# one filesystem, trees, start-up, and --debug stage times.
+#
+#   bench/h200-speed.sh BIN_DIR
+#
+# BIN_DIR holds aiscp (the build under test), and optionally aiscp-base (the build before,
+# run beside it), aiscp-nosmall (a variant build: small files with O_DIRECT as before), xcp,
+# rawbw.c and refloop_cufile.c. Everything lands in $OUT: results.tsv (every run's row),
+# summary.md (tables), bench.log, check.log, debug.log, startup.tsv.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+B=$(cd "${1:?usage: bench/h200-speed.sh BIN_DIR}" && pwd)
+export AISCP_BIN=$B/aiscp BENCH_SHARED=$B XCP_BIN=$B/xcp
+out=${OUT:?set OUT}
+t0=$SECONDS
+step() { echo "# [$((SECONDS - t0)) s] $*"; }
+
+step setup
+for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mnt /mnt/$m | grep -v '^env' ; done
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+S=/mnt/fast D=/mnt/fast2
+extra=()
+[[ -x $B/aiscp-base ]] && extra+=(--extra "base=$B/aiscp-base --backend gpu")
+
+step "checksums (gpu-check.sh)"
+OUT= W=$S/check bash "$HERE/../scripts/gpu-check.sh" --dir "$S/check" --deadline 70 --no-roundtrip 2>&1 |
+    tee "$out/check.log" | grep -E '^(FAIL|SUMMARY)'
+rm -rf "$S/check"
+
+step "4 GiB, two RAM filesystems"
+bash "$HERE/run.sh" --size 4G --dir "$S/b" --dst-dir "$D/b" --rounds 3 --keep --budget 180 \
+    --methods aiscp,hostcopy_qd8,dd_direct,cp,ref_2G,read_qd8,write_qd8 "${extra[@]}" \
+    --extra 'host=--backend host' --extra 's2=--backend gpu --streams 2' \
+    --extra 's8=--backend gpu --streams 8' | grep -v '^  '
+
+step "--debug stage times (4 GiB, two filesystems)"
+src=$S/b/bench-src-4G.bin
+for args in "--backend gpu" "--backend gpu --streams 2" "--backend host"; do
+    rm -f "$D/b/dbg"; sync; echo 3 > /proc/sys/vm/drop_caches
+    echo "=== aiscp $args --debug" >> "$out/debug.log"
+    # shellcheck disable=SC2086
+    "$AISCP_BIN" --no-progress --debug $args "$src" "$D/b/dbg" >> "$out/debug.log" 2>&1
+done
+[[ -x $B/aiscp-base ]] && { rm -f "$D/b/dbg"; sync; echo 3 > /proc/sys/vm/drop_caches;
+    echo "=== aiscp-base --backend gpu --debug" >> "$out/debug.log";
+    "$B/aiscp-base" --no-progress --debug --backend gpu "$src" "$D/b/dbg" >> "$out/debug.log" 2>&1; }
+rm -f "$D/b/dbg"
+grep -E '===|bytes in' "$out/debug.log"
+
+step "trees, two RAM filesystems"
+textra=()
+[[ -x $B/aiscp-base ]] && textra+=(--extra "base=$B/aiscp-base")
+[[ -x $B/aiscp-nosmall ]] && textra+=(--extra "nosmall=$B/aiscp-nosmall")
+bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 4000 --size 256K --rounds 3 \
+    --budget 80 "${textra[@]}" | grep -v '^  '
+bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 64 --size 32M --rounds 3 \
+    --budget 60 "${textra[@]}" | grep -v '^  '
+rm -rf "$S/t" "$D/t"
+
+step "4 GiB, one RAM filesystem"
+bash "$HERE/run.sh" --size 4G --dir "$S/b" --rounds 3 --budget 90 \
+    --methods aiscp,hostcopy_qd8,dd_direct,cp "${extra[@]}" --extra 'host=--backend host' | grep -v '^  '
+
+step "start-up: a 2-byte file, 20 copies each"
+printf 'method\tcopies\tseconds_total\tms_each\n' > "$out/startup.tsv"
+printf 'hi' > "$S/two"
+for m in cp aiscp aiscp_host base; do
+    case $m in
+        cp) cmd=(cp) ;; aiscp) cmd=("$AISCP_BIN") ;; aiscp_host) cmd=("$AISCP_BIN" --backend host) ;;
+        base) [[ -x $B/aiscp-base ]] || continue; cmd=("$B/aiscp-base") ;;
+    esac
+    s=$(date +%s.%N)
+    for i in $(seq 20); do "${cmd[@]}" "$S/two" "$D/two$i" || echo "failed: ${cmd[*]}"; done
+    e=$(date +%s.%N)
+    awk -v m="$m" -v s="$s" -v e="$e" 'BEGIN { printf "%s\t20\t%.3f\t%.1f\n", m, e - s, (e - s) * 50 }' >> "$out/startup.tsv"
+done
+cat "$out/startup.tsv"
+echo "=== start-up --debug" >> "$out/debug.log"
+"$AISCP_BIN" --debug "$S/two" "$D/two-debug" >> "$out/debug.log" 2>&1
+[[ -x $B/aiscp-base ]] && "$B/aiscp-base" --debug "$S/two" "$D/two-debug2" >> "$out/debug.log" 2>&1
+grep -A12 '=== start-up' "$out/debug.log"
+step done

@@ -1,0 +1,174 @@
+//! The bounce route, written once: SRC is read into host windows, each window's bytes are
+//! queued to the slot (GPU memory) while the next window is read, and the slot's bytes come
+//! back through the windows, each one queued while the previous is written out. Every path
+//! that does not use the I/O library takes it: the workers' slices, the unaligned tail, and
+//! streams.
+//!
+//! On the host backend a window is the slot itself and the copies are no-ops, so the same
+//! code is a plain read then write of the slice.
+
+use crate::backend::Staging;
+use crate::fileio;
+use crate::stages::{Stage, StageClock};
+use crate::CopyError;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Names for messages, quoted once.
+pub(crate) struct Names {
+    pub(crate) src: String,
+    pub(crate) dst: String,
+}
+
+impl Names {
+    /// A read failure, from an OS call or a GPU library call (hipfile-rs keeps the errno
+    /// where there is one, the decoded text otherwise).
+    pub(crate) fn read(&self, e: impl Into<io::Error>) -> CopyError {
+        CopyError::Read {
+            name: self.src.clone(),
+            source: e.into(),
+        }
+    }
+    pub(crate) fn write(&self, e: impl Into<io::Error>) -> CopyError {
+        CopyError::Write {
+            name: self.dst.clone(),
+            source: e.into(),
+        }
+    }
+}
+
+/// Where the bounce route reads.
+pub(crate) enum Reader<'a> {
+    /// Positional reads of a regular file; `direct` when its fd has O_DIRECT.
+    At { file: &'a File, direct: bool },
+    /// Sequential reads of a stream, until EOF or until the copy is cancelled.
+    Stream(&'a File),
+}
+
+/// Where the bounce route writes.
+pub(crate) enum Writer<'a> {
+    /// Positional writes; with `skip_zeros`, all-zero blocks of that size stay holes.
+    At {
+        file: &'a File,
+        skip_zeros: Option<usize>,
+    },
+    /// Sequential writes (DST is a pipe, a terminal, a device).
+    Stream(&'a File),
+}
+
+/// What one bounce needs besides the bytes' place.
+pub(crate) struct Ctx<'a> {
+    pub(crate) names: &'a Names,
+    pub(crate) cancel: &'a AtomicBool,
+    pub(crate) clock: &'a StageClock,
+}
+
+impl Ctx<'_> {
+    fn check_cancel(&self) -> Result<(), CopyError> {
+        match self.cancel.load(Ordering::SeqCst) {
+            true => Err(CopyError::Interrupted),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Reads up to `len` bytes (from `at` for positional reads) into the slot from its start,
+/// a window at a time, alternating the two windows so that one travels to the slot while
+/// the other is read. Returns the bytes read: fewer only at EOF. Every queued copy has
+/// finished on return, so library I/O may read the slot.
+pub(crate) fn read_in<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    reader: &Reader<'_>,
+    at: u64,
+    len: usize,
+    cx: &Ctx<'_>,
+) -> Result<usize, CopyError> {
+    let (names, clock) = (cx.names, cx.clock);
+    let window_len = staging.window_len(slot);
+    let mut got = 0;
+    let mut k = 0;
+    while got < len {
+        cx.check_cancel()?;
+        let piece = window_len.min(len - got);
+        let window = clock
+            .time(Stage::CopyWait, || staging.window(slot, k, got))
+            .map_err(|e| names.read(e))?;
+        let window = &mut window[..piece];
+        let n = clock
+            .time(Stage::Read, || match reader {
+                Reader::At { file, direct } => {
+                    fileio::pread_full(file, window, at + got as u64, *direct)
+                }
+                Reader::Stream(file) => fileio::read_stream(file, window, cx.cancel),
+            })
+            .map_err(|e| names.read(e))?;
+        // A stream read returns early when asked to stop; what it had is dropped with the
+        // rest, as DST is cut back to before it.
+        cx.check_cancel()?;
+        clock
+            .time(Stage::CopyQueue, || staging.upload(slot, k, n, got))
+            .map_err(|e| names.read(e))?;
+        got += n;
+        k ^= 1;
+        if n < piece {
+            break;
+        }
+    }
+    clock
+        .time(Stage::CopyWait, || staging.settle(slot))
+        .map_err(|e| names.read(e))?;
+    Ok(got)
+}
+
+/// Writes the slot's first `len` bytes (to `at` for positional writes) back through the
+/// windows: the first two are queued at once, and each window is queued again as soon as
+/// it has been written out, so copies from the slot overlap the writes.
+pub(crate) fn write_out<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    writer: &Writer<'_>,
+    at: u64,
+    len: usize,
+    cx: &Ctx<'_>,
+) -> Result<(), CopyError> {
+    let (names, clock) = (cx.names, cx.clock);
+    let window_len = staging.window_len(slot);
+    let pieces = len.div_ceil(window_len);
+    let piece = |i: usize| (i * window_len, window_len.min(len - i * window_len));
+    let queue = |slot: &mut S::Slot, i: usize| {
+        let (off, n) = piece(i);
+        clock
+            .time(Stage::CopyQueue, || staging.download(slot, i % 2, off, n))
+            .map_err(|e| names.write(e))
+    };
+    for i in 0..pieces.min(2) {
+        queue(slot, i)?;
+    }
+    for i in 0..pieces {
+        if i > 0 {
+            cx.check_cancel()?;
+        }
+        let (off, n) = piece(i);
+        let window = clock
+            .time(Stage::CopyWait, || staging.window(slot, i % 2, off))
+            .map_err(|e| names.write(e))?;
+        let window = &window[..n];
+        clock
+            .time(Stage::Write, || match writer {
+                Writer::At {
+                    file,
+                    skip_zeros: Some(block),
+                } => fileio::pwrite_skipping_zeros(file, window, at + off as u64, *block),
+                Writer::At { file, .. } => file.write_all_at(window, at + off as u64),
+                Writer::Stream(file) => (&**file).write_all(window),
+            })
+            .map_err(|e| names.write(e))?;
+        if i + 2 < pieces {
+            queue(slot, i + 2)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! A pinned host window with its own stream: copies between it and device memory are queued
+//! (hipMemcpyAsync / cuMemcpy*Async on a non-blocking stream) so that the caller's file I/O on
+//! other windows overlaps them, and so that copies of different threads never queue behind
+//! one another on the legacy default stream, as synchronous hipMemcpy / cuMemcpy do.
+
+use crate::{sys, Device, DeviceBuffer, Error, PinnedBuffer};
+use std::ffi::c_void;
+
+/// Pinned host memory plus the stream its copies run on. Host access ([`CopyWindow::host`])
+/// waits for the queued copies first, so the host never touches bytes a copy is moving.
+///
+/// The device buffers given to [`CopyWindow::upload`] / [`CopyWindow::download`] must stay
+/// allocated until the window is waited on or dropped (drop waits): owners keep windows in a
+/// field declared before their device buffer, so the window goes first.
+pub struct CopyWindow {
+    // Declared first: the stream is drained and destroyed before the pinned memory is freed.
+    stream: sys::StreamRaw,
+    /// Copies queued since the last wait.
+    pending: bool,
+    window: PinnedBuffer,
+    device: Device,
+}
+
+// SAFETY: the stream handle is an opaque token usable from any thread that makes the device
+// current (every call here does); the pinned memory is owned like a Box<[u8]>.
+unsafe impl Send for CopyWindow {}
+
+impl Device {
+    /// `len` bytes of pinned host memory with a non-blocking stream for its copies.
+    pub fn alloc_window(&self, len: usize) -> Result<CopyWindow, Error> {
+        let window = self.alloc_pinned(len)?;
+        let rt = self.runtime();
+        let mut stream: sys::StreamRaw = std::ptr::null_mut();
+        match &rt.inner.table {
+            // SAFETY: valid out pointer; destroyed in CopyWindow::drop.
+            sys::RuntimeFunctions::Hip(hip) => rt.check("hipStreamCreateWithFlags", unsafe {
+                (hip.stream_create_with_flags)(&mut stream, sys::STREAM_NON_BLOCKING)
+            })?,
+            // SAFETY: as above.
+            sys::RuntimeFunctions::Cuda(cu) => rt.check("cuStreamCreate", unsafe {
+                (cu.stream_create)(&mut stream, sys::STREAM_NON_BLOCKING)
+            })?,
+        }
+        Ok(CopyWindow {
+            stream,
+            pending: false,
+            window,
+            device: self.clone(),
+        })
+    }
+}
+
+impl CopyWindow {
+    pub fn len(&self) -> usize {
+        self.window.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.window.is_empty()
+    }
+
+    /// The window's bytes, once every queued copy has finished.
+    pub fn host(&mut self) -> Result<&mut [u8], Error> {
+        self.wait()?;
+        Ok(self.window.as_mut_slice())
+    }
+
+    /// Waits for the queued copies (a no-op when none are queued).
+    pub fn wait(&mut self) -> Result<(), Error> {
+        if !self.pending {
+            return Ok(());
+        }
+        // The stream is drained either way: a failed synchronize leaves nothing queued that
+        // a later wait could still see finish.
+        self.pending = false;
+        self.device.sync_stream(self.stream)
+    }
+
+    /// Queues a copy of `window[..len]` into `dst` at `dst_off`.
+    pub fn upload(
+        &mut self,
+        len: usize,
+        dst: &mut DeviceBuffer,
+        dst_off: usize,
+    ) -> Result<(), Error> {
+        self.queue(len, dst, dst_off, true)
+    }
+
+    /// Queues a copy of `len` bytes of `src` at `src_off` into `window[..len]`.
+    pub fn download(
+        &mut self,
+        src: &DeviceBuffer,
+        src_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        self.queue(len, src, src_off, false)
+    }
+
+    fn queue(
+        &mut self,
+        len: usize,
+        dev: &DeviceBuffer,
+        dev_off: usize,
+        to_device: bool,
+    ) -> Result<(), Error> {
+        if len > self.window.len() {
+            return Err(self.device.library().invalid(format!(
+                "copy of {len} bytes through a window of {}",
+                self.window.len()
+            )));
+        }
+        dev.check_range(dev_off, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.device.make_current()?;
+        let rt = self.device.runtime();
+        let host = self.window.as_mut_slice().as_mut_ptr();
+        let dev_addr = dev.addr + dev_off;
+        // Marked before the call: a failed enqueue may still have queued part of the work.
+        self.pending = true;
+        match (&rt.inner.table, to_device) {
+            // SAFETY: both ranges are checked; the host side is pinned memory owned by self,
+            // not handed out again before the stream is synchronized (host() waits), and the
+            // device side outlives the copy (the type's contract).
+            (sys::RuntimeFunctions::Hip(hip), true) => rt.check("hipMemcpyAsync", unsafe {
+                (hip.memcpy_async)(
+                    dev_addr as *mut c_void,
+                    host.cast(),
+                    len,
+                    sys::HIP_MEMCPY_HOST_TO_DEVICE,
+                    self.stream,
+                )
+            }),
+            // SAFETY: as above.
+            (sys::RuntimeFunctions::Hip(hip), false) => rt.check("hipMemcpyAsync", unsafe {
+                (hip.memcpy_async)(
+                    host.cast(),
+                    dev_addr as *const c_void,
+                    len,
+                    sys::HIP_MEMCPY_DEVICE_TO_HOST,
+                    self.stream,
+                )
+            }),
+            // SAFETY: as above.
+            (sys::RuntimeFunctions::Cuda(cu), true) => rt.check("cuMemcpyHtoDAsync_v2", unsafe {
+                (cu.memcpy_htod_async)(dev_addr as sys::CuDevicePtr, host.cast(), len, self.stream)
+            }),
+            // SAFETY: as above.
+            (sys::RuntimeFunctions::Cuda(cu), false) => rt.check("cuMemcpyDtoHAsync_v2", unsafe {
+                (cu.memcpy_dtoh_async)(host.cast(), dev_addr as sys::CuDevicePtr, len, self.stream)
+            }),
+        }
+    }
+}
+
+impl Drop for CopyWindow {
+    fn drop(&mut self) {
+        // Nothing may still write into the pinned memory when it is freed.
+        let _ = self.wait();
+        self.device.destroy_stream(self.stream);
+    }
+}

@@ -1,0 +1,301 @@
+//! One test per protection README's "Guarantees" promises, each written to fail if that
+//! protection were removed: a name swapped between check and use (paused at the moment with
+//! `AISCP_TEST_PAUSE`, or while aiscp waits for a FIFO's writer), fsync calls seen with
+//! strace, a final ftruncate refused by the file-size limit. GNU cp is the oracle where the
+//! situation can be made for it too.
+
+mod common;
+
+use common::{program, random_bytes, Backend, BACKENDS};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn aiscp(backend: Backend, dir: &Path) -> Command {
+    let mut cmd = Command::new(program());
+    cmd.current_dir(dir).arg("-q");
+    backend.apply(&mut cmd, &dir.join("report"));
+    cmd
+}
+
+/// Starts `cmd` paused at `point`, waits until it gets there, runs `change`, lets it go on,
+/// and returns its output.
+fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
+    let flag = dir.join("paused");
+    cmd.env("AISCP_TEST_PAUSE", format!("{point}:{}", flag.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !flag.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("aiscp ended ({status:?}) before reaching {point}");
+        }
+        assert!(Instant::now() < deadline, "aiscp never reached {point}");
+        thread::sleep(Duration::from_millis(5));
+    }
+    change();
+    fs::remove_file(&flag).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).replace(&program().display().to_string(), "PROG")
+}
+
+/// A new DEST is created O_EXCL: a symlink planted at its name while aiscp waits for a FIFO
+/// source's writer is not followed, and its target keeps its content. Same for cp.
+#[test]
+fn a_symlink_planted_at_a_new_dest_is_not_written_through() {
+    for prog in [Some(Backend::Host), Some(Backend::FakeGpu), None] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        nix::unistd::mkfifo(&d.join("src"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        fs::write(d.join("victim"), b"precious\n").unwrap();
+        let mut cmd = match prog {
+            Some(backend) => aiscp(backend, d),
+            None => {
+                let mut c = Command::new("cp");
+                c.current_dir(d);
+                c
+            }
+        };
+        let child: Child = cmd
+            .args(["src", "dst"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        thread::sleep(Duration::from_millis(300)); // DEST checked absent; waiting for a writer
+        symlink("victim", d.join("dst")).unwrap();
+        let mut w = fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("src"))
+            .unwrap();
+        w.write_all(b"attacker data\n").unwrap();
+        drop(w);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            fs::read(d.join("victim")).unwrap(),
+            b"precious\n",
+            "{prog:?} wrote through the planted symlink"
+        );
+        assert_eq!(out.status.code(), Some(1), "{prog:?}");
+    }
+}
+
+/// SOURCE is opened O_NOFOLLOW where cp does not dereference: a symlink swapped in after
+/// its stat is not followed, even to the very file that was stat'ed (which the identity
+/// check alone would let through).
+#[test]
+fn a_source_swapped_for_a_symlink_is_not_followed() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        fs::write(d.join("src"), b"data\n").unwrap();
+        let mut cmd = aiscp(backend, &d);
+        cmd.args(["-P", "src", "dst"]);
+        let out = paused_at(cmd, "source-open", &d, || {
+            fs::rename(d.join("src"), d.join("moved")).unwrap();
+            symlink("moved", d.join("src")).unwrap();
+        });
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            "PROG: cannot open 'src' for reading: Too many levels of symbolic links\n"
+        );
+        assert!(!d.join("dst").exists());
+    }
+}
+
+/// The opened SOURCE is checked (fstat) to be the file that was stat'ed: one replaced
+/// meanwhile is skipped with cp's message, and DEST is not made.
+#[test]
+fn a_source_replaced_after_its_stat_is_skipped() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        fs::write(d.join("src"), b"data\n").unwrap();
+        let mut cmd = aiscp(backend, &d);
+        cmd.args(["src", "dst"]);
+        let out = paused_at(cmd, "source-open", &d, || {
+            fs::write(d.join("other"), b"other data\n").unwrap();
+            fs::rename(d.join("other"), d.join("src")).unwrap();
+        });
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            "PROG: skipping file 'src', as it was replaced while being copied\n"
+        );
+        assert!(!d.join("dst").exists());
+    }
+}
+
+/// The opened DEST is checked to be another file than SOURCE: a DEST name made a hard link
+/// to SOURCE after the checks is refused as the same file, and SOURCE keeps its content
+/// (DEST is truncated only after that check).
+#[test]
+fn a_dest_swapped_for_the_source_is_refused_and_the_source_kept() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        let data = random_bytes(100_000, 3);
+        fs::write(d.join("src"), &data).unwrap();
+        fs::write(d.join("dst"), b"old\n").unwrap();
+        let mut cmd = aiscp(backend, &d);
+        cmd.args(["src", "dst"]);
+        let out = paused_at(cmd, "dest-open", &d, || {
+            fs::remove_file(d.join("dst")).unwrap();
+            fs::hard_link(d.join("src"), d.join("dst")).unwrap();
+        });
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "PROG: 'src' and 'dst' are the same file\n");
+        assert!(fs::read(d.join("src")).unwrap() == data, "SOURCE changed");
+    }
+}
+
+/// The syscalls of one run as strace records them (None where strace is missing).
+fn strace(backend: Backend, dir: &Path, args: &[&str]) -> Option<Vec<String>> {
+    let log = dir.join("strace.log");
+    let mut cmd = Command::new("strace");
+    cmd.current_dir(dir)
+        .args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .args([
+            "-e",
+            "trace=openat,fsync,fdatasync,rename,renameat,renameat2,close",
+        ])
+        .arg(program())
+        .args(args);
+    backend.apply(&mut cmd, &dir.join("report"));
+    match cmd.output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!("{}", String::from_utf8_lossy(&out.stderr)),
+        Err(_) => {
+            eprintln!("skipped: no strace");
+            return None;
+        }
+    }
+    let text = fs::read_to_string(&log).unwrap();
+    Some(
+        text.lines()
+            // Each line starts with the thread id: drop it.
+            .map(|l| {
+                l.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
+                    .to_owned()
+            })
+            .collect(),
+    )
+}
+
+/// The index of the `openat(..., "NAME...", O_WRONLY...) = FD` line and FD.
+fn opened_fd(calls: &[String], name_starts: &str) -> Option<(usize, String)> {
+    calls.iter().enumerate().find_map(|(i, c)| {
+        let rest = c.strip_prefix("openat(")?;
+        let quoted = rest.split('"').nth(1)?;
+        if !quoted.starts_with(name_starts) || !c.contains("O_WRONLY") {
+            return None;
+        }
+        let fd = c.rsplit("= ").next()?.trim();
+        fd.parse::<i32>().ok().map(|_| (i, fd.to_owned()))
+    })
+}
+
+/// --fsync syncs DEST through its own descriptor after the data is in, before closing it.
+#[test]
+fn fsync_is_honoured() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("src"), random_bytes(300_000, 4)).unwrap();
+        let Some(calls) = strace(backend, dir.path(), &["-q", "--fsync", "src", "dst"]) else {
+            return;
+        };
+        let (at, fd) = opened_fd(&calls, "dst").expect("dst opened for writing");
+        let synced = calls[at..]
+            .iter()
+            .position(|c| c.starts_with(&format!("fsync({fd})")));
+        let closed = calls[at..]
+            .iter()
+            .position(|c| c.starts_with(&format!("close({fd})")));
+        assert!(
+            synced.is_some_and(|s| closed.map_or(true, |c| s < c)),
+            "{backend:?}: no fsync of dst before its close: {calls:#?}"
+        );
+    }
+}
+
+/// --atomic syncs the temporary before renaming it over DEST (else a crash could leave the
+/// new name on an empty file).
+#[test]
+fn atomic_syncs_the_temporary_before_the_rename() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("src"), random_bytes(300_000, 5)).unwrap();
+        fs::write(dir.path().join("dst"), b"old\n").unwrap();
+        let Some(calls) = strace(backend, dir.path(), &["-q", "--atomic", "src", "dst"]) else {
+            return;
+        };
+        let (at, fd) = opened_fd(&calls, ".dst.").expect("temporary opened");
+        let synced = calls[at..]
+            .iter()
+            .position(|c| c.starts_with(&format!("fsync({fd})")));
+        let renamed = calls[at..]
+            .iter()
+            .position(|c| c.starts_with("rename") && c.contains("\"dst\""));
+        assert!(renamed.is_some(), "{backend:?}: no rename: {calls:#?}");
+        assert!(
+            synced.is_some_and(|s| s < renamed.unwrap()),
+            "{backend:?}: the temporary was not synced before the rename: {calls:#?}"
+        );
+    }
+}
+
+/// The last step of a copy, ftruncate to SOURCE's size (here extending past the data over a
+/// trailing hole), fails under a file-size limit: exit 1 with cp's message, for both.
+#[test]
+fn a_failing_final_ftruncate_is_reported_like_cp() {
+    let run = |prog: &Path, backend: Backend| -> (Option<i32>, String, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // 64 KiB of data, then a hole to 8 MiB.
+        let f = fs::File::create(d.join("src")).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&random_bytes(64 * 1024, 6), 0).unwrap();
+        f.set_len(8 << 20).unwrap();
+        let mut cmd = Command::new(prog);
+        cmd.current_dir(d).args(["--sparse=always", "src", "dst"]);
+        if prog == program() {
+            cmd.arg("-q");
+        }
+        backend.apply(&mut cmd, &d.join("report"));
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setrlimit and signal are async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 20,
+                    rlim_max: 1 << 20,
+                };
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).replace(&prog.display().to_string(), "PROG");
+        let len = fs::metadata(d.join("dst")).map_or(0, |m| m.len());
+        (out.status.code(), err, len)
+    };
+    let cp = run(&PathBuf::from("cp"), Backend::Host);
+    assert_eq!(cp.0, Some(1), "{cp:?}");
+    for backend in BACKENDS {
+        let ours = run(&program(), backend);
+        assert_eq!(ours, cp, "{backend:?}");
+    }
+}
