@@ -84,6 +84,7 @@ Register-ArgumentCompleter -Native -CommandName 'aiscp' -ScriptBlock {
             [CompletionResult]::new('--debug', '--debug', [CompletionResultType]::ParameterName, 'Report the backend, library, GPU, chunk, streams and each file''s route on stderr')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Suppress warnings (such as falling back to host memory when no GPU library loads)')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Suppress warnings (such as falling back to host memory when no GPU library loads)')
+            [CompletionResult]::new('--doctor', '--doctor', [CompletionResultType]::ParameterName, 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')

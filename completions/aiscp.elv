@@ -81,6 +81,7 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --debug 'Report the backend, library, GPU, chunk, streams and each file''s route on stderr'
             cand -q 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
             cand --quiet 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
+            cand --doctor 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'

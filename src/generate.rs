@@ -13,13 +13,15 @@ const SYNOPSIS: &str = r#".SH SYNOPSIS
 \fBaiscp\fR [\fIOPTION\fR]... \fISOURCE\fR... \fIDIRECTORY\fR
 .br
 \fBaiscp\fR [\fIOPTION\fR]... \fB\-t\fR \fIDIRECTORY\fR \fISOURCE\fR...
+.br
+\fBaiscp\fR \fB\-\-doctor\fR [\fIPATH\fR]...
 "#;
 
 /// Sections clap does not know about, in roff.
 const EXTRA_SECTIONS: &str = r#".SH "EXIT STATUS"
 .TP
 .B 0
-Every SOURCE was copied.
+Every SOURCE was copied (with \fB\-\-doctor\fR: a GPU route is possible).
 .TP
 .B 1
 An operand failed (each failure is reported on standard error and the other operands are
@@ -62,6 +64,10 @@ existing/nil (the default), numbered/t.
 .B SIMPLE_BACKUP_SUFFIX
 Backup suffix when \fB\-S\fR is not given (default ~).
 .TP
+.B AISCP_TEST_PAUSE
+For aiscp's own test suite only: POINT:PATH makes the copy create PATH on reaching POINT and
+wait until it is removed. Leave it unset.
+.TP
 .B LC_ALL, LC_CTYPE, LANG
 Whether names and quotes in messages are printed as UTF-8, as cp decides.
 .SH EXAMPLES
@@ -78,6 +84,9 @@ Copy through host memory, printing each copy.
 .TP
 .B aiscp \-\-atomic \-\-fsync model.bin /data/model.bin
 Replace a file so readers never see a partial copy, durable on return.
+.TP
+.B aiscp \-\-doctor /data /mnt/nvme
+Report the GPU libraries and GPUs, and the route files under each path would take and why.
 .SH "SEE ALSO"
 .BR cp (1)
 "#;

@@ -4,6 +4,7 @@ mod attrs;
 mod backup;
 mod cli;
 mod copy;
+mod doctor;
 mod generate;
 mod messages;
 mod open_dir;
@@ -133,6 +134,9 @@ fn main() {
             Err(e) => messages::stdout_failed(&e),
         }
         messages::exit(0);
+    }
+    if cli.doctor {
+        messages::exit(doctor::run(&cli.operands, &cli.staging));
     }
     // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
     // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.

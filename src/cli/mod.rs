@@ -152,6 +152,11 @@ pub struct Cli {
     /// Write the man page or a shell completion script to stdout
     #[arg(long, hide = true, value_name = "WHAT", value_parser = Choices(GENERATE_CHOICES))]
     pub generate: Option<String>,
+    /// Check what GPU staging needs on this machine: libraries and versions, GPUs and their
+    /// memory, and the route files under each operand (a PATH here) would take, and why.
+    /// Exit 0 when a GPU route is possible
+    #[arg(long, help_heading = "Reporting")]
+    pub doctor: bool,
     /// The SOURCE files, then DEST: a file, or the DIRECTORY that receives several SOURCEs
     /// (with -t DIRECTORY, every operand is a SOURCE)
     #[arg(value_name = "OPERAND", value_hint = ValueHint::AnyPath, allow_hyphen_values = false)]
