@@ -281,7 +281,7 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
     let dir = meta.is_dir();
     let fs = match File::open(path).and_then(|f| {
         nix::sys::statfs::fstatfs(f.as_fd())
-            .map(|s| s.filesystem_type().0 as i64)
+            .map(|s| s.filesystem_type().0)
             .map_err(std::io::Error::from)
     }) {
         Ok(magic) => fs_name(magic),
