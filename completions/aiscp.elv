@@ -30,7 +30,7 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --target-directory 'Copy all SOURCE arguments into DIRECTORY'
             cand --update 'Control which existing files are updated (-u: older)'
             cand --backend 'Staging backend: auto tries hipFile, then cuFile, then host memory (with a warning); gpu is hipFile or cuFile, an error if neither loads'
-            cand --gpu 'GPU index to stage through'
+            cand --gpu 'GPU(s) to stage through: an index, a list (0,2,3), all, or auto (each file on the GPU nearest its storage by PCI path and NUMA node, all GPUs where that is unknown). With several, each GPU gets STREAMS slots and a file''s slices go to whichever is free'
             cand --route 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)'
             cand --chunk-size 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE'
             cand --streams 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]'

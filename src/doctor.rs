@@ -6,6 +6,7 @@
 
 use crate::cli::staging::{BackendArg, StagingArgs};
 use crate::quote::quote;
+use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
@@ -65,9 +66,14 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     if flavors.is_empty() {
         let _ = writeln!(out, "  none tried: --backend host");
     }
+    // The first GPU a copy would use; with `all` or `auto`, GPU 0.
+    let gpu = match &staging.gpu {
+        GpuChoice::List(v) => v.first().copied().unwrap_or(0),
+        GpuChoice::All | GpuChoice::Auto => 0,
+    };
     let mut ready: Vec<Ready> = Vec::new();
     for &flavor in flavors {
-        if let Some(r) = check_flavor(flavor, staging.gpu, &mut out) {
+        if let Some(r) = check_flavor(flavor, gpu, &mut out) {
             ready.push(r);
         }
     }
@@ -82,7 +88,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
             out,
             "verdict: a GPU route is possible through {} on GPU {}",
             r.flavor.name(),
-            staging.gpu
+            gpu
         ),
         None => writeln!(
             out,

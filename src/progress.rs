@@ -550,7 +550,8 @@ pub struct StatsReport {
     pub backend: Option<&'static str>,
     /// The library's version text ("cuFile 1.9.1") when it tells.
     pub library: Option<String>,
-    pub gpu: Option<u32>,
+    /// The GPUs staged through (empty on host memory).
+    pub gpus: Vec<u32>,
     pub routes: Vec<RouteCount>,
     /// Thread time per pipeline stage, summed over the workers (null when no file had
     /// data to copy).
@@ -587,9 +588,9 @@ impl StatsReport {
         engine: Option<(EngineInfo, StageTimes)>,
         failed: bool,
     ) -> StatsReport {
-        let (backend, library, gpu, stages) = match engine {
-            Some((e, t)) => (Some(e.backend), e.library, e.gpu, Some(t.into())),
-            None => (None, None, None, None),
+        let (backend, library, gpus, stages) = match engine {
+            Some((e, t)) => (Some(e.backend), e.library, e.gpus, Some(t.into())),
+            None => (None, None, Vec::new(), None),
         };
         StatsReport {
             files: summary.files,
@@ -599,7 +600,7 @@ impl StatsReport {
             failed,
             backend,
             library,
-            gpu,
+            gpus,
             routes: summary.routes,
             stages,
         }
@@ -621,8 +622,15 @@ impl StatsReport {
                 ", through {}",
                 self.library.as_deref().unwrap_or(backend)
             );
-            if let Some(gpu) = self.gpu {
-                let _ = write!(line, " on GPU {gpu}");
+            let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
+            match gpus.len() {
+                0 => {}
+                1 => {
+                    let _ = write!(line, " on GPU {}", gpus[0]);
+                }
+                _ => {
+                    let _ = write!(line, " on GPUs {}", gpus.join(","));
+                }
             }
         }
         if !self.routes.is_empty() {

@@ -306,11 +306,11 @@ fn stats_line_and_json_add_up() {
         match backend {
             Backend::Host => {
                 assert_eq!(v["backend"], "host memory", "{json}");
-                assert!(v["gpu"].is_null(), "{json}");
+                assert_eq!(v["gpus"], serde_json::json!([]), "{json}");
             }
             Backend::FakeGpu => {
                 assert_eq!(v["backend"], "hipFile", "{json}");
-                assert_eq!(v["gpu"], 0, "{json}");
+                assert_eq!(v["gpus"], serde_json::json!([0]), "{json}");
                 assert!(
                     v["library"].as_str().unwrap().starts_with("hipFile "),
                     "{json}"

@@ -1,7 +1,7 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
 use crate::progress::View;
-use aiscp_engine::{BackendChoice, ChunkSize, Config, RouteChoice};
+use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -33,15 +33,18 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub backend: BackendArg,
-    /// GPU index to stage through
+    /// GPU(s) to stage through: an index, a list (0,2,3), all, or auto (each file on the GPU
+    /// nearest its storage by PCI path and NUMA node, all GPUs where that is unknown). With
+    /// several, each GPU gets STREAMS slots and a file's slices go to whichever is free
     #[arg(
         long,
-        value_name = "N",
-        default_value_t = 0,
+        value_name = "N|LIST|all|auto",
+        value_parser = parse_gpu,
+        default_value = "0",
         allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
-    pub gpu: u32,
+    pub gpu: GpuChoice,
     /// How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on
     /// registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU
     /// buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile,
@@ -178,6 +181,32 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{text}' is too large"))
 }
 
+/// `--gpu`: `N`, `N,M,...` (no repeats), `all` or `auto`. Indices are checked against the
+/// device count when the backend comes up.
+pub fn parse_gpu(text: &str) -> Result<GpuChoice, String> {
+    match text {
+        "all" => return Ok(GpuChoice::All),
+        "auto" => return Ok(GpuChoice::Auto),
+        _ => {}
+    }
+    let mut list: Vec<u32> = Vec::new();
+    for part in text.split(',') {
+        let index = match part.parse::<u32>() {
+            Ok(i) if part.bytes().all(|b| b.is_ascii_digit()) => i,
+            _ => {
+                return Err(format!(
+                    "'{part}' is not a GPU index (use N, a list such as 0,2,3, all or auto)"
+                ))
+            }
+        };
+        if list.contains(&index) {
+            return Err(format!("GPU {index} is listed twice"));
+        }
+        list.push(index);
+    }
+    Ok(GpuChoice::List(list))
+}
+
 fn parse_chunk_size(text: &str) -> Result<ChunkSize, String> {
     ChunkSize::new(parse_size(text)?).map_err(|e| e.to_string())
 }
@@ -193,7 +222,7 @@ impl From<&StagingArgs> for Config {
                 BackendArg::Host => BackendChoice::Host,
             },
             chunk_size: a.chunk_size,
-            gpu: a.gpu,
+            gpu: a.gpu.clone(),
             route: match a.route {
                 RouteArg::Auto => RouteChoice::Auto,
                 RouteArg::Library => RouteChoice::Library,
@@ -242,7 +271,21 @@ mod tests {
         let e = error_text(&["--backend", "tpu"]);
         assert!(e.contains("tpu") && e.contains("hipfile"), "{e}");
         let e = error_text(&["--gpu", "two"]);
-        assert!(e.contains("--gpu"), "{e}");
+        assert!(
+            e.contains("--gpu") && e.contains("'two' is not a GPU index"),
+            "{e}"
+        );
+        let hint = " is not a GPU index (use N, a list such as 0,2,3, all or auto)";
+        for (bad, why) in [
+            ("0,,1", format!("''{hint}")),
+            ("1,-2", format!("'-2'{hint}")),
+            ("+1", format!("'+1'{hint}")),
+            ("ALL", format!("'ALL'{hint}")),
+            ("99999999999", format!("'99999999999'{hint}")),
+            ("2,0,2", "GPU 2 is listed twice".to_owned()),
+        ] {
+            assert_eq!(super::parse_gpu(bad), Err(why), "{bad}");
+        }
     }
 
     #[test]
@@ -276,6 +319,21 @@ mod tests {
         assert_eq!(view(&["--no-progress", "--progress"], false), View::Lines);
         assert_eq!(view(&[], true), View::Terminal);
         assert_eq!(view(&[], false), View::Off);
+    }
+
+    #[test]
+    fn gpu_choices() {
+        use aiscp_engine::GpuChoice;
+        assert_eq!(super::parse_gpu("3"), Ok(GpuChoice::List(vec![3])));
+        assert_eq!(
+            super::parse_gpu("0,2,3"),
+            Ok(GpuChoice::List(vec![0, 2, 3]))
+        );
+        assert_eq!(super::parse_gpu("2,0"), Ok(GpuChoice::List(vec![2, 0])));
+        assert_eq!(super::parse_gpu("all"), Ok(GpuChoice::All));
+        assert_eq!(super::parse_gpu("auto"), Ok(GpuChoice::Auto));
+        let only = Only::try_parse_from(["aiscp"]).unwrap();
+        assert_eq!(only.staging.gpu, GpuChoice::List(vec![0]));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 pub mod backend;
 mod bounce;
 pub mod chunk_plan;
+pub mod devices;
 pub mod fileio;
 mod pipeline;
 pub mod quote;
@@ -25,7 +26,7 @@ mod streams;
 mod transfer;
 pub mod verify;
 
-pub use backend::{BackendChoice, RouteChoice};
+pub use backend::{BackendChoice, GpuChoice, RouteChoice};
 pub use stages::StageTimes;
 
 use crate::quote::quote;
@@ -109,7 +110,8 @@ pub enum SparseMode {
 pub struct Config {
     pub backend: BackendChoice,
     pub chunk_size: ChunkSize,
-    pub gpu: u32,
+    /// Which GPU(s) stage the data (GPU backends only).
+    pub gpu: GpuChoice,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
     pub route: RouteChoice,
     /// Slices in flight; None = the engine's default.
@@ -128,7 +130,7 @@ impl Config {
         backend::Request {
             backend: self.backend,
             route: self.route,
-            gpu: self.gpu,
+            gpu: self.gpu.clone(),
             async_io: self.async_io,
         }
     }
@@ -139,7 +141,7 @@ impl Default for Config {
         Config {
             backend: BackendChoice::Auto,
             chunk_size: ChunkSize::DEFAULT,
-            gpu: 0,
+            gpu: GpuChoice::default(),
             route: RouteChoice::Auto,
             streams: None,
             async_io: false,
@@ -180,12 +182,12 @@ pub trait ProgressSink {
 }
 
 /// What a run staged through: the backend's name ("hipFile", "cuFile", "host memory"), the
-/// library's version text when it tells, and the GPU index on GPU backends.
+/// library's version text when it tells, and the GPU indices on GPU backends (none on host).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineInfo {
     pub backend: &'static str,
     pub library: Option<String>,
-    pub gpu: Option<u32>,
+    pub gpus: Vec<u32>,
 }
 
 /// A sink that ignores everything.
@@ -290,6 +292,8 @@ pub struct Engine {
     backend: Backend,
     config: Config,
     diag: Diag,
+    /// With several GPUs: how files are placed on them.
+    spread: Option<devices::Spread>,
 }
 
 impl Engine {
@@ -309,6 +313,7 @@ impl Engine {
         }
         let chunk = config.chunk_size.bytes() as usize;
         let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
+        let mut spread = None;
         let backend = match loaded {
             Loaded::Host(h) => {
                 diag.debug("backend host memory");
@@ -334,17 +339,24 @@ impl Engine {
                         )),
                     }
                 }
+                spread = devices::Spread::new(&config.gpu, &pipeline.staging);
                 Backend::Gpu(pipeline)
             }
         };
+        let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         diag.debug(&format!(
-            "chunk {chunk} bytes, {streams} stream(s): up to {} bytes of staging memory",
-            chunk * streams
+            "chunk {chunk} bytes, {streams} stream(s){}: up to {} bytes of staging memory",
+            match gpus {
+                1 => String::new(),
+                n => format!(" on each of {n} GPUs"),
+            },
+            chunk * streams * gpus
         ));
         Ok(Engine {
             backend,
             config,
             diag,
+            spread,
         })
     }
 
@@ -378,12 +390,12 @@ impl Engine {
             Backend::Host(_) => EngineInfo {
                 backend: self.backend_name(),
                 library: None,
-                gpu: None,
+                gpus: Vec::new(),
             },
             Backend::Gpu(p) => EngineInfo {
                 backend: self.backend_name(),
                 library: p.staging.version().map(str::to_owned),
-                gpu: Some(self.config.gpu),
+                gpus: p.staging.indices(),
             },
         }
     }
@@ -393,9 +405,14 @@ impl Engine {
     /// the same itself, so calling this is optional.
     pub fn prepare(&mut self, src_name: &Path) -> Result<(), CopyError> {
         let diag = &mut |line: &str| self.diag.debug(line);
-        match &mut self.backend {
-            Backend::Host(p) => p.first_slot(&quote(src_name), diag),
-            Backend::Gpu(p) => p.first_slot(&quote(src_name), diag),
+        match (&mut self.backend, &self.spread) {
+            (Backend::Host(p), _) => p.first_slot(&quote(src_name), diag),
+            (Backend::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
+            // Which GPU the file will use is not known yet: each one's first slot.
+            (Backend::Gpu(p), Some(spread)) => (0..spread.gpus()).try_for_each(|d| {
+                p.choose(&[d]);
+                p.first_slot(&quote(src_name), diag)
+            }),
         }
     }
 
@@ -409,9 +426,20 @@ impl Engine {
         let cancel = &*self.config.cancel;
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
-        let (end, stages) = match &mut self.backend {
-            Backend::Host(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
-            Backend::Gpu(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
+        let (end, stages) = match (&mut self.backend, &mut self.spread) {
+            (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            (Backend::Gpu(p), None) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            (Backend::Gpu(p), Some(spread)) => {
+                let (set, why) = spread.place(job);
+                p.choose(&set);
+                let end = p.copy(job, progress, cancel, diag);
+                diag(&format!(
+                    "{}: {} ({why})",
+                    quote(job.src_name),
+                    spread.describe(&p.devices_used())
+                ));
+                (end, p.last_stages)
+            }
         };
         let end = end?;
         if self.config.debug {

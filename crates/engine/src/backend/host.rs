@@ -106,10 +106,10 @@ impl Staging for HostStaging {
     fn slot_alignment(&self) -> u64 {
         SLOT_ALIGN as u64
     }
-    fn enter_worker(&self) -> Result<(), Error> {
+    fn enter_worker(&self, _: &AlignedBuf) -> Result<(), Error> {
         Ok(())
     }
-    fn alloc_slot(&self, len: usize) -> Result<AlignedBuf, Error> {
+    fn alloc_slot(&self, len: usize, _device: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
     /// One window is the whole slot: a slice is one read and one write.
