@@ -801,7 +801,6 @@ impl<'a> Copier<'a> {
                     os_text(&e)
                 ))
             })?;
-            return Ok(());
         } else {
             let copy_as_regular = !opts.recursive || opts.copy_contents;
             match src_kind {
