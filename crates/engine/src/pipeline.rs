@@ -222,6 +222,7 @@ impl<S: Staging> Pipeline<S> {
             Some(len) if dst_regular => self.copy_regular(job, len, &cx, progress, diag),
             _ => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
+                progress.route("stream", "bounce");
                 self.sequential(job, 0, dst_regular, false, &cx, progress)
             }
         };
@@ -434,6 +435,7 @@ impl<S: Staging> Pipeline<S> {
             paren(dst_why),
             if use_async { ", async streams" } else { "" },
         ));
+        progress.route(src_side.describe(), dst_side.describe());
         // A direct side needs aligned slices; with none, the slices are still aligned (the
         // plan does not care), only the last bytes go to the sequential phase.
         let route = Route {
