@@ -38,12 +38,14 @@ gpu\t''
 hipfile\t''
 cufile\t''
 host\t''"
-complete -c aiscp -l gpu -d 'GPU index to stage through' -r
+complete -c aiscp -l gpu -d 'GPU(s) to stage through: an index, a list (0,2,3), all, or auto (each file on the GPU nearest its storage by PCI path and NUMA node, all GPUs where that is unknown). With several, each GPU gets STREAMS slots and a file\'s slices go to whichever is free' -r
 complete -c aiscp -l route -d 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)' -r -f -a "auto\t''
 library\t''
 bounce\t''"
 complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE' -r
 complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
+complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU and the routes taken' -r -f -a "text\t''
+json\t''"
 complete -c aiscp -l generate -d 'Write the man page or a shell completion script to stdout' -r -f -a "man\t''
 bash\t''
 zsh\t''
@@ -64,7 +66,7 @@ complete -c aiscp -s n -l no-clobber -d 'Do not overwrite an existing file'
 complete -c aiscp -s P -l no-dereference -d 'Never follow symbolic links in SOURCE'
 complete -c aiscp -s p -d 'Same as --preserve=mode,ownership,timestamps'
 complete -c aiscp -l parents -d 'Use full source file name under DIRECTORY'
-complete -c aiscp -s R -l recursive -d 'Copy directories recursively'
+complete -c aiscp -s R -s r -l recursive -d 'Copy directories recursively'
 complete -c aiscp -l remove-destination -d 'Remove each existing destination file before attempting to open it'
 complete -c aiscp -s Z -d 'Set the SELinux security context of each new file to the default type (accepted and ignored: aiscp sets no SELinux contexts, as cp on a kernel without SELinux)'
 complete -c aiscp -l strip-trailing-slashes -d 'Remove any trailing slashes from each SOURCE argument'
@@ -76,10 +78,11 @@ complete -c aiscp -s x -l one-file-system -d 'Stay on this file system'
 complete -c aiscp -l atomic -d 'Write each file to a temporary name in DEST\'s directory, fsync it and rename it over DEST, so readers never see a partial file'
 complete -c aiscp -l fsync -d 'Flush each copied file (and, for new files, its directory) to stable storage before reporting success'
 complete -c aiscp -l async -d 'Use hipFile\'s asynchronous stream API (one stream per slice)'
-complete -c aiscp -l progress -d 'Show a progress bar on stderr [default: when stderr is a terminal]'
-complete -c aiscp -l no-progress -d 'Never show a progress bar'
+complete -c aiscp -l progress -d 'Show the run\'s progress on stderr: one line redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs) [default: only when stderr is a terminal]'
+complete -c aiscp -l no-progress -d 'Never show progress'
 complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
 complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, streams and each file\'s route on stderr'
 complete -c aiscp -s q -l quiet -d 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
+complete -c aiscp -l doctor -d 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'
 complete -c aiscp -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c aiscp -s V -l version -d 'Print version'

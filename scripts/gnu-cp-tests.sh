@@ -14,8 +14,9 @@
 # AISCP_BACKEND=host selects the host backend; --fake-gpu builds crates/fake-gpu and points
 # aiscp's hipFile flavor at it. Tests that skip themselves as root run as the user `nobody`.
 #
-# Output: `PASS|FAIL|SKIP|KNOWN name` per test, then a tally. Exit 1 when a test GNU cp
-# passes fails with aiscp and is not in DIFFERS_ON_PURPOSE; 2 when the harness can't run.
+# Output: `PASS|FAIL|SKIP|KNOWN name` per test, then a tally; each run's logs are kept in
+# $GNU_CP_TESTS_CACHE/logs. Exit 1 when a test GNU cp passes fails with aiscp and is not in
+# DIFFERS_ON_PURPOSE; 2 when the harness can't run.
 # Environment: GNU_CP_TESTS_CACHE (source cache, default /var/tmp/aiscp-gnu-cp-tests),
 # GNU_CP_TESTS_JOBS (default: CPU count), GNU_CP_TESTS_TIMEOUT (seconds per test, default 180).
 set -uo pipefail
@@ -83,9 +84,11 @@ ln -s /usr/bin/cp "$run/gnu/src/cp"
 install -m 755 "$bin" "$run/aiscp/src/cp"
 for who in gnu aiscp; do ln -s "$(command -v install)" "$run/$who/src/ginstall"; done
 if [[ $fake == 1 ]]; then
-  (cd "$repo" && cargo build -q -p fake-gpu $([[ $bin == */release/* ]] && echo --release)) ||
+  profile=debug
+  [[ $bin == */release/* ]] && profile=release
+  (cd "$repo" && cargo build -q -p fake-gpu --profile "${profile/debug/dev}") ||
     die "cannot build the fake GPU library"
-  install -m 644 "$(dirname "$bin")/libfake_gpu.so" "$run/libfake_gpu.so"
+  install -m 644 "$repo/target/$profile/libfake_gpu.so" "$run/libfake_gpu.so"
   export AISCP_BACKEND=hipfile AISCP_HIPFILE_LIB=$run/libfake_gpu.so AISCP_HIP_LIB=$run/libfake_gpu.so
 fi
 # Tests grep config.h for how cp was built: Debian's cp has ACL, xattr and SELinux support.
@@ -129,7 +132,7 @@ for who in gnu aiscp; do
   wait
 done
 
-logs=${GNU_CP_TESTS_LOGS:-$cache/logs}
+logs=$cache/logs
 rm -rf "$logs" && cp -r "$run/logs" "$logs"
 pass=0 fail=0 skip=0 known=0
 for t in $tests; do

@@ -116,6 +116,12 @@ pub struct Copier<'a> {
 }
 
 impl<'a> Copier<'a> {
+    /// What the engine staged through and where its time went; None when no file had data
+    /// to copy.
+    pub fn engine_info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
+        self.engine.as_ref().map(|e| (e.info(), e.run_stages()))
+    }
+
     pub fn new(
         opts: &'a Options,
         config: Config,
@@ -795,7 +801,6 @@ impl<'a> Copier<'a> {
                     os_text(&e)
                 ))
             })?;
-            return Ok(());
         } else {
             let copy_as_regular = !opts.recursive || opts.copy_contents;
             match src_kind {
@@ -1108,7 +1113,9 @@ impl aiscp_engine::Diagnostics for StderrDiagnostics {
         }
     }
     fn debug(&mut self, since_start: std::time::Duration, line: &str) {
-        eprintln!("aiscp: debug: +{:.3}s {line}", since_start.as_secs_f64());
+        crate::progress::suspend(|| {
+            eprintln!("aiscp: debug: +{:.3}s {line}", since_start.as_secs_f64())
+        });
     }
 }
 
@@ -1177,6 +1184,11 @@ fn sync_dir(dst: At<'_>) -> Step {
 /// came while waiting (the answer is read in short polls so that one can end the wait, as
 /// it kills cp at its prompt). Reads stdin unbuffered, one line per prompt.
 fn ask(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
+    // The progress line stays wiped until the answer is in.
+    crate::progress::suspend(|| ask_wiped(question, cancel))
+}
+
+fn ask_wiped(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
     crate::messages::to_stderr_raw(&format!("{}: {question}", crate::messages::program()));
     let stdin = io::stdin();
     let mut first = None;

@@ -367,7 +367,10 @@ fn staging_values_may_start_with_a_dash() {
     let bin = env!("CARGO_BIN_EXE_aiscp");
     for (opt, why) in [
         ("--streams", "invalid digit found in string"),
-        ("--gpu", "-1 is not in 0..=4294967295"),
+        (
+            "--gpu",
+            "'-1' is not a GPU index (use N, a list such as 0,2,3, all or auto)",
+        ),
         ("--chunk-size", "'-1' is not a size"),
     ] {
         aiscp(t.path())

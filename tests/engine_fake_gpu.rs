@@ -168,7 +168,7 @@ fn child_process_entry() {
         "no_such_gpu" => {
             let config = Config {
                 backend: BackendChoice::HipFile,
-                gpu: 1,
+                gpu: aiscp_engine::GpuChoice::List(vec![1]),
                 ..Config::default()
             };
             let err = Engine::start(config, Box::new(Silent))

@@ -1,6 +1,7 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp_engine::{BackendChoice, ChunkSize, Config, RouteChoice};
+use crate::progress::View;
+use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -32,15 +33,18 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub backend: BackendArg,
-    /// GPU index to stage through
+    /// GPU(s) to stage through: an index, a list (0,2,3), all, or auto (each file on the GPU
+    /// nearest its storage by PCI path and NUMA node, all GPUs where that is unknown). With
+    /// several, each GPU gets STREAMS slots and a file's slices go to whichever is free
     #[arg(
         long,
-        value_name = "N",
-        default_value_t = 0,
+        value_name = "N|LIST|all|auto",
+        value_parser = parse_gpu,
+        default_value = "0",
         allow_hyphen_values = true,
         help_heading = "GPU staging"
     )]
-    pub gpu: u32,
+    pub gpu: GpuChoice,
     /// How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on
     /// registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU
     /// buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile,
@@ -76,34 +80,64 @@ pub struct StagingArgs {
     /// Use hipFile's asynchronous stream API (one stream per slice)
     #[arg(long = "async", help_heading = "GPU staging")]
     pub async_io: bool,
-    /// Show a progress bar on stderr [default: when stderr is a terminal]
-    #[arg(long, overrides_with = "no_progress", help_heading = "GPU staging")]
+    /// Show the run's progress on stderr: one line redrawn in place on a terminal, a plain
+    /// line every 2 seconds otherwise (for logs) [default: only when stderr is a terminal]
+    #[arg(long, overrides_with = "no_progress", help_heading = "Reporting")]
     pub progress: bool,
-    /// Never show a progress bar
-    #[arg(long, overrides_with = "progress", help_heading = "GPU staging")]
+    /// Never show progress
+    #[arg(long, overrides_with = "progress", help_heading = "Reporting")]
     pub no_progress: bool,
     /// After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is
     /// checked, not the page cache) and fail if they differ, naming the first differing offset
     #[arg(long, help_heading = "GPU staging")]
     pub verify: bool,
     /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
-    #[arg(long, help_heading = "GPU staging")]
+    #[arg(long, help_heading = "Reporting")]
     pub debug: bool,
     /// Suppress warnings (such as falling back to host memory when no GPU library loads)
-    #[arg(short, long, help_heading = "GPU staging")]
+    #[arg(short, long, help_heading = "Reporting")]
     pub quiet: bool,
 }
 
 impl StagingArgs {
-    /// Whether to draw the progress bar: as asked, else when stderr is a terminal.
-    pub fn progress_enabled(&self) -> bool {
-        if self.progress {
-            true
-        } else if self.no_progress {
-            false
-        } else {
-            std::io::stderr().is_terminal()
+    /// Where progress goes: redrawn on stderr when it is a terminal (unless --no-progress);
+    /// as plain lines when --progress asks for it off a terminal.
+    pub fn progress_view(&self, stderr_is_terminal: bool) -> View {
+        match (self.progress, self.no_progress, stderr_is_terminal) {
+            (false, true, _) => View::Off,
+            (_, _, true) => View::Terminal,
+            (true, _, false) => View::Lines,
+            (false, false, false) => View::Off,
         }
+    }
+
+    /// Warnings for GPU flags that `--backend host` cannot honour (given on the command
+    /// line; never ignored silently).
+    pub fn ignored_flags(&self, m: &clap::ArgMatches) -> Vec<String> {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let mut warnings = Vec::new();
+        if matches!(self.backend, BackendArg::Host) {
+            if given("gpu") {
+                warnings.push(format!(
+                    "--gpu {} has no effect with --backend host: data is staged through host \
+                     memory",
+                    self.gpu
+                ));
+            }
+            if given("route") {
+                warnings.push(
+                    "--route has no effect with --backend host: data is staged through host \
+                     memory"
+                        .to_owned(),
+                );
+            }
+        }
+        warnings
+    }
+
+    /// [`StagingArgs::progress_view`] for this process's stderr.
+    pub fn progress_view_here(&self) -> View {
+        self.progress_view(std::io::stderr().is_terminal())
     }
 }
 
@@ -147,6 +181,32 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{text}' is too large"))
 }
 
+/// `--gpu`: `N`, `N,M,...` (no repeats), `all` or `auto`. Indices are checked against the
+/// device count when the backend comes up.
+pub fn parse_gpu(text: &str) -> Result<GpuChoice, String> {
+    match text {
+        "all" => return Ok(GpuChoice::All),
+        "auto" => return Ok(GpuChoice::Auto),
+        _ => {}
+    }
+    let mut list: Vec<u32> = Vec::new();
+    for part in text.split(',') {
+        let index = match part.parse::<u32>() {
+            Ok(i) if part.bytes().all(|b| b.is_ascii_digit()) => i,
+            _ => {
+                return Err(format!(
+                    "'{part}' is not a GPU index (use N, a list such as 0,2,3, all or auto)"
+                ))
+            }
+        };
+        if list.contains(&index) {
+            return Err(format!("GPU {index} is listed twice"));
+        }
+        list.push(index);
+    }
+    Ok(GpuChoice::List(list))
+}
+
 fn parse_chunk_size(text: &str) -> Result<ChunkSize, String> {
     ChunkSize::new(parse_size(text)?).map_err(|e| e.to_string())
 }
@@ -162,7 +222,7 @@ impl From<&StagingArgs> for Config {
                 BackendArg::Host => BackendChoice::Host,
             },
             chunk_size: a.chunk_size,
-            gpu: a.gpu,
+            gpu: a.gpu.clone(),
             route: match a.route {
                 RouteArg::Auto => RouteChoice::Auto,
                 RouteArg::Library => RouteChoice::Library,
@@ -180,7 +240,7 @@ impl From<&StagingArgs> for Config {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_size, StagingArgs};
+    use super::{parse_size, StagingArgs, View};
     use clap::Parser;
 
     #[derive(Parser, Debug)]
@@ -211,7 +271,21 @@ mod tests {
         let e = error_text(&["--backend", "tpu"]);
         assert!(e.contains("tpu") && e.contains("hipfile"), "{e}");
         let e = error_text(&["--gpu", "two"]);
-        assert!(e.contains("--gpu"), "{e}");
+        assert!(
+            e.contains("--gpu") && e.contains("'two' is not a GPU index"),
+            "{e}"
+        );
+        let hint = " is not a GPU index (use N, a list such as 0,2,3, all or auto)";
+        for (bad, why) in [
+            ("0,,1", format!("''{hint}")),
+            ("1,-2", format!("'-2'{hint}")),
+            ("+1", format!("'+1'{hint}")),
+            ("ALL", format!("'ALL'{hint}")),
+            ("99999999999", format!("'99999999999'{hint}")),
+            ("2,0,2", "GPU 2 is listed twice".to_owned()),
+        ] {
+            assert_eq!(super::parse_gpu(bad), Err(why), "{bad}");
+        }
     }
 
     #[test]
@@ -232,10 +306,34 @@ mod tests {
         assert_eq!(c.streams, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
-        let only = Only::try_parse_from(["aiscp", "--progress", "--no-progress"]).unwrap();
-        assert!(!only.staging.progress_enabled());
-        let only = Only::try_parse_from(["aiscp", "--no-progress", "--progress"]).unwrap();
-        assert!(only.staging.progress_enabled());
+        let view = |args: &[&str], tty| {
+            let mut argv = vec!["aiscp"];
+            argv.extend(args);
+            Only::try_parse_from(argv)
+                .unwrap()
+                .staging
+                .progress_view(tty)
+        };
+        assert_eq!(view(&["--progress", "--no-progress"], true), View::Off);
+        assert_eq!(view(&["--no-progress", "--progress"], true), View::Terminal);
+        assert_eq!(view(&["--no-progress", "--progress"], false), View::Lines);
+        assert_eq!(view(&[], true), View::Terminal);
+        assert_eq!(view(&[], false), View::Off);
+    }
+
+    #[test]
+    fn gpu_choices() {
+        use aiscp_engine::GpuChoice;
+        assert_eq!(super::parse_gpu("3"), Ok(GpuChoice::List(vec![3])));
+        assert_eq!(
+            super::parse_gpu("0,2,3"),
+            Ok(GpuChoice::List(vec![0, 2, 3]))
+        );
+        assert_eq!(super::parse_gpu("2,0"), Ok(GpuChoice::List(vec![2, 0])));
+        assert_eq!(super::parse_gpu("all"), Ok(GpuChoice::All));
+        assert_eq!(super::parse_gpu("auto"), Ok(GpuChoice::Auto));
+        let only = Only::try_parse_from(["aiscp"]).unwrap();
+        assert_eq!(only.staging.gpu, GpuChoice::List(vec![0]));
     }
 
     #[test]

@@ -261,6 +261,7 @@ scenarios! {
     through_just_created_symlink: sc("dir a\ndir b\ndir c\nsym a/1 ../t\ntext b/1 payload\ntext t i", "-dR a/1 b/1 c");
     // mv/childproof, mv/dup-source: numbered backups let a second source replace the first.
     just_created_numbered_backup: sc("dir a\ndir b\ndir c\ntext a/f a\ntext b/f b", "--backup=numbered a/f b/f c");
+    just_created_hard_link: sc("dir a\ndir b\ndir c\ntext a/f a\ntext b/f b", "-l a/f b/f c");
     source_twice_numbered_backup: sc("text a x\ndir d", "--backup=numbered a a d/");
     source_twice_backup: sc("text a x\ndir d", "--backup a a d/");
     source_directory_twice: sc("dir b\ndir d", "-a ./b b d/");

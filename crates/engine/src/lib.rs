@@ -17,6 +17,7 @@
 pub mod backend;
 mod bounce;
 pub mod chunk_plan;
+pub mod devices;
 pub mod fileio;
 mod pipeline;
 pub mod quote;
@@ -25,7 +26,7 @@ mod streams;
 mod transfer;
 pub mod verify;
 
-pub use backend::{BackendChoice, RouteChoice};
+pub use backend::{BackendChoice, GpuChoice, RouteChoice};
 pub use stages::StageTimes;
 
 use crate::quote::quote;
@@ -109,7 +110,8 @@ pub enum SparseMode {
 pub struct Config {
     pub backend: BackendChoice,
     pub chunk_size: ChunkSize,
-    pub gpu: u32,
+    /// Which GPU(s) stage the data (GPU backends only).
+    pub gpu: GpuChoice,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
     pub route: RouteChoice,
     /// Slices in flight; None = the engine's default.
@@ -128,7 +130,7 @@ impl Config {
         backend::Request {
             backend: self.backend,
             route: self.route,
-            gpu: self.gpu,
+            gpu: self.gpu.clone(),
             async_io: self.async_io,
         }
     }
@@ -139,7 +141,7 @@ impl Default for Config {
         Config {
             backend: BackendChoice::Auto,
             chunk_size: ChunkSize::DEFAULT,
-            gpu: 0,
+            gpu: GpuChoice::default(),
             route: RouteChoice::Auto,
             streams: None,
             async_io: false,
@@ -174,6 +176,18 @@ pub trait ProgressSink {
     fn advanced(&self, bytes: u64);
     /// The file's data phase ended, successfully or not (called before any error returns).
     fn file_finished(&self);
+    /// How the file's bytes are read and written: "direct" (library I/O), "O_DIRECT" or
+    /// "bounce" (POSIX I/O through the host window), "stream" (read until EOF).
+    fn route(&self, _read: &'static str, _write: &'static str) {}
+}
+
+/// What a run staged through: the backend's name ("hipFile", "cuFile", "host memory"), the
+/// library's version text when it tells, and the GPU indices on GPU backends (none on host).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineInfo {
+    pub backend: &'static str,
+    pub library: Option<String>,
+    pub gpus: Vec<u32>,
 }
 
 /// A sink that ignores everything.
@@ -278,6 +292,8 @@ pub struct Engine {
     backend: Backend,
     config: Config,
     diag: Diag,
+    /// With several GPUs: how files are placed on them.
+    spread: Option<devices::Spread>,
 }
 
 impl Engine {
@@ -297,6 +313,7 @@ impl Engine {
         }
         let chunk = config.chunk_size.bytes() as usize;
         let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
+        let mut spread = None;
         let backend = match loaded {
             Loaded::Host(h) => {
                 diag.debug("backend host memory");
@@ -322,17 +339,24 @@ impl Engine {
                         )),
                     }
                 }
+                spread = devices::Spread::new(&config.gpu, &pipeline.staging);
                 Backend::Gpu(pipeline)
             }
         };
+        let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         diag.debug(&format!(
-            "chunk {chunk} bytes, {streams} stream(s): up to {} bytes of staging memory",
-            chunk * streams
+            "chunk {chunk} bytes, {streams} stream(s){}: up to {} bytes of staging memory",
+            match gpus {
+                1 => String::new(),
+                n => format!(" on each of {n} GPUs"),
+            },
+            chunk * streams * gpus
         ));
         Ok(Engine {
             backend,
             config,
             diag,
+            spread,
         })
     }
 
@@ -360,14 +384,35 @@ impl Engine {
         }
     }
 
+    /// What the run stages through, for the summary.
+    pub fn info(&self) -> EngineInfo {
+        match &self.backend {
+            Backend::Host(_) => EngineInfo {
+                backend: self.backend_name(),
+                library: None,
+                gpus: Vec::new(),
+            },
+            Backend::Gpu(p) => EngineInfo {
+                backend: self.backend_name(),
+                library: p.staging.version().map(str::to_owned),
+                gpus: p.staging.indices(),
+            },
+        }
+    }
+
     /// Allocates what every copy needs (the first staging slot) for copying `src_name`.
     /// Call it before opening DST: its failure leaves DST as it was. [`Engine::copy`] does
     /// the same itself, so calling this is optional.
     pub fn prepare(&mut self, src_name: &Path) -> Result<(), CopyError> {
         let diag = &mut |line: &str| self.diag.debug(line);
-        match &mut self.backend {
-            Backend::Host(p) => p.first_slot(&quote(src_name), diag),
-            Backend::Gpu(p) => p.first_slot(&quote(src_name), diag),
+        match (&mut self.backend, &self.spread) {
+            (Backend::Host(p), _) => p.first_slot(&quote(src_name), diag),
+            (Backend::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
+            // Which GPU the file will use is not known yet: each one's first slot.
+            (Backend::Gpu(p), Some(spread)) => (0..spread.gpus()).try_for_each(|d| {
+                p.choose(&[d]);
+                p.first_slot(&quote(src_name), diag)
+            }),
         }
     }
 
@@ -381,17 +426,28 @@ impl Engine {
         let cancel = &*self.config.cancel;
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
-        let (end, stages) = match &mut self.backend {
-            Backend::Host(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
-            Backend::Gpu(p) => (p.copy(job, progress, cancel, diag), p.last_stages),
+        let (end, stages) = match (&mut self.backend, &mut self.spread) {
+            (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            (Backend::Gpu(p), None) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            (Backend::Gpu(p), Some(spread)) => {
+                let (set, why) = spread.place(job);
+                p.choose(&set);
+                let end = p.copy(job, progress, cancel, diag);
+                diag(&format!(
+                    "{}: {} ({why})",
+                    quote(job.src_name),
+                    spread.describe(&p.devices_used())
+                ));
+                (end, p.last_stages)
+            }
         };
         let end = end?;
         if self.config.debug {
             let secs = started.elapsed().as_secs_f64();
             diag(&format!(
-                "{}: {end} bytes in {secs:.3} s ({:.3} GB/s); thread time: {}",
+                "{}: {end} bytes in {secs:.3} s ({}/s); thread time: {}",
                 quote(job.dst_name),
-                end as f64 / secs.max(1e-9) / 1e9,
+                humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY),
                 stages.describe()
             ));
         }

@@ -26,7 +26,14 @@ pub(crate) struct Pipeline<S: Staging> {
     /// then reused for every file of the run (each makes the device current again per file,
     /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
     threads: Option<rayon::ThreadPool>,
+    /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
     slots: Vec<Option<S::Slot>>,
+    /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
+    chosen: Vec<usize>,
+    /// False for a slot given up for the run (no memory for it).
+    usable: Vec<bool>,
+    /// How many of `chosen` the current file's slices run on.
+    workers: usize,
     pub(crate) staging: S,
     chunk: usize,
     /// `--async`, checked at start to be supported: files whose sides are both direct are
@@ -111,15 +118,49 @@ pub(crate) struct Route<'a, H> {
 
 impl<S: Staging> Pipeline<S> {
     pub(crate) fn new(staging: S, chunk: usize, streams: usize) -> Pipeline<S> {
+        let n = streams * staging.devices();
         Pipeline {
             threads: None,
-            slots: (0..streams).map(|_| None).collect(),
+            slots: (0..n).map(|_| None).collect(),
+            chosen: (0..n).collect(),
+            usable: vec![true; n],
+            workers: 1,
             staging,
             chunk,
             async_io: false,
             last_stages: StageTimes::default(),
             run_stages: StageTimes::default(),
         }
+    }
+
+    /// Restricts the next copies to the slots of `devices` (positions in the staging's
+    /// device list, the first one taking a file's first slice and its tail; all devices
+    /// when none of theirs is left), taken a round of devices at a time.
+    pub(crate) fn choose(&mut self, devices: &[usize]) {
+        let per = self.staging.devices();
+        let rank = |i: usize| devices.iter().position(|&d| d == i % per);
+        let usable = |i: &usize| self.usable[*i];
+        self.chosen = (0..self.slots.len())
+            .filter(usable)
+            .filter(|&i| rank(i).is_some())
+            .collect();
+        self.chosen.sort_by_key(|&i| (i / per, rank(i)));
+        if self.chosen.is_empty() {
+            self.chosen = (0..self.slots.len()).filter(usable).collect();
+        }
+        self.workers = 1;
+    }
+
+    /// The devices the last copy used (positions), its first one first.
+    pub(crate) fn devices_used(&self) -> Vec<usize> {
+        let per = self.staging.devices();
+        let mut used: Vec<usize> = Vec::new();
+        for &i in &self.chosen[..self.workers.clamp(1, self.chosen.len())] {
+            if !used.contains(&(i % per)) {
+                used.push(i % per);
+            }
+        }
+        used
     }
 
     /// Secures the first slot and its host window, what every copy needs (the window serves
@@ -132,7 +173,7 @@ impl<S: Staging> Pipeline<S> {
         diag: &mut dyn FnMut(&str),
     ) -> Result<(), CopyError> {
         self.ensure_slots(1, src, diag)?;
-        let slot = self.slots[0].as_mut().expect("ensured above");
+        let slot = self.slots[self.chosen[0]].as_mut().expect("ensured above");
         let bytes = self.staging.window_len(slot);
         // Only GPU backends allocate windows (pinned memory); the host window is the slot.
         for k in 0..2 {
@@ -181,6 +222,7 @@ impl<S: Staging> Pipeline<S> {
             Some(len) if dst_regular => self.copy_regular(job, len, &cx, progress, diag),
             _ => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
+                progress.route("stream", "bounce");
                 self.sequential(job, 0, dst_regular, false, &cx, progress)
             }
         };
@@ -255,12 +297,13 @@ impl<S: Staging> Pipeline<S> {
         src: &str,
         diag: &mut dyn FnMut(&str),
     ) -> Result<usize, CopyError> {
-        let n = n.min(self.slots.len());
-        for i in 0..n {
+        let n = n.min(self.chosen.len());
+        for k in 0..n {
+            let i = self.chosen[k];
             if self.slots[i].is_some() {
                 continue;
             }
-            match self.alloc_shrinking(diag) {
+            match self.alloc_shrinking(i % self.staging.devices(), diag) {
                 Ok(slot) => {
                     let refusal = self.staging.library().and_then(|l| l.slot_refusal(&slot));
                     if let Some(why) = refusal {
@@ -270,10 +313,11 @@ impl<S: Staging> Pipeline<S> {
                     }
                     self.slots[i] = Some(slot);
                 }
-                Err((_, e)) if i > 0 => {
-                    diag(&format!("slot {i}: {e}; going on with {i} slot(s)"));
-                    self.slots.truncate(i);
-                    return Ok(i);
+                Err((_, e)) if k > 0 => {
+                    diag(&format!("slot {i}: {e}; going on with {k} slot(s)"));
+                    self.usable[i] = false;
+                    self.chosen.truncate(k);
+                    return Ok(k);
                 }
                 Err((first, e)) => {
                     return Err(CopyError::Alloc {
@@ -293,11 +337,12 @@ impl<S: Staging> Pipeline<S> {
     /// comes with the size first asked for.
     fn alloc_shrinking(
         &mut self,
+        device: usize,
         diag: &mut dyn FnMut(&str),
     ) -> Result<S::Slot, (usize, hipfile::Error)> {
         let first = self.chunk;
         loop {
-            match self.staging.alloc_slot(self.chunk) {
+            match self.staging.alloc_slot(self.chunk, device) {
                 Ok(slot) => return Ok(slot),
                 Err(e) if is_out_of_memory(&e) && self.chunk > MIN_RETRY_CHUNK => {
                     let smaller = (self.chunk / 2).max(MIN_RETRY_CHUNK) & !(MIN_ALIGN as usize - 1);
@@ -344,8 +389,9 @@ impl<S: Staging> Pipeline<S> {
         let (mut chunk, mut plan) = plan_for(self.chunk);
         let chunk_before = self.chunk;
         let workers = self
-            .ensure_slots(self.slots.len().min(plan.slices.len()), &names.src, diag)
+            .ensure_slots(self.chosen.len().min(plan.slices.len()), &names.src, diag)
             .map_err(|e| (0, e))?;
+        self.workers = workers;
         if self.chunk != chunk_before {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             (chunk, plan) = plan_for(self.chunk);
@@ -389,6 +435,7 @@ impl<S: Staging> Pipeline<S> {
             paren(dst_why),
             if use_async { ", async streams" } else { "" },
         ));
+        progress.route(src_side.describe(), dst_side.describe());
         // A direct side needs aligned slices; with none, the slices are still aligned (the
         // plan does not care), only the last bytes go to the sequential phase.
         let route = Route {
@@ -461,6 +508,7 @@ impl<S: Staging> Pipeline<S> {
     ) -> u64 {
         let Pipeline {
             slots,
+            chosen,
             staging,
             threads,
             ..
@@ -479,9 +527,12 @@ impl<S: Staging> Pipeline<S> {
                 .build()
                 .ok();
         }
-        let mut slots = slots[..workers]
+        let chosen = &chosen[..workers];
+        let mut slots = slots
             .iter_mut()
-            .map(|s| s.as_mut().expect("allocated"));
+            .enumerate()
+            .filter(|(i, _)| chosen.contains(i))
+            .map(|(_, s)| s.as_mut().expect("allocated"));
         let Some(threads) = threads.as_ref().filter(|_| workers > 1) else {
             let mut total = 0;
             if let Some(slot) = slots.next() {
@@ -518,7 +569,7 @@ impl<S: Staging> Pipeline<S> {
         })
     }
 
-    /// Copies from `start` to SRC's EOF on this thread through the bounce route of slot 0.
+    /// Copies from `start` to SRC's EOF on this thread through the bounce route of the first chosen slot.
     /// Positional reads when `positional_src`; DST is written at offsets when `dst_regular`.
     /// Returns the end offset, or the error with the size DST must be cut back to.
     fn sequential(
@@ -531,9 +582,11 @@ impl<S: Staging> Pipeline<S> {
         progress: &dyn ProgressSink,
     ) -> Result<u64, (u64, CopyError)> {
         let staging = &self.staging;
-        let slot = self.slots[0].as_mut().expect("first_slot ran in copy");
+        let slot = self.slots[self.chosen[0]]
+            .as_mut()
+            .expect("first_slot ran in copy");
         staging
-            .enter_worker()
+            .enter_worker(slot)
             .map_err(|e| (start, cx.names.read(e)))?;
         let reader = match positional_src {
             true => Reader::At {
@@ -597,7 +650,7 @@ pub(crate) fn run_worker<S: Staging>(
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
 ) {
-    if let Err(e) = staging.enter_worker() {
+    if let Err(e) = staging.enter_worker(slot) {
         work.fail(0, route.cx.names.read(e));
         return;
     }
@@ -632,6 +685,29 @@ pub(crate) fn take_slices(
     }
 }
 
+/// Moves `len` bytes with `part(offset, n)` in parts of at most [`fileio::STOP_GRAIN`],
+/// looking at the stop flag between them. Returns the bytes moved: a part that comes back
+/// short (EOF) ends it.
+fn in_grains(
+    len: usize,
+    cx: &Ctx<'_>,
+    mut part: impl FnMut(usize, usize) -> Result<usize, CopyError>,
+) -> Result<usize, CopyError> {
+    let mut done = 0;
+    while done < len {
+        if done > 0 {
+            cx.check_cancel()?;
+        }
+        let n = (len - done).min(fileio::STOP_GRAIN);
+        let got = part(done, n)?;
+        done += got;
+        if got < n {
+            break;
+        }
+    }
+    Ok(done)
+}
+
 /// Reads `slice` into the slot and writes it out, each side by the library (a registered
 /// file and slot) or by the bounce route. Returns the bytes moved: fewer than the slice
 /// only when SRC ended early, and then only the aligned part of what was read is written
@@ -652,14 +728,16 @@ fn copy_slice<S: Staging>(
         .library()
         .filter(|library| library.slot_refusal(slot).is_none());
     let got = match (route.src_side, library) {
-        (Side::Library(handle), Some(library)) => cx
-            .clock
-            .time(Stage::Read, || {
-                transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
-                    library.read(handle, slot, want, slice.start + done as u64, done)
+        (Side::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
+            cx.clock
+                .time(Stage::Read, || {
+                    transfer::drive(Way::Read, n, align, fileio::MAX_IO, |done, want| {
+                        let done = at + done;
+                        library.read(handle, slot, want, slice.start + done as u64, done)
+                    })
                 })
-            })
-            .map_err(|e| names.read(e))?,
+                .map_err(|e| names.read(e))
+        })?,
         (side, _) => {
             let reader = Reader::At {
                 file: route.src,
@@ -675,13 +753,16 @@ fn copy_slice<S: Staging>(
     };
     match (route.dst_side, library) {
         (Side::Library(handle), Some(library)) => {
-            cx.clock
-                .time(Stage::Write, || {
-                    transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
-                        library.write(handle, slot, want, slice.start + done as u64, done)
+            in_grains(to_write, cx, |at, n| {
+                cx.clock
+                    .time(Stage::Write, || {
+                        transfer::drive(Way::Write, n, align, fileio::MAX_IO, |done, want| {
+                            let done = at + done;
+                            library.write(handle, slot, want, slice.start + done as u64, done)
+                        })
                     })
-                })
-                .map_err(|e| names.write(e))?;
+                    .map_err(|e| names.write(e))
+            })?;
         }
         _ => {
             let writer = Writer::At {

@@ -26,7 +26,7 @@ pub(crate) fn run_async_worker<S: Staging>(
     if library.slot_refusal(slot).is_some() {
         return run_worker(staging, slot, route, work, report);
     }
-    if let Err(e) = staging.enter_worker() {
+    if let Err(e) = staging.enter_worker(slot) {
         work.fail(0, route.cx.names.read(e));
         return;
     }

@@ -1,7 +1,7 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
-use super::{LibraryIo, Request, Staging, StreamIo};
+use super::{GpuChoice, LibraryIo, Request, Staging, StreamIo};
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -48,6 +48,16 @@ impl OpenError {
             OpenError::Library(e) => format!("{name}: {e}"),
             OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
             OpenError::Device(e @ Error::NoSuchDevice { .. }) => e.to_string(),
+            // The library is fine: the GPU is full, often held by another process.
+            OpenError::Device(
+                e @ Error::Runtime {
+                    code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+                    ..
+                },
+            ) => format!(
+                "{name} loaded, but the GPU has no free memory for a context ({e}); another \
+                 process may be holding it"
+            ),
             OpenError::Device(e) => format!("{name}: cannot select the GPU: {e}"),
         }
     }
@@ -56,22 +66,36 @@ impl OpenError {
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
-    /// Holds the driver (when open) and the library alive for every slot and handle.
-    device: Device,
+    /// The run's GPUs, in `--gpu` order; each holds the driver (when open) and the library
+    /// alive for every slot and handle. Slot `i` lives on `devices[i % devices.len()]`.
+    devices: Vec<Device>,
+    /// Each GPU's PCI address, where the runtime gives it (for `--gpu auto`).
+    bus_ids: Vec<Option<String>>,
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
+    /// The library's own version text ("hipFile 0.2.0"), for the run's summary.
+    version: Option<String>,
 }
 
 impl GpuStaging {
-    /// Loads `flavor`'s libraries, selects the GPU asked for, and opens the I/O driver when
+    /// Each GPU's PCI address, in the run's device order.
+    pub fn bus_ids(&self) -> &[Option<String>] {
+        &self.bus_ids
+    }
+
+    /// Each GPU's index, in the run's device order.
+    pub fn indices(&self) -> Vec<u32> {
+        self.devices.iter().map(Device::index).collect()
+    }
+
+    /// Loads `flavor`'s libraries, selects the GPUs asked for, and opens the I/O driver when
     /// files are to take the library route.
     pub fn open(
         flavor: Flavor,
         request: &Request,
         diag: &mut dyn FnMut(&str),
     ) -> Result<GpuStaging, OpenError> {
-        let index = request.gpu;
         let library = hipfile::Library::load(flavor).map_err(|e| OpenError::Library(e.into()))?;
         let count = library.device_count().map_err(OpenError::Library)?;
         if count == 0 {
@@ -79,7 +103,11 @@ impl GpuStaging {
                 "library loaded, no GPU found",
             ))));
         }
-        if index >= count {
+        let indices = match &request.gpu {
+            GpuChoice::List(list) => list.clone(),
+            GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
+        };
+        if let Some(&index) = indices.iter().find(|&&i| i >= count) {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
         diag(&format!(
@@ -90,22 +118,43 @@ impl GpuStaging {
         let (library_route, why) = super::resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
-        let device = if library_route {
-            let driver = library.open_driver().map_err(OpenError::Driver)?;
-            driver.device(index)
-        } else {
-            library.staging_device(index)
-        }
-        .map_err(OpenError::Device)?;
+        let driver = match library_route {
+            true => Some(library.open_driver().map_err(OpenError::Driver)?),
+            false => None,
+        };
+        let devices = indices
+            .iter()
+            .map(|&index| match &driver {
+                Some(driver) => driver.device(index),
+                None => library.staging_device(index),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(OpenError::Device)?;
+        // Only `auto` places files by locality; a runtime that cannot say leaves it blind
+        // (every file then uses every GPU).
+        let bus_ids: Vec<Option<String>> = indices
+            .iter()
+            .map(|&i| library.pci_bus_id(i).ok().flatten())
+            .collect();
+        let gpus: Vec<String> = indices
+            .iter()
+            .zip(&bus_ids)
+            .map(|(i, id)| match id {
+                Some(id) => format!("{i} ({id})"),
+                None => i.to_string(),
+            })
+            .collect();
+        let version = library.version();
         diag(&format!(
-            "backend {} ({}{}), runtime {}, GPU {index} of {count}",
+            "backend {} ({}{}), runtime {}, GPU {} of {count}",
             flavor.name(),
             library.io_library_path().display(),
-            library
-                .version()
+            version
+                .as_ref()
                 .map(|v| format!(", {v}"))
                 .unwrap_or_default(),
             library.runtime_library_path().display(),
+            gpus.join(", "),
         ));
         diag(&format!(
             "route: {} ({why})",
@@ -117,10 +166,17 @@ impl GpuStaging {
             }
         ));
         Ok(GpuStaging {
-            device,
+            devices,
+            bus_ids,
             flavor,
             library_route,
+            version,
         })
+    }
+
+    /// The library's version text, when it tells ("hipFile 0.2.0").
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
     }
 }
 
@@ -173,12 +229,14 @@ impl GpuSlot {
         self.device.buffer().len().min(WINDOW)
     }
     /// Window `k`, allocated (pinned memory and its stream) on first use.
-    fn window_mut(&mut self, device: &Device, k: usize) -> Result<&mut CopyWindow, Error> {
+    fn window_mut(&mut self, k: usize) -> Result<&mut CopyWindow, Error> {
         let len = self.window_len();
-        let window = &mut self.windows[k];
-        if window.is_none() {
-            *window = Some(device.alloc_window(len)?);
+        if self.windows[k].is_none() {
+            // On the slot's own GPU: its copies go to and from this slot's memory.
+            let window = self.device.buffer().device().alloc_window(len)?;
+            self.windows[k] = Some(window);
         }
+        let window = &mut self.windows[k];
         Ok(window.as_mut().expect("allocated above"))
     }
 }
@@ -199,11 +257,14 @@ impl Staging for GpuStaging {
     fn slot_alignment(&self) -> u64 {
         4096
     }
-    fn enter_worker(&self) -> Result<(), Error> {
-        self.device.make_current()
+    fn devices(&self) -> usize {
+        self.devices.len()
     }
-    fn alloc_slot(&self, len: usize) -> Result<GpuSlot, Error> {
-        let buffer = self.device.alloc(len)?;
+    fn enter_worker(&self, slot: &GpuSlot) -> Result<(), Error> {
+        slot.device.buffer().device().make_current()
+    }
+    fn alloc_slot(&self, len: usize, device: usize) -> Result<GpuSlot, Error> {
+        let buffer = self.devices[device].alloc(len)?;
         let device = if !self.library_route {
             // Registration would only cost here: cuFile's compatibility mode shadows every
             // registered buffer in host memory.
@@ -234,7 +295,7 @@ impl Staging for GpuStaging {
         k: usize,
         _slot_off: usize,
     ) -> Result<&'s mut [u8], Error> {
-        slot.window_mut(&self.device, k)?.host()
+        slot.window_mut(k)?.host()
     }
     fn upload(
         &self,
@@ -253,7 +314,7 @@ impl Staging for GpuStaging {
         slot_off: usize,
         len: usize,
     ) -> Result<(), Error> {
-        slot.window_mut(&self.device, k)?;
+        slot.window_mut(k)?;
         let GpuSlot { windows, device } = slot;
         let window = windows[k].as_mut().expect("allocated above");
         window.download(device.buffer(), slot_off, len)
@@ -277,7 +338,8 @@ impl LibraryIo for GpuStaging {
         }
     }
     fn register<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<Option<FileHandle<'fd>>, Error> {
-        match self.device.register_file(fd) {
+        // A registered file serves buffers on any of the run's GPUs.
+        match self.devices[0].register_file(fd) {
             Ok(handle) => Ok(Some(handle)),
             Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code) => Ok(None),
             Err(e) => Err(e),
@@ -327,13 +389,13 @@ impl StreamIo for GpuStaging {
 
     /// Creates one registered stream and drops it.
     fn check_async(&self) -> Result<(), Error> {
-        self.device.create_stream(STREAM_FLAGS).map(drop)
+        self.devices[0].create_stream(STREAM_FLAGS).map(drop)
     }
     fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
         let slot: &'s GpuSlot = slot;
         match &slot.device {
             SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
-                stream: self.device.create_stream(STREAM_FLAGS)?,
+                stream: buffer.buffer().device().create_stream(STREAM_FLAGS)?,
                 buffer,
             })),
             SlotMemory::Unregistered { .. } => Ok(None),
@@ -369,5 +431,25 @@ impl StreamIo for GpuStaging {
     }
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()
+    }
+}
+
+#[cfg(test)]
+mod open_error_tests {
+    use super::OpenError;
+    use hipfile::{Error, Flavor};
+
+    #[test]
+    fn a_full_gpu_is_named_as_such() {
+        let e = OpenError::Device(Error::Runtime {
+            call: "cuDevicePrimaryCtxRetain",
+            code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+            text: "out of memory".into(),
+        });
+        assert_eq!(
+            e.describe(Flavor::CuFile),
+            "cuFile loaded, but the GPU has no free memory for a context \
+             (cuDevicePrimaryCtxRetain: out of memory (error 2)); another process may be holding it"
+        );
     }
 }

@@ -34,10 +34,15 @@ pub trait Staging: Sync {
     fn library(&self) -> Option<&Self::Library>;
     /// The address alignment every slot and window is guaranteed to have.
     fn slot_alignment(&self) -> u64;
-    /// Prepares the calling thread (makes the GPU current: that is per thread).
-    fn enter_worker(&self) -> Result<(), Error>;
-    /// Allocates a slot of `len` bytes.
-    fn alloc_slot(&self, len: usize) -> Result<Self::Slot, Error>;
+    /// How many GPUs the slots are spread over (1 on the host backend).
+    fn devices(&self) -> usize {
+        1
+    }
+    /// Prepares the calling thread to work with `slot` (makes its GPU current: that is per
+    /// thread).
+    fn enter_worker(&self, slot: &Self::Slot) -> Result<(), Error>;
+    /// Allocates a slot of `len` bytes on device `device` (< [`Staging::devices`]).
+    fn alloc_slot(&self, len: usize, device: usize) -> Result<Self::Slot, Error>;
     /// Bytes one window holds: the bounce route moves a slice in pieces of this size.
     fn window_len(&self, slot: &Self::Slot) -> usize;
     /// The host bytes for the piece at `slot_off`, in window `k` (0 or 1: the bounce route
@@ -250,13 +255,46 @@ pub enum RouteChoice {
     Bounce,
 }
 
+/// Which GPUs stage the data. With several, each GPU gets its own slots (`streams` of them)
+/// and a file's slices go to whichever of its GPUs' slots is free.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuChoice {
+    /// These devices, by index, in this order (no repeats; checked against the device count).
+    List(Vec<u32>),
+    /// Every device.
+    All,
+    /// Every device; each file uses the one(s) nearest its storage
+    /// ([`crate::devices::Topology`]), all of them where that is unknown.
+    Auto,
+}
+
+impl std::fmt::Display for GpuChoice {
+    /// As given on the command line: "3", "0,2,3", "all", "auto".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuChoice::List(v) => {
+                let list: Vec<String> = v.iter().map(u32::to_string).collect();
+                f.write_str(&list.join(","))
+            }
+            GpuChoice::All => f.write_str("all"),
+            GpuChoice::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl Default for GpuChoice {
+    fn default() -> GpuChoice {
+        GpuChoice::List(vec![0])
+    }
+}
+
 /// What the caller asks of the backend.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Request {
     pub backend: BackendChoice,
     pub route: RouteChoice,
-    /// The GPU's index.
-    pub gpu: u32,
+    /// The GPU(s).
+    pub gpu: GpuChoice,
     /// `--async`: the library's stream API, which only the library route has.
     pub async_io: bool,
 }
@@ -299,6 +337,9 @@ pub fn load(
         BackendChoice::Auto | BackendChoice::Gpu => &[Flavor::HipFile, Flavor::CuFile],
     };
     let mut missing = Vec::new();
+    // Whether a library loaded and only its driver or the GPU failed: then the messages say
+    // so instead of "no usable library".
+    let mut loaded = false;
     for &flavor in flavors {
         // Trying a vendor's libraries on a machine without its kernel driver only costs
         // start-up time; an explicit --backend or an AISCP_* override still tries them.
@@ -320,20 +361,31 @@ pub fn load(
             Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
                 return Err(NoBackend(e.describe(flavor)))
             }
-            Err(e) => missing.push(e.describe(flavor)),
+            Err(e) => {
+                loaded |= !matches!(e, gpu::OpenError::Library(_));
+                missing.push(e.describe(flavor));
+            }
         }
     }
     let looked_for = missing.join("; ");
+    let what = if loaded {
+        "no GPU to stage through"
+    } else {
+        "no usable GPU I/O library"
+    };
+    // --gpu 0 is the default; anything else was asked for and is not honoured.
+    let ignored = match &request.gpu {
+        GpuChoice::List(v) if v.as_slice() == [0] => String::new(),
+        other => format!("--gpu {other} ignored, "),
+    };
     match request.backend {
         BackendChoice::Auto => Ok((
             Loaded::Host(host::HostStaging::new()),
             Some(format!(
-                "no usable GPU I/O library ({looked_for}); copying through host memory"
+                "{what} ({looked_for}); {ignored}copying through host memory (--backend auto)"
             )),
         )),
-        BackendChoice::Gpu => Err(NoBackend(format!(
-            "no usable GPU I/O library: {looked_for}"
-        ))),
+        BackendChoice::Gpu => Err(NoBackend(format!("{what}: {looked_for}"))),
         _ => Err(NoBackend(looked_for)),
     }
 }
