@@ -1113,8 +1113,12 @@ impl aiscp_engine::Diagnostics for StderrDiagnostics {
         }
     }
     fn debug(&mut self, since_start: std::time::Duration, line: &str) {
+        // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
         crate::progress::suspend(|| {
-            eprintln!("aiscp: debug: +{:.3}s {line}", since_start.as_secs_f64())
+            crate::messages::to_stderr_raw(&format!(
+                "aiscp: debug: +{:.3}s {line}\n",
+                since_start.as_secs_f64()
+            ));
         });
     }
 }

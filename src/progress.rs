@@ -18,6 +18,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
+use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -477,7 +478,10 @@ fn write_lines(c: &Counters, wake: &Wake) {
         let secs = now.duration_since(last.0).as_secs_f64();
         let rate = Some((done - last.1) as f64 / secs.max(1e-9));
         last = (now, done);
-        eprintln!(
+        // Not eprintln!, which panics when stderr fails (a closed pipe raises SIGPIPE,
+        // which stops the copy; other failures are let go, as for aiscp's own warnings).
+        let _ = writeln!(
+            std::io::stderr(),
             "{}: progress: {}",
             program(),
             Snapshot::take(c, rate).log_line()
