@@ -10,7 +10,7 @@ use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -159,10 +159,12 @@ fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
             Ok(None) => "PCI address not reported".to_owned(),
             Err(e) => format!("PCI address: {e}"),
         };
-        let _ = writeln!(
-            out,
-            "    GPU {i}: {bus}; memory size: not queried (no such call in hipfile-rs)"
-        );
+        let memory = match library.runtime().total_memory(i) {
+            Ok(Some(bytes)) => format!("{} of memory", crate::progress::human(bytes)),
+            Ok(None) => "memory size not reported".to_owned(),
+            Err(e) => format!("memory size: {e}"),
+        };
+        let _ = writeln!(out, "    GPU {i}: {bus}, {memory}");
     }
     if gpu >= count {
         let _ = writeln!(
@@ -260,18 +262,27 @@ fn udev_record(dev: u64) -> String {
     }
 }
 
-/// Opens `path` (a file for reading, or an unnamed temporary in a directory) with O_DIRECT.
+/// Opens `path` with O_DIRECT: a file for reading, or for a directory an unnamed temporary
+/// in it (O_TMPFILE, gone on close), reopened through /proc so the descriptor's flags are a
+/// plain O_RDWR|O_DIRECT file's (cuFile refuses O_TMPFILE's with 5019).
 fn open_direct(path: &Path, dir: bool) -> std::io::Result<File> {
-    let mut o = OpenOptions::new();
-    if dir {
-        o.read(true)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_TMPFILE | libc::O_DIRECT);
-    } else {
-        o.read(true).custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW);
+    if !dir {
+        return OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW)
+            .open(path);
     }
-    o.open(path)
+    let tmp = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(path)?;
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(format!("/proc/self/fd/{}", tmp.as_raw_fd()))
 }
 
 /// Reports the route files at `path` would take, and why.
@@ -342,14 +353,16 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
             first.flavor.name()
         ),
     };
+    // In the order aiscp decides: cuFile without nvidia-fs is never asked to register (its
+    // compatibility mode would only emulate DMA); otherwise a refused file bounces.
     let route = match (first.flavor, registration) {
-        (_, Err(_)) => {
-            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer \
-                        (the library refused the file)"
-        }
-        (Flavor::CuFile, Ok(())) if !nvidia_fs => {
+        (Flavor::CuFile, _) if !nvidia_fs => {
             "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (cuFile in \
              compatibility mode: no nvidia-fs)"
+        }
+        (_, Err(_)) => {
+            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (the library \
+             refused the file)"
         }
         (Flavor::HipFile, Ok(())) => "library: hipFileRead/hipFileWrite on the registered file",
         (Flavor::CuFile, Ok(())) => "library: cuFileRead/cuFileWrite, DMA through nvidia-fs",
