@@ -23,7 +23,7 @@ _aiscp() {
 
     case "${cmd}" in
         aiscp)
-            opts="-a -b -d -f -i -H -l -L -n -P -p -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --generate --help --version"
+            opts="-a -b -d -f -i -H -l -L -n -P -p -r -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --stats --generate --doctor --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -97,6 +97,10 @@ _aiscp() {
                     ;;
                 --streams)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stats)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 --generate)

@@ -116,6 +116,12 @@ pub struct Copier<'a> {
 }
 
 impl<'a> Copier<'a> {
+    /// What the engine staged through and where its time went; None when no file had data
+    /// to copy.
+    pub fn engine_info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
+        self.engine.as_ref().map(|e| (e.info(), e.run_stages()))
+    }
+
     pub fn new(
         opts: &'a Options,
         config: Config,
@@ -1107,7 +1113,13 @@ impl aiscp_engine::Diagnostics for StderrDiagnostics {
         }
     }
     fn debug(&mut self, since_start: std::time::Duration, line: &str) {
-        eprintln!("aiscp: debug: +{:.3}s {line}", since_start.as_secs_f64());
+        // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
+        crate::progress::suspend(|| {
+            crate::messages::to_stderr_raw(&format!(
+                "aiscp: debug: +{:.3}s {line}\n",
+                since_start.as_secs_f64()
+            ));
+        });
     }
 }
 
@@ -1176,6 +1188,11 @@ fn sync_dir(dst: At<'_>) -> Step {
 /// came while waiting (the answer is read in short polls so that one can end the wait, as
 /// it kills cp at its prompt). Reads stdin unbuffered, one line per prompt.
 fn ask(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
+    // The progress line stays wiped until the answer is in.
+    crate::progress::suspend(|| ask_wiped(question, cancel))
+}
+
+fn ask_wiped(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
     crate::messages::to_stderr_raw(&format!("{}: {question}", crate::messages::program()));
     let stdin = io::stdin();
     let mut first = None;

@@ -6,27 +6,56 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 use std::io::{self, Write};
 
+/// The synopsis as cp(1) writes it: clap's would list every flag and miss DEST.
+const SYNOPSIS: &str = r#".SH SYNOPSIS
+\fBaiscp\fR [\fIOPTION\fR]... [\fB\-T\fR] \fISOURCE\fR \fIDEST\fR
+.br
+\fBaiscp\fR [\fIOPTION\fR]... \fISOURCE\fR... \fIDIRECTORY\fR
+.br
+\fBaiscp\fR [\fIOPTION\fR]... \fB\-t\fR \fIDIRECTORY\fR \fISOURCE\fR...
+.br
+\fBaiscp\fR \fB\-\-doctor\fR [\fIPATH\fR]...
+"#;
+
 /// Sections clap does not know about, in roff.
 const EXTRA_SECTIONS: &str = r#".SH "EXIT STATUS"
-0 when every SOURCE was copied; 1 when any operand failed (each failure is reported on
-standard error and the others are still copied), on a usage error, or when the staging
-backend cannot start.
+.TP
+.B 0
+Every SOURCE was copied (with \fB\-\-doctor\fR: a GPU route is possible).
+.TP
+.B 1
+An operand failed (each failure is reported on standard error and the other operands are
+still copied), a usage error, or the staging backend could not start.
+.TP
+.B 130
+Interrupted by SIGINT: in-flight I/O was finished, GPU resources given back, and
+\fB\-\-atomic\fR's temporary file removed.
+.TP
+.B 143
+Terminated by SIGTERM, with the same clean-up.
 .SH ENVIRONMENT
 .TP
 .B AISCP_BACKEND
 Default for \fB\-\-backend\fR: auto, gpu, hipfile, cufile or host.
 .TP
+.B AISCP_ROUTE
+Default for \fB\-\-route\fR: auto, library or bounce.
+.TP
 .B AISCP_HIPFILE_LIB
 Path of the hipFile library to load instead of searching for libhipfile.so.0.
 .TP
 .B AISCP_HIP_LIB
-Path of the HIP runtime library (libamdhip64.so) to load.
+Path of the HIP runtime library (libamdhip64.so) to load instead of searching for it.
 .TP
 .B AISCP_CUFILE_LIB
 Path of the cuFile library to load instead of searching for libcufile.so.0.
 .TP
 .B AISCP_CUDA_LIB
-Path of the CUDA runtime library to load.
+Path of the CUDA driver library (libcuda.so.1, the driver API cuFile runs on) to load
+instead of searching for it.
+.TP
+.B ROCM_PATH
+A ROCm installation searched for libhipfile before /opt/rocm.
 .TP
 .B VERSION_CONTROL
 Backup method when \fB\-\-backup\fR or \fB\-b\fR gives none: none/off, simple/never,
@@ -34,30 +63,46 @@ existing/nil (the default), numbered/t.
 .TP
 .B SIMPLE_BACKUP_SUFFIX
 Backup suffix when \fB\-S\fR is not given (default ~).
+.TP
+.B AISCP_TEST_PAUSE
+For aiscp's own test suite only: POINT:PATH makes the copy create PATH on reaching POINT and
+wait until it is removed. Leave it unset.
+.TP
+.B LC_ALL, LC_CTYPE, LANG
+Whether names and quotes in messages are printed as UTF-8, as cp decides.
 .SH EXAMPLES
 .TP
 .B aiscp big.img /mnt/nvme/big.img
 Copy one file; its data passes through GPU memory.
 .TP
-.B aiscp \-a photos/ /backup/
-Copy a tree, keeping modes, owners, timestamps, hard links and extended attributes.
+.B aiscp \-a \-\-stats photos/ /backup/
+Copy a tree, keeping modes, owners, timestamps, hard links and extended attributes, and
+print a one-line summary.
 .TP
 .B aiscp \-\-backend host \-v a b dir/
 Copy through host memory, printing each copy.
 .TP
 .B aiscp \-\-atomic \-\-fsync model.bin /data/model.bin
 Replace a file so readers never see a partial copy, durable on return.
+.TP
+.B aiscp \-\-doctor /data /mnt/nvme
+Report the GPU libraries and GPUs, and the route files under each path would take and why.
 .SH "SEE ALSO"
 .BR cp (1)
 "#;
 
+/// Roff for one option letter, as clap_mangen writes it.
+fn roff_short(c: char) -> String {
+    format!("\\fB\\-{c}\\fR")
+}
+
 /// The man page: clap's generated sections, then ours before VERSION.
 pub fn man(out: &mut dyn Write) -> io::Result<()> {
     let cmd = crate::cli::Cli::command();
-    let man = clap_mangen::Man::new(cmd);
+    let man = clap_mangen::Man::new(cmd.clone());
     man.render_title(out)?;
     man.render_name_section(out)?;
-    man.render_synopsis_section(out)?;
+    out.write_all(SYNOPSIS.as_bytes())?;
     man.render_description_section(out)?;
     writeln!(
         out,
@@ -66,7 +111,23 @@ pub fn man(out: &mut dyn Write) -> io::Result<()> {
 Directories, links, special files and attributes are handled on the host exactly as \
 cp does. Messages, exit status and option semantics follow GNU cp."
     )?;
-    man.render_options_section(out)?;
+    // clap_mangen leaves visible short aliases out (-r for -R): add them to each header.
+    let mut options = Vec::new();
+    man.render_options_section(&mut options)?;
+    let mut options = String::from_utf8(options).expect("roff is UTF-8");
+    for arg in cmd.get_arguments() {
+        let (Some(short), Some(aliases)) = (arg.get_short(), arg.get_visible_short_aliases())
+        else {
+            continue;
+        };
+        let head = format!("{}, ", roff_short(short));
+        let extra: String = aliases
+            .iter()
+            .map(|&c| format!("{}, ", roff_short(c)))
+            .collect();
+        options = options.replacen(&format!(".TP\n{head}"), &format!(".TP\n{head}{extra}"), 1);
+    }
+    out.write_all(options.as_bytes())?;
     out.write_all(EXTRA_SECTIONS.as_bytes())?;
     man.render_version_section(out)?;
     Ok(())

@@ -4,6 +4,7 @@ mod attrs;
 mod backup;
 mod cli;
 mod copy;
+mod doctor;
 mod generate;
 mod messages;
 mod open_dir;
@@ -134,6 +135,9 @@ fn main() {
         }
         messages::exit(0);
     }
+    if cli.doctor {
+        messages::exit(doctor::run(&cli.operands, &cli.staging));
+    }
     // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
     // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.
     let context_given = cli.context_short || cli.context.is_some();
@@ -142,6 +146,11 @@ fn main() {
         error("warning: ignoring --context; aiscp does not set SELinux contexts");
     } else if context_named {
         error("warning: ignoring --context; it requires an SELinux-enabled kernel");
+    }
+    if !cli.staging.quiet {
+        for w in cli.staging.ignored_flags(&matches) {
+            error(&format!("warning: {w}"));
+        }
     }
     let opts = match Options::resolve(&cli, &matches) {
         Ok(o) => o,
@@ -167,12 +176,21 @@ fn main() {
             messages::exit(1);
         }
     };
-    let mut copier = copy::Copier::new(
-        &opts,
-        config,
-        Box::new(progress::Bar::new(cli.staging.progress_enabled())),
-        jobs.len() > 1,
+    let stats_json = match cli
+        .stats
+        .as_deref()
+        .map(|s| options::argmatch("--stats", s, cli::STATS_CHOICES))
+    {
+        None => None,
+        Some(Ok(choice)) => Some(choice == 1),
+        Some(Err(e)) => usage_exit(&e),
+    };
+    let progress = progress::Progress::start(
+        cli.staging.progress_view_here(),
+        jobs.iter().map(|j| j.src.clone()).collect(),
+        progress::Walk::from(&opts),
     );
+    let mut copier = copy::Copier::new(&opts, config, progress.sink(), jobs.len() > 1);
     for job in &jobs {
         if signals.cancelled() {
             break;
@@ -180,9 +198,18 @@ fn main() {
         copier.copy_top(job);
     }
     let failed = copier.failed;
+    let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
     drop(copier);
+    let summary = progress.finish();
+    if let Some(json) = stats_json {
+        let report =
+            progress::StatsReport::new(summary, engine, failed || signals.received().is_some());
+        let text = if json { report.json() } else { report.line() };
+        // A failed write is reported at exit, as for -v lines.
+        messages::say(format_args!("{text}"));
+    }
     match signals.received() {
         // cp dies of SIGPIPE silently; so does aiscp, once the copy has stopped cleanly.
         Some(libc::SIGPIPE) => signals::die_of_sigpipe(),

@@ -70,8 +70,11 @@ pub fn to_stdout(write: impl FnOnce(&mut io::StdoutLock<'_>) -> io::Result<()>) 
     let res = if closed_at_exec(1) {
         Err(io::Error::from_raw_os_error(libc::EBADF))
     } else {
-        let mut out = io::stdout().lock();
-        write(&mut out).and_then(|()| out.flush())
+        // The progress line is wiped while this prints: stdout may be the same terminal.
+        crate::progress::suspend(|| {
+            let mut out = io::stdout().lock();
+            write(&mut out).and_then(|()| out.flush())
+        })
     };
     if let Err(e) = res {
         stdout_failed(&e);
@@ -103,8 +106,11 @@ fn to_stderr(text: &str, counts: bool) -> bool {
     let res = if closed_at_exec(2) {
         Err(io::Error::from_raw_os_error(libc::EBADF))
     } else {
-        let mut err = io::stderr().lock();
-        err.write_all(text.as_bytes()).and_then(|()| err.flush())
+        // The progress line is wiped while this prints, so a message never lands on it.
+        crate::progress::suspend(|| {
+            let mut err = io::stderr().lock();
+            err.write_all(text.as_bytes()).and_then(|()| err.flush())
+        })
     };
     if res.is_err() && counts {
         STDERR_FAILED.store(true, Ordering::SeqCst);

@@ -266,6 +266,49 @@ fn sigterm_stops_the_copy_and_exits_143() {
     stops_on(Signal::SIGTERM, 143, &[], |_| {});
 }
 
+/// The largest --chunk-size (0x7ffff000: one slice of almost 2 GiB) still stops within a
+/// second of SIGINT, on the host route and the fake GPU's library and bounce routes: no
+/// single read, write or library call is asked for more than 64 MiB, and the stop flag is
+/// looked at between them. (A 3 GiB hole read with --sparse=never: zeros, without disk
+/// reads, yet every byte goes through the slot.)
+#[test]
+fn the_largest_chunk_stops_within_a_second() {
+    for (backend, route) in [
+        (Backend::Host, "auto"),
+        (Backend::FakeGpu, "library"),
+        (Backend::FakeGpu, "bounce"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        fs::File::create(dir.path().join("src"))
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir.path())
+            .args(["-q", "--chunk-size", "0x7ffff000", "--streams", "1"])
+            .args(["--sparse=never", "--route", route, "src", "dst"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped());
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !dir.path().join("dst").exists() {
+            assert!(child.try_wait().unwrap().is_none(), "aiscp ended early");
+            assert!(Instant::now() < deadline, "DST never appeared");
+            thread::sleep(Duration::from_millis(5));
+        }
+        thread::sleep(Duration::from_millis(300)); // well inside the first slice
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the copy ended before the signal"
+        );
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+        let (status, stderr) = exit_within(&mut child);
+        assert_interrupted(status, &stderr, 130);
+        backend.assert_report_clean(&dir.path().join("report"));
+    }
+}
+
 #[test]
 fn sighup_stops_the_copy_and_exits_129() {
     stops_on(Signal::SIGHUP, 129, &[], |_| {});

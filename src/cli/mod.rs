@@ -21,7 +21,9 @@ GPU library loads).",
     args_override_self = true,
     infer_long_args = true,
     override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",
-    after_help = "Exit status is 0 when every operand was copied, 1 otherwise."
+    after_help = "Exit status: 0 when every SOURCE was copied; 1 when any operand failed, on a usage \
+error, or when the staging backend cannot start; 130 after SIGINT and 143 after SIGTERM (the copy \
+stops cleanly)."
 )]
 pub struct Cli {
     /// Same as -dR --preserve=all
@@ -81,7 +83,7 @@ pub struct Cli {
     #[arg(long, action = ArgAction::SetTrue)]
     pub parents: bool,
     /// Copy directories recursively
-    #[arg(short = 'R', short_alias = 'r', long, action = ArgAction::SetTrue)]
+    #[arg(short = 'R', visible_short_alias = 'r', long, action = ArgAction::SetTrue)]
     pub recursive: bool,
     /// Control clone/CoW copies; data always passes through the GPU, so only auto and never
     /// can be honoured
@@ -143,10 +145,23 @@ pub struct Cli {
     pub fsync: bool,
     #[command(flatten)]
     pub staging: staging::StagingArgs,
+    /// When done, print a summary on stdout: one line (text, the default) or one JSON object
+    /// (json) with files, bytes, seconds, rate, backend, library, GPU and the routes taken
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "text", value_parser = Choices(STATS_CHOICES),
+          help_heading = "Reporting")]
+    pub stats: Option<String>,
     /// Write the man page or a shell completion script to stdout
     #[arg(long, hide = true, value_name = "WHAT", value_parser = Choices(GENERATE_CHOICES))]
     pub generate: Option<String>,
-    #[arg(value_name = "SOURCE", value_hint = ValueHint::AnyPath, allow_hyphen_values = false)]
+    /// Check what GPU staging needs on this machine: libraries and versions, GPUs and their
+    /// memory, and the route files under each operand (a PATH here) would take, and why.
+    /// Exit 0 when a GPU route is possible
+    #[arg(long, help_heading = "Reporting")]
+    pub doctor: bool,
+    /// The SOURCE files, then DEST: a file, or the DIRECTORY that receives several SOURCEs
+    /// (with -t DIRECTORY, every operand is a SOURCE)
+    #[arg(value_name = "OPERAND", value_hint = ValueHint::AnyPath, allow_hyphen_values = false)]
     pub operands: Vec<PathBuf>,
 }
 
@@ -187,6 +202,7 @@ pub const PRESERVE_CHOICES: ChoiceGroups = &[
 pub const REFLINK_CHOICES: ChoiceGroups = &[&["auto"], &["always"], &["never"]];
 pub const SPARSE_CHOICES: ChoiceGroups = &[&["never"], &["auto"], &["always"]];
 pub const UPDATE_CHOICES: ChoiceGroups = &[&["all"], &["none"], &["none-fail"], &["older"]];
+pub const STATS_CHOICES: ChoiceGroups = &[&["text"], &["json"]];
 pub const GENERATE_CHOICES: ChoiceGroups = &[
     &["man"],
     &["bash"],

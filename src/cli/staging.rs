@@ -1,5 +1,6 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
+use crate::progress::View;
 use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
@@ -79,34 +80,64 @@ pub struct StagingArgs {
     /// Use hipFile's asynchronous stream API (one stream per slice)
     #[arg(long = "async", help_heading = "GPU staging")]
     pub async_io: bool,
-    /// Show a progress bar on stderr [default: when stderr is a terminal]
-    #[arg(long, overrides_with = "no_progress", help_heading = "GPU staging")]
+    /// Show the run's progress on stderr: one line redrawn in place on a terminal, a plain
+    /// line every 2 seconds otherwise (for logs) [default: only when stderr is a terminal]
+    #[arg(long, overrides_with = "no_progress", help_heading = "Reporting")]
     pub progress: bool,
-    /// Never show a progress bar
-    #[arg(long, overrides_with = "progress", help_heading = "GPU staging")]
+    /// Never show progress
+    #[arg(long, overrides_with = "progress", help_heading = "Reporting")]
     pub no_progress: bool,
     /// After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is
     /// checked, not the page cache) and fail if they differ, naming the first differing offset
     #[arg(long, help_heading = "GPU staging")]
     pub verify: bool,
     /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
-    #[arg(long, help_heading = "GPU staging")]
+    #[arg(long, help_heading = "Reporting")]
     pub debug: bool,
     /// Suppress warnings (such as falling back to host memory when no GPU library loads)
-    #[arg(short, long, help_heading = "GPU staging")]
+    #[arg(short, long, help_heading = "Reporting")]
     pub quiet: bool,
 }
 
 impl StagingArgs {
-    /// Whether to draw the progress bar: as asked, else when stderr is a terminal.
-    pub fn progress_enabled(&self) -> bool {
-        if self.progress {
-            true
-        } else if self.no_progress {
-            false
-        } else {
-            std::io::stderr().is_terminal()
+    /// Where progress goes: redrawn on stderr when it is a terminal (unless --no-progress);
+    /// as plain lines when --progress asks for it off a terminal.
+    pub fn progress_view(&self, stderr_is_terminal: bool) -> View {
+        match (self.progress, self.no_progress, stderr_is_terminal) {
+            (false, true, _) => View::Off,
+            (_, _, true) => View::Terminal,
+            (true, _, false) => View::Lines,
+            (false, false, false) => View::Off,
         }
+    }
+
+    /// Warnings for GPU flags that `--backend host` cannot honour (given on the command
+    /// line; never ignored silently).
+    pub fn ignored_flags(&self, m: &clap::ArgMatches) -> Vec<String> {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let mut warnings = Vec::new();
+        if matches!(self.backend, BackendArg::Host) {
+            if given("gpu") {
+                warnings.push(format!(
+                    "--gpu {} has no effect with --backend host: data is staged through host \
+                     memory",
+                    self.gpu
+                ));
+            }
+            if given("route") {
+                warnings.push(
+                    "--route has no effect with --backend host: data is staged through host \
+                     memory"
+                        .to_owned(),
+                );
+            }
+        }
+        warnings
+    }
+
+    /// [`StagingArgs::progress_view`] for this process's stderr.
+    pub fn progress_view_here(&self) -> View {
+        self.progress_view(std::io::stderr().is_terminal())
     }
 }
 
@@ -209,7 +240,7 @@ impl From<&StagingArgs> for Config {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_size, StagingArgs};
+    use super::{parse_size, StagingArgs, View};
     use clap::Parser;
 
     #[derive(Parser, Debug)]
@@ -275,10 +306,19 @@ mod tests {
         assert_eq!(c.streams, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
-        let only = Only::try_parse_from(["aiscp", "--progress", "--no-progress"]).unwrap();
-        assert!(!only.staging.progress_enabled());
-        let only = Only::try_parse_from(["aiscp", "--no-progress", "--progress"]).unwrap();
-        assert!(only.staging.progress_enabled());
+        let view = |args: &[&str], tty| {
+            let mut argv = vec!["aiscp"];
+            argv.extend(args);
+            Only::try_parse_from(argv)
+                .unwrap()
+                .staging
+                .progress_view(tty)
+        };
+        assert_eq!(view(&["--progress", "--no-progress"], true), View::Off);
+        assert_eq!(view(&["--no-progress", "--progress"], true), View::Terminal);
+        assert_eq!(view(&["--no-progress", "--progress"], false), View::Lines);
+        assert_eq!(view(&[], true), View::Terminal);
+        assert_eq!(view(&[], false), View::Off);
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn check_cancel(&self) -> Result<(), CopyError> {
+    pub(crate) fn check_cancel(&self) -> Result<(), CopyError> {
         match self.cancel.load(Ordering::SeqCst) {
             true => Err(CopyError::Interrupted),
             false => Ok(()),

@@ -17,6 +17,12 @@ pub const MIN_ALIGN: u64 = 4096;
 /// Largest count one read or write syscall moves on Linux (MAX_RW_COUNT).
 pub const MAX_IO: usize = hipfile::sys::MAX_IO_BYTES;
 
+/// The most one read, write or library call is asked to move before the stop flag is
+/// looked at again: a call in progress can't be interrupted, and with --chunk-size
+/// 0x7ffff000 one call of a whole slice took up to 4.8 s to end after SIGINT (host route,
+/// page cache). 64 MiB is the default chunk, so default runs make the same calls as before.
+pub const STOP_GRAIN: usize = 64 << 20;
+
 /// Direct-I/O alignment the file asks for: max(statx DIO offset and memory alignment, 4096).
 /// Falls back to 4096 where statx cannot tell (old kernels, filesystems without DIO).
 pub fn dio_alignment(fd: BorrowedFd<'_>) -> u64 {

@@ -176,6 +176,18 @@ pub trait ProgressSink {
     fn advanced(&self, bytes: u64);
     /// The file's data phase ended, successfully or not (called before any error returns).
     fn file_finished(&self);
+    /// How the file's bytes are read and written: "direct" (library I/O), "O_DIRECT" or
+    /// "bounce" (POSIX I/O through the host window), "stream" (read until EOF).
+    fn route(&self, _read: &'static str, _write: &'static str) {}
+}
+
+/// What a run staged through: the backend's name ("hipFile", "cuFile", "host memory"), the
+/// library's version text when it tells, and the GPU indices on GPU backends (none on host).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineInfo {
+    pub backend: &'static str,
+    pub library: Option<String>,
+    pub gpus: Vec<u32>,
 }
 
 /// A sink that ignores everything.
@@ -372,6 +384,22 @@ impl Engine {
         }
     }
 
+    /// What the run stages through, for the summary.
+    pub fn info(&self) -> EngineInfo {
+        match &self.backend {
+            Backend::Host(_) => EngineInfo {
+                backend: self.backend_name(),
+                library: None,
+                gpus: Vec::new(),
+            },
+            Backend::Gpu(p) => EngineInfo {
+                backend: self.backend_name(),
+                library: p.staging.version().map(str::to_owned),
+                gpus: p.staging.indices(),
+            },
+        }
+    }
+
     /// Allocates what every copy needs (the first staging slot) for copying `src_name`.
     /// Call it before opening DST: its failure leaves DST as it was. [`Engine::copy`] does
     /// the same itself, so calling this is optional.
@@ -417,9 +445,9 @@ impl Engine {
         if self.config.debug {
             let secs = started.elapsed().as_secs_f64();
             diag(&format!(
-                "{}: {end} bytes in {secs:.3} s ({:.3} GB/s); thread time: {}",
+                "{}: {end} bytes in {secs:.3} s ({}/s); thread time: {}",
                 quote(job.dst_name),
-                end as f64 / secs.max(1e-9) / 1e9,
+                humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY),
                 stages.describe()
             ));
         }

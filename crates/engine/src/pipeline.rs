@@ -222,6 +222,7 @@ impl<S: Staging> Pipeline<S> {
             Some(len) if dst_regular => self.copy_regular(job, len, &cx, progress, diag),
             _ => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
+                progress.route("stream", "bounce");
                 self.sequential(job, 0, dst_regular, false, &cx, progress)
             }
         };
@@ -434,6 +435,7 @@ impl<S: Staging> Pipeline<S> {
             paren(dst_why),
             if use_async { ", async streams" } else { "" },
         ));
+        progress.route(src_side.describe(), dst_side.describe());
         // A direct side needs aligned slices; with none, the slices are still aligned (the
         // plan does not care), only the last bytes go to the sequential phase.
         let route = Route {
@@ -683,6 +685,29 @@ pub(crate) fn take_slices(
     }
 }
 
+/// Moves `len` bytes with `part(offset, n)` in parts of at most [`fileio::STOP_GRAIN`],
+/// looking at the stop flag between them. Returns the bytes moved: a part that comes back
+/// short (EOF) ends it.
+fn in_grains(
+    len: usize,
+    cx: &Ctx<'_>,
+    mut part: impl FnMut(usize, usize) -> Result<usize, CopyError>,
+) -> Result<usize, CopyError> {
+    let mut done = 0;
+    while done < len {
+        if done > 0 {
+            cx.check_cancel()?;
+        }
+        let n = (len - done).min(fileio::STOP_GRAIN);
+        let got = part(done, n)?;
+        done += got;
+        if got < n {
+            break;
+        }
+    }
+    Ok(done)
+}
+
 /// Reads `slice` into the slot and writes it out, each side by the library (a registered
 /// file and slot) or by the bounce route. Returns the bytes moved: fewer than the slice
 /// only when SRC ended early, and then only the aligned part of what was read is written
@@ -703,14 +728,16 @@ fn copy_slice<S: Staging>(
         .library()
         .filter(|library| library.slot_refusal(slot).is_none());
     let got = match (route.src_side, library) {
-        (Side::Library(handle), Some(library)) => cx
-            .clock
-            .time(Stage::Read, || {
-                transfer::drive(Way::Read, len, align, fileio::MAX_IO, |done, want| {
-                    library.read(handle, slot, want, slice.start + done as u64, done)
+        (Side::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
+            cx.clock
+                .time(Stage::Read, || {
+                    transfer::drive(Way::Read, n, align, fileio::MAX_IO, |done, want| {
+                        let done = at + done;
+                        library.read(handle, slot, want, slice.start + done as u64, done)
+                    })
                 })
-            })
-            .map_err(|e| names.read(e))?,
+                .map_err(|e| names.read(e))
+        })?,
         (side, _) => {
             let reader = Reader::At {
                 file: route.src,
@@ -726,13 +753,16 @@ fn copy_slice<S: Staging>(
     };
     match (route.dst_side, library) {
         (Side::Library(handle), Some(library)) => {
-            cx.clock
-                .time(Stage::Write, || {
-                    transfer::drive(Way::Write, to_write, align, fileio::MAX_IO, |done, want| {
-                        library.write(handle, slot, want, slice.start + done as u64, done)
+            in_grains(to_write, cx, |at, n| {
+                cx.clock
+                    .time(Stage::Write, || {
+                        transfer::drive(Way::Write, n, align, fileio::MAX_IO, |done, want| {
+                            let done = at + done;
+                            library.write(handle, slot, want, slice.start + done as u64, done)
+                        })
                     })
-                })
-                .map_err(|e| names.write(e))?;
+                    .map_err(|e| names.write(e))
+            })?;
         }
         _ => {
             let writer = Writer::At {

@@ -48,6 +48,16 @@ impl OpenError {
             OpenError::Library(e) => format!("{name}: {e}"),
             OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
             OpenError::Device(e @ Error::NoSuchDevice { .. }) => e.to_string(),
+            // The library is fine: the GPU is full, often held by another process.
+            OpenError::Device(
+                e @ Error::Runtime {
+                    code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+                    ..
+                },
+            ) => format!(
+                "{name} loaded, but the GPU has no free memory for a context ({e}); another \
+                 process may be holding it"
+            ),
             OpenError::Device(e) => format!("{name}: cannot select the GPU: {e}"),
         }
     }
@@ -64,6 +74,8 @@ pub struct GpuStaging {
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
+    /// The library's own version text ("hipFile 0.2.0"), for the run's summary.
+    version: Option<String>,
 }
 
 impl GpuStaging {
@@ -132,12 +144,13 @@ impl GpuStaging {
                 None => i.to_string(),
             })
             .collect();
+        let version = library.version();
         diag(&format!(
             "backend {} ({}{}), runtime {}, GPU {} of {count}",
             flavor.name(),
             library.io_library_path().display(),
-            library
-                .version()
+            version
+                .as_ref()
                 .map(|v| format!(", {v}"))
                 .unwrap_or_default(),
             library.runtime_library_path().display(),
@@ -157,7 +170,13 @@ impl GpuStaging {
             bus_ids,
             flavor,
             library_route,
+            version,
         })
+    }
+
+    /// The library's version text, when it tells ("hipFile 0.2.0").
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
     }
 }
 
@@ -412,5 +431,25 @@ impl StreamIo for GpuStaging {
     }
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()
+    }
+}
+
+#[cfg(test)]
+mod open_error_tests {
+    use super::OpenError;
+    use hipfile::{Error, Flavor};
+
+    #[test]
+    fn a_full_gpu_is_named_as_such() {
+        let e = OpenError::Device(Error::Runtime {
+            call: "cuDevicePrimaryCtxRetain",
+            code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+            text: "out of memory".into(),
+        });
+        assert_eq!(
+            e.describe(Flavor::CuFile),
+            "cuFile loaded, but the GPU has no free memory for a context \
+             (cuDevicePrimaryCtxRetain: out of memory (error 2)); another process may be holding it"
+        );
     }
 }

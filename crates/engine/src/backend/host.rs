@@ -112,9 +112,11 @@ impl Staging for HostStaging {
     fn alloc_slot(&self, len: usize, _device: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
-    /// One window is the whole slot: a slice is one read and one write.
+    /// A window is the slot's memory, at most [`crate::fileio::STOP_GRAIN`] of it at a
+    /// time: a slice is one read and one write up to that size, and the stop flag is looked
+    /// at between windows.
     fn window_len(&self, slot: &AlignedBuf) -> usize {
-        slot.len
+        slot.len.min(crate::fileio::STOP_GRAIN)
     }
     fn window<'s>(
         &self,

@@ -268,6 +268,20 @@ pub enum GpuChoice {
     Auto,
 }
 
+impl std::fmt::Display for GpuChoice {
+    /// As given on the command line: "3", "0,2,3", "all", "auto".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuChoice::List(v) => {
+                let list: Vec<String> = v.iter().map(u32::to_string).collect();
+                f.write_str(&list.join(","))
+            }
+            GpuChoice::All => f.write_str("all"),
+            GpuChoice::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 impl Default for GpuChoice {
     fn default() -> GpuChoice {
         GpuChoice::List(vec![0])
@@ -323,6 +337,9 @@ pub fn load(
         BackendChoice::Auto | BackendChoice::Gpu => &[Flavor::HipFile, Flavor::CuFile],
     };
     let mut missing = Vec::new();
+    // Whether a library loaded and only its driver or the GPU failed: then the messages say
+    // so instead of "no usable library".
+    let mut loaded = false;
     for &flavor in flavors {
         // Trying a vendor's libraries on a machine without its kernel driver only costs
         // start-up time; an explicit --backend or an AISCP_* override still tries them.
@@ -344,20 +361,31 @@ pub fn load(
             Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
                 return Err(NoBackend(e.describe(flavor)))
             }
-            Err(e) => missing.push(e.describe(flavor)),
+            Err(e) => {
+                loaded |= !matches!(e, gpu::OpenError::Library(_));
+                missing.push(e.describe(flavor));
+            }
         }
     }
     let looked_for = missing.join("; ");
+    let what = if loaded {
+        "no GPU to stage through"
+    } else {
+        "no usable GPU I/O library"
+    };
+    // --gpu 0 is the default; anything else was asked for and is not honoured.
+    let ignored = match &request.gpu {
+        GpuChoice::List(v) if v.as_slice() == [0] => String::new(),
+        other => format!("--gpu {other} ignored, "),
+    };
     match request.backend {
         BackendChoice::Auto => Ok((
             Loaded::Host(host::HostStaging::new()),
             Some(format!(
-                "no usable GPU I/O library ({looked_for}); copying through host memory"
+                "{what} ({looked_for}); {ignored}copying through host memory (--backend auto)"
             )),
         )),
-        BackendChoice::Gpu => Err(NoBackend(format!(
-            "no usable GPU I/O library: {looked_for}"
-        ))),
+        BackendChoice::Gpu => Err(NoBackend(format!("{what}: {looked_for}"))),
         _ => Err(NoBackend(looked_for)),
     }
 }

@@ -1,0 +1,358 @@
+//! `aiscp --doctor [PATH]...`: what an operator needs when GPU staging does not happen, in
+//! the spirit of NVIDIA's `gdscheck -p`. It reads the machine and the libraries as a copy
+//! would (same search, same AISCP_* overrides, through hipfile-rs), changes nothing on disk
+//! (directories are probed with an unnamed O_TMPFILE that vanishes on close), and exits 0
+//! when a GPU route is possible.
+
+use crate::cli::staging::{BackendArg, StagingArgs};
+use crate::quote::quote;
+use aiscp_engine::GpuChoice;
+use hipfile::{Device, Flavor, Library};
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where the nvidia-fs kernel module shows itself (without it cuFile runs in compatibility
+/// mode: POSIX I/O plus copies inside the library, no DMA).
+const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
+
+/// A flavor that came up far enough to stage through its GPU.
+struct Ready {
+    flavor: Flavor,
+    /// Opened for registration checks; None when the driver would not open.
+    device: Option<Device>,
+}
+
+/// Runs the checks, prints the report on stdout, and returns the exit status.
+pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
+    let mut out = String::new();
+    let nvidia_fs = nvidia_fs_version();
+    let _ = writeln!(out, "kernel drivers:");
+    for flavor in [Flavor::HipFile, Flavor::CuFile] {
+        let node = flavor.device_node();
+        let _ = writeln!(
+            out,
+            "  {}: {} {}",
+            flavor.name(),
+            node.display(),
+            if flavor.driver_present() {
+                "present"
+            } else {
+                "absent"
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  nvidia-fs: {}",
+        match &nvidia_fs {
+            Some(v) => format!("loaded ({v}): cuFile can DMA between storage and GPU memory"),
+            None => format!(
+                "not loaded ({NVIDIA_FS} absent): cuFile would run in compatibility mode, so \
+                 aiscp's auto route bounces through pinned memory instead"
+            ),
+        }
+    );
+
+    let flavors: &[Flavor] = match staging.backend {
+        BackendArg::Host => &[],
+        BackendArg::Hipfile => &[Flavor::HipFile],
+        BackendArg::Cufile => &[Flavor::CuFile],
+        BackendArg::Auto | BackendArg::Gpu => &[Flavor::HipFile, Flavor::CuFile],
+    };
+    let _ = writeln!(out, "libraries and GPUs:");
+    if flavors.is_empty() {
+        let _ = writeln!(out, "  none tried: --backend host");
+    }
+    // The first GPU a copy would use; with `all` or `auto`, GPU 0.
+    let gpu = match &staging.gpu {
+        GpuChoice::List(v) => v.first().copied().unwrap_or(0),
+        GpuChoice::All | GpuChoice::Auto => 0,
+    };
+    let mut ready: Vec<Ready> = Vec::new();
+    for &flavor in flavors {
+        if let Some(r) = check_flavor(flavor, gpu, &mut out) {
+            ready.push(r);
+        }
+    }
+
+    for path in paths {
+        check_path(path, &ready, nvidia_fs.is_some(), &mut out);
+    }
+
+    let possible = ready.first();
+    let _ = match possible {
+        Some(r) => writeln!(
+            out,
+            "verdict: a GPU route is possible through {} on GPU {}",
+            r.flavor.name(),
+            gpu
+        ),
+        None => writeln!(
+            out,
+            "verdict: no GPU route: copies would go through host memory (--backend auto) or \
+             fail (--backend gpu)"
+        ),
+    };
+    crate::messages::write_stdout(out.as_bytes());
+    i32::from(possible.is_none())
+}
+
+/// The nvidia-fs module's version line, when it is loaded.
+fn nvidia_fs_version() -> Option<String> {
+    if !Path::new(NVIDIA_FS).exists() {
+        return None;
+    }
+    let text = std::fs::read_to_string(Path::new(NVIDIA_FS).join("version")).unwrap_or_default();
+    Some(
+        text.lines()
+            .next()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .unwrap_or("version unknown")
+            .to_owned(),
+    )
+}
+
+/// Loads `flavor` as a copy would and reports each step; Some when GPU `gpu` can be used.
+fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
+    let name = flavor.name();
+    if !flavor.driver_present() && !flavor.overridden() {
+        let _ = writeln!(
+            out,
+            "  {name}: not tried: no GPU driver ({} not found; set an AISCP_* library override \
+             to try anyway)",
+            flavor.device_node().display()
+        );
+        return None;
+    }
+    let library = match Library::load(flavor) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(out, "  {name}: not loaded: {e}");
+            return None;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "  {name}: {} ({}), runtime {}",
+        library.io_library_path().display(),
+        library
+            .version()
+            .as_deref()
+            .unwrap_or("version not reported"),
+        library.runtime_library_path().display(),
+    );
+    let count = match library.device_count() {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = writeln!(out, "    no GPU: {e}");
+            return None;
+        }
+    };
+    let _ = writeln!(out, "    {count} GPU(s)");
+    for i in 0..count {
+        let bus = match library.runtime().pci_bus_id(i) {
+            Ok(Some(id)) => format!("PCI {id}"),
+            Ok(None) => "PCI address not reported".to_owned(),
+            Err(e) => format!("PCI address: {e}"),
+        };
+        let _ = writeln!(
+            out,
+            "    GPU {i}: {bus}; memory size: not queried (no such call in hipfile-rs)"
+        );
+    }
+    if gpu >= count {
+        let _ = writeln!(
+            out,
+            "    GPU {gpu} (--gpu) does not exist: {count} device(s) found"
+        );
+        return None;
+    }
+    // A context on the GPU: what fails when another process holds all its memory.
+    match library.staging_device(gpu) {
+        Ok(_) => {
+            let _ = writeln!(out, "    GPU {gpu}: context ok");
+        }
+        Err(e) => {
+            let full = matches!(
+                e,
+                hipfile::Error::Runtime {
+                    code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
+                    ..
+                }
+            );
+            let _ = writeln!(
+                out,
+                "    GPU {gpu}: cannot make a context: {e}{}",
+                if full {
+                    " (the GPU has no free memory: another process may be holding it)"
+                } else {
+                    ""
+                }
+            );
+            return None;
+        }
+    }
+    let device = match library.open_driver().and_then(|d| d.device(gpu)) {
+        Ok(d) => {
+            let _ = writeln!(
+                out,
+                "    {name} driver: opened (use count {})",
+                library
+                    .use_count()
+                    .map_or("not reported".to_owned(), |n| n.to_string())
+            );
+            Some(d)
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "    {name} driver: cannot open: {e} (the bounce route needs no driver)"
+            );
+            None
+        }
+    };
+    Some(Ready { flavor, device })
+}
+
+/// A filesystem's name from statfs's magic number, for the common ones.
+fn fs_name(magic: i64) -> String {
+    let name = match magic {
+        0xEF53 => "ext2/3/4",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x0102_1994 => "tmpfs",
+        0x8584_58f6 => "ramfs",
+        0x6969 => "nfs",
+        0x794c_7630 => "overlayfs",
+        0x6573_5546 => "fuse",
+        0x2FC1_2FC1 => "zfs",
+        0xFF53_4D42 => "cifs",
+        0x0BD0_0BD0 => "lustre",
+        0x4750_4653 => "gpfs",
+        0x5346_544e => "ntfs",
+        0x4d44 => "vfat",
+        _ => return format!("type {magic:#x}"),
+    };
+    name.to_owned()
+}
+
+/// What cuFile looks up before it registers a file on a block device: the udev record's
+/// ID_FS_USAGE (without it, registration fails with 5027).
+fn udev_record(dev: u64) -> String {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    if major == 0 {
+        return "none needed (not a block device)".to_owned();
+    }
+    let path = format!("/run/udev/data/b{major}:{minor}");
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text.lines().any(|l| l.starts_with("E:ID_FS_USAGE=")) => {
+            format!("{path} has ID_FS_USAGE")
+        }
+        Ok(_) => format!("{path} lacks ID_FS_USAGE: cuFile would refuse registration (5027)"),
+        Err(_) => format!(
+            "{path} missing: cuFile would refuse registration (5027); README's Troubleshooting \
+             shows the one-line fix"
+        ),
+    }
+}
+
+/// Opens `path` (a file for reading, or an unnamed temporary in a directory) with O_DIRECT.
+fn open_direct(path: &Path, dir: bool) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    if dir {
+        o.read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE | libc::O_DIRECT);
+    } else {
+        o.read(true).custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW);
+    }
+    o.open(path)
+}
+
+/// Reports the route files at `path` would take, and why.
+fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
+    let _ = writeln!(out, "path {}:", quote(path));
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(out, "  cannot stat: {}", crate::messages::os_text(&e));
+            return;
+        }
+    };
+    let dir = meta.is_dir();
+    let fs = match File::open(path).and_then(|f| {
+        nix::sys::statfs::fstatfs(f.as_fd())
+            .map(|s| s.filesystem_type().0)
+            .map_err(std::io::Error::from)
+    }) {
+        Ok(magic) => fs_name(magic),
+        Err(e) => format!("unknown ({})", crate::messages::os_text(&e)),
+    };
+    let _ = writeln!(out, "  filesystem: {fs}");
+    let _ = writeln!(out, "  udev record: {}", udev_record(meta.dev()));
+    let direct = open_direct(path, dir);
+    let direct = match direct {
+        Ok(f) => {
+            let _ = writeln!(out, "  O_DIRECT: supported");
+            Some(f)
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "  O_DIRECT: {} ({})",
+                if dir {
+                    "could not be tried in this directory"
+                } else {
+                    "refused"
+                },
+                crate::messages::os_text(&e)
+            );
+            None
+        }
+    };
+    let Some(first) = ready.first() else {
+        let _ = writeln!(out, "  route: host memory (no GPU library came up)");
+        return;
+    };
+    let Some(file) = direct else {
+        let _ = writeln!(
+            out,
+            "  route: bounce through {} GPU memory with buffered POSIX I/O (no O_DIRECT)",
+            first.flavor.name()
+        );
+        return;
+    };
+    let registration = match &first.device {
+        Some(device) => match device.register_file(file.as_fd()) {
+            Ok(_handle) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        },
+        None => Err("driver not open".to_owned()),
+    };
+    let _ = match &registration {
+        Ok(()) => writeln!(out, "  {} registration: accepted", first.flavor.name()),
+        Err(why) => writeln!(
+            out,
+            "  {} registration: refused: {why}",
+            first.flavor.name()
+        ),
+    };
+    let route = match (first.flavor, registration) {
+        (_, Err(_)) => {
+            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer \
+                        (the library refused the file)"
+        }
+        (Flavor::CuFile, Ok(())) if !nvidia_fs => {
+            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (cuFile in \
+             compatibility mode: no nvidia-fs)"
+        }
+        (Flavor::HipFile, Ok(())) => "library: hipFileRead/hipFileWrite on the registered file",
+        (Flavor::CuFile, Ok(())) => "library: cuFileRead/cuFileWrite, DMA through nvidia-fs",
+    };
+    let _ = writeln!(out, "  route (--route auto): {route}");
+}
