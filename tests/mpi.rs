@@ -351,6 +351,31 @@ fn interactive_is_refused_under_several_ranks() {
     assert_eq!(fs::read(dir.join("b")).unwrap(), old);
 }
 
+/// Tasks that srun started without an MPI plugin would each copy everything: refused.
+#[test]
+fn slurm_tasks_without_mpi_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    write_random(&dir.join("a"), 10, 1);
+    let mut env = host();
+    env.push(("SLURM_STEP_NUM_TASKS", "4".to_owned()));
+    let out = alone(dir, &env, &["a", "b"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "{}: started as one of 4 Slurm tasks without MPI (no PMI or PMIx); run srun \
+             with --mpi=pmix (or pmi2), or as one task\n",
+            program().display()
+        )
+    );
+    assert!(!dir.join("b").exists());
+    // One task is one process.
+    env.pop();
+    env.push(("SLURM_STEP_NUM_TASKS", "1".to_owned()));
+    assert!(alone(dir, &env, &["a", "b"]).status.success());
+}
+
 /// One rank is one process: the same messages and exit status as without mpirun.
 #[test]
 fn one_rank_is_one_process() {

@@ -60,6 +60,16 @@ fn launched() -> bool {
 /// rank modulo the node's GPUs.
 pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coordinator> {
     if !launched() {
+        // srun without an MPI plugin starts the tasks as unrelated processes, each of which
+        // would copy everything into the same DEST at once.
+        let tasks = std::env::var("SLURM_STEP_NUM_TASKS").ok();
+        if let Some(n) = tasks.and_then(|n| n.parse::<u32>().ok()).filter(|&n| n > 1) {
+            messages::error(&format!(
+                "started as one of {n} Slurm tasks without MPI (no PMI or PMIx); \
+                 run srun with --mpi=pmix (or pmi2), or as one task"
+            ));
+            messages::exit(1);
+        }
         return None;
     }
     let universe = mpi::initialize()?;
