@@ -69,7 +69,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     // The first GPU a copy would use; with `all` or `auto`, GPU 0.
     let gpu = match &staging.gpu {
         GpuChoice::List(v) => v.first().copied().unwrap_or(0),
-        GpuChoice::All | GpuChoice::Auto => 0,
+        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
     };
     let mut ready: Vec<Ready> = Vec::new();
     for &flavor in flavors {
