@@ -1,13 +1,13 @@
 #!/bin/bash
 # The speed runs on the H200 machine, in one device command (about 9 minutes): two RAM-backed
 # ext4s (SRC on one loop device, DST on the other), checksums, the 4 GiB file on two and on
-# one filesystem, trees, start-up, and --debug stage times.
+# one RAM filesystem and on the virtio disk, trees, start-up, and --debug stage times.
 #
 #   bench/h200-speed.sh BIN_DIR
 #
 # BIN_DIR holds aiscp (the build under test), and optionally aiscp-base (the build before,
-# run beside it), aiscp-nosmall (a variant build: small files with O_DIRECT as before), xcp,
-# rawbw.c and refloop_cufile.c. Everything lands in $OUT: results.tsv (every run's row),
+# run beside it), aiscp-w64 (a variant build with 64 MiB bounce windows), startup (hipfile-rs's
+# example), xcp, rawbw.c and refloop_cufile.c. Everything lands in $OUT: results.tsv (every run's row),
 # summary.md (tables), bench.log, check.log, debug.log, startup.tsv.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,19 +25,20 @@ extra=()
 [[ -x $B/aiscp-base ]] && extra+=(--extra "base=$B/aiscp-base --backend gpu")
 
 step "checksums (gpu-check.sh)"
-OUT= W=$S/check bash "$HERE/../scripts/gpu-check.sh" --dir "$S/check" --deadline 70 --no-roundtrip 2>&1 |
+OUT= W=$S/check bash "$HERE/../scripts/gpu-check.sh" --dir "$S/check" --deadline 40 --no-roundtrip 2>&1 |
     tee "$out/check.log" | grep -E '^(FAIL|SUMMARY)'
 rm -rf "$S/check"
 
 step "4 GiB, two RAM filesystems"
-bash "$HERE/run.sh" --size 4G --dir "$S/b" --dst-dir "$D/b" --rounds 3 --keep --budget 180 \
+wextra=()
+[[ -x $B/aiscp-w64 ]] && wextra+=(--extra "w64=$B/aiscp-w64 --backend gpu")
+bash "$HERE/run.sh" --size 4G --dir "$S/b" --dst-dir "$D/b" --rounds 3 --keep --budget 170 \
     --methods aiscp,hostcopy_qd8,dd_direct,cp,ref_2G,read_qd8,write_qd8 "${extra[@]}" \
-    --extra 'host=--backend host' --extra 's2=--backend gpu --streams 2' \
-    --extra 's8=--backend gpu --streams 8' | grep -v '^  '
+    --extra 'host=--backend host' "${wextra[@]}" | grep -v '^  '
 
 step "--debug stage times (4 GiB, two filesystems)"
 src=$S/b/bench-src-4G.bin
-for args in "--backend gpu" "--backend gpu --streams 2" "--backend host"; do
+for args in "--backend gpu" "--backend host"; do
     rm -f "$D/b/dbg"; sync; echo 3 > /proc/sys/vm/drop_caches
     echo "=== aiscp $args --debug" >> "$out/debug.log"
     # shellcheck disable=SC2086
@@ -52,16 +53,20 @@ grep -E '===|bytes in' "$out/debug.log"
 step "trees, two RAM filesystems"
 textra=()
 [[ -x $B/aiscp-base ]] && textra+=(--extra "base=$B/aiscp-base")
-[[ -x $B/aiscp-nosmall ]] && textra+=(--extra "nosmall=$B/aiscp-nosmall")
 bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 4000 --size 256K --rounds 3 \
-    --budget 80 "${textra[@]}" | grep -v '^  '
+    --budget 55 "${textra[@]}" | grep -v '^  '
 bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 64 --size 32M --rounds 3 \
-    --budget 60 "${textra[@]}" | grep -v '^  '
+    --budget 45 "${textra[@]}" | grep -v '^  '
 rm -rf "$S/t" "$D/t"
 
 step "4 GiB, one RAM filesystem"
-bash "$HERE/run.sh" --size 4G --dir "$S/b" --rounds 3 --budget 90 \
+bash "$HERE/run.sh" --size 4G --dir "$S/b" --rounds 3 --budget 60 \
     --methods aiscp,hostcopy_qd8,dd_direct,cp "${extra[@]}" --extra 'host=--backend host' | grep -v '^  '
+rm -rf "$S/b" "$D/b"
+
+step "4 GiB, virtio disk (root ext4)"
+bash "$HERE/run.sh" --size 4G --dir /var/tmp/aiscp-bench --rounds 3 --budget 100 \
+    --methods aiscp,hostcopy_qd8,dd_direct,cp,write_qd8 "${extra[@]}" --extra 'host=--backend host' | grep -v '^  '
 
 step "start-up: a 2-byte file, 20 copies each"
 printf 'method\tcopies\tseconds_total\tms_each\n' > "$out/startup.tsv"
@@ -81,4 +86,12 @@ echo "=== start-up --debug" >> "$out/debug.log"
 "$AISCP_BIN" --debug "$S/two" "$D/two-debug" >> "$out/debug.log" 2>&1
 [[ -x $B/aiscp-base ]] && "$B/aiscp-base" --debug "$S/two" "$D/two-debug2" >> "$out/debug.log" 2>&1
 grep -A12 '=== start-up' "$out/debug.log"
+if [[ -x $B/startup ]]; then
+    for i in 1 2; do
+        sync; echo 3 > /proc/sys/vm/drop_caches
+        echo "=== hipfile-rs startup cufile, cold cache ($i)" >> "$out/debug.log"
+        "$B/startup" cufile >> "$out/debug.log" 2>&1
+    done
+    grep -A12 '=== hipfile-rs startup' "$out/debug.log"
+fi
 step done

@@ -27,7 +27,7 @@
 
 use super::{fail, fail_os, parent_path, replaced, sync_dir, Copier, Found, Reported, Step};
 use crate::attrs;
-use crate::messages::{error, os_text, say};
+use crate::messages::{os_text, say};
 use crate::open_dir::{At, OpenDir};
 use crate::quote::quote;
 use crate::stat::Stat;
@@ -319,9 +319,12 @@ impl Copier<'_> {
         Ok(())
     }
 
+    /// A --debug line of the cp layer, shaped like the engine's (which stamp the time).
     fn debug(&self, line: &str) {
         if self.config.debug {
-            error(&format!("debug: {line}"));
+            crate::progress::suspend(|| {
+                crate::messages::to_stderr_raw(&format!("aiscp: debug: {line}\n"));
+            });
         }
     }
 }
