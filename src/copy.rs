@@ -112,7 +112,20 @@ pub struct Copier<'a> {
     backup: Option<BackupKind>,
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
     open_dangling: bool,
+    /// Moves file data in the engine's place (MPI ranks share each file out); None: the
+    /// engine copies it here.
+    pub mover: Option<Box<dyn DataMover + 'a>>,
     pub failed: bool,
+}
+
+/// Copies one file's data, given the engine this process would use.
+pub trait DataMover {
+    fn copy(
+        &mut self,
+        engine: &mut Engine,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, aiscp_engine::CopyError>;
 }
 
 impl<'a> Copier<'a> {
@@ -151,6 +164,7 @@ impl<'a> Copier<'a> {
             top_dirs: HashSet::new(),
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
+            mover: None,
             failed: false,
         }
     }
@@ -1074,7 +1088,10 @@ impl<'a> Copier<'a> {
             sparse: opts.sparse,
         };
         let engine = start_engine(&mut self.engine, &self.config);
-        let res = engine.copy(&job, &*self.progress);
+        let res = match &mut self.mover {
+            Some(mover) => mover.copy(engine, &job, &*self.progress),
+            None => engine.copy(&job, &*self.progress),
+        };
         res.map(|_| ()).map_err(|e| match e {
             // main reports the interruption once, after the engine has stopped.
             aiscp_engine::CopyError::Interrupted => Reported,
