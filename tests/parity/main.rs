@@ -312,8 +312,8 @@ fn with_xattrs(args: &str) -> Scenario {
     )
 }
 
-/// -a and --preserve=xattr copy user xattrs (files and directories); -p and
-/// --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
+/// -a and --preserve=xattr copy user xattrs (files and directories, not the ancestors
+/// --parents makes); -p and --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
 #[test]
 fn xattrs_like_gnu() {
     if let Err(why) = harness::user_xattrs_supported() {
@@ -329,6 +329,9 @@ fn xattrs_like_gnu() {
         "-r --preserve=xattr d x",
         "-rp d x",
         "-a --no-preserve=xattr d x",
+        // The directories --parents makes get no xattrs (cp/parent-perm's re_protect).
+        "-a --parents d/f d",
+        "--preserve=xattr --parents d/f d",
     ];
     for args in cases {
         for backend in common::BACKENDS {
