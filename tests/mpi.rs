@@ -395,3 +395,56 @@ fn one_rank_is_one_process() {
         assert_eq!(ranks_stderr(&ranks), text(&one.stderr));
     }
 }
+
+/// Each rank stages through its node-local rank modulo the node's GPUs, unless --gpu says
+/// which: the fake library's per-rank report shows where each rank allocated.
+#[test]
+fn each_rank_takes_its_local_gpu_unless_told() {
+    for (gpu, want) in [(None, [0, 1, 0, 1]), (Some("1"), [1, 1, 1, 1])] {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path();
+        let data = write_random(&dir.join("s"), 80 * PART + 3, 9);
+        let mut env = fake_gpu(dir);
+        env.push(("AISCP_FAKE_GPU_DEVICES", "2".to_owned()));
+        let mut args = SMALL_PARTS.to_vec();
+        if let Some(g) = gpu {
+            args.extend(["--gpu", g]);
+        }
+        args.extend(["--debug", "s", "d"]);
+        let out = mpirun(
+            4,
+            dir,
+            &env,
+            |r| vec![("AISCP_FAKE_GPU_REPORT".into(), format!("report{r}"))],
+            &args,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_same_bytes(&fs::read(dir.join("d")).unwrap(), &data, "d");
+        let err = text(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| l.contains("'s': 81 parts"))
+            .expect(&err);
+        for (r, &device) in want.iter().enumerate() {
+            // Only ranks that copied a part started their engine.
+            if !line.contains(&format!("rank {r}: ")) {
+                continue;
+            }
+            let report = fs::read_to_string(dir.join(format!("report{r}"))).unwrap();
+            let mallocs: Vec<u64> = report
+                .lines()
+                .find_map(|l| l.strip_prefix("devices: mallocs="))
+                .and_then(|l| l.split(' ').next())
+                .unwrap()
+                .split(',')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            assert!(
+                mallocs[device] > 0 && mallocs[1 - device] == 0,
+                "rank {r} ({gpu:?}): {mallocs:?}"
+            );
+            FakeReport::read(&dir.join(format!("report{r}"))).assert_clean();
+        }
+        assert!(line.matches("rank ").count() >= 3, "{line}");
+    }
+}
