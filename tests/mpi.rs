@@ -448,3 +448,34 @@ fn each_rank_takes_its_local_gpu_unless_told() {
         assert!(line.matches("rank ").count() >= 3, "{line}");
     }
 }
+
+/// A rank whose backend cannot start ends the run before anything is copied, as one process
+/// does, naming the rank.
+#[test]
+fn a_rank_without_its_backend_ends_the_run_before_dest_is_touched() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    write_random(&dir.join("s"), 9 * PART, 1);
+    let missing = dir.join("none.so").display().to_string();
+    let mut args = SMALL_PARTS.to_vec();
+    args.extend(["s", "d"]);
+    let out = mpirun(
+        3,
+        dir,
+        &fake_gpu(dir),
+        |r| match r {
+            0 => vec![],
+            _ => vec![("AISCP_HIPFILE_LIB".into(), missing.clone())],
+        },
+        &args,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        ranks_stderr(&out),
+        format!(
+            "{}: rank 1: hipFile: libhipfile not found (searched: {missing})\n",
+            program().display()
+        )
+    );
+    assert!(!dir.join("d").exists());
+}

@@ -12,6 +12,8 @@
 //! exist before their files and a directory's attributes are applied after its contents,
 //! as in one process. Smaller files are copied by rank 0 alone.
 //!
+//! Every rank brings its engine up first and says so to rank 0, which ends the run before
+//! anything is copied if one cannot (as one process ends when its backend cannot start).
 //! Every rank sends its messages to rank 0 and only rank 0 sends tasks, so the ranks need no
 //! more than MPI's single-threaded level.
 
@@ -36,8 +38,16 @@ use std::time::Duration;
 
 /// Rank 0 to a rank: a part to copy, or the end of the run.
 const TASK: i32 = 1;
-/// A rank to rank 0: a part's outcome.
+/// A rank to rank 0: a part's outcome, one of the three below.
 const DONE: i32 = 2;
+/// The part is copied; the end reached follows.
+const OK: u8 = 1;
+/// The part failed; cp's message follows.
+const FAILED: u8 = 0;
+/// The rank's engine could not start (fatal for the run, as in one process); why follows.
+const NO_ENGINE: u8 = 2;
+/// A rank to rank 0, once at the start: OK, or NO_ENGINE and why.
+const HELLO: i32 = 3;
 
 static RANK: AtomicI32 = AtomicI32::new(0);
 static SIZE: AtomicI32 = AtomicI32::new(1);
@@ -104,6 +114,23 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
     let piece = config.chunk_size.bytes() * streams * 2;
     if rank != 0 {
         serve(&world, rank, config);
+    }
+    // Every rank's backend is up before anything is touched, or the run ends as one
+    // process ends when its backend cannot start.
+    let mut refused: Option<(i32, String)> = None;
+    for _ in 1..size {
+        let (bytes, status) = world.any_process().receive_vec_with_tag::<u8>(HELLO);
+        let mut d = Decoder(&bytes);
+        if d.u8() == NO_ENGINE {
+            let r = status.source_rank();
+            if refused.as_ref().map_or(true, |(first, _)| r < *first) {
+                refused = Some((r, String::from_utf8_lossy(&d.bytes()).into_owned()));
+            }
+        }
+    }
+    if let Some((r, why)) = refused {
+        messages::error(&format!("rank {r}: {why}"));
+        messages::exit(1);
     }
     Some(Coordinator {
         world,
@@ -299,10 +326,16 @@ impl Coordinator {
         let mut d = Decoder(bytes);
         let _id = d.u64();
         let r = match d.u8() {
-            1 => Ok(d.u64()),
-            _ => Err(CopyError::Elsewhere(
+            OK => Ok(d.u64()),
+            FAILED => Err(CopyError::Elsewhere(
                 String::from_utf8_lossy(&d.bytes()).into_owned(),
             )),
+            _ => {
+                // The rank's backend could not start: as in one process, that ends the run.
+                let why = String::from_utf8_lossy(&d.bytes()).into_owned();
+                messages::error(&format!("rank {rank}: {why}"));
+                messages::exit(1);
+            }
         };
         (i, r)
     }
@@ -325,19 +358,27 @@ fn read_error(name: &Path, e: std::io::Error) -> CopyError {
 /// A rank other than 0: copies parts until rank 0 says stop, then exits (its failures went
 /// to rank 0 with the parts).
 fn serve(world: &SimpleCommunicator, rank: i32, config: &Config) -> ! {
-    let mut engine: Option<Result<Engine, String>> = None;
-    serve_parts(world, rank, config, &mut engine);
+    let diag = Box::new(RankDiagnostics {
+        rank,
+        quiet: config.quiet,
+    });
+    let mut engine = Engine::start(config.clone(), diag).map_err(|e| e.to_string());
+    let mut hello = Encoder::default();
+    match &engine {
+        Ok(_) => hello.u8(OK),
+        Err(why) => {
+            hello.u8(NO_ENGINE);
+            hello.bytes(why.as_bytes());
+        }
+    }
+    world.process_at_rank(0).send_with_tag(&hello.0[..], HELLO);
+    serve_parts(world, rank, &mut engine);
     // The engine gives its GPU resources back before the process exits.
     drop(engine);
     messages::exit(0)
 }
 
-fn serve_parts(
-    world: &SimpleCommunicator,
-    rank: i32,
-    config: &Config,
-    engine: &mut Option<Result<Engine, String>>,
-) {
+fn serve_parts(world: &SimpleCommunicator, rank: i32, engine: &mut Result<Engine, String>) {
     loop {
         let (bytes, _) = world.process_at_rank(0).receive_vec_with_tag::<u8>(TASK);
         let Task::Part {
@@ -355,14 +396,15 @@ fn serve_parts(
         else {
             return;
         };
-        let engine = engine.get_or_insert_with(|| {
-            let diag = Box::new(RankDiagnostics {
-                rank,
-                quiet: config.quiet,
-            });
-            Engine::start(config.clone(), diag).map_err(|e| e.to_string())
-        });
         let result = match engine {
+            Err(e) => {
+                let mut reply = Encoder::default();
+                reply.u64(id);
+                reply.u8(NO_ENGINE);
+                reply.bytes(e.as_bytes());
+                world.process_at_rank(0).send_with_tag(&reply.0[..], DONE);
+                continue;
+            }
             Ok(engine) => {
                 let open = |path: &Path, name: &Path, ino: u64, write: bool| {
                     let how = if write { "writing" } else { "reading" };
@@ -403,17 +445,16 @@ fn serve_parts(
                             .map_err(|e| e.to_string())
                     })
             }
-            Err(e) => Err(e.clone()),
         };
         let mut reply = Encoder::default();
         reply.u64(id);
         match result {
             Ok(end) => {
-                reply.u8(1);
+                reply.u8(OK);
                 reply.u64(end);
             }
             Err(message) => {
-                reply.u8(0);
+                reply.u8(FAILED);
                 reply.bytes(message.as_bytes());
             }
         }
