@@ -606,3 +606,51 @@ impl Decoder<'_> {
         self.take(n).to_vec()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_survive_the_wire() {
+        let task = Task::Part {
+            id: 7,
+            src_path: PathBuf::from("/data/in/\u{e9}t\u{e9} \n x"),
+            dst_path: PathBuf::from(std::ffi::OsStr::from_bytes(b"/out/\xff\xfe")),
+            src_name: PathBuf::from("in/x"),
+            dst_name: PathBuf::from(""),
+            src_ino: u64::MAX,
+            dst_ino: 12,
+            part: (3 << 30)..(5 << 30) + 17,
+            last: true,
+            sparse: SparseMode::Always,
+        };
+        let Task::Part {
+            id,
+            src_path,
+            dst_path,
+            src_name,
+            dst_name,
+            src_ino,
+            dst_ino,
+            part,
+            last,
+            sparse,
+        } = Task::decode(&task.encode())
+        else {
+            panic!("a part decoded as stop");
+        };
+        assert_eq!(
+            (id, src_ino, dst_ino, last, sparse),
+            (7, u64::MAX, 12, true, SparseMode::Always)
+        );
+        assert_eq!(part, (3 << 30)..(5 << 30) + 17);
+        assert_eq!(src_path, PathBuf::from("/data/in/\u{e9}t\u{e9} \n x"));
+        assert_eq!(dst_path.as_os_str().as_bytes(), b"/out/\xff\xfe");
+        assert_eq!(
+            (src_name, dst_name),
+            (PathBuf::from("in/x"), PathBuf::new())
+        );
+        assert!(matches!(Task::decode(&Task::Stop.encode()), Task::Stop));
+    }
+}
