@@ -38,5 +38,8 @@ export OPAL_PREFIX=$b/usr
 export PATH=$b/usr/bin:$PATH
 export LD_LIBRARY_PATH=$b/usr/lib/x86_64-linux-gnu:$b/usr/lib/x86_64-linux-gnu/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PMIX_INSTALL_PREFIX=$b/usr
+# One node: shared memory between ranks; plugins whose libraries (UCX, libfabric...) the
+# machine lacks are skipped without a warning each.
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mca_base_component_show_load_errors=0
 EOF
 du -sh "$dir"
