@@ -179,13 +179,13 @@ impl DataMover for Coordinator {
         let (SourceKind::Regular { len }, Ok(dst_meta)) = (job.src_kind, job.dst.metadata()) else {
             return engine.copy(job, progress);
         };
+        if len <= self.piece || !dst_meta.is_file() {
+            return engine.copy(job, progress);
+        }
         let paths = (fd_path(job.src), fd_path(job.dst));
         let (Some(src_path), Some(dst_path)) = paths else {
             return engine.copy(job, progress);
         };
-        if len <= self.piece || !dst_meta.is_file() {
-            return engine.copy(job, progress);
-        }
         let src_ino = job
             .src
             .metadata()
