@@ -1,8 +1,8 @@
 //! `aiscp --doctor [PATH]...`: what an operator needs when GPU staging does not happen, in
 //! the spirit of NVIDIA's `gdscheck -p`. It reads the machine and the libraries as a copy
-//! would (same search, same AISCP_* overrides, through hipfile-rs), changes nothing on disk
-//! (directories are probed with an unnamed O_TMPFILE that vanishes on close), and exits 0
-//! when a GPU route is possible.
+//! would (same search, same AISCP_* overrides, through hipfile-rs), leaves nothing on disk
+//! (a directory is probed with an empty file that is removed at once), and exits 0 when a
+//! GPU route is possible.
 
 use crate::cli::staging::{BackendArg, StagingArgs};
 use crate::quote::quote;
@@ -10,7 +10,7 @@ use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -69,7 +69,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     // The first GPU a copy would use; with `all` or `auto`, GPU 0.
     let gpu = match &staging.gpu {
         GpuChoice::List(v) => v.first().copied().unwrap_or(0),
-        GpuChoice::All | GpuChoice::Auto => 0,
+        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
     };
     let mut ready: Vec<Ready> = Vec::new();
     for &flavor in flavors {
@@ -262,27 +262,52 @@ fn udev_record(dev: u64) -> String {
     }
 }
 
-/// Opens `path` with O_DIRECT: a file for reading, or for a directory an unnamed temporary
-/// in it (O_TMPFILE, gone on close), reopened through /proc so the descriptor's flags are a
-/// plain O_RDWR|O_DIRECT file's (cuFile refuses O_TMPFILE's with 5019).
-fn open_direct(path: &Path, dir: bool) -> std::io::Result<File> {
-    if !dir {
-        return OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW)
-            .open(path);
+/// A file opened with O_DIRECT for the checks: `path` itself for reading, or for a directory
+/// a new empty file in it, named `.aiscp-doctor-PID` and removed again when this is dropped
+/// (cuFile refuses an unnamed O_TMPFILE: it reopens files by name, 5031 on the H200).
+struct Probe {
+    file: File,
+    _remove: Option<Remove>,
+}
+
+/// Removes the probe file when dropped.
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
-    let tmp = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_TMPFILE)
-        .open(path)?;
+}
+
+fn open_direct(path: &Path, dir: bool) -> std::io::Result<Probe> {
+    if !dir {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)?;
+        return Ok(Probe {
+            file,
+            _remove: None,
+        });
+    }
+    // Created without O_DIRECT first: a filesystem that refuses O_DIRECT may do so only
+    // after creating the file, which must still be removed.
+    let name = path.join(format!(".aiscp-doctor-{}", std::process::id()));
     OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&name)?;
+    let remove = Remove(name);
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_DIRECT)
-        .open(format!("/proc/self/fd/{}", tmp.as_raw_fd()))
+        .open(&remove.0)?;
+    Ok(Probe {
+        file,
+        _remove: Some(remove),
+    })
 }
 
 /// Reports the route files at `path` would take, and why.
@@ -330,7 +355,7 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         let _ = writeln!(out, "  route: host memory (no GPU library came up)");
         return;
     };
-    let Some(file) = direct else {
+    let Some(probe) = direct else {
         let _ = writeln!(
             out,
             "  route: bounce through {} GPU memory with buffered POSIX I/O (no O_DIRECT)",
@@ -339,7 +364,7 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         return;
     };
     let registration = match &first.device {
-        Some(device) => match device.register_file(file.as_fd()) {
+        Some(device) => match device.register_file(probe.file.as_fd()) {
             Ok(_handle) => Ok(()),
             Err(e) => Err(e.to_string()),
         },

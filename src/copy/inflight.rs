@@ -90,7 +90,8 @@ impl Copier<'_> {
         let remembers = opts.preserve.links
             && !opts.hard_link
             && (opened.nlink() > 1 || opts.deref != crate::options::Deref::Never);
-        let eligible = !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
+        let eligible = self.mover.is_none()
+            && !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
             && found.backup.is_none()
             && !remembers
             && opened.is_file()
@@ -121,16 +122,19 @@ impl Copier<'_> {
         let engine = self.engine.as_mut().expect("checked above");
         let ticket = match engine.submit(job) {
             Ok(t) => t,
-            Err((job, _)) => return Err((job.src, job.dst)),
+            Err(refused) => return Err((refused.0.src, refused.0.dst)),
         };
         let pending = Pending {
             dst_path: dst.to_path_buf(),
-            src_meta: opened.clone(),
+            src_meta: *opened,
             created,
             dst_id: dst_now.id(),
         };
         self.inflight.pending.insert(ticket, pending);
-        self.inflight.order.borrow_mut().push_back(Item::File(ticket));
+        self.inflight
+            .order
+            .borrow_mut()
+            .push_back(Item::File(ticket));
         if !self.inflight.holding {
             let order = Rc::clone(&self.inflight.order);
             messages::hold(Some(Box::new(move |h| {

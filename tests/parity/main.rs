@@ -30,14 +30,16 @@ macro_rules! scenarios {
 const AB: &str = "text a new\ntext b old";
 
 /// Files of assorted sizes, some unreadable (an error before the data).
-const IN_FLIGHT: &str = "file a0 70000\nfile a1 1\nfile a2 300000 0000\nfile a3 5000\nfile a4 4096\n\
+const IN_FLIGHT: &str =
+    "file a0 70000\nfile a1 1\nfile a2 300000 0000\nfile a3 5000\nfile a4 4096\n\
     file a5 123457\nfile a6 10 0000\nfile a7 65536\nfile a8 9\nfile a9 200000\n\
     file b0 3000\nfile b1 1 0000\nfile b2 80000\nfile b3 0\nfile b4 4097\nfile b5 100\n\
     file b6 250000\nfile b7 7\nfile b8 40000 0000\nfile b9 12345\n\
     dir t 0777";
 
 /// As [`IN_FLIGHT`], with some DESTs there already (so -i asks).
-const IN_FLIGHT_PROMPT: &str = "file a0 70000\nfile a1 1\nfile a2 300000 0000\nfile a3 5000\nfile a4 4096\n\
+const IN_FLIGHT_PROMPT: &str =
+    "file a0 70000\nfile a1 1\nfile a2 300000 0000\nfile a3 5000\nfile a4 4096\n\
     file a5 123457\nfile a6 10 0000\nfile a7 65536\nfile a8 9\nfile a9 200000\n\
     dir t 0777\ntext t/a1 x\ntext t/a3 x\ntext t/a5 x\ntext t/a7 x\n\
     text t/a9 x\nsh chmod 666 t/a1 t/a3 t/a5 t/a7 t/a9";
@@ -337,8 +339,8 @@ fn with_xattrs(args: &str) -> Scenario {
     )
 }
 
-/// -a and --preserve=xattr copy user xattrs (files and directories); -p and
-/// --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
+/// -a and --preserve=xattr copy user xattrs (files and directories, not the ancestors
+/// --parents makes); -p and --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
 #[test]
 fn xattrs_like_gnu() {
     if let Err(why) = harness::user_xattrs_supported() {
@@ -354,6 +356,9 @@ fn xattrs_like_gnu() {
         "-r --preserve=xattr d x",
         "-rp d x",
         "-a --no-preserve=xattr d x",
+        // The directories --parents makes get no xattrs (cp/parent-perm's re_protect).
+        "-a --parents d/f d",
+        "--preserve=xattr --parents d/f d",
     ];
     for args in cases {
         for backend in common::BACKENDS {

@@ -20,8 +20,8 @@ pub mod chunk_plan;
 pub mod devices;
 pub mod fileio;
 mod pipeline;
-pub mod quote;
 mod queue;
+pub mod quote;
 mod stages;
 mod streams;
 mod transfer;
@@ -234,6 +234,10 @@ pub enum CopyError {
     /// [`Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
     #[error("interrupted")]
     Interrupted,
+    /// A failure another process met copying part of the file (an MPI rank), already in
+    /// cp's words.
+    #[error("{0}")]
+    Elsewhere(String),
     /// --verify found DST different from SRC, or could not read them back.
     #[error(transparent)]
     Verify(#[from] verify::VerifyError),
@@ -410,7 +414,7 @@ impl Engine {
     /// [`Engine::next_finished`] with the ticket returned here. Tickets count up in the
     /// order files are queued. The job comes back when it cannot be queued (no worker
     /// thread could be started): copy it with [`Engine::copy`] instead.
-    pub fn submit(&mut self, job: QueuedJob) -> Result<Ticket, (QueuedJob, CopyError)> {
+    pub fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
         let ticket = Ticket(self.landed.next_ticket);
         let config = (
             &self.config.cancel,
@@ -510,6 +514,38 @@ impl Engine {
         }
     }
 
+    /// Copies the bytes of `part` of a regular file (its offsets aligned to the chunk size,
+    /// except where it ends at EOF), as one of several copiers of the same file (MPI ranks):
+    /// DST's size is neither cut nor set, that is left to the one that copies the whole file.
+    /// `last`: the part that ends the file, which copies its unaligned tail and whatever SRC
+    /// grew by. Returns the end of what was copied.
+    pub fn copy_part(
+        &mut self,
+        job: &DataJob<'_>,
+        part: std::ops::Range<u64>,
+        last: bool,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, CopyError> {
+        self.set_part(Some((part, last)));
+        let result = self.copy(job, progress);
+        self.set_part(None);
+        result
+    }
+
+    fn set_part(&mut self, part: Option<(std::ops::Range<u64>, bool)>) {
+        match &mut self.backend {
+            Backend::Host(p) => p.part = part,
+            Backend::Gpu(p) => p.part = part,
+        }
+    }
+
+    fn in_part(&self) -> bool {
+        match &self.backend {
+            Backend::Host(p) => p.part.is_some(),
+            Backend::Gpu(p) => p.part.is_some(),
+        }
+    }
+
     /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied
     /// (DST's final size). On error DST is cut back to the bytes known to be copied.
     pub fn copy(
@@ -520,6 +556,7 @@ impl Engine {
         self.land();
         let cancel = &*self.config.cancel;
         let started = Instant::now();
+        let in_part = self.in_part();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {
             (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.last_stages),
@@ -546,7 +583,7 @@ impl Engine {
                 stages.describe()
             ));
         }
-        if self.config.verify {
+        if self.config.verify && !in_part {
             let checked = verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
             diag(&checked.describe(job.dst_name));
         }

@@ -157,12 +157,12 @@ where
         limits: &QueueLimits,
         config: (&Arc<AtomicBool>, bool, Option<Instant>),
         diag: &mut dyn FnMut(&str),
-    ) -> Result<(), (QueuedJob, CopyError)> {
+    ) -> Result<(), Box<(QueuedJob, CopyError)>> {
         if self.flight.is_none() {
             let want = self.chosen.len();
             let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
                 Ok(n) => n,
-                Err(e) => return Err((job, e)),
+                Err(e) => return Err(Box::new((job, e))),
             };
             let (jobs_tx, jobs_rx) = mpsc::channel::<(Ticket, QueuedJob)>();
             let jobs_rx = Arc::new(Mutex::new(jobs_rx));
@@ -192,7 +192,7 @@ where
             }
             if workers.is_empty() {
                 // Slots lost with the refused threads are made again on the next copy.
-                return Err((job, no_workers()));
+                return Err(Box::new((job, no_workers())));
             }
             diag(&format!("{} file worker(s) started", workers.len()));
             self.flight = Some(Flight {
@@ -217,7 +217,7 @@ where
                 Ok(())
             }
             // Every worker has ended (a panic): the caller copies the file itself.
-            Err(mpsc::SendError((_, job))) => Err((job, no_workers())),
+            Err(mpsc::SendError((_, job))) => Err(Box::new((job, no_workers()))),
         }
     }
 
@@ -362,13 +362,14 @@ fn copy_extents<S: Staging>(
         .map_err(|e| (0, names.read(e)))?;
     let len = job.len;
     let extents = match job.sparse {
-        SparseMode::Never => vec![0..len],
+        SparseMode::Never => std::iter::once(0..len).collect(),
         _ => fileio::data_extents(&job.src, len).map_err(|e| (0, names.read(e)))?,
     };
     // O_DIRECT for the aligned part of a large file, where both files take it.
     let (mut split, mut align_used) = (0, 0);
     if len >= shared.direct_from && job.sparse != SparseMode::Always {
-        let align = fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
+        let align =
+            fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
         let aligned = len & !(align - 1);
         if aligned > 0 && align <= staging.slot_alignment() && (shared.chunk as u64) >= align {
             let on = cx.clock.time(Stage::Open, || -> std::io::Result<bool> {
