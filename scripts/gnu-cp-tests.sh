@@ -58,17 +58,18 @@ ver=$(dpkg-query -W -f='${source:Version}' coreutils)
 src=$cache/$pkg-$ver
 if [[ ! -f $src/.complete ]]; then
   note "fetching the $pkg $ver source (once; kept in $cache)"
-  dl=$cache/download
-  rm -rf "$dl" "$src" && mkdir -p "$dl" || die "cannot write $cache"
-  if ! (cd "$dl" && apt-get source -qq --download-only "$pkg=$ver") >/dev/null 2>&1; then
+  dl=$cache/download log=$cache/download.log
+  rm -rf "$dl" "$src" && mkdir -p "$dl" && : >"$log" || die "cannot write $cache"
+  fetch() { (cd "$dl" && apt-get source -q --download-only "$pkg=$ver") >>"$log" 2>&1; }
+  if ! fetch; then
     [[ $root == 1 ]] || die "apt has no deb-src entry, and adding one needs root"
     codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
     printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
       "$codename" >/etc/apt/sources.list.d/aiscp-gnu-cp-tests-src.sources
-    apt-get update -qq >/dev/null || die "apt-get update failed"
-    (cd "$dl" && apt-get source -qq --download-only "$pkg=$ver") >/dev/null || die "apt-get source $pkg=$ver failed"
+    apt-get update -qq >>"$log" 2>&1 || die "apt-get update failed (see $log)"
+    fetch || die "apt-get source $pkg=$ver failed (see $log)"
   fi
-  dpkg-source -x "$dl"/*.dsc "$src" >"$dl/log" 2>&1 || { cat "$dl/log" >&2; die "dpkg-source -x failed"; }
+  dpkg-source -x "$dl"/*.dsc "$src" >>"$log" 2>&1 || die "dpkg-source -x failed (see $log)"
   rm -rf "$dl"
   touch "$src/.complete"
 fi

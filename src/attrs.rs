@@ -34,7 +34,20 @@ pub fn apply(
     created: bool,
     umask: u32,
 ) -> Result<(), Reported> {
-    let p = opts.preserve;
+    apply_these(f, dst, src, src_meta, opts.preserve, created, umask)
+}
+
+/// [`apply`] with the attributes to keep given apart from the options (--parents keeps no
+/// xattrs on the directories it makes, as cp).
+pub fn apply_these(
+    f: &File,
+    dst: &Path,
+    src: Option<&File>,
+    src_meta: &Stat,
+    p: Preserve,
+    created: bool,
+    umask: u32,
+) -> Result<(), Reported> {
     let fd = f.as_raw_fd();
     let mut mode = src_meta.mode() & 0o7777;
     if p.ownership {

@@ -13,7 +13,7 @@ use crate::attrs;
 use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{open_parent, At, OpenDir};
-use crate::options::{BackupKind, Clobber, Deref, Options};
+use crate::options::{BackupKind, Clobber, Deref, Options, Preserve};
 use crate::plan::{join, CopyJob};
 use crate::quote::{quote, quote_if_needed};
 use crate::same_file::{self, Verdict};
@@ -112,7 +112,20 @@ pub struct Copier<'a> {
     backup: Option<BackupKind>,
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
     open_dangling: bool,
+    /// Moves file data in the engine's place (MPI ranks share each file out); None: the
+    /// engine copies it here.
+    pub mover: Option<Box<dyn DataMover + 'a>>,
     pub failed: bool,
+}
+
+/// Copies one file's data, given the engine this process would use.
+pub trait DataMover {
+    fn copy(
+        &mut self,
+        engine: &mut Engine,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, aiscp_engine::CopyError>;
 }
 
 impl<'a> Copier<'a> {
@@ -151,6 +164,7 @@ impl<'a> Copier<'a> {
             top_dirs: HashSet::new(),
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
+            mover: None,
             failed: false,
         }
     }
@@ -356,24 +370,28 @@ impl<'a> Copier<'a> {
     /// The attributes -p asks for, on a directory --parents made or found, and the mode a
     /// made one is to end with.
     fn finish_parent(&self, made: &MadeParent) -> Step {
-        let p = self.opts.preserve;
+        // Times, owner and mode (with the ACL) only: cp copies no xattrs here.
+        let p = Preserve {
+            xattr: false,
+            xattr_required: false,
+            ..self.opts.preserve
+        };
         let restore = made.restore_mode.filter(|_| !p.mode);
-        if !(p.mode || p.ownership || p.timestamps || p.xattr || restore.is_some()) {
+        if !(p.mode || p.ownership || p.timestamps || restore.is_some()) {
             return Ok(());
         }
         let f = made
             .dir
             .readable()
             .map_err(|e| fail_os("cannot open", &made.dst, &e))?;
-        let src_dir = (p.xattr || p.mode)
-            .then(|| File::open(&made.src).ok())
-            .flatten();
-        attrs::apply(
+        // SOURCE's own descriptor, for its ACL.
+        let src_dir = p.mode.then(|| File::open(&made.src).ok()).flatten();
+        attrs::apply_these(
             &f,
             &made.dst,
             src_dir.as_ref(),
             &made.src_meta,
-            self.opts,
+            p,
             false,
             self.umask,
         )?;
@@ -1074,7 +1092,10 @@ impl<'a> Copier<'a> {
             sparse: opts.sparse,
         };
         let engine = start_engine(&mut self.engine, &self.config);
-        let res = engine.copy(&job, &*self.progress);
+        let res = match &mut self.mover {
+            Some(mover) => mover.copy(engine, &job, &*self.progress),
+            None => engine.copy(&job, &*self.progress),
+        };
         res.map(|_| ()).map_err(|e| match e {
             // main reports the interruption once, after the engine has stopped.
             aiscp_engine::CopyError::Interrupted => Reported,

@@ -1,8 +1,8 @@
 //! `aiscp --doctor [PATH]...`: what an operator needs when GPU staging does not happen, in
 //! the spirit of NVIDIA's `gdscheck -p`. It reads the machine and the libraries as a copy
-//! would (same search, same AISCP_* overrides, through hipfile-rs), changes nothing on disk
-//! (directories are probed with an unnamed O_TMPFILE that vanishes on close), and exits 0
-//! when a GPU route is possible.
+//! would (same search, same AISCP_* overrides, through hipfile-rs), leaves nothing on disk
+//! (a directory is probed with an empty file that is removed at once), and exits 0 when a
+//! GPU route is possible.
 
 use crate::cli::staging::{BackendArg, StagingArgs};
 use crate::quote::quote;
@@ -69,7 +69,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     // The first GPU a copy would use; with `all` or `auto`, GPU 0.
     let gpu = match &staging.gpu {
         GpuChoice::List(v) => v.first().copied().unwrap_or(0),
-        GpuChoice::All | GpuChoice::Auto => 0,
+        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
     };
     let mut ready: Vec<Ready> = Vec::new();
     for &flavor in flavors {
@@ -159,10 +159,12 @@ fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
             Ok(None) => "PCI address not reported".to_owned(),
             Err(e) => format!("PCI address: {e}"),
         };
-        let _ = writeln!(
-            out,
-            "    GPU {i}: {bus}; memory size: not queried (no such call in hipfile-rs)"
-        );
+        let memory = match library.runtime().total_memory(i) {
+            Ok(Some(bytes)) => format!("{} of memory", crate::progress::human(bytes)),
+            Ok(None) => "memory size not reported".to_owned(),
+            Err(e) => format!("memory size: {e}"),
+        };
+        let _ = writeln!(out, "    GPU {i}: {bus}, {memory}");
     }
     if gpu >= count {
         let _ = writeln!(
@@ -260,18 +262,52 @@ fn udev_record(dev: u64) -> String {
     }
 }
 
-/// Opens `path` (a file for reading, or an unnamed temporary in a directory) with O_DIRECT.
-fn open_direct(path: &Path, dir: bool) -> std::io::Result<File> {
-    let mut o = OpenOptions::new();
-    if dir {
-        o.read(true)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_TMPFILE | libc::O_DIRECT);
-    } else {
-        o.read(true).custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW);
+/// A file opened with O_DIRECT for the checks: `path` itself for reading, or for a directory
+/// a new empty file in it, named `.aiscp-doctor-PID` and removed again when this is dropped
+/// (cuFile refuses an unnamed O_TMPFILE: it reopens files by name, 5031 on the H200).
+struct Probe {
+    file: File,
+    _remove: Option<Remove>,
+}
+
+/// Removes the probe file when dropped.
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
-    o.open(path)
+}
+
+fn open_direct(path: &Path, dir: bool) -> std::io::Result<Probe> {
+    if !dir {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)?;
+        return Ok(Probe {
+            file,
+            _remove: None,
+        });
+    }
+    // Created without O_DIRECT first: a filesystem that refuses O_DIRECT may do so only
+    // after creating the file, which must still be removed.
+    let name = path.join(format!(".aiscp-doctor-{}", std::process::id()));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&name)?;
+    let remove = Remove(name);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&remove.0)?;
+    Ok(Probe {
+        file,
+        _remove: Some(remove),
+    })
 }
 
 /// Reports the route files at `path` would take, and why.
@@ -319,7 +355,7 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         let _ = writeln!(out, "  route: host memory (no GPU library came up)");
         return;
     };
-    let Some(file) = direct else {
+    let Some(probe) = direct else {
         let _ = writeln!(
             out,
             "  route: bounce through {} GPU memory with buffered POSIX I/O (no O_DIRECT)",
@@ -328,7 +364,7 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         return;
     };
     let registration = match &first.device {
-        Some(device) => match device.register_file(file.as_fd()) {
+        Some(device) => match device.register_file(probe.file.as_fd()) {
             Ok(_handle) => Ok(()),
             Err(e) => Err(e.to_string()),
         },
@@ -342,14 +378,16 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
             first.flavor.name()
         ),
     };
+    // In the order aiscp decides: cuFile without nvidia-fs is never asked to register (its
+    // compatibility mode would only emulate DMA); otherwise a refused file bounces.
     let route = match (first.flavor, registration) {
-        (_, Err(_)) => {
-            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer \
-                        (the library refused the file)"
-        }
-        (Flavor::CuFile, Ok(())) if !nvidia_fs => {
+        (Flavor::CuFile, _) if !nvidia_fs => {
             "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (cuFile in \
              compatibility mode: no nvidia-fs)"
+        }
+        (_, Err(_)) => {
+            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (the library \
+             refused the file)"
         }
         (Flavor::HipFile, Ok(())) => "library: hipFileRead/hipFileWrite on the registered file",
         (Flavor::CuFile, Ok(())) => "library: cuFileRead/cuFileWrite, DMA through nvidia-fs",

@@ -11,6 +11,8 @@ mod open_dir;
 mod options;
 mod plan;
 mod progress;
+#[cfg(feature = "mpi")]
+mod ranks;
 mod same_file;
 mod signals;
 mod stat;
@@ -165,7 +167,14 @@ fn main() {
         }
     };
     raise_open_file_limit();
-    let config = aiscp_engine::Config::from(&cli.staging);
+    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
+    let mut config = aiscp_engine::Config::from(&cli.staging);
+    // Under mpirun/srun: ranks other than 0 serve file parts and exit inside `join`.
+    #[cfg(feature = "mpi")]
+    let ranks = {
+        let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);
+        ranks::join(&opts, gpu_given, &mut config)
+    };
     let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
         Ok(s) => s,
         Err(e) => {
@@ -191,6 +200,10 @@ fn main() {
         progress::Walk::from(&opts),
     );
     let mut copier = copy::Copier::new(&opts, config, progress.sink(), jobs.len() > 1);
+    #[cfg(feature = "mpi")]
+    if let Some(coordinator) = ranks {
+        copier.mover = Some(Box::new(coordinator));
+    }
     for job in &jobs {
         if signals.cancelled() {
             break;

@@ -344,7 +344,17 @@ impl Options {
                 hint: false,
             });
         }
-        if cli.target_directory.is_some() && cli.no_target_directory {
+        let target_directory = match cli.target_directory.as_slice() {
+            [] => None,
+            [t] => Some(t.clone()),
+            _ => {
+                return Err(UsageError {
+                    msg: "multiple target directories specified".into(),
+                    hint: false,
+                })
+            }
+        };
+        if target_directory.is_some() && cli.no_target_directory {
             return Err(UsageError {
                 msg: "cannot combine --target-directory (-t) and --no-target-directory (-T)".into(),
                 hint: false,
@@ -369,7 +379,7 @@ impl Options {
             one_file_system: cli.one_file_system,
             parents: cli.parents,
             strip_trailing_slashes: cli.strip_trailing_slashes,
-            target_directory: cli.target_directory.clone(),
+            target_directory,
             no_target_directory: cli.no_target_directory,
             hard_link: cli.link,
             symbolic_link: cli.symbolic_link,

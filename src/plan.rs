@@ -133,7 +133,8 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
         }
     };
     let Some(target) = target else {
-        let src = strip(&files[0]);
+        // cp strips trailing slashes only from operands copied into a directory.
+        let src = files[0].clone();
         let mut dst = files[1].clone();
         let mut no_backup = false;
         // GNU turns `cp --force --backup a a` into `cp --force a BACKUP`: backing `a` up

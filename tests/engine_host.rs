@@ -5,13 +5,14 @@ mod common;
 
 use aiscp_engine::{
     BackendChoice, ChunkSize, Config, CopyError, DataJob, Engine, NoProgress, ProgressSink,
-    SourceKind, SparseMode,
+    SourceKind, SparseMode, StageTimes,
 };
 use common::*;
 use std::cell::Cell;
 use std::fs::{self, File, OpenOptions};
 use std::path::Path;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 const CHUNK: u64 = 64 * 1024;
 
@@ -351,4 +352,39 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
         copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
         assert_same_bytes(&fs::read(&dst).unwrap(), &data, "after cancel");
     }
+}
+
+#[test]
+fn stage_times_cover_each_file_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = start_engine(BackendChoice::Host, CHUNK, 2, false);
+    assert_eq!(
+        engine.run_stages(),
+        StageTimes::default(),
+        "nothing copied yet"
+    );
+    let mut sum = StageTimes::default();
+    for (i, len) in [3 * CHUNK as usize + 17, 5].into_iter().enumerate() {
+        let src = dir.path().join(format!("src{i}"));
+        let data = write_random(&src, len, 40 + i as u64);
+        let dst = dir.path().join(format!("dst{i}"));
+        copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
+        assert_same_bytes(&fs::read(&dst).unwrap(), &data, "copy");
+        let last = engine.last_stages();
+        assert!(
+            last.read > Duration::ZERO && last.write > Duration::ZERO,
+            "{last:?}"
+        );
+        // Host memory is the staging: the copies are no-ops, timed at nanoseconds.
+        assert!(
+            last.copy_queue + last.copy_wait < Duration::from_millis(5),
+            "{last:?}"
+        );
+        sum.add(&last);
+    }
+    assert_eq!(
+        engine.run_stages(),
+        sum,
+        "the run's times are the files' sums"
+    );
 }

@@ -69,7 +69,16 @@ fn a_symlink_planted_at_a_new_dest_is_not_written_through() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        thread::sleep(Duration::from_millis(300)); // DEST checked absent; waiting for a writer
+        // DEST has been checked absent once the FIFO is being opened (cp blocks in open())
+        // or is open (aiscp polls it).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !waiting_on_fifo(child.id(), &d.join("src")) {
+            assert!(
+                Instant::now() < deadline,
+                "{prog:?} never waited for the FIFO"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
         symlink("victim", d.join("dst")).unwrap();
         let mut w = fs::OpenOptions::new()
             .write(true)
@@ -85,6 +94,21 @@ fn a_symlink_planted_at_a_new_dest_is_not_written_through() {
         );
         assert_eq!(out.status.code(), Some(1), "{prog:?}");
     }
+}
+
+/// Whether process `pid` is blocked opening a FIFO or holds `fifo` open.
+fn waiting_on_fifo(pid: u32, fifo: &Path) -> bool {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    if fs::read_to_string(proc.join("wchan"))
+        .is_ok_and(|w| w.contains("wait_for_partner") || w.contains("fifo_open"))
+    {
+        return true;
+    }
+    let fifo = fs::canonicalize(fifo).unwrap();
+    fs::read_dir(proc.join("fd")).is_ok_and(|fds| {
+        fds.filter_map(|e| e.ok())
+            .any(|e| fs::read_link(e.path()).is_ok_and(|t| t == fifo))
+    })
 }
 
 /// SOURCE is opened O_NOFOLLOW where cp does not dereference: a symlink swapped in after

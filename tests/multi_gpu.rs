@@ -283,3 +283,40 @@ fn auto_puts_each_file_on_the_gpu_nearest_its_drive() {
         }
     }
 }
+
+/// A slot that cannot be had is given up for the run and the copy goes on with the others,
+/// on both devices, threaded or with --async (each slot's stream on its own device).
+#[test]
+fn a_slot_short_of_memory_is_given_up_and_the_devices_go_on() {
+    for extra in [None, Some("--async")] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report");
+        let src = dir.path().join("s");
+        let data = write_random(&src, 40 * CHUNK + 1, 4);
+        let dst = dir.path().join("d");
+        let mut cmd = aiscp(&report, 2);
+        cmd.env("AISCP_FAKE_GPU_FAULTS", "malloc#3=oom").args([
+            "--gpu",
+            "all",
+            "--chunk-size",
+            "64K",
+            "--streams",
+            "2",
+            "--debug",
+        ]);
+        if let Some(flag) = extra {
+            cmd.arg(flag);
+        }
+        let out = cmd.arg(&src).arg(&dst).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_same_bytes(&fs::read(&dst).unwrap(), &data, "d");
+        FakeReport::read(&report).assert_clean();
+        let err = stderr(&out);
+        assert!(err.contains("slot 2: hipMalloc: out of memory"), "{err}");
+        let use_ = per_device(&report);
+        assert!(
+            use_.iter().all(|&(m, b)| m == 1 && b > 0),
+            "{extra:?}: {use_:?}"
+        );
+    }
+}

@@ -115,8 +115,10 @@ pub struct Cli {
     #[arg(short = 'S', long, value_name = "SUFFIX", allow_hyphen_values = true)]
     pub suffix: Option<String>,
     /// Copy all SOURCE arguments into DIRECTORY
-    #[arg(short = 't', long, value_name = "DIRECTORY", value_hint = ValueHint::DirPath)]
-    pub target_directory: Option<PathBuf>,
+    // Every occurrence is kept: cp refuses a second one rather than taking the last.
+    #[arg(short = 't', long, value_name = "DIRECTORY", value_hint = ValueHint::DirPath,
+          action = ArgAction::Append)]
+    pub target_directory: Vec<PathBuf>,
     /// Treat DEST as a normal file
     #[arg(short = 'T', long, action = ArgAction::SetTrue)]
     pub no_target_directory: bool,

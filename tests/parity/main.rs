@@ -48,10 +48,13 @@ scenarios! {
     target_directory_no_sources: sc("dir d", "-t d");
     no_target_directory: sc("file a 1\ndir d", "-T a d");
     no_target_directory_extra: sc("file a 1\nfile b 1", "-T a b c");
+    target_directory_twice: sc("file a 1\ndir d\ndir e", "-t d -t e a");
+    target_directory_twice_same: sc("file a 1\ndir d", "-t d a -t d");
     t_and_big_t: sc("file a 1\ndir d", "-T -t d a");
     parents: sc("dir p/q\nfile p/q/f 100\ndir t", "-v --parents p/q/f t");
     parents_needs_directory: sc("file a 1\nfile b 1", "--parents a b");
     strip_trailing_slashes: sc("dir d\nfile d/f 10\ndir t", "-r --strip-trailing-slashes d/ t");
+    strip_trailing_slashes_two_operands: sc("text a x", "--strip-trailing-slashes a/ b");
     trailing_slash_new_dst: sc("file a 1", "a x/");
     missing_source: sc("", "nonexist b");
     failure_then_success: sc("file a 7\ndir d", "missing a d");
@@ -310,8 +313,8 @@ fn with_xattrs(args: &str) -> Scenario {
     )
 }
 
-/// -a and --preserve=xattr copy user xattrs (files and directories); -p and
-/// --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
+/// -a and --preserve=xattr copy user xattrs (files and directories, not the ancestors
+/// --parents makes); -p and --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
 #[test]
 fn xattrs_like_gnu() {
     if let Err(why) = harness::user_xattrs_supported() {
@@ -327,6 +330,9 @@ fn xattrs_like_gnu() {
         "-r --preserve=xattr d x",
         "-rp d x",
         "-a --no-preserve=xattr d x",
+        // The directories --parents makes get no xattrs (cp/parent-perm's re_protect).
+        "-a --parents d/f d",
+        "--preserve=xattr --parents d/f d",
     ];
     for args in cases {
         for backend in common::BACKENDS {

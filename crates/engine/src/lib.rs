@@ -232,6 +232,10 @@ pub enum CopyError {
     /// [`Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
     #[error("interrupted")]
     Interrupted,
+    /// A failure another process met copying part of the file (an MPI rank), already in
+    /// cp's words.
+    #[error("{0}")]
+    Elsewhere(String),
     /// --verify found DST different from SRC, or could not read them back.
     #[error(transparent)]
     Verify(#[from] verify::VerifyError),
@@ -416,6 +420,38 @@ impl Engine {
         }
     }
 
+    /// Copies the bytes of `part` of a regular file (its offsets aligned to the chunk size,
+    /// except where it ends at EOF), as one of several copiers of the same file (MPI ranks):
+    /// DST's size is neither cut nor set, that is left to the one that copies the whole file.
+    /// `last`: the part that ends the file, which copies its unaligned tail and whatever SRC
+    /// grew by. Returns the end of what was copied.
+    pub fn copy_part(
+        &mut self,
+        job: &DataJob<'_>,
+        part: std::ops::Range<u64>,
+        last: bool,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, CopyError> {
+        self.set_part(Some((part, last)));
+        let result = self.copy(job, progress);
+        self.set_part(None);
+        result
+    }
+
+    fn set_part(&mut self, part: Option<(std::ops::Range<u64>, bool)>) {
+        match &mut self.backend {
+            Backend::Host(p) => p.part = part,
+            Backend::Gpu(p) => p.part = part,
+        }
+    }
+
+    fn in_part(&self) -> bool {
+        match &self.backend {
+            Backend::Host(p) => p.part.is_some(),
+            Backend::Gpu(p) => p.part.is_some(),
+        }
+    }
+
     /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied
     /// (DST's final size). On error DST is cut back to the bytes known to be copied.
     pub fn copy(
@@ -425,6 +461,7 @@ impl Engine {
     ) -> Result<u64, CopyError> {
         let cancel = &*self.config.cancel;
         let started = Instant::now();
+        let in_part = self.in_part();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {
             (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.last_stages),
@@ -451,7 +488,7 @@ impl Engine {
                 stages.describe()
             ));
         }
-        if self.config.verify {
+        if self.config.verify && !in_part {
             let checked = verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
             diag(&checked.describe(job.dst_name));
         }

@@ -34,6 +34,9 @@ pub(crate) struct Pipeline<S: Staging> {
     usable: Vec<bool>,
     /// How many of `chosen` the current file's slices run on.
     workers: usize,
+    /// Set while copying one part of a file ([`crate::Engine::copy_part`]): its range, and
+    /// whether it is the file's last part (the one that takes the tail).
+    pub(crate) part: Option<(Range<u64>, bool)>,
     pub(crate) staging: S,
     chunk: usize,
     /// `--async`, checked at start to be supported: files whose sides are both direct are
@@ -125,6 +128,7 @@ impl<S: Staging> Pipeline<S> {
             chosen: (0..n).collect(),
             usable: vec![true; n],
             workers: 1,
+            part: None,
             staging,
             chunk,
             async_io: false,
@@ -209,17 +213,22 @@ impl<S: Staging> Pipeline<S> {
         };
         clock.time(Stage::Open, || self.first_slot(&names.src, diag))?;
         let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
-        let len = match job.src_kind {
-            SourceKind::Regular { len } => Some(len),
-            SourceKind::Stream => None,
+        let len = match (job.src_kind, &self.part) {
+            (SourceKind::Regular { .. }, Some((part, _))) => Some(part.end),
+            (SourceKind::Regular { len }, None) => Some(len),
+            (SourceKind::Stream, _) => None,
         };
         progress.file_started(job.src_name, len);
+        // A part leaves DST's size to whoever copies the whole file.
+        let dst_regular = dst_regular && self.part.is_none();
         if dst_regular {
             // The cp layer truncates; make sure, since holes are left unwritten.
             job.dst.set_len(0).map_err(|e| names.write(e))?;
         }
         let result = match len {
-            Some(len) if dst_regular => self.copy_regular(job, len, &cx, progress, diag),
+            Some(len) if dst_regular || self.part.is_some() => {
+                self.copy_regular(job, len, &cx, progress, diag)
+            }
             _ => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
                 progress.route("stream", "bounce");
@@ -375,10 +384,17 @@ impl<S: Staging> Pipeline<S> {
         } else {
             fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()))
         };
-        let extents = match job.sparse {
+        let mut extents = match job.sparse {
             SparseMode::Never => std::iter::once(0..len).collect::<Vec<_>>(),
             _ => fileio::data_extents(job.src, len).map_err(|e| (0, names.read(e)))?,
         };
+        if let Some((part, _)) = &self.part {
+            extents = extents
+                .iter()
+                .map(|e| e.start.max(part.start)..e.end.min(part.end))
+                .filter(|e| e.start < e.end)
+                .collect();
+        }
         let plan_for = |chunk: usize| {
             let chunk = (chunk as u64) & !(align - 1);
             (
@@ -481,8 +497,10 @@ impl<S: Staging> Pipeline<S> {
         // anything SRC grew by. Skipped when it lies in a hole.
         let eof_at = work.eof_at.load(Ordering::SeqCst);
         let tail_start = plan.tail.start.min(eof_at & !(align - 1));
+        // Only a file's last part has a tail; an earlier one ends on an aligned boundary.
+        let last_part = self.part.as_ref().map_or(true, |(_, last)| *last);
         let tail_has_data = eof_at != u64::MAX
-            || job.sparse == SparseMode::Never
+            || (last_part && job.sparse == SparseMode::Never)
             || extents.iter().any(|e| e.end > tail_start);
         let end = if tail_has_data {
             let end = self.sequential(job, tail_start, true, true, cx, progress)?;

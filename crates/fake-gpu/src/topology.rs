@@ -115,3 +115,23 @@ pub unsafe extern "C" fn hipDeviceGetPCIBusId(
     *pci_bus_id.add(id.len()) = 0;
     HIP_SUCCESS
 }
+
+/// What the fake reports as each device's memory (hipDeviceTotalMem). Allocations are lazy
+/// mappings, so this is a number to report, not a limit (`malloc>BYTES` faults limit).
+pub const DEVICE_MEMORY: usize = 64 << 30;
+
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceTotalMem(bytes: *mut usize, device: c_int) -> HipError {
+    let fake = fake();
+    if fake.devices == 0 {
+        return HIP_ERROR_NO_DEVICE;
+    }
+    if device < 0 || device >= fake.devices {
+        return HIP_ERROR_INVALID_DEVICE;
+    }
+    if bytes.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    *bytes = DEVICE_MEMORY;
+    HIP_SUCCESS
+}

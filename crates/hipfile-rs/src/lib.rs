@@ -308,6 +308,37 @@ impl Runtime {
         let id = unsafe { CStr::from_ptr(text.as_ptr()) };
         Ok(Some(id.to_string_lossy().to_ascii_lowercase()))
     }
+
+    /// Device `index`'s memory in bytes, asked without a context (so it answers even when
+    /// the GPU is too full for one). `Ok(None)` when the runtime lacks the call.
+    pub fn total_memory(&self, index: u32) -> Result<Option<u64>, Error> {
+        let mut bytes: usize = 0;
+        match &self.inner.table {
+            sys::RuntimeFunctions::Hip(hip) => {
+                let Some(get) = hip.device_total_mem else {
+                    return Ok(None);
+                };
+                // SAFETY: valid out pointer; the runtime checks the index.
+                self.check("hipDeviceTotalMem", unsafe {
+                    get(&mut bytes, index as c_int)
+                })?;
+            }
+            sys::RuntimeFunctions::Cuda(_) => {
+                let cu = self.cuda()?;
+                let Some(get) = cu.device_total_mem else {
+                    return Ok(None);
+                };
+                let mut dev: sys::CuDevice = 0;
+                // SAFETY: valid out pointer; the runtime checks the index.
+                self.check("cuDeviceGet", unsafe {
+                    (cu.device_get)(&mut dev, index as c_int)
+                })?;
+                // SAFETY: valid out pointer.
+                self.check("cuDeviceTotalMem_v2", unsafe { get(&mut bytes, dev) })?;
+            }
+        }
+        Ok(Some(bytes as u64))
+    }
 }
 
 // =============================================================================================

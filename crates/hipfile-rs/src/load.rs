@@ -223,6 +223,7 @@ fn hip_functions(loaded: &Loaded) -> Result<sys::HipFunctions, LoadError> {
             get_device_count: r.get("hipGetDeviceCount")?,
             set_device: r.get("hipSetDevice")?,
             device_get_pci_bus_id: r.optional("hipDeviceGetPCIBusId"),
+            device_total_mem: r.optional("hipDeviceTotalMem"),
             malloc: r.get("hipMalloc")?,
             free: r.get("hipFree")?,
             memcpy: r.get("hipMemcpy")?,
@@ -248,6 +249,7 @@ fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
             device_get_count: r.get("cuDeviceGetCount")?,
             device_get: r.get("cuDeviceGet")?,
             device_get_pci_bus_id: r.optional("cuDeviceGetPCIBusId"),
+            device_total_mem: r.optional("cuDeviceTotalMem_v2"),
             primary_ctx_retain: r.get("cuDevicePrimaryCtxRetain")?,
             primary_ctx_release: r
                 .first(&["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"])?,

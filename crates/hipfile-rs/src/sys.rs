@@ -337,6 +337,8 @@ pub struct HipFunctions {
     /// `hipDeviceGetPCIBusId(char *id, int len, int device)`: "DDDD:BB:DD.F".
     pub device_get_pci_bus_id:
         Option<unsafe extern "C" fn(*mut c_char, c_int, c_int) -> RuntimeStatus>,
+    /// `hipDeviceTotalMem(size_t *bytes, hipDevice_t device)`: needs no context.
+    pub device_total_mem: Option<unsafe extern "C" fn(*mut usize, c_int) -> RuntimeStatus>,
     pub malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> RuntimeStatus,
     pub free: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> RuntimeStatus,
@@ -360,6 +362,8 @@ pub struct CudaFunctions {
     /// `cuDeviceGetPCIBusId(char *id, int len, CUdevice dev)`: "DDDD:BB:DD.F".
     pub device_get_pci_bus_id:
         Option<unsafe extern "C" fn(*mut c_char, c_int, CuDevice) -> RuntimeStatus>,
+    /// `cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)`: needs no context.
+    pub device_total_mem: Option<unsafe extern "C" fn(*mut usize, CuDevice) -> RuntimeStatus>,
     pub primary_ctx_retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> RuntimeStatus,
     pub primary_ctx_release: unsafe extern "C" fn(CuDevice) -> RuntimeStatus,
     pub ctx_set_current: unsafe extern "C" fn(CuContext) -> RuntimeStatus,

@@ -458,6 +458,51 @@ fn pinned_buffers_bounce() {
 }
 
 #[test]
+fn copy_windows_queue_and_wait() {
+    common::fake(
+        "copy_windows_queue_and_wait",
+        "",
+        None,
+        || {
+            let dev = device(0);
+            let data = common::random_bytes(3 * 4096 + 5);
+            let mut buf = dev.alloc(2 * data.len()).unwrap();
+            let mut a = dev.alloc_window(data.len()).unwrap();
+            let mut b = dev.alloc_window(data.len()).unwrap();
+            a.host().unwrap().copy_from_slice(&data);
+            a.upload(data.len(), &mut buf, 7).unwrap();
+            // host() waits for the queued upload before handing the bytes out: scribbling on
+            // them afterwards cannot reach the device buffer.
+            a.host().unwrap().fill(0xa5);
+            b.download(&buf, 7, data.len()).unwrap();
+            assert_eq!(
+                b.host().unwrap(),
+                &data[..],
+                "the bytes came back from the device"
+            );
+            // Ranges are checked before anything is queued.
+            assert!(
+                a.upload(data.len() + 1, &mut buf, 0).is_err(),
+                "longer than the window"
+            );
+            assert!(
+                b.download(&buf, data.len() + 8, data.len()).is_err(),
+                "past the buffer"
+            );
+            // A window dropped with a copy queued drains it first (the fake reports a stream
+            // destroyed with work pending as misuse).
+            a.upload(data.len(), &mut buf, 0).unwrap();
+            drop(a);
+        },
+        |r| {
+            r.assert_clean();
+            assert_eq!(r.stat("htod_bytes"), 2 * (3 * 4096 + 5));
+            assert_eq!(r.stat("dtoh_bytes"), 3 * 4096 + 5);
+        },
+    );
+}
+
+#[test]
 fn file_handle_is_shared_by_threads() {
     common::fake(
         "file_handle_is_shared_by_threads",

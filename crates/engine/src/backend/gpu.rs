@@ -106,6 +106,7 @@ impl GpuStaging {
         let indices = match &request.gpu {
             GpuChoice::List(list) => list.clone(),
             GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
+            GpuChoice::Local(n) => vec![n % count],
         };
         if let Some(&index) = indices.iter().find(|&&i| i >= count) {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));

@@ -266,6 +266,9 @@ pub enum GpuChoice {
     /// Every device; each file uses the one(s) nearest its storage
     /// ([`crate::devices::Topology`]), all of them where that is unknown.
     Auto,
+    /// Device `n` modulo the device count: an MPI rank's node-local rank, so the ranks of a
+    /// node share its GPUs out.
+    Local(u32),
 }
 
 impl std::fmt::Display for GpuChoice {
@@ -278,6 +281,7 @@ impl std::fmt::Display for GpuChoice {
             }
             GpuChoice::All => f.write_str("all"),
             GpuChoice::Auto => f.write_str("auto"),
+            GpuChoice::Local(n) => write!(f, "{n} modulo the GPUs (node-local rank)"),
         }
     }
 }
