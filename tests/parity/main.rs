@@ -249,6 +249,7 @@ scenarios! {
     atomic_other_owners_file_refused: sc("text a new\ntext b old", "a b").nobody().ours(&["--atomic"]);
     atomic_setuid_dropped: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 4755 b", "a b").nobody().ours(&["--atomic"]);
     atomic_setgid_dropped: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 2775 b", "a b").nobody().ours(&["--atomic"]);
+    atomic_setgid_kept_without_group_exec: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 2664 b", "a b").nobody().ours(&["--atomic"]);
     atomic_owner_kept: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 640 b", "a b").ours(&["--atomic"]);
     atomic_mode_kept: sc("file a 5000 0600\nfile b 10 0751", "a b").ours(&["--atomic"]);
     atomic_mode_preserved: sc("file a 5000 0600\nfile b 10 0751", "-p a b").ours(&["--atomic"]);
