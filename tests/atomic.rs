@@ -274,3 +274,38 @@ fn no_room_beside_a_symlinks_target_is_refused() {
     assert_eq!(fs::read(ro.join("t")).unwrap(), b"old\n");
     assert_eq!(fs::read_dir(&ro).unwrap().count(), 1);
 }
+
+/// A DEST symlink with an absolute target (and one through a relative chain into another
+/// directory) is resolved: the file it names is replaced and the symlinks stay as they were.
+#[test]
+fn symlink_dsts_are_resolved_absolute_or_relative() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let data = random_bytes(10_000, 25);
+        fs::write(dir.path().join("src"), &data).unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        let target = dir.path().join("sub/t");
+        fs::write(&target, b"old\n").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("abs")).unwrap();
+        std::os::unix::fs::symlink("t", dir.path().join("sub/rel")).unwrap();
+        std::os::unix::fs::symlink("sub/rel", dir.path().join("chain")).unwrap();
+        for dst in ["abs", "chain"] {
+            fs::write(&target, b"old\n").unwrap();
+            let mut cmd = Command::new(program());
+            cmd.current_dir(dir.path())
+                .args(["-q", "--atomic", "src", dst])
+                .stdin(Stdio::null());
+            backend.apply(&mut cmd, &dir.path().join("report"));
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{backend:?} {dst}: {out:?}");
+            assert!(fs::read(&target).unwrap() == data, "{backend:?} {dst}");
+            assert_eq!(fs::read_link(dir.path().join("abs")).unwrap(), target);
+            assert_eq!(
+                fs::read_link(dir.path().join("chain")).unwrap(),
+                Path::new("sub/rel")
+            );
+            assert_eq!(fs::read_dir(dir.path().join("sub")).unwrap().count(), 2);
+            backend.assert_report_clean(&dir.path().join("report"));
+        }
+    }
+}

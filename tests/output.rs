@@ -174,3 +174,36 @@ fn pipe_closed_early(prog: &Path, prefix: &[&str], on_stdout: bool) -> (ExitStat
     assert!(!other.contains("panicked"), "{other}");
     (status, other)
 }
+
+/// `--help` into a pipe whose reader has already left: both die of SIGPIPE (aiscp before its
+/// signal handlers are installed, where the write fails with EPIPE and the exit path must
+/// end the process by SIGPIPE itself); with SIGPIPE ignored, "write error: Broken pipe".
+#[test]
+fn help_into_a_closed_pipe_dies_of_sigpipe() {
+    for prog in [program(), PathBuf::from("cp")] {
+        for (prefix, killed) in [("", true), ("trap '' PIPE;", false)] {
+            let (read, write) = nix::unistd::pipe().unwrap();
+            drop(read);
+            let out = Command::new("sh")
+                .args(["-c", &format!("{prefix} exec \"$P\" --help")])
+                .env("P", &prog)
+                .stdout(Stdio::from(write))
+                .stderr(Stdio::piped())
+                .output()
+                .unwrap();
+            let stderr =
+                String::from_utf8_lossy(&out.stderr).replace(&prog.display().to_string(), "PROG");
+            if killed {
+                assert_eq!(
+                    out.status.signal(),
+                    Some(libc::SIGPIPE),
+                    "{prog:?}: {stderr}"
+                );
+                assert_eq!(stderr, "");
+            } else {
+                assert_eq!(out.status.code(), Some(1), "{prog:?}: {stderr}");
+                assert_eq!(stderr, "PROG: write error: Broken pipe\n");
+            }
+        }
+    }
+}
