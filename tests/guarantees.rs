@@ -323,3 +323,31 @@ fn a_failing_final_ftruncate_is_reported_like_cp() {
         assert_eq!(ours, cp, "{backend:?}");
     }
 }
+
+/// Runs that move no file data (--attributes-only, -l, -s) never bring up the GPU library:
+/// the fake, loaded only when the engine starts, writes no report.
+#[test]
+fn runs_without_data_never_start_the_gpu() {
+    for args in [&["--attributes-only"][..], &["-l"], &["-s"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("src"), b"data\n").unwrap();
+        fs::write(d.join("old"), b"old\n").unwrap();
+        let out = aiscp(Backend::FakeGpu, d)
+            .args(args)
+            .arg(d.join("src"))
+            .arg(if args[0] == "--attributes-only" {
+                "old"
+            } else {
+                "dst"
+            })
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(
+            !d.join("report").exists(),
+            "{args:?} loaded the GPU library: {}",
+            fs::read_to_string(d.join("report")).unwrap_or_default()
+        );
+    }
+}
