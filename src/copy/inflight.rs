@@ -49,9 +49,21 @@ pub(super) struct Inflight {
 }
 
 /// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
-/// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md.
+/// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
+/// in flight holds two descriptors: at most a quarter of the open-file limit goes to them.
 fn limits_from_env() -> QueueLimits {
     let mut limits = QueueLimits::default();
+    let limits_cap = |mut l: QueueLimits| {
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+            l.files = l.files.min((rl.rlim_cur / 8) as usize);
+        }
+        l
+    };
     if let Some(v) = std::env::var_os("AISCP_IN_FLIGHT") {
         let v = v.to_string_lossy();
         let mut parts = v.split(',').map(|p| p.trim().parse::<u64>().ok());
@@ -65,7 +77,7 @@ fn limits_from_env() -> QueueLimits {
             limits.direct_from = direct_from;
         }
     }
-    limits
+    limits_cap(limits)
 }
 
 impl Copier<'_> {
