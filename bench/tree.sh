@@ -2,11 +2,12 @@
 # Directory-tree benchmark: `cp -r`, `xcp -r` (where installed) and aiscp variants on the
 # same generated tree, one run, methods rotated each round.
 #
-#   bench/tree.sh --src-dir PATH --dst-dir PATH [--files 4000] [--size 256K] [--rounds 3]
+#   bench/tree.sh --src-dir PATH --dst-dir PATH [--files 4000] [--size 256K|MIN-MAX] [--rounds 3]
 #                 [--out DIR] [--label NAME] [--budget SECS]
 #                 [--extra 'NAME=BINARY ARGS'...]
 #
-# The tree: FILES files of SIZE random bytes each, 100 to a directory, under SRC-DIR (kept
+# The tree: FILES files of SIZE random bytes each (or, with MIN-MAX such as 1K-64K, of sizes
+# drawn evenly from that range with a fixed seed), 100 to a directory, under SRC-DIR (kept
 # and reused when a run with the same shape made it). Methods: cp (`cp -r`), aiscp (`aiscp
 # -r`, engine defaults), aiscp_host (`aiscp --backend host -r`), xcp (`xcp -r`, when XCP_BIN
 # or xcp on PATH runs), and each --extra: `BINARY --no-progress ARGS -r SRC DST` (an aiscp
@@ -44,12 +45,20 @@ while (($#)); do
     esac
 done
 [[ -n $src_dir && -n $dst_dir ]] || die "--src-dir and --dst-dir are required"
-bytes=$(parse_size "$size") || die "bad --size: $size"
+if [[ $size =~ ^([^-]+)-([^-]+)$ ]]; then
+    lo=$(parse_size "${BASH_REMATCH[1]}") && hi=$(parse_size "${BASH_REMATCH[2]}") && ((lo <= hi)) ||
+        die "bad --size: $size"
+    bytes=$hi
+else
+    bytes=$(parse_size "$size") || die "bad --size: $size"
+    lo=$bytes hi=$bytes
+fi
 [[ $files =~ ^[1-9][0-9]*$ ]] || die "bad --files: $files"
 mkdir -p "$src_dir" "$dst_dir" || die "cannot create $src_dir or $dst_dir"
 out=${out:-${OUT:-$dst_dir/results}}
 mkdir -p "$out"
 shape=${files}x$(human_size "$bytes")
+((lo < hi)) && shape=${files}x$(human_size "$lo")-$(human_size "$hi")
 label=${label:-tree-$shape}
 SRC=$src_dir/tree-$shape
 DST=$dst_dir/tree-dst
@@ -57,6 +66,28 @@ log=$out/bench.log
 total=$((files * bytes))
 start=$SECONDS
 
+if [[ ! -f $SRC/.complete && $lo -lt $hi ]]; then
+    rm -rf "$SRC"
+    mkdir -p "$SRC"
+    t=$SECONDS
+    python3 - "$SRC" "$files" "$lo" "$hi" <<'PY'
+import os, random, sys
+root, n, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(n * 31 + hi)
+total = 0
+for i in range(n):
+    d = os.path.join(root, f"d{i // 100:03d}")
+    os.makedirs(d, exist_ok=True)
+    size = rng.randint(lo, hi)
+    with open(os.path.join(d, f"f{i:05d}"), "wb") as o:
+        o.write(rng.randbytes(size))
+    total += size
+with open(os.path.join(root, ".bytes"), "w") as f:
+    f.write(f"{total}\n")
+PY
+    touch "$SRC/.complete"
+    say "generated $SRC ($files files of $size) in $((SECONDS - t)) s"
+fi
 if [[ ! -f $SRC/.complete ]]; then
     rm -rf "$SRC"
     mkdir -p "$SRC"
@@ -77,8 +108,9 @@ PY
     touch "$SRC/.complete"
     say "generated $SRC ($files files of $(human_size "$bytes")) in $((SECONDS - t)) s"
 fi
-tree_digest() { (cd "$1" && find . -type f ! -name .complete -print0 | sort -z | xargs -0 cat | "$DIGEST" | cut -d' ' -f1); }
-[[ $DIGEST == py-sha256sum ]] && tree_digest() { (cd "$1" && find . -type f ! -name .complete -print0 | sort -z | xargs -0 cat | sha256sum | cut -d' ' -f1); }
+[[ -f $SRC/.bytes ]] && total=$(<"$SRC/.bytes")
+tree_digest() { (cd "$1" && find . -type f ! -name .complete ! -name .bytes -print0 | sort -z | xargs -0 cat | "$DIGEST" | cut -d' ' -f1); }
+[[ $DIGEST == py-sha256sum ]] && tree_digest() { (cd "$1" && find . -type f ! -name .complete ! -name .bytes -print0 | sort -z | xargs -0 cat | sha256sum | cut -d' ' -f1); }
 SUM=$(tree_digest "$SRC")
 
 xcp=${XCP_BIN:-$(command -v xcp || true)}

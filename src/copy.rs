@@ -8,6 +8,7 @@
 //! mid-run can't redirect a read or a write (see `open_dir`).
 
 mod atomic;
+mod inflight;
 
 use crate::attrs;
 use crate::backup;
@@ -85,7 +86,7 @@ pub struct Copier<'a> {
     opts: &'a Options,
     config: Config,
     engine: Option<Engine>,
-    progress: Box<dyn ProgressSink>,
+    progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
     umask: u32,
     /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
     links: HashMap<FileId, FirstCopy>,
@@ -112,6 +113,8 @@ pub struct Copier<'a> {
     backup: Option<BackupKind>,
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
     open_dangling: bool,
+    /// Files whose data is in flight (see `inflight`).
+    inflight: inflight::Inflight,
     /// Moves file data in the engine's place (MPI ranks share each file out); None: the
     /// engine copies it here.
     pub mover: Option<Box<dyn DataMover + 'a>>,
@@ -138,7 +141,7 @@ impl<'a> Copier<'a> {
     pub fn new(
         opts: &'a Options,
         config: Config,
-        progress: Box<dyn ProgressSink>,
+        progress: Box<dyn ProgressSink + Send + Sync>,
         several_sources: bool,
     ) -> Self {
         let umask = {
@@ -150,7 +153,7 @@ impl<'a> Copier<'a> {
             opts,
             config,
             engine: None,
-            progress,
+            progress: progress.into(),
             umask,
             links: HashMap::new(),
             created: HashSet::new(),
@@ -164,6 +167,7 @@ impl<'a> Copier<'a> {
             top_dirs: HashSet::new(),
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
+            inflight: Default::default(),
             mover: None,
             failed: false,
         }
@@ -501,6 +505,7 @@ impl<'a> Copier<'a> {
                         return Err(fail(format!("not replacing {}", quote(dst.path))));
                     }
                     Clobber::Ask => {
+                        self.settle();
                         match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                             Some(true) => {}
                             Some(false) => return Ok(()),
@@ -524,7 +529,7 @@ impl<'a> Copier<'a> {
                 if top
                     && self.track
                     && self.backup != Some(BackupKind::Numbered)
-                    && self.created.contains(&(dm.id(), name_key(dst.path)))
+                    && self.just_created(&(dm.id(), name_key(dst.path)))
                 {
                     return Err(fail(format!(
                         "will not overwrite just-created {} with {}",
@@ -947,6 +952,12 @@ impl<'a> Copier<'a> {
                 .set_len(0)
                 .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
         }
+        let queued = self.queue_data(
+            src.path, dst.path, src_file, dst_file, &opened, &dst_now, found, created,
+        );
+        let Err((src_file, dst_file)) = queued else {
+            return Ok(()); // the rest follows the data (see `inflight`)
+        };
         self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
         attrs::apply(
             &dst_file,

@@ -6,6 +6,7 @@
 
 use crate::cli::staging::{BackendArg, StagingArgs};
 use crate::quote::quote;
+use aiscp_engine::backend::library_paths::library_paths;
 use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
@@ -119,7 +120,8 @@ fn nvidia_fs_version() -> Option<String> {
 /// Loads `flavor` as a copy would and reports each step; Some when GPU `gpu` can be used.
 fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
     let name = flavor.name();
-    if !flavor.driver_present() && !flavor.overridden() {
+    let paths = library_paths(flavor);
+    if !flavor.driver_present() && !paths.any() {
         let _ = writeln!(
             out,
             "  {name}: not tried: no GPU driver ({} not found; set an AISCP_* library override \
@@ -128,7 +130,7 @@ fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
         );
         return None;
     }
-    let library = match Library::load(flavor) {
+    let library = match Library::load_from(flavor, &paths) {
         Ok(l) => l,
         Err(e) => {
             let _ = writeln!(out, "  {name}: not loaded: {e}");

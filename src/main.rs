@@ -210,6 +210,7 @@ fn main() {
         }
         copier.copy_top(job);
     }
+    copier.settle();
     let failed = copier.failed;
     let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,

@@ -93,13 +93,68 @@ pub fn write_stdout(bytes: &[u8]) {
 
 /// Prints one line on stdout (-v), as `println!` would, without its panic.
 pub fn say(line: fmt::Arguments<'_>) {
+    if holding() {
+        return hold_back(Held::Stdout(format!("{line}\n")));
+    }
     to_stdout(|out| writeln!(out, "{line}"));
+}
+
+/// A message this thread printed while its output was held (see [`hold`]).
+pub enum Held {
+    Stdout(String),
+    Stderr { text: String, counts: bool },
+}
+
+type Holder = Box<dyn FnMut(Held)>;
+
+thread_local! {
+    static HOLD: std::cell::RefCell<Option<Holder>> = const { std::cell::RefCell::new(None) };
+}
+
+/// While set, this thread's messages (-v lines, errors, --debug lines) go to `to` instead of
+/// out: files still in flight report first (copy::inflight). Returns the hold it replaces.
+pub fn hold(to: Option<Holder>) -> Option<Holder> {
+    HOLD.with(|h| std::mem::replace(&mut *h.borrow_mut(), to))
+}
+
+fn holding() -> bool {
+    HOLD.with(|h| h.borrow().is_some())
+}
+
+fn hold_back(held: Held) {
+    HOLD.with(|h| {
+        if let Some(to) = h.borrow_mut().as_mut() {
+            to(held);
+        }
+    });
+}
+
+/// Prints a held message now.
+pub fn release(held: Held) {
+    match held {
+        Held::Stdout(text) => to_stdout(|out| out.write_all(text.as_bytes())),
+        Held::Stderr { text, counts } => {
+            write_stderr(&text, counts);
+        }
+    }
 }
 
 /// Writes `text` to stderr as is, unless stderr already failed; `counts` says whether a
 /// failure makes the exit status 1 (cp's messages) or is let go (aiscp's own warnings,
 /// which cp would not have printed).
 fn to_stderr(text: &str, counts: bool) -> bool {
+    if holding() {
+        hold_back(Held::Stderr {
+            text: text.to_owned(),
+            counts,
+        });
+        return true;
+    }
+    write_stderr(text, counts)
+}
+
+/// [`to_stderr`] past any hold.
+fn write_stderr(text: &str, counts: bool) -> bool {
     if STDERR_FAILED.load(Ordering::SeqCst) {
         return false;
     }

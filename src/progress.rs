@@ -354,7 +354,7 @@ impl Progress {
     }
 
     /// The sink to hand the copier.
-    pub fn sink(&self) -> Box<dyn ProgressSink> {
+    pub fn sink(&self) -> Box<dyn ProgressSink + Send + Sync> {
         Box::new(Sink {
             counters: Arc::clone(&self.counters),
             bar: self.bar.clone(),

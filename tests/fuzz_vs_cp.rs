@@ -276,11 +276,12 @@ fn make_writable(root: &Path) {
         .status();
 }
 
-/// A directory holding `cp`, a link to aiscp: run through it, aiscp calls itself `cp`.
+/// A directory holding `cp`, a link to aiscp: run through it, aiscp calls itself `cp`. It
+/// sits beside the binary (and is remade each run), so nothing is left in /tmp.
 fn aiscp_as_cp() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("aiscp-as-cp-{}", std::process::id()));
+        let dir = program().with_file_name("aiscp-as-cp");
         fs::create_dir_all(&dir).unwrap();
         let link = dir.join("cp");
         let _ = fs::remove_file(&link);

@@ -323,3 +323,69 @@ fn a_failing_final_ftruncate_is_reported_like_cp() {
         assert_eq!(ours, cp, "{backend:?}");
     }
 }
+
+/// Runs that move no file data (--attributes-only, -l, -s) never bring up the GPU library:
+/// the fake, loaded only when the engine starts, writes no report.
+#[test]
+fn runs_without_data_never_start_the_gpu() {
+    for args in [&["--attributes-only"][..], &["-l"], &["-s"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("src"), b"data\n").unwrap();
+        fs::write(d.join("old"), b"old\n").unwrap();
+        let out = aiscp(Backend::FakeGpu, d)
+            .args(args)
+            .arg(d.join("src"))
+            .arg(if args[0] == "--attributes-only" {
+                "old"
+            } else {
+                "dst"
+            })
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(
+            !d.join("report").exists(),
+            "{args:?} loaded the GPU library: {}",
+            fs::read_to_string(d.join("report")).unwrap_or_default()
+        );
+    }
+}
+
+/// Going back up a deep tree to a level whose descriptor was given back, through the ".." of
+/// the level below: when that level was moved elsewhere meanwhile, its ".." is another
+/// directory, which must not be taken for the level (it is found again by its names), or
+/// the level's remaining entries would be read from wherever the move put it.
+#[test]
+fn a_level_reopened_after_its_child_moved_is_the_same_directory() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        // src/d/d/... 12 levels; each level's `z` comes after its `d` in inode order.
+        let mut level = d.join("src");
+        fs::create_dir(&level).unwrap();
+        for i in 0..12 {
+            fs::create_dir(level.join("d")).unwrap();
+            fs::write(level.join("z"), format!("level {i}\n")).unwrap();
+            level = level.join("d");
+        }
+        fs::create_dir(d.join("outside")).unwrap();
+        fs::write(d.join("outside/z"), b"OUTSIDE\n").unwrap();
+        let mut cmd = aiscp(backend, &d);
+        cmd.args(["-r", "src", "dst"]);
+        let out = paused_at(cmd, "walk-reopen", &d, || {
+            // The first level given back is reopened from its child, src/d/d/d/d/d: move
+            // that child under outside/, so its ".." is outside/.
+            fs::rename(d.join("src/d/d/d/d/d"), d.join("outside/d")).unwrap();
+        });
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {}", stderr(&out));
+        for i in 0..5 {
+            let z = format!("dst/{}z", "d/".repeat(i));
+            assert_eq!(
+                fs::read_to_string(d.join(&z)).unwrap(),
+                format!("level {i}\n"),
+                "{backend:?}: {z}"
+            );
+        }
+    }
+}

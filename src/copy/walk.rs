@@ -130,6 +130,7 @@ fn reopen_top(stack: &mut [DirFrame], child: &DirFrame) {
         if s.dir.is_some() {
             continue;
         }
+        crate::test_hook::pause("walk-reopen");
         let via_dotdot = child_side.map_or(Ok(false), |c| s.reopen_from_child(c));
         let res = match via_dotdot {
             Ok(true) => Ok(()),

@@ -53,6 +53,9 @@ pub struct Scenario {
     pub cleanup: Option<&'static str>,
     /// Options given to aiscp only (first), where aiscp with them must end as plain cp ends.
     pub ours: Vec<&'static str>,
+    /// stderr goes where stdout goes (compared as stdout), so the order of -v lines, errors
+    /// and prompts between the two streams is compared too.
+    pub merged: bool,
 }
 
 pub fn sc(setup: &'static str, args: &str) -> Scenario {
@@ -70,6 +73,10 @@ impl Scenario {
     }
     pub fn umask(mut self, m: u32) -> Self {
         self.umask = Some(m);
+        self
+    }
+    pub fn merged(mut self) -> Self {
+        self.merged = true;
         self
     }
     pub fn nobody(mut self) -> Self {
@@ -469,6 +476,12 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     for (k, v) in &s.env {
         cmd.env(k, v);
     }
+    // One file behind both streams: each program flushes every line as it prints it.
+    let merged = s.merged.then(|| tempfile::tempfile().unwrap());
+    if let Some(f) = &merged {
+        cmd.stdout(Stdio::from(f.try_clone().unwrap()))
+            .stderr(Stdio::from(f.try_clone().unwrap()));
+    }
     // The fake GPU library's leak report goes outside the compared tree.
     let report_dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(report_dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -490,7 +503,12 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
         let mut stdin = child.stdin.take().unwrap();
         let _ = stdin.write_all(s.stdin.unwrap_or("").as_bytes());
     }
-    let out = child.wait_with_output().unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    if let Some(mut f) = merged {
+        use std::io::{Read, Seek};
+        f.rewind().unwrap();
+        f.read_to_end(&mut out.stdout).unwrap();
+    }
     // Written only when the run loaded the library (some file had data to copy).
     if report.exists() {
         FakeReport::read(&report).assert_clean();

@@ -29,6 +29,21 @@ macro_rules! scenarios {
 
 const AB: &str = "text a new\ntext b old";
 
+/// Files of assorted sizes, some unreadable (an error before the data).
+const IN_FLIGHT: &str =
+    "file a0 70000\nfile a1 1\nfile a2 300000 0000\nfile a3 5000\nfile a4 4096\n\
+    file a5 123457\nfile a6 10 0000\nfile a7 65536\nfile a8 9\nfile a9 200000\n\
+    file b0 3000\nfile b1 1 0000\nfile b2 80000\nfile b3 0\nfile b4 4097\nfile b5 100\n\
+    file b6 250000\nfile b7 7\nfile b8 40000 0000\nfile b9 12345\n\
+    dir t 0777";
+
+/// As [`IN_FLIGHT`], with some DESTs there already (so -i asks).
+const IN_FLIGHT_PROMPT: &str =
+    "file a0 70000\nfile a1 1\nfile a2 300000 0000\nfile a3 5000\nfile a4 4096\n\
+    file a5 123457\nfile a6 10 0000\nfile a7 65536\nfile a8 9\nfile a9 200000\n\
+    dir t 0777\ntext t/a1 x\ntext t/a3 x\ntext t/a5 x\ntext t/a7 x\n\
+    text t/a9 x\nsh chmod 666 t/a1 t/a3 t/a5 t/a7 t/a9";
+
 scenarios! {
     // Operands
     two_operands: sc("file a 4097 0640", "a b");
@@ -304,6 +319,18 @@ scenarios! {
     // Verbose
     verbose: sc("file a 3", "-v a b");
     verbose_many: sc("file a 3\nfile b 4\ndir d", "-v a b d");
+
+    // Many files in flight: -v lines, errors found while opening (on the walk, for the
+    // unreadable files) and errors found in the data (reading /proc/self/mem fails with EIO,
+    // in a worker) must come out in cp's order, on one stream; the second mem is refused or
+    // not as the first one's failure decides; a prompt follows every earlier file's messages.
+    in_flight_verbose_errors: sc(IN_FLIGHT, "-v a0 a1 /proc/self/mem a2 a3 a4 a5 a6 a7 /proc/thread-self/mem a8 a9 b0 b1 b2 b3 b4 b5 b6 b7 b8 b9 t").nobody().merged();
+    in_flight_errors: sc(IN_FLIGHT, "a0 /proc/self/mem a1 a2 a3 a4 a5 a6 a7 a8 a9 b0 b1 b2 b3 b4 b5 b6 b7 b8 /proc/thread-self/mem b9 t").nobody().merged();
+    in_flight_prompts: sc(IN_FLIGHT_PROMPT, "-iv a0 /proc/self/mem a1 a2 a3 a4 a5 a6 a7 a8 a9 t").nobody().stdin("y\nn\ny\nn\ny\n");
+    // The same on the GPU's bounce route (the library route copies files in turn).
+    in_flight_verbose_errors_bounce: sc(IN_FLIGHT, "-v a0 a1 /proc/self/mem a2 a3 a4 a5 a6 a7 /proc/thread-self/mem a8 a9 b0 b1 b2 b3 b4 b5 b6 b7 b8 b9 t").nobody().merged().env("AISCP_ROUTE", "bounce");
+    in_flight_tree_bounce: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nsparse s/d/h 200000\nfile s/g 9000 0750", "-a s t").env("AISCP_ROUTE", "bounce");
+    in_flight_tree: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nfile s/d/f 5000 0600\nfile s/g 9000 0750", "-rv s t").merged().unordered_stdout();
 }
 
 /// Files and a directory carrying user xattrs.

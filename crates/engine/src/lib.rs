@@ -20,6 +20,7 @@ pub mod chunk_plan;
 pub mod devices;
 pub mod fileio;
 mod pipeline;
+mod queue;
 pub mod quote;
 mod stages;
 mod streams;
@@ -27,6 +28,7 @@ mod transfer;
 pub mod verify;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
+pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use stages::StageTimes;
 
 use crate::quote::quote;
@@ -298,6 +300,19 @@ pub struct Engine {
     diag: Diag,
     /// With several GPUs: how files are placed on them.
     spread: Option<devices::Spread>,
+    /// Files in flight: the limits, and results received while landing the flight.
+    limits: QueueLimits,
+    landed: queue::Landed,
+}
+
+/// Runs `$body` with `$p` bound to the backend's pipeline, whichever it is.
+macro_rules! with_pipeline {
+    ($backend:expr, $p:ident => $body:expr) => {
+        match $backend {
+            Backend::Host($p) => $body,
+            Backend::Gpu($p) => $body,
+        }
+    };
 }
 
 impl Engine {
@@ -361,7 +376,83 @@ impl Engine {
             config,
             diag,
             spread,
+            limits: QueueLimits::default(),
+            landed: queue::Landed::default(),
         })
+    }
+
+    /// Sets how many files (and bytes) may be in flight; 0 files copies every file in turn.
+    pub fn set_queue_limits(&mut self, limits: QueueLimits) {
+        self.limits = limits;
+    }
+
+    /// The largest file [`Engine::submit`] takes: a file that fits one slot, on the bounce
+    /// route (the library route and `--async` copy files in turn). None: nothing is queued.
+    pub fn queue_max(&self) -> Option<u64> {
+        let library = match &self.backend {
+            Backend::Host(_) => false,
+            Backend::Gpu(p) => p.staging.library().is_some() || p.async_io,
+        };
+        let chunk = with_pipeline!(&self.backend, p => p.chunk);
+        (self.limits.files > 0 && !library).then_some(chunk as u64)
+    }
+
+    /// Whether a file of `len` bytes may be queued now without going over the limits; when
+    /// not, take finished files with [`Engine::next_finished`] first.
+    pub fn has_room(&self, len: u64) -> bool {
+        self.landed.finished.is_empty()
+            && with_pipeline!(&self.backend, p => p.has_room(&self.limits, len))
+    }
+
+    /// Files queued whose results have not been taken with [`Engine::next_finished`].
+    pub fn in_flight(&self) -> usize {
+        self.landed.finished.len() + with_pipeline!(&self.backend, p => p.in_flight())
+    }
+
+    /// Queues a whole file (at most [`Engine::queue_max`] bytes, SRC and DST regular, DST
+    /// empty) to be copied while the caller goes on; its result comes from
+    /// [`Engine::next_finished`] with the ticket returned here. Tickets count up in the
+    /// order files are queued. The job comes back when it cannot be queued (no worker
+    /// thread could be started): copy it with [`Engine::copy`] instead.
+    pub fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
+        let ticket = Ticket(self.landed.next_ticket);
+        let config = (
+            &self.config.cancel,
+            self.config.verify,
+            self.config.debug.then_some(self.diag.started),
+        );
+        let diag = &mut |line: &str| self.diag.debug(line);
+        if let (Backend::Gpu(p), Some(spread)) = (&mut self.backend, &self.spread) {
+            if p.in_flight() == 0 {
+                // Queued files take slots on every GPU.
+                p.choose(&(0..spread.gpus()).collect::<Vec<_>>());
+            }
+        }
+        with_pipeline!(&mut self.backend, p => p.submit(ticket, job, &self.limits, config, diag))?;
+        self.landed.next_ticket += 1;
+        Ok(ticket)
+    }
+
+    /// A queued file whose copy has ended, in the order they end; with `block`, waits for
+    /// one while any is in flight. None when none is (or, without `block`, none has ended).
+    pub fn next_finished(&mut self, block: bool) -> Option<Finished> {
+        let finished = match self.landed.finished.pop_front() {
+            Some(f) => Some(f),
+            None => with_pipeline!(&mut self.backend, p => p.receive(block)),
+        }?;
+        for (at, line) in &finished.debug {
+            if self.config.debug {
+                self.diag.sink.debug(*at, line);
+            }
+        }
+        Some(finished)
+    }
+
+    /// Waits for the files in flight and takes their slots back (results kept for
+    /// [`Engine::next_finished`]), before a copy that needs the slots itself.
+    fn land(&mut self) {
+        let into = &mut self.landed.finished;
+        with_pipeline!(&mut self.backend, p => p.land(into));
     }
 
     /// Where the time of the last file copied went, stage by stage.
@@ -408,6 +499,9 @@ impl Engine {
     /// Call it before opening DST: its failure leaves DST as it was. [`Engine::copy`] does
     /// the same itself, so calling this is optional.
     pub fn prepare(&mut self, src_name: &Path) -> Result<(), CopyError> {
+        if with_pipeline!(&self.backend, p => p.in_flight()) > 0 {
+            return Ok(()); // the slots exist, lent to the files in flight
+        }
         let diag = &mut |line: &str| self.diag.debug(line);
         match (&mut self.backend, &self.spread) {
             (Backend::Host(p), _) => p.first_slot(&quote(src_name), diag),
@@ -459,6 +553,7 @@ impl Engine {
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
+        self.land();
         let cancel = &*self.config.cancel;
         let started = Instant::now();
         let in_part = self.in_part();

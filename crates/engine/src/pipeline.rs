@@ -14,7 +14,7 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// A registered file of backend `S`.
@@ -26,10 +26,12 @@ pub(crate) struct Pipeline<S: Staging> {
     /// then reused for every file of the run (each makes the device current again per file,
     /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
     threads: Option<rayon::ThreadPool>,
+    /// Files in flight (see `queue`): workers holding slots lent from `slots`.
+    pub(crate) flight: Option<crate::queue::Flight<S>>,
     /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
-    slots: Vec<Option<S::Slot>>,
+    pub(crate) slots: Vec<Option<S::Slot>>,
     /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
-    chosen: Vec<usize>,
+    pub(crate) chosen: Vec<usize>,
     /// False for a slot given up for the run (no memory for it).
     usable: Vec<bool>,
     /// How many of `chosen` the current file's slices run on.
@@ -37,8 +39,8 @@ pub(crate) struct Pipeline<S: Staging> {
     /// Set while copying one part of a file ([`crate::Engine::copy_part`]): its range, and
     /// whether it is the file's last part (the one that takes the tail).
     pub(crate) part: Option<(Range<u64>, bool)>,
-    pub(crate) staging: S,
-    chunk: usize,
+    pub(crate) staging: Arc<S>,
+    pub(crate) chunk: usize,
     /// `--async`, checked at start to be supported: files whose sides are both direct are
     /// copied with the stream API, one stream per worker.
     pub(crate) async_io: bool,
@@ -124,12 +126,13 @@ impl<S: Staging> Pipeline<S> {
         let n = streams * staging.devices();
         Pipeline {
             threads: None,
+            flight: None,
             slots: (0..n).map(|_| None).collect(),
             chosen: (0..n).collect(),
             usable: vec![true; n],
             workers: 1,
             part: None,
-            staging,
+            staging: Arc::new(staging),
             chunk,
             async_io: false,
             last_stages: StageTimes::default(),
@@ -300,7 +303,7 @@ impl<S: Staging> Pipeline<S> {
     /// size, down to [`MIN_RETRY_CHUNK`]; the smaller chunk then holds for the rest of the run
     /// (larger slots still fit it). A later slot that cannot be had even so is given up for
     /// the run and the copy goes on with fewer slots; only the first one is required.
-    fn ensure_slots(
+    pub(crate) fn ensure_slots(
         &mut self,
         n: usize,
         src: &str,
@@ -531,7 +534,7 @@ impl<S: Staging> Pipeline<S> {
             threads,
             ..
         } = self;
-        let staging = &*staging;
+        let staging = &**staging;
         let worker = if use_async {
             crate::streams::run_async_worker::<S>
         } else {
@@ -599,7 +602,7 @@ impl<S: Staging> Pipeline<S> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, (u64, CopyError)> {
-        let staging = &self.staging;
+        let staging = &*self.staging;
         let slot = self.slots[self.chosen[0]]
             .as_mut()
             .expect("first_slot ran in copy");

@@ -2,8 +2,11 @@
 //! hardware (and, against the fake library, for CI).
 //!
 //! ```text
-//! roundtrip [--flavor hipfile|cufile] [--chunk BYTES] SRC DST
+//! roundtrip [--flavor hipfile|cufile] [--chunk BYTES] [--io-library PATH]
+//!           [--runtime-library PATH] SRC DST
 //! ```
+//!
+//! `--io-library` and `--runtime-library` name the exact files to load instead of searching.
 //!
 //! Both files are opened with O_DIRECT where the filesystem allows it, registered, and moved in
 //! chunks through one registered device buffer: every read and write is 4096-aligned in file
@@ -20,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use hipfile::{Device, DeviceBuffer, FileHandle, Flavor, Library, RegisteredBuffer};
+use hipfile::{Device, DeviceBuffer, FileHandle, Flavor, Library, LibraryPaths, RegisteredBuffer};
 
 /// Alignment of every O_DIRECT transfer (the kernel driver wants 4 KiB even where statx says
 /// 512).
@@ -29,15 +32,18 @@ const ALIGN: u64 = 4096;
 struct Args {
     flavor: Option<Flavor>,
     chunk: u64,
+    paths: LibraryPaths,
     src: PathBuf,
     dst: PathBuf,
 }
 
-const USAGE: &str = "usage: roundtrip [--flavor hipfile|cufile] [--chunk BYTES] SRC DST";
+const USAGE: &str = "usage: roundtrip [--flavor hipfile|cufile] [--chunk BYTES] \
+                     [--io-library PATH] [--runtime-library PATH] SRC DST";
 
 fn parse_args() -> Result<Args, String> {
     let mut flavor = None;
     let mut chunk = 64 << 20;
+    let mut libraries = LibraryPaths::default();
     let mut paths = Vec::new();
     let mut it = std::env::args_os().skip(1);
     while let Some(arg) = it.next() {
@@ -52,6 +58,8 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|&c| c > 0)
                     .ok_or("--chunk: expected a positive byte count")?;
             }
+            Some("--io-library") => libraries.io = it.next().map(PathBuf::from),
+            Some("--runtime-library") => libraries.runtime = it.next().map(PathBuf::from),
             Some("-h" | "--help") => return Err(USAGE.into()),
             _ => paths.push(PathBuf::from(arg)),
         }
@@ -60,19 +68,20 @@ fn parse_args() -> Result<Args, String> {
     Ok(Args {
         flavor,
         chunk: chunk.div_ceil(ALIGN) * ALIGN,
+        paths: libraries,
         src,
         dst,
     })
 }
 
-fn load(flavor: Option<Flavor>) -> Result<Library, String> {
+fn load(flavor: Option<Flavor>, paths: &LibraryPaths) -> Result<Library, String> {
     let order = match flavor {
         Some(f) => vec![f],
         None => vec![Flavor::HipFile, Flavor::CuFile],
     };
     let mut errors = Vec::new();
     for f in order {
-        match Library::load(f) {
+        match Library::load_from(f, paths) {
             Ok(lib) => return Ok(lib),
             Err(e) => errors.push(format!("{f}: {e}")),
         }
@@ -192,7 +201,7 @@ fn copy_bounce(
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let lib = load(args.flavor)?;
+    let lib = load(args.flavor, &args.paths)?;
     println!(
         "io library: {} ({})",
         lib.io_library_path().display(),

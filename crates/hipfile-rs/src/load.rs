@@ -1,7 +1,7 @@
 //! Finding the libraries and filling the function tables of [`crate::sys`].
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libloading::Library as DynLib;
 
@@ -9,30 +9,37 @@ use crate::error::LoadError;
 use crate::sys;
 use crate::Flavor;
 
-/// Environment variable: exact path of libhipfile (only that path is tried).
-pub const ENV_HIPFILE_LIB: &str = "AISCP_HIPFILE_LIB";
-/// Environment variable: exact path of the HIP runtime (libamdhip64).
-pub const ENV_HIP_LIB: &str = "AISCP_HIP_LIB";
-/// Environment variable: exact path of libcufile.
-pub const ENV_CUFILE_LIB: &str = "AISCP_CUFILE_LIB";
-/// Environment variable: exact path of the CUDA driver library (libcuda).
-pub const ENV_CUDA_LIB: &str = "AISCP_CUDA_LIB";
+/// Exact files to load instead of searching, for non-standard installs and for tests (which
+/// point them at a fake library). A path that is set is the only one tried for its library;
+/// the program using this crate decides where such paths come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LibraryPaths {
+    /// libhipfile / libcufile.
+    pub io: Option<PathBuf>,
+    /// The GPU runtime: libamdhip64 / libcuda.
+    pub runtime: Option<PathBuf>,
+}
+
+impl LibraryPaths {
+    /// Whether any path is given: then the caller asked for those files, whatever the
+    /// machine has.
+    pub fn any(&self) -> bool {
+        self.io.is_some() || self.runtime.is_some()
+    }
+}
 
 /// One library to find: names for the loader path and directories to look in after it.
 struct Wanted {
     library: &'static str,
-    override_var: &'static str,
     names: &'static [&'static str],
 }
 
 const HIPFILE: Wanted = Wanted {
     library: "libhipfile",
-    override_var: ENV_HIPFILE_LIB,
     names: &["libhipfile.so.0", "libhipfile.so"],
 };
 const HIP: Wanted = Wanted {
     library: "libamdhip64",
-    override_var: ENV_HIP_LIB,
     names: &[
         "libamdhip64.so.7",
         "libamdhip64.so.6",
@@ -42,12 +49,10 @@ const HIP: Wanted = Wanted {
 };
 const CUFILE: Wanted = Wanted {
     library: "libcufile",
-    override_var: ENV_CUFILE_LIB,
     names: &["libcufile.so.0", "libcufile.so"],
 };
 const CUDA: Wanted = Wanted {
     library: "libcuda",
-    override_var: ENV_CUDA_LIB,
     names: &["libcuda.so.1", "libcuda.so"],
 };
 
@@ -86,10 +91,11 @@ pub struct Loaded {
     pub path: PathBuf,
 }
 
-/// The candidate list: the override alone when set, else loader-path names then directories.
-fn candidates(wanted: &Wanted, dirs: &[PathBuf]) -> Vec<PathBuf> {
-    if let Some(path) = std::env::var_os(wanted.override_var).filter(|p| !p.is_empty()) {
-        return vec![PathBuf::from(path)];
+/// The candidate list: the exact path alone when given, else loader-path names then
+/// directories.
+fn candidates(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if let Some(path) = exact {
+        return vec![path.to_path_buf()];
     }
     let mut all: Vec<PathBuf> = wanted.names.iter().map(PathBuf::from).collect();
     for dir in dirs {
@@ -102,17 +108,17 @@ fn is_not_found(reason: &str) -> bool {
     reason.contains("No such file") || reason.contains("cannot open shared object file")
 }
 
-fn open(wanted: &Wanted, dirs: &[PathBuf]) -> Result<Loaded, LoadError> {
+fn open(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Result<Loaded, LoadError> {
     let mut searched = Vec::new();
     let mut refused: Option<(PathBuf, String)> = None;
-    for path in candidates(wanted, dirs) {
+    for path in candidates(wanted, exact, dirs) {
         searched.push(path.clone());
         // A path with a slash is a file: skip the loader when it plainly is not there.
         if path.components().count() > 1 && !path.exists() {
             continue;
         }
         // SAFETY: loading runs the library's initialisers; these are the vendor libraries
-        // (or the override the user named), which is what this crate exists to call.
+        // (or the exact file the caller named), which is what this crate exists to call.
         match unsafe { DynLib::new(OsString::from(path.as_os_str())) } {
             Ok(lib) => return Ok(Loaded { lib, path }),
             Err(e) => {
@@ -148,7 +154,8 @@ impl Resolver<'_> {
     /// # Safety
     /// `T` must be the exact C signature of `name`.
     unsafe fn get<T: Copy>(&self, name: &'static str) -> Result<T, LoadError> {
-        self.optional(name).ok_or_else(|| LoadError::MissingSymbol {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.optional(name) }.ok_or_else(|| LoadError::MissingSymbol {
             path: self.loaded.path.clone(),
             symbol: name,
         })
@@ -271,22 +278,31 @@ fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
     }
 }
 
-/// Finds and loads the I/O library of `flavor` (libhipfile / libcufile) and resolves its table.
-pub fn load_io(flavor: Flavor) -> Result<(sys::IoFunctions, Loaded), LoadError> {
-    let loaded = match flavor {
-        Flavor::HipFile => open(&HIPFILE, &extra_dirs(flavor))?,
-        Flavor::CuFile => open(&CUFILE, &extra_dirs(flavor))?,
+/// Loads the I/O library of `flavor` (libhipfile / libcufile) from `exact`, or finds it, and
+/// resolves its table.
+pub fn load_io(
+    flavor: Flavor,
+    exact: Option<&Path>,
+) -> Result<(sys::IoFunctions, Loaded), LoadError> {
+    let wanted = match flavor {
+        Flavor::HipFile => &HIPFILE,
+        Flavor::CuFile => &CUFILE,
     };
+    let loaded = open(wanted, exact, &extra_dirs(flavor))?;
     Ok((io_functions(&loaded, flavor)?, loaded))
 }
 
-/// Finds and loads the GPU runtime of `flavor` (libamdhip64 / libcuda) and resolves its table.
-pub fn load_runtime(flavor: Flavor) -> Result<(sys::RuntimeFunctions, Loaded), LoadError> {
-    let dirs = extra_dirs(flavor);
-    let loaded = match flavor {
-        Flavor::HipFile => open(&HIP, &dirs)?,
-        Flavor::CuFile => open(&CUDA, &dirs)?,
+/// Loads the GPU runtime of `flavor` (libamdhip64 / libcuda) from `exact`, or finds it, and
+/// resolves its table.
+pub fn load_runtime(
+    flavor: Flavor,
+    exact: Option<&Path>,
+) -> Result<(sys::RuntimeFunctions, Loaded), LoadError> {
+    let wanted = match flavor {
+        Flavor::HipFile => &HIP,
+        Flavor::CuFile => &CUDA,
     };
+    let loaded = open(wanted, exact, &extra_dirs(flavor))?;
     let table = match flavor {
         Flavor::HipFile => sys::RuntimeFunctions::Hip(hip_functions(&loaded)?),
         Flavor::CuFile => sys::RuntimeFunctions::Cuda(cuda_functions(&loaded)?),

@@ -4,7 +4,6 @@
 //! one another on the legacy default stream, as synchronous hipMemcpy / cuMemcpy do.
 
 use crate::{sys, Device, DeviceBuffer, Error, PinnedBuffer};
-use std::ffi::c_void;
 
 /// Pinned host memory plus the stream its copies run on. Host access ([`CopyWindow::host`])
 /// waits for the queued copies first, so the host never touches bytes a copy is moving.
@@ -29,18 +28,7 @@ impl Device {
     /// `len` bytes of pinned host memory with a non-blocking stream for its copies.
     pub fn alloc_window(&self, len: usize) -> Result<CopyWindow, Error> {
         let window = self.alloc_pinned(len)?;
-        let rt = self.runtime();
-        let mut stream: sys::StreamRaw = std::ptr::null_mut();
-        match &rt.inner.table {
-            // SAFETY: valid out pointer; destroyed in CopyWindow::drop.
-            sys::RuntimeFunctions::Hip(hip) => rt.check("hipStreamCreateWithFlags", unsafe {
-                (hip.stream_create_with_flags)(&mut stream, sys::STREAM_NON_BLOCKING)
-            })?,
-            // SAFETY: as above.
-            sys::RuntimeFunctions::Cuda(cu) => rt.check("cuStreamCreate", unsafe {
-                (cu.stream_create)(&mut stream, sys::STREAM_NON_BLOCKING)
-            })?,
-        }
+        let stream = self.runtime().stream_create()?;
         Ok(CopyWindow {
             stream,
             pending: false,
@@ -113,42 +101,17 @@ impl CopyWindow {
             return Ok(());
         }
         self.device.make_current()?;
-        let rt = self.device.runtime();
         let host = self.window.as_mut_slice().as_mut_ptr();
-        let dev_addr = dev.addr + dev_off;
+        let dev_addr = dev.addr() + dev_off;
         // Marked before the call: a failed enqueue may still have queued part of the work.
         self.pending = true;
-        match (&rt.inner.table, to_device) {
-            // SAFETY: both ranges are checked; the host side is pinned memory owned by self,
-            // not handed out again before the stream is synchronized (host() waits), and the
-            // device side outlives the copy (the type's contract).
-            (sys::RuntimeFunctions::Hip(hip), true) => rt.check("hipMemcpyAsync", unsafe {
-                (hip.memcpy_async)(
-                    dev_addr as *mut c_void,
-                    host.cast(),
-                    len,
-                    sys::HIP_MEMCPY_HOST_TO_DEVICE,
-                    self.stream,
-                )
-            }),
-            // SAFETY: as above.
-            (sys::RuntimeFunctions::Hip(hip), false) => rt.check("hipMemcpyAsync", unsafe {
-                (hip.memcpy_async)(
-                    host.cast(),
-                    dev_addr as *const c_void,
-                    len,
-                    sys::HIP_MEMCPY_DEVICE_TO_HOST,
-                    self.stream,
-                )
-            }),
-            // SAFETY: as above.
-            (sys::RuntimeFunctions::Cuda(cu), true) => rt.check("cuMemcpyHtoDAsync_v2", unsafe {
-                (cu.memcpy_htod_async)(dev_addr as sys::CuDevicePtr, host.cast(), len, self.stream)
-            }),
-            // SAFETY: as above.
-            (sys::RuntimeFunctions::Cuda(cu), false) => rt.check("cuMemcpyDtoHAsync_v2", unsafe {
-                (cu.memcpy_dtoh_async)(host.cast(), dev_addr as sys::CuDevicePtr, len, self.stream)
-            }),
+        // SAFETY: both ranges are checked; the host side is pinned memory owned by self, not
+        // handed out again before the stream is synchronized (host() waits), and the device
+        // side outlives the copy (the type's contract).
+        unsafe {
+            self.device
+                .runtime()
+                .memcpy_async(to_device, host, dev_addr, len, self.stream)
         }
     }
 }

@@ -14,7 +14,8 @@ use std::path::Path;
 use hipfile::{Device, Error, Flavor, Library, RegisteredBuffer};
 
 fn device(index: u32) -> Device {
-    let lib = Library::load(Flavor::HipFile).expect("load the fake library");
+    let lib =
+        Library::load_from(Flavor::HipFile, &common::fake_paths()).expect("load the fake library");
     assert_eq!(lib.flavor(), Flavor::HipFile);
     let driver = lib.open_driver().expect("open the driver");
     driver.device(index).expect("device")
@@ -61,9 +62,9 @@ fn sync_io_moves_exact_bytes() {
                 "{:?}",
                 lib.version()
             );
-            // The override the parent set is exactly what was loaded.
-            let wanted = std::env::var_os(hipfile::ENV_HIPFILE_LIB).expect("override set");
-            assert_eq!(lib.io_library_path(), Path::new(&wanted));
+            // The exact path given is exactly what was loaded.
+            let wanted = common::fake_paths().io.expect("fake library path");
+            assert_eq!(lib.io_library_path(), wanted);
             let dir = tempfile::tempdir().unwrap();
             let mut buf = registered(&dev, 128 * 1024);
             for (i, &size) in SIZES.iter().enumerate() {
@@ -371,7 +372,7 @@ fn driver_open_fault() {
         "driver=5026",
         None,
         || {
-            let lib = Library::load(Flavor::HipFile).unwrap();
+            let lib = Library::load_from(Flavor::HipFile, &common::fake_paths()).unwrap();
             let err = lib.open_driver().err().expect("driver refused");
             assert_eq!(err.code(), Some(5026), "{err}");
         },
@@ -386,7 +387,7 @@ fn no_device_is_typed() {
         "",
         Some(0),
         || {
-            let lib = Library::load(Flavor::HipFile).unwrap();
+            let lib = Library::load_from(Flavor::HipFile, &common::fake_paths()).unwrap();
             assert_eq!(lib.device_count().unwrap_err().code(), Some(100));
             // Like the real runtime, the driver refuses to open without a GPU.
             let err = lib.open_driver().err().expect("no driver without a device");
@@ -405,7 +406,7 @@ fn device_index_is_checked() {
         "",
         Some(2),
         || {
-            let lib = Library::load(Flavor::HipFile).unwrap();
+            let lib = Library::load_from(Flavor::HipFile, &common::fake_paths()).unwrap();
             assert_eq!(lib.device_count().unwrap(), 2);
             let driver = lib.open_driver().unwrap();
             let one = driver.device(1).unwrap();
@@ -629,7 +630,7 @@ fn objects_outlive_the_handles_that_made_them() {
             let dir = tempfile::tempdir().unwrap();
             let f = File::open(file_with(dir.path(), "f", &common::random_bytes(4096))).unwrap();
             let (h, mut buf) = {
-                let lib = Library::load(Flavor::HipFile).unwrap();
+                let lib = Library::load_from(Flavor::HipFile, &common::fake_paths()).unwrap();
                 let driver = lib.open_driver().unwrap();
                 let dev = driver.device(0).unwrap();
                 let h = dev.register_file(f.as_fd()).unwrap();
@@ -651,7 +652,8 @@ fn staging_device_copies_without_opening_the_driver() {
         "",
         None,
         || {
-            let lib = Library::load(Flavor::HipFile).expect("load the fake library");
+            let lib = Library::load_from(Flavor::HipFile, &common::fake_paths())
+                .expect("load the fake library");
             let dev = lib.staging_device(0).expect("staging device");
             assert!(dev.driver().is_none());
             let data = common::random_bytes(3 * 4096 + 17);
@@ -696,7 +698,7 @@ fn pci_bus_ids_and_memory_per_device() {
                 "AISCP_FAKE_GPU_BUS_IDS",
                 "0000:03:00.0,0000:43:00.0,0000:C4:00.0",
             );
-            let lib = Library::load(Flavor::HipFile).unwrap();
+            let lib = Library::load_from(Flavor::HipFile, &common::fake_paths()).unwrap();
             assert_eq!(lib.device_count().unwrap(), 3);
             let ids: Vec<_> = (0..3).map(|i| lib.pci_bus_id(i).unwrap()).collect();
             assert_eq!(

@@ -1,36 +1,16 @@
-//! Loading: overrides, typed errors that list what was searched, and the genuine HIP runtime
+//! Loading: exact paths, typed errors that list what was searched, and the genuine HIP runtime
 //! (Debian's libamdhip64.so.5) on a machine without an AMD GPU.
-//!
-//! The overrides are process-wide environment variables, so every test here holds `ENV`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use hipfile::{Flavor, Library, LoadError, Runtime};
+use hipfile::{Flavor, Library, LibraryPaths, LoadError, Runtime};
 
-static ENV: Mutex<()> = Mutex::new(());
-
-const VARS: [&str; 4] = [
-    "AISCP_HIPFILE_LIB",
-    "AISCP_HIP_LIB",
-    "AISCP_CUFILE_LIB",
-    "AISCP_CUDA_LIB",
-];
-
-/// Runs `f` with exactly the given overrides set (the others removed).
-fn with_overrides<R>(set: &[(&str, &Path)], f: impl FnOnce() -> R) -> R {
-    let _guard = ENV.lock().unwrap_or_else(|e| e.into_inner());
-    for v in VARS {
-        std::env::remove_var(v);
+/// Exact paths for the I/O library and the runtime.
+fn exact(io: Option<&Path>, runtime: Option<&Path>) -> LibraryPaths {
+    LibraryPaths {
+        io: io.map(Path::to_path_buf),
+        runtime: runtime.map(Path::to_path_buf),
     }
-    for (k, v) in set {
-        std::env::set_var(k, v);
-    }
-    let r = f();
-    for v in VARS {
-        std::env::remove_var(v);
-    }
-    r
 }
 
 fn libc_path() -> PathBuf {
@@ -49,13 +29,11 @@ fn libc_path() -> PathBuf {
 const REAL_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 
 #[test]
-fn a_bad_override_path_is_the_only_path_tried() {
+fn a_bad_exact_path_is_the_only_path_tried() {
     let bogus = Path::new("/nonexistent/aiscp/libamdhip64.so.5");
-    for (var, flavor) in [
-        ("AISCP_HIP_LIB", Flavor::HipFile),
-        ("AISCP_CUDA_LIB", Flavor::CuFile),
-    ] {
-        let err = with_overrides(&[(var, bogus)], || Library::load(flavor).err())
+    for flavor in [Flavor::HipFile, Flavor::CuFile] {
+        let err = Library::load_from(flavor, &exact(None, Some(bogus)))
+            .err()
             .expect("a missing library must not load");
         match &err {
             LoadError::NotFound { searched, .. } => assert_eq!(searched, &[bogus.to_path_buf()]),
@@ -70,10 +48,9 @@ fn an_unloadable_file_is_reported_with_the_loader_reason() {
     let dir = tempfile::tempdir().unwrap();
     let not_elf = dir.path().join("libhipfile.so.0");
     std::fs::write(&not_elf, b"this is not a shared object").unwrap();
-    let err = with_overrides(&[("AISCP_HIP_LIB", &not_elf)], || {
-        Runtime::load(Flavor::HipFile).err()
-    })
-    .expect("a text file must not load");
+    let err = Runtime::load_from(Flavor::HipFile, Some(&not_elf))
+        .err()
+        .expect("a text file must not load");
     match &err {
         LoadError::Unloadable {
             path,
@@ -92,10 +69,9 @@ fn an_unloadable_file_is_reported_with_the_loader_reason() {
 #[test]
 fn a_library_without_the_symbols_names_the_missing_one() {
     let libc = libc_path();
-    let err = with_overrides(&[("AISCP_HIP_LIB", &libc)], || {
-        Runtime::load(Flavor::HipFile).err()
-    })
-    .expect("libc is no HIP runtime");
+    let err = Runtime::load_from(Flavor::HipFile, Some(&libc))
+        .err()
+        .expect("libc is no HIP runtime");
     match &err {
         LoadError::MissingSymbol { path, symbol } => {
             assert_eq!(path, &libc);
@@ -105,10 +81,9 @@ fn a_library_without_the_symbols_names_the_missing_one() {
     }
     assert!(err.to_string().contains("hipGetDeviceCount"));
 
-    let err = with_overrides(&[("AISCP_CUDA_LIB", &libc)], || {
-        Runtime::load(Flavor::CuFile).err()
-    })
-    .expect("libc is no CUDA driver");
+    let err = Runtime::load_from(Flavor::CuFile, Some(&libc))
+        .err()
+        .expect("libc is no CUDA driver");
     assert!(
         matches!(
             &err,
@@ -122,19 +97,17 @@ fn a_library_without_the_symbols_names_the_missing_one() {
 }
 
 #[test]
-fn hipfile_override_pointing_at_libc_lacks_driver_open() {
+fn hipfile_path_pointing_at_libc_lacks_driver_open() {
     if !Path::new(REAL_HIP).exists() {
         eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
         return;
     }
     let libc = libc_path();
-    let err = with_overrides(
-        &[
-            ("AISCP_HIP_LIB", Path::new(REAL_HIP)),
-            ("AISCP_HIPFILE_LIB", &libc),
-        ],
-        || Library::load(Flavor::HipFile).err(),
+    let err = Library::load_from(
+        Flavor::HipFile,
+        &exact(Some(&libc), Some(Path::new(REAL_HIP))),
     )
+    .err()
     .expect("libc is no hipFile");
     assert!(
         matches!(&err, LoadError::MissingSymbol { symbol: "hipFileDriverOpen", path } if path == &libc),
@@ -144,9 +117,9 @@ fn hipfile_override_pointing_at_libc_lacks_driver_open() {
 
 #[test]
 fn default_search_lists_every_candidate() {
-    // Without overrides, whatever is missing on this machine is reported with the full list.
+    // Without exact paths, whatever is missing on this machine is reported with the full list.
     // (On a machine that has the libraries the load simply succeeds.)
-    let result = with_overrides(&[], || Library::load(Flavor::CuFile).err());
+    let result = Library::load(Flavor::CuFile).err();
     if let Some(LoadError::NotFound { library, searched }) = result {
         assert!(library == "libcuda" || library == "libcufile", "{library}");
         let shown: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
@@ -159,7 +132,7 @@ fn default_search_lists_every_candidate() {
                 .any(|p| p == "/usr/local/cuda/lib64/libcufile.so.0"));
         }
     }
-    let result = with_overrides(&[], || Library::load(Flavor::HipFile).err());
+    let result = Library::load(Flavor::HipFile).err();
     if let Some(LoadError::NotFound { library, searched }) = result {
         let shown: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
         if library == "libhipfile" {
@@ -178,10 +151,8 @@ fn genuine_hip_runtime_reports_no_device() {
         eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
         return;
     }
-    let rt = with_overrides(&[("AISCP_HIP_LIB", Path::new(REAL_HIP))], || {
-        Runtime::load(Flavor::HipFile)
-    })
-    .expect("the genuine HIP runtime resolves every symbol we use");
+    let rt = Runtime::load_from(Flavor::HipFile, Some(Path::new(REAL_HIP)))
+        .expect("the genuine HIP runtime resolves every symbol we use");
     assert_eq!(rt.path(), Path::new(REAL_HIP));
     assert_eq!(rt.flavor(), Flavor::HipFile);
     let version = rt.version().expect("hipRuntimeGetVersion");
@@ -192,5 +163,45 @@ fn genuine_hip_runtime_reports_no_device() {
             assert!(e.to_string().contains("hipGetDeviceCount"), "{e}");
         }
         Ok(n) => panic!("this machine has no AMD GPU, yet {n} reported"),
+    }
+}
+
+#[test]
+fn the_crate_reads_no_variables_of_its_callers() {
+    // aiscp's AISCP_* variables are read by aiscp and passed as paths; the crate's own search
+    // must not see them. Run in a child so that setting a variable races with no other test.
+    const CHILD: &str = "HIPFILE_RS_TEST_NO_VARIABLES";
+    let bogus = "/nonexistent/aiscp/set-by-a-caller.so";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["the_crate_reads_no_variables_of_its_callers", "--exact"])
+            .env(CHILD, "1")
+            .envs(
+                [
+                    "AISCP_HIPFILE_LIB",
+                    "AISCP_HIP_LIB",
+                    "AISCP_CUFILE_LIB",
+                    "AISCP_CUDA_LIB",
+                ]
+                .map(|v| (v, bogus)),
+            )
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    for flavor in [Flavor::HipFile, Flavor::CuFile] {
+        if let Err(LoadError::NotFound { searched, .. }) = Library::load(flavor) {
+            assert!(
+                !searched.iter().any(|p| p == Path::new(bogus)),
+                "{flavor}: searched a caller's variable: {searched:?}"
+            );
+            assert!(searched.len() > 1, "{searched:?}");
+        }
     }
 }

@@ -45,6 +45,10 @@ fn roundtrip(size: usize, faults: &str) -> Run {
     let report = dir.path().join("report.txt");
     let out = Command::new(example())
         .args(["--flavor", "hipfile", "--chunk", &CHUNK.to_string()])
+        .arg("--io-library")
+        .arg(common::fake_library())
+        .arg("--runtime-library")
+        .arg(common::fake_library())
         .arg(&src_path)
         .arg(&dst_path)
         .envs(common::fake_env(faults, None, &report))

@@ -96,7 +96,9 @@ impl GpuStaging {
         request: &Request,
         diag: &mut dyn FnMut(&str),
     ) -> Result<GpuStaging, OpenError> {
-        let library = hipfile::Library::load(flavor).map_err(|e| OpenError::Library(e.into()))?;
+        let paths = super::library_paths::library_paths(flavor);
+        let library = hipfile::Library::load_from(flavor, &paths)
+            .map_err(|e| OpenError::Library(e.into()))?;
         let count = library.device_count().map_err(OpenError::Library)?;
         if count == 0 {
             return Err(OpenError::Library(Error::Os(std::io::Error::other(

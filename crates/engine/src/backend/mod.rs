@@ -13,6 +13,7 @@
 
 pub mod gpu;
 pub mod host;
+pub mod library_paths;
 
 use hipfile::{Error, Flavor};
 use std::convert::Infallible;
@@ -348,7 +349,7 @@ pub fn load(
         // Trying a vendor's libraries on a machine without its kernel driver only costs
         // start-up time; an explicit --backend or an AISCP_* override still tries them.
         let guessing = matches!(request.backend, BackendChoice::Auto | BackendChoice::Gpu);
-        if guessing && !flavor.driver_present() && !flavor.overridden() {
+        if guessing && !flavor.driver_present() && !library_paths::library_paths(flavor).any() {
             let why = format!(
                 "{}: no GPU driver ({} not found)",
                 flavor.name(),

@@ -32,12 +32,25 @@ pub fn fake_library() -> &'static Path {
     PATH.get_or_init(fake_gpu_build::build_fake_gpu)
 }
 
-/// The environment that points hipfile-rs at the fake library.
+/// Set in the child to the fake library's path (the crate reads no variables itself).
+pub const FAKE_LIB_VAR: &str = "HIPFILE_RS_TEST_FAKE_LIB";
+
+/// In the child: the fake library as both the I/O library and the runtime.
+pub fn fake_paths() -> hipfile::LibraryPaths {
+    let lib = std::env::var_os(FAKE_LIB_VAR).map(PathBuf::from);
+    assert!(lib.is_some(), "{FAKE_LIB_VAR} is set by the parent test");
+    hipfile::LibraryPaths {
+        io: lib.clone(),
+        runtime: lib,
+    }
+}
+
+/// The environment for a child running against the fake library: where it is (see
+/// [`fake_paths`]), and the fake's own settings.
 pub fn fake_env(faults: &str, devices: Option<u32>, report: &Path) -> Vec<(String, String)> {
     let lib = fake_library().display().to_string();
     let mut env = vec![
-        ("AISCP_HIPFILE_LIB".to_owned(), lib.clone()),
-        ("AISCP_HIP_LIB".to_owned(), lib),
+        (FAKE_LIB_VAR.to_owned(), lib),
         ("AISCP_FAKE_GPU_FAULTS".to_owned(), faults.to_owned()),
         (
             "AISCP_FAKE_GPU_REPORT".to_owned(),

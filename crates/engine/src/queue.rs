@@ -1,0 +1,503 @@
+//! Many files in flight: whole files handed to workers that each own one staging slot (lent
+//! from the pipeline's), so the caller goes on (opens and creates the next files) while bytes
+//! move, and several files move at once. A queued file takes the bounce route on one thread:
+//! one read into the slot, one trip through GPU memory, one write per slot's worth, with
+//! buffered I/O below [`QueueLimits::direct_from`] (the page cache takes a small write at
+//! once where an O_DIRECT one waits for the disk) and O_DIRECT for the aligned part above it.
+//!
+//! The engine knows nothing of the order the caller must report in: results come back as
+//! they finish ([`crate::Engine::next_finished`]), each with its [`Ticket`], and the caller
+//! orders them. A synchronous [`crate::Engine::copy`] first waits for every queued file
+//! (their results are kept for `next_finished`) and takes the slots back.
+
+use crate::backend::Staging;
+use crate::bounce::{self, Ctx, Names, Reader, Writer};
+use crate::fileio::{self, MIN_ALIGN};
+use crate::pipeline::Pipeline;
+use crate::quote::quote;
+use crate::stages::{Stage, StageClock, StageTimes};
+use crate::{CopyError, ProgressSink, SparseMode};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How much may be queued at once, and how queued files are read and written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Files queued or being copied; 0 turns queueing off (every file is copied in turn).
+    pub files: usize,
+    /// Bytes of the files queued or being copied (one file is always let in).
+    pub bytes: u64,
+    /// Files of at least this size read and write their aligned part with O_DIRECT; smaller
+    /// ones go through the page cache.
+    pub direct_from: u64,
+}
+
+impl Default for QueueLimits {
+    /// 64 files hold 128 descriptors, well inside the usual 1024. On the 2-core dev VM's virtio
+    /// ext4 buffered I/O won for every size with files in flight (BENCHMARKS.md, "Many files
+    /// in flight"); O_DIRECT still serves files from 8 MiB, where the page cache only adds a
+    /// copy.
+    fn default() -> QueueLimits {
+        QueueLimits {
+            files: 64,
+            bytes: 256 << 20,
+            direct_from: 8 << 20,
+        }
+    }
+}
+
+/// One whole regular file to copy into a regular DST, owned while it is in flight.
+pub struct QueuedJob {
+    pub src: File,
+    pub src_name: PathBuf,
+    /// SRC's size when it was opened; the copy goes on to EOF if it grew.
+    pub len: u64,
+    pub dst: File,
+    pub dst_name: PathBuf,
+    pub sparse: SparseMode,
+    pub progress: Arc<dyn ProgressSink + Send + Sync>,
+}
+
+/// Names a queued file among those in flight, in the order they were queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ticket(pub u64);
+
+/// A queued file whose copy ended: DST holds its final size (on error, the bytes known to be
+/// copied), the files come back to the caller.
+pub struct Finished {
+    pub ticket: Ticket,
+    pub job: QueuedJob,
+    pub result: Result<u64, CopyError>,
+    pub stages: StageTimes,
+    /// --debug lines, with the time since the engine started.
+    pub(crate) debug: Vec<(Duration, String)>,
+}
+
+/// What the workers need besides their slot.
+struct Shared<S> {
+    staging: Arc<S>,
+    cancel: Arc<AtomicBool>,
+    chunk: usize,
+    direct_from: u64,
+    verify: bool,
+    /// The engine's start, for --debug stamps; None without --debug.
+    debug: Option<Instant>,
+}
+
+/// The workers and what is in flight.
+pub(crate) struct Flight<S: Staging> {
+    jobs: Option<mpsc::Sender<(Ticket, QueuedJob)>>,
+    done: mpsc::Receiver<Finished>,
+    workers: Vec<JoinHandle<(usize, S::Slot)>>,
+    /// Files and bytes sent and not yet handed back.
+    files: usize,
+    bytes: u64,
+    /// Sizes of the files in flight, to take off `bytes` when they come back.
+    sizes: std::collections::HashMap<Ticket, u64>,
+}
+
+impl<S: Staging> Flight<S> {
+    /// Stops the workers once the queue is empty; returns their slots by index.
+    fn land(mut self) -> Vec<(usize, S::Slot)> {
+        self.jobs = None;
+        std::mem::take(&mut self.workers)
+            .into_iter()
+            .filter_map(|w| w.join().ok())
+            .collect()
+    }
+}
+
+impl<S: Staging> Drop for Flight<S> {
+    fn drop(&mut self) {
+        // Workers see the queue closed once it is empty; their slots go back before the
+        // staging (held by the pipeline) is dropped.
+        self.jobs = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Queue state kept by the engine across flights: results already received, and the count.
+#[derive(Default)]
+pub(crate) struct Landed {
+    pub(crate) finished: VecDeque<Finished>,
+    pub(crate) next_ticket: u64,
+}
+
+impl<S> Pipeline<S>
+where
+    S: Staging + Send + 'static,
+    S::Slot: 'static,
+{
+    /// Whether the flight has room for a file of `len` bytes.
+    pub(crate) fn has_room(&self, limits: &QueueLimits, len: u64) -> bool {
+        match &self.flight {
+            None => limits.files > 0,
+            Some(f) => f.files < limits.files && (f.files == 0 || f.bytes + len <= limits.bytes),
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.flight.as_ref().map_or(0, |f| f.files)
+    }
+
+    /// Sends `job` to the workers, starting them (with every slot that can be had) first.
+    pub(crate) fn submit(
+        &mut self,
+        ticket: Ticket,
+        job: QueuedJob,
+        limits: &QueueLimits,
+        config: (&Arc<AtomicBool>, bool, Option<Instant>),
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<(), Box<(QueuedJob, CopyError)>> {
+        if self.flight.is_none() {
+            let want = self.chosen.len();
+            let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
+                Ok(n) => n,
+                Err(e) => return Err(Box::new((job, e))),
+            };
+            let (jobs_tx, jobs_rx) = mpsc::channel::<(Ticket, QueuedJob)>();
+            let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+            let (done_tx, done_rx) = mpsc::channel();
+            let mut workers = Vec::new();
+            for &i in &self.chosen[..n] {
+                let Some(slot) = self.slots[i].take() else {
+                    continue;
+                };
+                let shared = Shared {
+                    staging: Arc::clone(&self.staging),
+                    cancel: Arc::clone(config.0),
+                    chunk: self.chunk,
+                    direct_from: limits.direct_from,
+                    verify: config.1,
+                    debug: config.2,
+                };
+                let (rx, tx) = (Arc::clone(&jobs_rx), done_tx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("aiscp-file-{i}"))
+                    .spawn(move || worker(shared, i, slot, &rx, &tx));
+                match spawned {
+                    Ok(w) => workers.push(w),
+                    // The slot went with the closure; the system refused a thread: fewer workers.
+                    Err(e) => diag(&format!("file worker {i}: {e}")),
+                }
+            }
+            if workers.is_empty() {
+                // Slots lost with the refused threads are made again on the next copy.
+                return Err(Box::new((job, no_workers())));
+            }
+            diag(&format!("{} file worker(s) started", workers.len()));
+            self.flight = Some(Flight {
+                jobs: Some(jobs_tx),
+                done: done_rx,
+                workers,
+                files: 0,
+                bytes: 0,
+                sizes: Default::default(),
+            });
+        }
+        let flight = self.flight.as_mut().expect("started above");
+        let len = job.len;
+        let Some(tx) = flight.jobs.as_ref() else {
+            unreachable!("the queue is open while the flight is");
+        };
+        match tx.send((ticket, job)) {
+            Ok(()) => {
+                flight.files += 1;
+                flight.bytes += len;
+                flight.sizes.insert(ticket, len);
+                Ok(())
+            }
+            // Every worker has ended (a panic): the caller copies the file itself.
+            Err(mpsc::SendError((_, job))) => Err(Box::new((job, no_workers()))),
+        }
+    }
+
+    /// The next file whose copy ended: waits for one when `block` and files are in flight.
+    pub(crate) fn receive(&mut self, block: bool) -> Option<Finished> {
+        let flight = self.flight.as_mut()?;
+        if flight.files == 0 {
+            return None;
+        }
+        let got = if block {
+            flight.done.recv().ok()
+        } else {
+            flight.done.try_recv().ok()
+        };
+        let f = got?;
+        flight.files -= 1;
+        flight.bytes -= flight.sizes.remove(&f.ticket).unwrap_or(0);
+        self.run_stages.add(&f.stages);
+        self.last_stages = f.stages;
+        Some(f)
+    }
+
+    /// Waits for every file in flight (their results appended to `into`), stops the workers
+    /// and takes their slots back, so the pipeline has them all again.
+    pub(crate) fn land(&mut self, into: &mut VecDeque<Finished>) {
+        if self.flight.is_none() {
+            return;
+        }
+        while let Some(f) = self.receive(true) {
+            into.push_back(f);
+        }
+        let flight = self.flight.take().expect("checked above");
+        for (i, slot) in flight.land() {
+            self.slots[i] = Some(slot);
+        }
+    }
+}
+
+/// A worker: copies queued files through its slot until the queue closes; gives the slot back.
+fn worker<S: Staging>(
+    shared: Shared<S>,
+    index: usize,
+    mut slot: S::Slot,
+    jobs: &Mutex<mpsc::Receiver<(Ticket, QueuedJob)>>,
+    done: &mpsc::Sender<Finished>,
+) -> (usize, S::Slot) {
+    loop {
+        let next = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        let Ok((ticket, job)) = next else {
+            return (index, slot);
+        };
+        let clock = StageClock::default();
+        let started = Instant::now();
+        let mut debug = Vec::new();
+        let mut result = copy_whole(&shared, &mut slot, &job, &clock, &mut debug);
+        let stages = clock.times();
+        if let (Some(engine_start), Ok(end)) = (shared.debug, &result) {
+            let secs = started.elapsed().as_secs_f64();
+            debug.push((
+                engine_start.elapsed(),
+                format!(
+                    "{}: {end} bytes in {secs:.3} s (slot {index}, in flight); thread time: {}",
+                    quote(&job.dst_name),
+                    stages.describe()
+                ),
+            ));
+        }
+        if shared.verify && result.is_ok() {
+            result = crate::verify::verify(&job.src, &job.src_name, &job.dst, &job.dst_name)
+                .map(|checked| {
+                    if let Some(t0) = shared.debug {
+                        debug.push((t0.elapsed(), checked.describe(&job.dst_name)));
+                    }
+                    result.unwrap_or(0)
+                })
+                .map_err(CopyError::from);
+        }
+        let finished = Finished {
+            ticket,
+            job,
+            result,
+            stages,
+            debug,
+        };
+        if done.send(finished).is_err() {
+            return (index, slot);
+        }
+    }
+}
+
+/// Copies one queued file through `slot` and sets DST's size: the data extents in turn (the
+/// last one on to EOF, should SRC have grown), O_DIRECT for the aligned part of a file of at
+/// least `direct_from` bytes. On error DST is cut back to the bytes known to be copied.
+fn copy_whole<S: Staging>(
+    shared: &Shared<S>,
+    slot: &mut S::Slot,
+    job: &QueuedJob,
+    clock: &StageClock,
+    debug: &mut Vec<(Duration, String)>,
+) -> Result<u64, CopyError> {
+    let names = Names {
+        src: quote(&job.src_name),
+        dst: quote(&job.dst_name),
+    };
+    let cx = Ctx {
+        names: &names,
+        cancel: &shared.cancel,
+        clock,
+    };
+    let progress = &*job.progress;
+    progress.file_started(&job.src_name, Some(job.len));
+    let result = copy_extents(shared, slot, job, &cx, debug);
+    progress.file_finished();
+    match result {
+        Ok(end) => {
+            job.dst.set_len(end).map_err(|e| CopyError::Extend {
+                name: names.dst.clone(),
+                source: e,
+            })?;
+            Ok(end)
+        }
+        Err((copied, e)) => {
+            // Never leave DST padded past what was copied; the copy error wins.
+            let _ = job.dst.set_len(copied);
+            Err(e)
+        }
+    }
+}
+
+fn copy_extents<S: Staging>(
+    shared: &Shared<S>,
+    slot: &mut S::Slot,
+    job: &QueuedJob,
+    cx: &Ctx<'_>,
+    debug: &mut Vec<(Duration, String)>,
+) -> Result<u64, (u64, CopyError)> {
+    let staging = &*shared.staging;
+    let names = cx.names;
+    cx.check_cancel().map_err(|e| (0, e))?;
+    cx.clock
+        .time(Stage::Open, || staging.enter_worker(slot))
+        .map_err(|e| (0, names.read(e)))?;
+    let len = job.len;
+    let extents = match job.sparse {
+        SparseMode::Never => std::iter::once(0..len).collect(),
+        _ => fileio::data_extents(&job.src, len).map_err(|e| (0, names.read(e)))?,
+    };
+    // O_DIRECT for the aligned part of a large file, where both files take it.
+    let (mut split, mut align_used) = (0, 0);
+    if len >= shared.direct_from && job.sparse != SparseMode::Always {
+        let align =
+            fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
+        let aligned = len & !(align - 1);
+        if aligned > 0 && align <= staging.slot_alignment() && (shared.chunk as u64) >= align {
+            let on = cx.clock.time(Stage::Open, || -> std::io::Result<bool> {
+                if !fileio::set_direct(job.src.as_fd())? {
+                    return Ok(false);
+                }
+                if !fileio::set_direct(job.dst.as_fd())? {
+                    fileio::clear_direct(job.src.as_fd())?;
+                    return Ok(false);
+                }
+                Ok(true)
+            });
+            match on {
+                Ok(true) => (split, align_used) = (aligned, align),
+                Ok(false) => {}
+                Err(e) => return Err((0, names.read(e))),
+            }
+        }
+    }
+    let route = if split > 0 { "O_DIRECT" } else { "bounce" };
+    job.progress.route(route, route);
+    if let Some(t0) = shared.debug {
+        debug.push((
+            t0.elapsed(),
+            format!(
+                "{} -> {}: {len} bytes, {} extent(s), in flight, read and write {route}{}",
+                names.src,
+                names.dst,
+                extents.len(),
+                match split {
+                    0 => String::new(),
+                    s => format!(" to {s}, then bounce"),
+                }
+            ),
+        ));
+    }
+    let mut span = Span {
+        staging,
+        slot,
+        job,
+        cx,
+        chunk: shared.chunk,
+    };
+    if split > 0 {
+        let direct = span.copy(&clip(&extents, 0..split), align_used, None);
+        // Buffered again for the tail, and the files go back as they came.
+        let cleared = fileio::clear_direct(job.src.as_fd())
+            .map_err(|e| names.read(e))
+            .and_then(|()| fileio::clear_direct(job.dst.as_fd()).map_err(|e| names.write(e)));
+        let stopped = direct?;
+        cleared.map_err(|e| (stopped.unwrap_or(split), e))?;
+        if let Some(stop) = stopped {
+            // SRC shrank: the rest of what it has, buffered.
+            return span.copy(&[], 0, Some(stop)).map(|end| end.unwrap_or(stop));
+        }
+    }
+    // On past the last extent to EOF when it reaches SRC's end (SRC may have grown).
+    let tail = extents.last().map_or(true, |e| e.end >= len).then_some(len);
+    let end = span.copy(&clip(&extents, split..len), 0, tail)?;
+    Ok(end.unwrap_or(len))
+}
+
+/// `extents` cut to `within`.
+fn clip(extents: &[Range<u64>], within: Range<u64>) -> Vec<Range<u64>> {
+    extents
+        .iter()
+        .map(|e| e.start.max(within.start)..e.end.min(within.end))
+        .filter(|e| e.start < e.end)
+        .collect()
+}
+
+/// The slot and files one queued copy moves bytes between.
+struct Span<'a, S: Staging> {
+    staging: &'a S,
+    slot: &'a mut S::Slot,
+    job: &'a QueuedJob,
+    cx: &'a Ctx<'a>,
+    chunk: usize,
+}
+
+impl<S: Staging> Span<'_, S> {
+    /// Copies `ranges` a slot at a time, then with `tail_from` everything from there to EOF.
+    /// `direct`: the alignment of O_DIRECT fds (0: buffered), where a short read writes only
+    /// its aligned part. Returns where SRC ended (None when every range was whole and there
+    /// was no tail); errors come with the offset DST is good up to.
+    fn copy(
+        &mut self,
+        ranges: &[Range<u64>],
+        direct: u64,
+        tail_from: Option<u64>,
+    ) -> Result<Option<u64>, (u64, CopyError)> {
+        let reader = Reader::At {
+            file: &self.job.src,
+            direct: direct > 0,
+        };
+        let writer = Writer::At {
+            file: &self.job.dst,
+            skip_zeros: (self.job.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
+        };
+        let tail = tail_from.map(|from| from..u64::MAX);
+        for range in ranges.iter().cloned().chain(tail) {
+            let mut pos = range.start;
+            while pos < range.end {
+                let want = (range.end - pos).min(self.chunk as u64) as usize;
+                let got = bounce::read_in(self.staging, self.slot, &reader, pos, want, self.cx)
+                    .map_err(|e| (pos, e))?;
+                let put = match direct {
+                    0 => got,
+                    align if got < want => got & !(align as usize - 1),
+                    _ => got,
+                };
+                bounce::write_out(self.staging, self.slot, &writer, pos, put, self.cx)
+                    .map_err(|e| (pos, e))?;
+                self.job.progress.advanced(put as u64);
+                pos += put as u64;
+                if got < want {
+                    return Ok(Some(pos));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The workers could not be started or have gone: the file is copied in turn instead.
+fn no_workers() -> CopyError {
+    CopyError::Read {
+        name: String::new(),
+        source: std::io::Error::other("no file worker thread"),
+    }
+}

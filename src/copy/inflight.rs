@@ -1,0 +1,268 @@
+//! Many files in flight, reported in cp's order.
+//!
+//! The walk makes every decision for a file on this thread (checks, prompts, opening and
+//! creating DEST) and then, for a regular file small enough, queues only its data to the
+//! engine and goes on to the next file. What must follow the data (the attributes, a failure's
+//! message, exit status) happens here again, file by file in the order they were queued.
+//!
+//! Output keeps cp's order: while files are in flight, whatever this thread prints (-v lines,
+//! errors of later files, --debug lines) is held in one queue behind them, and comes out once
+//! every file queued before it has been finished. A prompt first waits for every file in
+//! flight (it must follow their messages, and its answer may depend on them).
+
+use super::{Copier, Found};
+use crate::attrs;
+use crate::messages::{self, error, Held};
+use crate::stat::{FileId, Stat};
+use aiscp_engine::{CopyError, Finished, QueueLimits, QueuedJob, Ticket};
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// What comes out next: a held message, or a queued file's ending.
+enum Item {
+    Said(Held),
+    File(Ticket),
+}
+
+/// A queued file, as the walk left it.
+struct Pending {
+    dst_path: PathBuf,
+    /// SOURCE as opened (what the attributes are copied from).
+    src_meta: Stat,
+    /// DEST was created by this run (the attributes differ for a new file).
+    created: bool,
+    /// DEST's inode, to forget it as just-created when its copy fails.
+    dst_id: FileId,
+}
+
+#[derive(Default)]
+pub(super) struct Inflight {
+    order: Rc<RefCell<VecDeque<Item>>>,
+    pending: HashMap<Ticket, Pending>,
+    /// Results that came in before their turn.
+    finished: HashMap<Ticket, Finished>,
+    holding: bool,
+    limits: Option<QueueLimits>,
+}
+
+/// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
+/// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
+/// in flight holds two descriptors: at most a quarter of the open-file limit goes to them.
+fn limits_from_env() -> QueueLimits {
+    let mut limits = QueueLimits::default();
+    let limits_cap = |mut l: QueueLimits| {
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+            l.files = l.files.min((rl.rlim_cur / 8) as usize);
+        }
+        l
+    };
+    if let Some(v) = std::env::var_os("AISCP_IN_FLIGHT") {
+        let v = v.to_string_lossy();
+        let mut parts = v.split(',').map(|p| p.trim().parse::<u64>().ok());
+        if let Some(Some(files)) = parts.next() {
+            limits.files = files as usize;
+        }
+        if let Some(Some(bytes)) = parts.next() {
+            limits.bytes = bytes;
+        }
+        if let Some(Some(direct_from)) = parts.next() {
+            limits.direct_from = direct_from;
+        }
+    }
+    limits_cap(limits)
+}
+
+impl Copier<'_> {
+    /// Queues the data of a regular file whose DEST is open and empty, when the engine takes
+    /// it; the files come back (Err) when it is to be copied here and now.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn queue_data(
+        &mut self,
+        src: &Path,
+        dst: &Path,
+        src_file: File,
+        dst_file: File,
+        opened: &Stat,
+        dst_now: &Stat,
+        found: &Found,
+        created: bool,
+    ) -> Result<(), (File, File)> {
+        let opts = self.opts;
+        let len = opened.len();
+        // Whatever must happen between the data and the next file stays in turn: --fsync,
+        // a backup put back on failure, a hard link remembered to this DEST.
+        let remembers = opts.preserve.links
+            && !opts.hard_link
+            && (opened.nlink() > 1 || opts.deref != crate::options::Deref::Never);
+        let eligible = self.mover.is_none()
+            && !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
+            && found.backup.is_none()
+            && !remembers
+            && opened.is_file()
+            && dst_now.is_file();
+        let Some(engine) = self.engine.as_mut().filter(|_| eligible) else {
+            return Err((src_file, dst_file));
+        };
+        let limits = *self.inflight.limits.get_or_insert_with(limits_from_env);
+        engine.set_queue_limits(limits);
+        if !engine.queue_max().is_some_and(|max| len <= max) {
+            return Err((src_file, dst_file));
+        }
+        // Room first: take finished files, in turn, until there is.
+        while !self.engine.as_ref().is_some_and(|e| e.has_room(len)) {
+            if !self.take_finished(true) {
+                break;
+            }
+        }
+        let job = QueuedJob {
+            src: src_file,
+            src_name: src.to_path_buf(),
+            len,
+            dst: dst_file,
+            dst_name: dst.to_path_buf(),
+            sparse: opts.sparse,
+            progress: self.progress.clone(),
+        };
+        let engine = self.engine.as_mut().expect("checked above");
+        let ticket = match engine.submit(job) {
+            Ok(t) => t,
+            Err(refused) => return Err((refused.0.src, refused.0.dst)),
+        };
+        let pending = Pending {
+            dst_path: dst.to_path_buf(),
+            src_meta: *opened,
+            created,
+            dst_id: dst_now.id(),
+        };
+        self.inflight.pending.insert(ticket, pending);
+        self.inflight
+            .order
+            .borrow_mut()
+            .push_back(Item::File(ticket));
+        if !self.inflight.holding {
+            let order = Rc::clone(&self.inflight.order);
+            messages::hold(Some(Box::new(move |h| {
+                order.borrow_mut().push_back(Item::Said(h))
+            })));
+            self.inflight.holding = true;
+        }
+        self.finish_in_turn(false);
+        Ok(())
+    }
+
+    /// Ends every file in flight and prints what was held: before a prompt, a check that
+    /// depends on an earlier file's outcome, and at the end of the run.
+    pub fn settle(&mut self) {
+        self.finish_in_turn(true);
+    }
+
+    /// Whether DEST (its inode and name) was made by this run from another operand, once
+    /// the files in flight that may have made it have ended.
+    pub(super) fn just_created(&mut self, key: &(FileId, PathBuf)) -> bool {
+        if self.created.contains(key) && !self.inflight.pending.is_empty() {
+            self.settle();
+        }
+        self.created.contains(key)
+    }
+
+    /// Takes one ended file from the engine (waiting for it with `block`), then finishes
+    /// what is due. False when nothing is in flight.
+    fn take_finished(&mut self, block: bool) -> bool {
+        let Some(f) = self.engine.as_mut().and_then(|e| e.next_finished(block)) else {
+            return false;
+        };
+        self.inflight.finished.insert(f.ticket, f);
+        self.finish_in_turn(false);
+        true
+    }
+
+    /// Prints held messages and finishes queued files from the front of the order, as far
+    /// as results are in (with `all`, waiting for every one).
+    fn finish_in_turn(&mut self, all: bool) {
+        loop {
+            let front = self.inflight.order.borrow_mut().pop_front();
+            match front {
+                None => {
+                    if self.inflight.holding {
+                        messages::hold(None);
+                        self.inflight.holding = false;
+                    }
+                    return;
+                }
+                Some(Item::Said(held)) => messages::release(held),
+                Some(Item::File(ticket)) => {
+                    let finished = loop {
+                        if let Some(f) = self.inflight.finished.remove(&ticket) {
+                            break Some(f);
+                        }
+                        match self.engine.as_mut().and_then(|e| e.next_finished(all)) {
+                            Some(f) => {
+                                self.inflight.finished.insert(f.ticket, f);
+                            }
+                            None if all => break None,
+                            None => {
+                                let mut order = self.inflight.order.borrow_mut();
+                                order.push_front(Item::File(ticket));
+                                return;
+                            }
+                        }
+                    };
+                    let pending = self.inflight.pending.remove(&ticket);
+                    // Its own messages come out now, in its turn.
+                    let hold = messages::hold(None);
+                    match (pending, finished) {
+                        (Some(p), Some(f)) => self.finish_file(p, f),
+                        // The engine lost the file (cannot happen): never a silent success.
+                        (p, _) => {
+                            if let Some(p) = p {
+                                error(&format!(
+                                    "error writing {}: the copy did not finish",
+                                    crate::quote::quote(&p.dst_path)
+                                ));
+                            }
+                            self.failed = true;
+                        }
+                    }
+                    messages::hold(hold);
+                }
+            }
+        }
+    }
+
+    /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
+    /// the error, or the attributes.
+    fn finish_file(&mut self, p: Pending, f: Finished) {
+        let ok = match f.result {
+            // main reports the interruption once, after the engine has stopped.
+            Err(CopyError::Interrupted) => false,
+            Err(e) => {
+                error(&e.to_string());
+                false
+            }
+            Ok(_) => attrs::apply(
+                &f.job.dst,
+                &p.dst_path,
+                Some(&f.job.src),
+                &p.src_meta,
+                self.opts,
+                p.created,
+                self.umask,
+            )
+            .is_ok(),
+        };
+        if !ok {
+            self.failed = true;
+            // A failed copy is not "just created" (as when copied in turn).
+            let name = super::name_key(&p.dst_path);
+            self.created.remove(&(p.dst_id, name));
+        }
+    }
+}
