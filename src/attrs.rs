@@ -3,7 +3,7 @@
 //! swapped path can't redirect them): owner, mode, xattrs, then timestamps last, after every
 //! write.
 
-use crate::copy::{fail_os, Reported};
+use crate::messages::{fail_os, Reported};
 use crate::open_dir::At;
 use crate::options::{Options, Preserve};
 use crate::stat::Stat;

@@ -206,3 +206,22 @@ pub fn final_status(status: i32) -> i32 {
 pub fn exit(status: i32) -> ! {
     std::process::exit(final_status(status))
 }
+
+/// A failure already reported on stderr.
+#[derive(Debug)]
+pub struct Reported;
+
+/// Reports `msg` as an error; the failure is then [`Reported`].
+pub fn fail(msg: String) -> Reported {
+    error(&msg);
+    Reported
+}
+
+/// "WHAT 'PATH': STRERROR", cp's shape for a failed operation on a file, reported.
+pub fn fail_os(what: &str, path: impl AsRef<std::path::Path>, e: &io::Error) -> Reported {
+    fail(format!(
+        "{what} {}: {}",
+        crate::quote::quote(path),
+        os_text(e)
+    ))
+}

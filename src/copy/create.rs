@@ -1,0 +1,216 @@
+//! Making DEST once the checks have passed: a directory (entered by the walk), a hard link to
+//! an earlier copy, a symbolic or hard link instead of a copy, a regular file's data, a
+//! symlink or a special file.
+
+use super::{atomic, name_key, same_dir, Copier, FirstCopy, Found, Step};
+use crate::attrs;
+use crate::messages::{error, os_text, say};
+use crate::messages::{fail, fail_os};
+use crate::open_dir::At;
+use crate::options::Clobber;
+use crate::quote::{quote, quote_if_needed};
+use crate::same_file::{self};
+use crate::stat::{FileKind, Stat};
+use nix::sys::stat::SFlag;
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::rc::Rc;
+
+impl Copier<'_> {
+    /// Makes DEST once the checks have passed: a directory, a link, a regular file's data or
+    /// a special file.
+    pub(super) fn create(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        found: &Found,
+        top: bool,
+        parent_dev: Option<u64>,
+    ) -> Step {
+        let follow = self.follows(top);
+        let opts = self.opts;
+        let src_kind = src_meta.kind();
+        if src_kind == FileKind::Dir {
+            // A directory this run created showing up as a source means DEST is inside SOURCE.
+            if self.made_dirs.contains(&src_meta.id()) {
+                self.into_itself = true;
+                return Err(fail(format!(
+                    "cannot copy a directory, {}, into itself, {}",
+                    quote(&self.top.0),
+                    quote(&self.top.1)
+                )));
+            }
+            if top {
+                // The same directory named twice for one DEST: copied once, with a warning.
+                let dst_id = dst.dir.stat_self().map(|m| m.id()).ok();
+                let key = (dst_id, same_file::last_component(dst.name).to_os_string());
+                if !self.top_dirs.insert((src_meta.id(), key)) {
+                    error(&format!(
+                        "warning: source directory {} specified more than once",
+                        quote(src.path)
+                    ));
+                    return Ok(());
+                }
+            }
+            let dst_meta = if found.new { None } else { found.sb.as_ref() };
+            return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
+        }
+
+        if opts.verbose {
+            match &found.backup {
+                Some((_, b)) => say(format_args!(
+                    "{} -> {} (backup: {})",
+                    quote(src.path),
+                    quote(dst.path),
+                    quote(b)
+                )),
+                None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
+            }
+        }
+
+        // Hard links within the copied set.
+        if self.remembers_link(src_meta, top) {
+            if let Some(first) = self.links.get(&src_meta.id()) {
+                let from = At {
+                    dir: &first.dir,
+                    name: &first.name,
+                    path: &first.path,
+                };
+                let replaced = force_link(dst, from, true, follow).map_err(|e| {
+                    fail(format!(
+                        "cannot create hard link {} to {}: {}",
+                        quote(dst.path),
+                        quote(&first.path),
+                        os_text(&e)
+                    ))
+                })?;
+                if replaced && opts.verbose {
+                    say(format_args!("removed {}", quote(dst.path)));
+                }
+                return Ok(());
+            }
+        }
+
+        if opts.symbolic_link {
+            if !src.path.is_absolute() {
+                let parent = dst.path.parent().unwrap_or(Path::new(""));
+                let here = parent.as_os_str().is_empty()
+                    || parent == Path::new(".")
+                    || same_dir(parent, Path::new("."));
+                if !here {
+                    return Err(fail(format!(
+                        "{}: can make relative symbolic links only in current directory",
+                        quote_if_needed(dst.path)
+                    )));
+                }
+            }
+            force_symlink(dst, src.path.as_os_str(), opts.force).map_err(|e| {
+                fail(format!(
+                    "cannot create symbolic link {} to {}: {}",
+                    quote(dst.path),
+                    quote(src.path),
+                    os_text(&e)
+                ))
+            })?;
+        } else if opts.hard_link {
+            let replace = opts.force || opts.clobber == Clobber::Ask;
+            force_link(dst, src, replace, follow).map_err(|e| {
+                fail(format!(
+                    "cannot create hard link {} to {}: {}",
+                    quote(dst.path),
+                    quote(src.path),
+                    os_text(&e)
+                ))
+            })?;
+        } else {
+            let copy_as_regular = !opts.recursive || opts.copy_contents;
+            match src_kind {
+                FileKind::File => self.copy_file(src, dst, src_meta, found, follow)?,
+                FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
+                _ if copy_as_regular => self.copy_file(src, dst, src_meta, found, follow)?,
+                _ => self.make_special(src, dst, src_meta)?,
+            }
+        }
+        if self.remembers_link(src_meta, top) {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
+        }
+        // cp remembers what each command-line operand made, to refuse overwriting it.
+        if top && self.track {
+            if let Ok(m) = dst.dir.stat(dst.name, false) {
+                self.created.insert((m.id(), name_key(dst.path)));
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_symlink(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
+        let target = src
+            .dir
+            .read_link(src.name)
+            .map_err(|e| fail_os("cannot read symbolic link", src.path, &e))?;
+        force_symlink(dst, &target, self.opts.force)
+            .map_err(|e| fail_os("cannot create symbolic link", dst.path, &e))?;
+        attrs::apply_by_name(src, dst, meta, self.opts)
+    }
+
+    fn make_special(&mut self, src: At<'_>, dst: At<'_>, meta: &Stat) -> Step {
+        let perm = meta.mode() & 0o777;
+        let (res, what) = match meta.kind() {
+            FileKind::Fifo => (dst.dir.mkfifo(dst.name, perm), "cannot create fifo"),
+            kind => {
+                let flag = match kind {
+                    FileKind::CharDevice => SFlag::S_IFCHR,
+                    FileKind::BlockDevice => SFlag::S_IFBLK,
+                    _ => SFlag::S_IFSOCK,
+                };
+                let res = dst.dir.mknod(dst.name, flag, perm, meta.rdev());
+                (res, "cannot create special file")
+            }
+        };
+        res.map_err(|e| fail_os(what, dst.path, &e))?;
+        attrs::apply_by_name(src, dst, meta, self.opts)
+    }
+}
+
+/// Makes DEST a symlink to `target`; an existing DEST is replaced (atomically, through a
+/// temporary name) only when `force` says so (gnulib's force_symlinkat).
+pub(super) fn force_symlink(dst: At<'_>, target: &OsStr, force: bool) -> io::Result<()> {
+    match dst.dir.symlink(target, dst.name) {
+        Err(e) if force && e.raw_os_error() == Some(libc::EEXIST) => {
+            let (tmp, ()) = atomic::make_temp(dst, |n| dst.dir.symlink(target, n))?;
+            dst.dir.rename(&tmp, dst.name).inspect_err(|_| {
+                let _ = dst.dir.unlink(&tmp);
+            })
+        }
+        other => other,
+    }
+}
+
+/// Makes DEST a hard link to `from`; an existing DEST is replaced (atomically, through a
+/// temporary name) only when `replace` says so (gnulib's force_linkat). Ok(true): replaced.
+pub(super) fn force_link(
+    dst: At<'_>,
+    from: At<'_>,
+    replace: bool,
+    follow: bool,
+) -> io::Result<bool> {
+    match dst.dir.hard_link(dst.name, from, follow) {
+        Ok(()) => Ok(false),
+        Err(e) if replace && e.raw_os_error() == Some(libc::EEXIST) => {
+            let (tmp, ()) = atomic::make_temp(dst, |n| dst.dir.hard_link(n, from, follow))?;
+            let renamed = dst.dir.rename(&tmp, dst.name);
+            // Renaming one hard link over another of the same file does nothing: the
+            // temporary name would stay.
+            let _ = dst.dir.unlink(&tmp);
+            renamed.map(|()| true)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,355 @@
+//! One SOURCE/DEST pair, in cp's order: look at SOURCE, look at DEST, the rules for an
+//! existing DEST (same file, -u, -n/-i, file types), making room (backup or unlink), then the
+//! making of DEST (`create`), with the backup put back where that fails.
+
+use super::atomic::Aside;
+use super::create::force_link;
+use super::{ask, name_key, Copier, FirstCopy, Found, Step};
+use crate::backup;
+use crate::messages::{error, os_text, say};
+use crate::messages::{fail, fail_os, Reported};
+use crate::open_dir::At;
+use crate::options::{BackupKind, Clobber, Deref};
+use crate::quote::quote;
+use crate::same_file::{self, Verdict};
+use crate::stat::{dst_is_current, FileKind, Stat};
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+impl Copier<'_> {
+    /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
+    /// being copied (for -x).
+    pub(super) fn copy_entry(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        top: bool,
+        parent_dev: Option<u64>,
+    ) -> Step {
+        if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Reported); // interrupted: main says so once
+        }
+        let opts = self.opts;
+        let follow = self.follows(top);
+        let src_meta = src
+            .dir
+            .stat(src.name, follow)
+            .map_err(|e| fail_os("cannot stat", src.path, &e))?;
+        let src_kind = src_meta.kind();
+
+        if src_kind == FileKind::Dir && !opts.recursive {
+            return Err(fail(format!(
+                "-r not specified; omitting directory {}",
+                quote(src.path)
+            )));
+        }
+        if top && self.track && src_kind != FileKind::Dir && self.backup.is_none() {
+            let key = (src_meta.id(), name_key(src.path));
+            if !self.seen_sources.insert(key) {
+                error(&format!(
+                    "warning: source file {} specified more than once",
+                    quote(src.path)
+                ));
+                return Ok(());
+            }
+        }
+
+        // DEST as cp looks at it: followed only when a regular file will be written through
+        // it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
+        let copy_as_regular = !opts.recursive || opts.copy_contents;
+        let use_lstat = (src_kind != FileKind::File
+            && (!copy_as_regular || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+            || opts.symbolic_link
+            || opts.hard_link
+            || self.backup.is_some()
+            || opts.remove_destination;
+        let mut new_dst = false;
+        let dst_sb = match dst.dir.stat(dst.name, !use_lstat) {
+            Ok(m) => Some(m),
+            // A symlink loop: -f unlinks it once opening it fails.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) && opts.force => None,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                new_dst = true;
+                None
+            }
+            Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
+        };
+
+        // --atomic leaves a backup or a removal of DEST to the rename that puts the complete
+        // new file in place (see `atomic`).
+        let atomic_data = opts.atomic
+            && !opts.attributes_only
+            && !opts.symbolic_link
+            && !opts.hard_link
+            && (src_kind == FileKind::File
+                || (copy_as_regular && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+            && !(self.remembers_link(&src_meta, top) && self.links.contains_key(&src_meta.id()));
+        let mut deferred = Aside::Keep;
+        let mut backup: Option<(OsString, PathBuf)> = None;
+        if let Some(dm) = &dst_sb {
+            let mut done = false;
+            if opts.clobber != Clobber::SkipSilently {
+                match same_file::check(src, &src_meta, dst, dm, opts, self.backup.is_some()) {
+                    Verdict::Proceed => {}
+                    Verdict::Done => done = true,
+                    Verdict::Refuse => {
+                        return Err(fail(format!(
+                            "{} and {} are the same file",
+                            quote(src.path),
+                            quote(dst.path)
+                        )))
+                    }
+                }
+            }
+            if src_kind != FileKind::Dir {
+                if opts.update_older
+                    && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
+                {
+                    return self.keep_current(dst, &src_meta, follow);
+                }
+                match opts.clobber {
+                    Clobber::Overwrite => {}
+                    Clobber::SkipSilently => return Ok(()),
+                    Clobber::SkipAndFail => {
+                        return Err(fail(format!("not replacing {}", quote(dst.path))));
+                    }
+                    Clobber::Ask => {
+                        self.settle();
+                        match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
+                            Some(true) => {}
+                            Some(false) => return Ok(()),
+                            None => return Err(Reported), // interrupted: main says so once
+                        }
+                    }
+                }
+            }
+            if done {
+                return Ok(());
+            }
+            if !dm.is_dir() {
+                if src_kind == FileKind::Dir {
+                    return Err(fail(format!(
+                        "cannot overwrite non-directory {} with directory {}",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
+                // Numbered backups keep what a second source would overwrite.
+                if top
+                    && self.track
+                    && self.backup != Some(BackupKind::Numbered)
+                    && self.just_created(&(dm.id(), name_key(dst.path)))
+                {
+                    return Err(fail(format!(
+                        "will not overwrite just-created {} with {}",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
+            } else if src_kind != FileKind::Dir {
+                return Err(fail(format!(
+                    "cannot overwrite directory {} with non-directory",
+                    quote(dst.path)
+                )));
+            }
+            let src_base = same_file::last_component(src.path.as_os_str());
+            let dot_or_dotdot = src_base == "." || src_base == "..";
+            if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
+                if kind != BackupKind::Numbered
+                    && self.source_is_dst_backup(src_base, &src_meta, dst)
+                {
+                    return Err(fail(format!(
+                        "backing up {} might destroy source;  {} not copied",
+                        quote(dst.path),
+                        quote(src.path)
+                    )));
+                }
+                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
+                let name = backup::with_suffix(dst.name, &suffix);
+                let path = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
+                if atomic_data {
+                    deferred = Aside::Backup(name.clone());
+                    backup = Some((name, path));
+                } else {
+                    match dst.dir.rename(dst.name, &name) {
+                        Ok(()) => backup = Some((name, path)),
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
+                    }
+                }
+                new_dst = true;
+            } else if !dm.is_dir()
+                && (opts.remove_destination
+                    || (!opts.attributes_only
+                        && ((opts.preserve.links && dm.nlink() > 1)
+                            || (opts.deref == Deref::Never && src_kind != FileKind::File))))
+            {
+                // Unlinked first: with --preserve=links DEST's other names keep their data.
+                // (-v says so here, in cp's order, also when --atomic removes it at the rename.)
+                if atomic_data {
+                    deferred = Aside::Remove;
+                } else {
+                    match dst.dir.unlink(dst.name) {
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                    }
+                }
+                if opts.verbose {
+                    say(format_args!("removed {}", quote(dst.path)));
+                }
+                new_dst = true;
+            }
+        }
+
+        // Never write through a symlink this run made from an earlier SOURCE.
+        if top && self.track && self.backup.is_none() {
+            let lstat = if use_lstat {
+                dst_sb
+            } else {
+                dst.dir.stat(dst.name, false).ok()
+            };
+            if let Some(l) = lstat.filter(Stat::is_symlink) {
+                if self.created.contains(&(l.id(), name_key(dst.path))) {
+                    return Err(fail(format!(
+                        "will not copy {} through just-created symlink {}",
+                        quote(src.path),
+                        quote(dst.path)
+                    )));
+                }
+            }
+        }
+
+        let found = Found {
+            sb: dst_sb,
+            new: new_dst,
+            aside: deferred,
+            backup,
+        };
+        let result = self.create(src, dst, &src_meta, &found, top, parent_dev);
+        if result.is_err() && found.aside == Aside::Keep {
+            // Put the backup back where the copy failed (GNU's un_backup).
+            if let Some((name, path)) = &found.backup {
+                match dst.dir.rename(name, dst.name) {
+                    Err(e) => error(&format!(
+                        "cannot un-backup {}: {}",
+                        quote(dst.path),
+                        os_text(&e)
+                    )),
+                    Ok(()) if opts.verbose => say(format_args!(
+                        "{} -> {} (unbackup)",
+                        quote(path),
+                        quote(dst.path)
+                    )),
+                    Ok(()) => {}
+                }
+            }
+        }
+        result
+    }
+
+    /// Whether SOURCE's inode is remembered, so a later name for it is linked to this DEST
+    /// (--preserve=links): files with other links, and with -H or -L also single-link files
+    /// reached twice through symlinks.
+    pub(super) fn remembers_link(&self, src_meta: &Stat, top: bool) -> bool {
+        let opts = self.opts;
+        opts.preserve.links
+            && !opts.hard_link
+            && (src_meta.nlink() > 1
+                || opts.deref == Deref::Always
+                || top && opts.deref == Deref::CommandLine)
+    }
+
+    /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
+    /// of that inode a link to this DEST, replacing whatever was there.
+    fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
+        let Some(first) = self.links.get(&src_meta.id()) else {
+            let first = FirstCopy {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+            };
+            self.links.insert(src_meta.id(), first);
+            return Ok(());
+        };
+        let from = At {
+            dir: &first.dir,
+            name: &first.name,
+            path: &first.path,
+        };
+        let replaced = force_link(dst, from, true, follow).map_err(|e| {
+            fail(format!(
+                "cannot create hard link {} to {}: {}",
+                quote(dst.path),
+                quote(&first.path),
+                os_text(&e)
+            ))
+        })?;
+        if replaced && self.opts.verbose {
+            say(format_args!("removed {}", quote(dst.path)));
+        }
+        Ok(())
+    }
+
+    /// The -i question for DEST: cp warns when DEST is not writable.
+    fn overwrite_question(&self, dst: At<'_>, dm: &Stat) -> String {
+        let writable =
+            dm.is_symlink() || nix::unistd::geteuid().is_root() || dst.dir.writable(dst.name);
+        if writable {
+            return format!("overwrite {}? ", quote(dst.path));
+        }
+        let mode = dm.mode() & 0o7777;
+        if self.opts.force || self.opts.remove_destination {
+            format!(
+                "replace {}, overriding mode {mode:04o} ({})? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        } else {
+            format!(
+                "unwritable {} (mode {mode:04o}, {}); try anyway? ",
+                quote(dst.path),
+                perm_string(mode)
+            )
+        }
+    }
+
+    /// Whether SOURCE is DEST's simple backup, which backing DEST up would overwrite.
+    fn source_is_dst_backup(&self, src_base: &OsStr, src_meta: &Stat, dst: At<'_>) -> bool {
+        let dst_base = same_file::last_component(dst.name);
+        let expected = backup::with_suffix(dst_base, OsStr::new(&self.opts.suffix));
+        if src_base != expected {
+            return false;
+        }
+        let backup = backup::with_suffix(dst.name, OsStr::new(&self.opts.suffix));
+        dst.dir
+            .stat(&backup, true)
+            .is_ok_and(|m| m.id() == src_meta.id())
+    }
+}
+
+/// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
+/// shows them.
+fn perm_string(mode: u32) -> String {
+    let bit = |m: u32, c: char| if mode & m != 0 { c } else { '-' };
+    let special = |x: u32, s: u32, lower: char| match (mode & x != 0, mode & s != 0) {
+        (true, true) => lower,
+        (false, true) => lower.to_ascii_uppercase(),
+        (true, false) => 'x',
+        (false, false) => '-',
+    };
+    [
+        bit(0o400, 'r'),
+        bit(0o200, 'w'),
+        special(0o100, 0o4000, 's'),
+        bit(0o040, 'r'),
+        bit(0o020, 'w'),
+        special(0o010, 0o2000, 's'),
+        bit(0o004, 'r'),
+        bit(0o002, 'w'),
+        special(0o001, 0o1000, 't'),
+    ]
+    .iter()
+    .collect()
+}

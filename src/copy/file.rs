@@ -1,0 +1,296 @@
+//! A regular file: SOURCE opened and checked against what was stat'ed, DEST opened the way
+//! cp's copy_reg does, the data handed to the engine (or queued, or written aside for
+//! --atomic), then attributes and --fsync.
+
+use super::{replaced, sync, Copier, Found, Step};
+use crate::attrs;
+use crate::messages::{error, os_text, say};
+use crate::messages::{fail, fail_os, Reported};
+use crate::open_dir::At;
+use crate::quote::quote;
+use crate::stat::{FileKind, Stat};
+use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind};
+use nix::fcntl::OFlag;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+impl Copier<'_> {
+    pub(super) fn copy_file(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        found: &Found,
+        follow: bool,
+    ) -> Step {
+        let opts = self.opts;
+        let mut flags = OFlag::O_RDONLY | OFlag::O_NOCTTY;
+        if !follow {
+            flags |= OFlag::O_NOFOLLOW;
+        }
+        // Opening a FIFO waits for a writer, out of reach of the first signal; open it
+        // without waiting and wait in poll() instead (below).
+        let fifo = src_meta.kind() == FileKind::Fifo;
+        if fifo {
+            flags |= OFlag::O_NONBLOCK;
+        }
+        let cannot_open = |e: &io::Error| {
+            fail(format!(
+                "cannot open {} for reading: {}",
+                quote(src.path),
+                os_text(e)
+            ))
+        };
+        crate::test_hook::pause("source-open");
+        let src_file = src
+            .dir
+            .open_file(src.name, flags, 0)
+            .map_err(|e| cannot_open(&e))?;
+        let opened = Stat::of(&src_file).map_err(|e| fail_os("cannot fstat", src.path, &e))?;
+        if opened.id() != src_meta.id() {
+            return Err(replaced(src.path));
+        }
+        if fifo {
+            // Wait for the writer as cp's open() would, before DEST is touched.
+            let fd = src_file.as_fd();
+            if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
+                return Err(Reported); // interrupted: main says so once
+            }
+            fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
+        }
+
+        // The backend and its first buffer come before DEST is touched: if the backend
+        // cannot start the run ends, if the buffer cannot be had this file fails, and either
+        // way DEST is neither created nor truncated.
+        if !opts.attributes_only && !opts.reflink_always {
+            start_engine(&mut self.engine, &self.config)
+                .prepare(src.path)
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        if opts.atomic && !opts.attributes_only {
+            let plan = self.plan_atomic(src.path, dst, &opened, found)?;
+            if let Some(plan) = plan {
+                return self.copy_file_atomic(src.path, dst, &src_file, &opened, plan);
+            }
+        }
+
+        crate::test_hook::pause("dest-open");
+        let (dst_file, created) = self.open_dst(dst, &opened, found.sb.as_ref(), found.new)?;
+        let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
+        if dst_now.id() == opened.id() {
+            return Err(fail(format!(
+                "{} and {} are the same file",
+                quote(src.path),
+                quote(dst.path)
+            )));
+        }
+        if !created && !opts.attributes_only && dst_now.is_file() {
+            dst_file
+                .set_len(0)
+                .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
+        }
+        let queued = self.queue_data(
+            src.path, dst.path, src_file, dst_file, &opened, &dst_now, found, created,
+        );
+        let Err((src_file, dst_file)) = queued else {
+            return Ok(()); // the rest follows the data (see `inflight`)
+        };
+        self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
+        attrs::apply(
+            &dst_file,
+            dst.path,
+            Some(&src_file),
+            &opened,
+            opts,
+            created,
+            self.umask,
+        )?;
+        if opts.fsync {
+            sync(&dst_file, dst, created)?;
+        }
+        Ok(())
+    }
+
+    /// Opens DEST the way cp's copy_reg does: an existing file truncated in place (its inode,
+    /// owner and mode kept; with -f removed and recreated when it can't be opened), a new one
+    /// created O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies
+    /// the umask). A dangling symlink is refused (followed under POSIXLY_CORRECT).
+    fn open_dst(
+        &mut self,
+        dst: At<'_>,
+        src_meta: &Stat,
+        dst_sb: Option<&Stat>,
+        mut new_dst: bool,
+    ) -> Result<(File, bool), Reported> {
+        let opts = self.opts;
+        if !new_dst {
+            // No O_TRUNC: DEST is cut only once its descriptor is known not to be SOURCE
+            // (`copy_file`), so a DEST swapped for SOURCE's name can't empty SOURCE.
+            let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
+            // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
+            // ask without waiting (ENXIO while there is none) every 100 ms instead.
+            let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
+            if fifo {
+                flags |= OFlag::O_NONBLOCK;
+            }
+            let opened = loop {
+                match dst.dir.open_file(dst.name, flags, 0) {
+                    Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
+                        if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                            return Err(Reported); // interrupted: main says so once
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    other => break other,
+                }
+            };
+            let opened = opened.and_then(|f| {
+                if fifo {
+                    fileio::clear_flag(f.as_fd(), OFlag::O_NONBLOCK)?;
+                }
+                Ok(f)
+            });
+            match opened {
+                Ok(f) => return Ok((f, false)),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => new_dst = true,
+                Err(_) if opts.force => {
+                    match dst.dir.unlink(dst.name) {
+                        Ok(()) if opts.verbose => say(format_args!("removed {}", quote(dst.path))),
+                        Ok(()) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                    }
+                    new_dst = true;
+                }
+                Err(e) => return Err(fail_os("cannot create regular file", dst.path, &e)),
+            }
+        }
+        debug_assert!(new_dst);
+        let mut mode = if opts.preserve.default_mode {
+            0o666
+        } else {
+            src_meta.mode() & 0o777
+        };
+        if opts.preserve.ownership {
+            // Others get no access until the owner is set (GNU does the same).
+            mode &= 0o700;
+        }
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOCTTY;
+        let mut res = dst.dir.open_file(dst.name, flags | OFlag::O_EXCL, mode);
+        if let Err(e) = &res {
+            // EEXIST on a name that is a symlink: a dangling one, which cp won't resolve
+            // (racy) unless POSIXLY_CORRECT asks it to.
+            if e.raw_os_error() == Some(libc::EEXIST) && dst.dir.read_link(dst.name).is_ok() {
+                if !self.open_dangling {
+                    return Err(fail(format!(
+                        "not writing through dangling symlink {}",
+                        quote(dst.path)
+                    )));
+                }
+                res = dst.dir.open_file(dst.name, flags, mode);
+            }
+        }
+        let f = res.map_err(|e| {
+            let trailing_slash = dst.path.as_os_str().as_bytes().ends_with(b"/");
+            let e = match e.raw_os_error() {
+                Some(libc::EISDIR) if trailing_slash => io::Error::from_raw_os_error(libc::ENOTDIR),
+                _ => e,
+            };
+            fail_os("cannot create regular file", dst.path, &e)
+        })?;
+        Ok((f, true))
+    }
+
+    /// Moves the data (unless --attributes-only), refusing --reflink=always as cp does where
+    /// the filesystem cannot clone.
+    pub(super) fn fill(
+        &mut self,
+        src: &Path,
+        dst: &Path,
+        src_file: &File,
+        src_meta: &Stat,
+        dst_file: &File,
+    ) -> Step {
+        let opts = self.opts;
+        if opts.attributes_only {
+            return Ok(());
+        }
+        if opts.reflink_always {
+            return Err(fail(format!(
+                "failed to clone {} from {}: Operation not supported",
+                quote(dst),
+                quote(src)
+            )));
+        }
+        // /proc and /sys files report a size that is not their length: stream anything
+        // that is not a regular file, and regular files claiming to be empty.
+        let src_kind = if src_meta.is_file() && src_meta.len() > 0 {
+            SourceKind::Regular {
+                len: src_meta.len(),
+            }
+        } else {
+            SourceKind::Stream
+        };
+        let job = DataJob {
+            src: src_file,
+            src_name: src,
+            src_kind,
+            dst: dst_file,
+            dst_name: dst,
+            sparse: opts.sparse,
+        };
+        let engine = start_engine(&mut self.engine, &self.config);
+        let res = match &mut self.mover {
+            Some(mover) => mover.copy(engine, &job, &*self.progress),
+            None => engine.copy(&job, &*self.progress),
+        };
+        res.map(|_| ()).map_err(|e| match e {
+            // main reports the interruption once, after the engine has stopped.
+            aiscp_engine::CopyError::Interrupted => Reported,
+            e => fail(e.to_string()),
+        })
+    }
+}
+
+/// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
+/// and directory-only runs never load a GPU library); a failure ends the run.
+fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
+    if slot.is_none() {
+        let diagnostics = Box::new(StderrDiagnostics {
+            quiet: config.quiet,
+        });
+        match Engine::start(config.clone(), diagnostics) {
+            Ok(e) => *slot = Some(e),
+            Err(e) => {
+                error(&e.to_string());
+                crate::messages::exit(1);
+            }
+        }
+    }
+    slot.as_mut().expect("engine started above")
+}
+
+/// The engine's warnings and --debug lines, on stderr.
+struct StderrDiagnostics {
+    quiet: bool,
+}
+
+impl aiscp_engine::Diagnostics for StderrDiagnostics {
+    fn warn(&mut self, line: &str) {
+        if !self.quiet {
+            crate::messages::own_warning(line);
+        }
+    }
+    fn debug(&mut self, since_start: std::time::Duration, line: &str) {
+        // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
+        crate::progress::suspend(|| {
+            crate::messages::to_stderr_raw(&format!(
+                "aiscp: debug: +{:.3}s {line}\n",
+                since_start.as_secs_f64()
+            ));
+        });
+    }
+}

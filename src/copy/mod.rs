@@ -1,0 +1,282 @@
+//! The per-file work of cp: every decision about one SOURCE/DEST pair (same file, overwrite
+//! rules, backups, links, directories, special files, attributes), with the file data handed
+//! to the engine. Errors are printed where they happen and the run goes on; `Copier::failed`
+//! tells `main` to exit 1.
+//!
+//! Every file is reached as a name inside an open directory ([`At`]): SOURCE trees are walked
+//! and DEST trees built through directory descriptors, so a directory swapped for a symlink
+//! mid-run can't redirect a read or a write (see `open_dir`).
+
+mod atomic;
+mod create;
+mod entry;
+mod file;
+mod inflight;
+mod parents;
+mod walk;
+
+use crate::messages::{fail, fail_os, Reported};
+use crate::open_dir::{open_parent, At, OpenDir};
+use crate::options::{BackupKind, Deref, Options};
+use crate::plan::CopyJob;
+use crate::quote::quote;
+use crate::stat::{FileId, Stat};
+use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink};
+use atomic::Aside;
+use nix::sys::stat::Mode;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+type Step = Result<(), Reported>;
+
+/// What cp found at DEST and did (or, under --atomic, leaves to the rename) before the new
+/// file is made.
+struct Found {
+    /// DEST's stat, followed or not as cp looked at it; None where nothing is there (or a
+    /// symlink loop -f will replace).
+    sb: Option<Stat>,
+    /// DEST is known not to exist (any more).
+    new: bool,
+    aside: Aside,
+    /// The backup's name in DEST's directory and as messages name it.
+    backup: Option<(OsString, PathBuf)>,
+}
+
+/// Where the first DEST made from a multiply-linked SOURCE lives, to link the others to it.
+struct FirstCopy {
+    dir: Rc<OpenDir>,
+    name: OsString,
+    path: PathBuf,
+}
+
+pub struct Copier<'a> {
+    opts: &'a Options,
+    config: Config,
+    engine: Option<Engine>,
+    progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
+    umask: u32,
+    /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
+    links: HashMap<FileId, FirstCopy>,
+    /// Files this run created, keyed with their name: cp won't overwrite them from another source.
+    created: HashSet<(FileId, PathBuf)>,
+    /// Command-line sources already copied (warn when one is named twice).
+    seen_sources: HashSet<(FileId, PathBuf)>,
+    /// Directories this run created: met again as a source, DEST lies inside SOURCE.
+    made_dirs: HashSet<FileId>,
+    /// Set once the into-itself case is met: like GNU, stop copying that tree.
+    into_itself: bool,
+    /// The top-level SOURCE and DEST being copied, named in the into-itself message.
+    top: (PathBuf, PathBuf),
+    /// Whether the run has several sources (GNU keeps the two sets above only then).
+    track: bool,
+    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
+    entered: Option<walk::DirFrame>,
+    /// The SOURCE directories being copied, outermost first, with their DEST: met again,
+    /// they are a cycle.
+    active: Vec<(FileId, PathBuf)>,
+    /// Command-line directories copied: (SOURCE, DEST's directory and name).
+    top_dirs: HashSet<(FileId, (Option<FileId>, OsString))>,
+    /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
+    backup: Option<BackupKind>,
+    /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
+    open_dangling: bool,
+    /// Files whose data is in flight (see `inflight`).
+    inflight: inflight::Inflight,
+    /// Moves file data in the engine's place (MPI ranks share each file out); None: the
+    /// engine copies it here.
+    pub mover: Option<Box<dyn DataMover + 'a>>,
+    pub failed: bool,
+}
+
+/// Copies one file's data, given the engine this process would use.
+pub trait DataMover {
+    fn copy(
+        &mut self,
+        engine: &mut Engine,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, aiscp_engine::CopyError>;
+}
+
+impl<'a> Copier<'a> {
+    /// What the engine staged through and where its time went; None when no file had data
+    /// to copy.
+    pub fn engine_info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
+        self.engine.as_ref().map(|e| (e.info(), e.run_stages()))
+    }
+
+    pub fn new(
+        opts: &'a Options,
+        config: Config,
+        progress: Box<dyn ProgressSink + Send + Sync>,
+        several_sources: bool,
+    ) -> Self {
+        let umask = {
+            let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
+            nix::sys::stat::umask(old);
+            old.bits()
+        };
+        Copier {
+            opts,
+            config,
+            engine: None,
+            progress: progress.into(),
+            umask,
+            links: HashMap::new(),
+            created: HashSet::new(),
+            seen_sources: HashSet::new(),
+            made_dirs: HashSet::new(),
+            into_itself: false,
+            top: Default::default(),
+            track: several_sources,
+            entered: None,
+            active: Vec::new(),
+            top_dirs: HashSet::new(),
+            backup: opts.backup,
+            open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
+            inflight: Default::default(),
+            mover: None,
+            failed: false,
+        }
+    }
+
+    /// Copies one top-level operand. The directories holding SOURCE and DEST are opened as
+    /// the user named them; everything below goes through descriptors.
+    pub fn copy_top(&mut self, job: &CopyJob) {
+        let (src, dst, parents_of) = (&*job.src, &*job.dst, job.parents_of.as_deref());
+        self.backup = if job.no_backup {
+            None
+        } else {
+            self.opts.backup
+        };
+        self.top = (src.to_path_buf(), dst.to_path_buf());
+        self.into_itself = false;
+        let (src_dir, src_name) = open_parent(src);
+        let mut made_parents = Vec::new();
+        let (dst_dir, dst_name) = match parents_of {
+            Some(target) => match self.make_parents(src, dst, target, &mut made_parents) {
+                Ok(made) => made,
+                Err(Reported) => {
+                    self.failed = true;
+                    return;
+                }
+            },
+            None => open_parent(dst),
+        };
+        let (src_dir, dst_dir) = (Rc::new(src_dir), Rc::new(dst_dir));
+        let src_at = At {
+            dir: &src_dir,
+            name: &src_name,
+            path: src,
+        };
+        let dst_at = At {
+            dir: &dst_dir,
+            name: &dst_name,
+            path: dst,
+        };
+        if self.copy_tree(src_at, dst_at).is_err() {
+            self.failed = true;
+        }
+        // Like GNU, the directories --parents made get their attributes once DEST is in
+        // (setting times earlier would be undone by creating entries inside them).
+        for made in made_parents.iter().rev() {
+            if self.finish_parent(made).is_err() {
+                self.failed = true;
+            }
+        }
+    }
+
+    fn follows(&self, top: bool) -> bool {
+        match self.opts.deref {
+            Deref::Always => true,
+            Deref::Never => false,
+            Deref::CommandLine => top,
+        }
+    }
+}
+
+/// GNU's words for a file that is no longer the one that was checked.
+fn replaced(path: &Path) -> Reported {
+    fail(format!(
+        "skipping file {}, as it was replaced while being copied",
+        quote(path)
+    ))
+}
+
+/// The directory part of a path as messages name it ("." for a bare name).
+fn parent_path(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// --fsync: DEST's data, and for a new DEST the directory entry naming it.
+fn sync(f: &File, dst: At<'_>, created: bool) -> Step {
+    f.sync_all()
+        .map_err(|e| fail_os("error syncing", dst.path, &e))?;
+    if created {
+        sync_dir(dst)?;
+    }
+    Ok(())
+}
+
+/// fsync of the directory DEST is in, through its descriptor.
+fn sync_dir(dst: At<'_>) -> Step {
+    let d = dst
+        .dir
+        .readable()
+        .map_err(|e| fail_os("cannot open directory", parent_path(dst.path), &e))?;
+    d.sync_all()
+        .map_err(|e| fail_os("error syncing directory of", dst.path, &e))
+}
+
+/// The prompt of -i, on stderr; an answer starting with y or Y means yes. None: a signal
+/// came while waiting (the answer is read in short polls so that one can end the wait, as
+/// it kills cp at its prompt). Reads stdin unbuffered, one line per prompt.
+fn ask(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
+    // The progress line stays wiped until the answer is in.
+    crate::progress::suspend(|| ask_wiped(question, cancel))
+}
+
+fn ask_wiped(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
+    crate::messages::to_stderr_raw(&format!("{}: {question}", crate::messages::program()));
+    let stdin = io::stdin();
+    let mut first = None;
+    loop {
+        match fileio::wait_readable(stdin.as_fd(), cancel) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(_) => return Some(false),
+        }
+        let mut byte = [0u8];
+        match nix::unistd::read(stdin.as_raw_fd(), &mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => {
+                first.get_or_insert(byte[0]);
+            }
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+            Err(_) => break,
+        }
+    }
+    Some(matches!(first, Some(b'y' | b'Y')))
+}
+
+/// A name's identity for GNU's "same name" checks: its basename.
+fn name_key(p: &Path) -> PathBuf {
+    p.file_name().map(PathBuf::from).unwrap_or_default()
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let cwd = OpenDir::cwd();
+    match (cwd.stat(a.as_os_str(), true), cwd.stat(b.as_os_str(), true)) {
+        (Ok(x), Ok(y)) => x.id() == y.id(),
+        _ => false,
+    }
+}
