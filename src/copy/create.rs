@@ -73,23 +73,7 @@ impl Copier<'_> {
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
             if let Some(first) = self.links.get(&src_meta.id()) {
-                let from = At {
-                    dir: &first.dir,
-                    name: &first.name,
-                    path: &first.path,
-                };
-                let replaced = force_link(dst, from, true, follow).map_err(|e| {
-                    fail(format!(
-                        "cannot create hard link {} to {}: {}",
-                        quote(dst.path),
-                        quote(&first.path),
-                        os_text(&e)
-                    ))
-                })?;
-                if replaced && opts.verbose {
-                    say(format_args!("removed {}", quote(dst.path)));
-                }
-                return Ok(());
+                return self.link_to_first(dst, first, follow);
             }
         }
 
@@ -125,11 +109,12 @@ impl Copier<'_> {
                 ))
             })?;
         } else {
-            let copy_as_regular = !opts.recursive || opts.copy_contents;
             match src_kind {
                 FileKind::File => self.copy_file(src, dst, src_meta, found, follow)?,
                 FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
-                _ if copy_as_regular => self.copy_file(src, dst, src_meta, found, follow)?,
+                _ if self.copies_as_regular() => {
+                    self.copy_file(src, dst, src_meta, found, follow)?
+                }
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
@@ -146,6 +131,28 @@ impl Copier<'_> {
             if let Ok(m) = dst.dir.stat(dst.name, false) {
                 self.created.insert((m.id(), name_key(dst.path)));
             }
+        }
+        Ok(())
+    }
+
+    /// Makes DEST a hard link to the first copy of the same SOURCE inode (--preserve=links,
+    /// and -u's kept DEST), replacing whatever DEST is.
+    pub(super) fn link_to_first(&self, dst: At<'_>, first: &FirstCopy, follow: bool) -> Step {
+        let from = At {
+            dir: &first.dir,
+            name: &first.name,
+            path: &first.path,
+        };
+        let replaced = force_link(dst, from, true, follow).map_err(|e| {
+            fail(format!(
+                "cannot create hard link {} to {}: {}",
+                quote(dst.path),
+                quote(&first.path),
+                os_text(&e)
+            ))
+        })?;
+        if replaced && self.opts.verbose {
+            say(format_args!("removed {}", quote(dst.path)));
         }
         Ok(())
     }

@@ -3,7 +3,6 @@
 //! making of DEST (`create`), with the backup put back where that fails.
 
 use super::atomic::Aside;
-use super::create::force_link;
 use super::{ask, name_key, Copier, FirstCopy, Found, Step};
 use crate::backup;
 use crate::messages::{error, os_text, say};
@@ -13,13 +12,31 @@ use crate::options::{BackupKind, Clobber, Deref};
 use crate::quote::quote;
 use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileKind, Stat};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::rc::Rc;
 
+/// DEST as [`Copier::look_at_dest`] found it.
+struct DestLook {
+    /// DEST's stat (see [`Found::sb`]).
+    sb: Option<Stat>,
+    /// DEST is known not to exist.
+    new: bool,
+    /// DEST was looked at without following a symlink.
+    lstat: bool,
+}
+
+/// Whether `copy_entry` goes on after a step.
+#[derive(PartialEq, Eq)]
+enum Next {
+    Go,
+    Done,
+}
+
 impl Copier<'_> {
     /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
-    /// being copied (for -x).
+    /// being copied (for -x). The steps, in cp's order: look at SOURCE, look at DEST, the
+    /// rules for a DEST that exists, making room for the new one, then making it.
     pub(super) fn copy_entry(
         &mut self,
         src: At<'_>,
@@ -27,18 +44,44 @@ impl Copier<'_> {
         top: bool,
         parent_dev: Option<u64>,
     ) -> Step {
+        let Some(src_meta) = self.check_source(src, top)? else {
+            return Ok(());
+        };
+        let look = self.look_at_dest(dst, src_meta.kind())?;
+        let mut found = Found {
+            sb: look.sb,
+            new: look.new,
+            aside: Aside::Keep,
+            backup: None,
+        };
+        if let Some(dm) = &look.sb {
+            if self.check_existing(src, dst, &src_meta, dm, top)? == Next::Done {
+                return Ok(());
+            }
+            let atomic = self.writes_atomically(&src_meta, top);
+            self.make_room(src, dst, &src_meta, dm, atomic, &mut found)?;
+        }
+        self.refuse_created_symlink(src, dst, top, &look)?;
+        let result = self.create(src, dst, &src_meta, &found, top, parent_dev);
+        if result.is_err() && found.aside == Aside::Keep {
+            self.un_backup(dst, &found);
+        }
+        result
+    }
+
+    /// SOURCE as cp first looks at it: stat'ed (followed as -H, -L or -P say), refused when a
+    /// directory meets no -r, skipped with a warning when named twice on the command line.
+    /// None: nothing more to do for it.
+    fn check_source(&mut self, src: At<'_>, top: bool) -> Result<Option<Stat>, Reported> {
         if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Reported); // interrupted: main says so once
         }
-        let opts = self.opts;
-        let follow = self.follows(top);
         let src_meta = src
             .dir
-            .stat(src.name, follow)
+            .stat(src.name, self.follows(top))
             .map_err(|e| fail_os("cannot stat", src.path, &e))?;
         let src_kind = src_meta.kind();
-
-        if src_kind == FileKind::Dir && !opts.recursive {
+        if src_kind == FileKind::Dir && !self.opts.recursive {
             return Err(fail(format!(
                 "-r not specified; omitting directory {}",
                 quote(src.path)
@@ -51,202 +94,242 @@ impl Copier<'_> {
                     "warning: source file {} specified more than once",
                     quote(src.path)
                 ));
-                return Ok(());
+                return Ok(None);
             }
         }
+        Ok(Some(src_meta))
+    }
 
-        // DEST as cp looks at it: followed only when a regular file will be written through
-        // it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
-        let copy_as_regular = !opts.recursive || opts.copy_contents;
-        let use_lstat = (src_kind != FileKind::File
-            && (!copy_as_regular || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+    /// Whether a SOURCE that is not a regular file is copied as one (its data read), as
+    /// without -R or with --copy-contents.
+    pub(super) fn copies_as_regular(&self) -> bool {
+        !self.opts.recursive || self.opts.copy_contents
+    }
+
+    /// DEST as cp looks at it: followed only when a regular file will be written through
+    /// it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
+    fn look_at_dest(&self, dst: At<'_>, src_kind: FileKind) -> Result<DestLook, Reported> {
+        let opts = self.opts;
+        let lstat = (src_kind != FileKind::File
+            && (!self.copies_as_regular()
+                || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
             || opts.symbolic_link
             || opts.hard_link
             || self.backup.is_some()
             || opts.remove_destination;
-        let mut new_dst = false;
-        let dst_sb = match dst.dir.stat(dst.name, !use_lstat) {
+        let mut new = false;
+        let sb = match dst.dir.stat(dst.name, !lstat) {
             Ok(m) => Some(m),
             // A symlink loop: -f unlinks it once opening it fails.
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) && opts.force => None,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                new_dst = true;
+                new = true;
                 None
             }
             Err(e) => return Err(fail_os("cannot stat", dst.path, &e)),
         };
+        Ok(DestLook { sb, new, lstat })
+    }
 
-        // --atomic leaves a backup or a removal of DEST to the rename that puts the complete
-        // new file in place (see `atomic`).
-        let atomic_data = opts.atomic
+    /// Whether --atomic writes this file's data aside and leaves a backup or a removal of
+    /// DEST to the rename that puts the complete new file in place (see `atomic`).
+    fn writes_atomically(&self, src_meta: &Stat, top: bool) -> bool {
+        let opts = self.opts;
+        let src_kind = src_meta.kind();
+        opts.atomic
             && !opts.attributes_only
             && !opts.symbolic_link
             && !opts.hard_link
             && (src_kind == FileKind::File
-                || (copy_as_regular && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-            && !(self.remembers_link(&src_meta, top) && self.links.contains_key(&src_meta.id()));
-        let mut deferred = Aside::Keep;
-        let mut backup: Option<(OsString, PathBuf)> = None;
-        if let Some(dm) = &dst_sb {
-            let mut done = false;
-            if opts.clobber != Clobber::SkipSilently {
-                match same_file::check(src, &src_meta, dst, dm, opts, self.backup.is_some()) {
-                    Verdict::Proceed => {}
-                    Verdict::Done => done = true,
-                    Verdict::Refuse => {
-                        return Err(fail(format!(
-                            "{} and {} are the same file",
-                            quote(src.path),
-                            quote(dst.path)
-                        )))
-                    }
-                }
-            }
-            if src_kind != FileKind::Dir {
-                if opts.update_older
-                    && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps)
-                {
-                    return self.keep_current(dst, &src_meta, follow);
-                }
-                match opts.clobber {
-                    Clobber::Overwrite => {}
-                    Clobber::SkipSilently => return Ok(()),
-                    Clobber::SkipAndFail => {
-                        return Err(fail(format!("not replacing {}", quote(dst.path))));
-                    }
-                    Clobber::Ask => {
-                        self.settle();
-                        match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
-                            Some(true) => {}
-                            Some(false) => return Ok(()),
-                            None => return Err(Reported), // interrupted: main says so once
-                        }
-                    }
-                }
-            }
-            if done {
-                return Ok(());
-            }
-            if !dm.is_dir() {
-                if src_kind == FileKind::Dir {
+                || (self.copies_as_regular()
+                    && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+            && !(self.remembers_link(src_meta, top) && self.links.contains_key(&src_meta.id()))
+    }
+
+    /// cp's rules for a DEST that exists (`dm`): the same file, -u, -n and -i, a directory
+    /// against a non-directory, a file this run just made. `Done`: nothing more to do.
+    fn check_existing(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        dm: &Stat,
+        top: bool,
+    ) -> Result<Next, Reported> {
+        let opts = self.opts;
+        let src_kind = src_meta.kind();
+        let mut done = false;
+        if opts.clobber != Clobber::SkipSilently {
+            match same_file::check(src, src_meta, dst, dm, opts, self.backup.is_some()) {
+                Verdict::Proceed => {}
+                Verdict::Done => done = true,
+                Verdict::Refuse => {
                     return Err(fail(format!(
-                        "cannot overwrite non-directory {} with directory {}",
-                        quote(dst.path),
-                        quote(src.path)
-                    )));
+                        "{} and {} are the same file",
+                        quote(src.path),
+                        quote(dst.path)
+                    )))
                 }
-                // Numbered backups keep what a second source would overwrite.
-                if top
-                    && self.track
-                    && self.backup != Some(BackupKind::Numbered)
-                    && self.just_created(&(dm.id(), name_key(dst.path)))
-                {
-                    return Err(fail(format!(
-                        "will not overwrite just-created {} with {}",
-                        quote(dst.path),
-                        quote(src.path)
-                    )));
+            }
+        }
+        if src_kind != FileKind::Dir {
+            if opts.update_older && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps) {
+                let follow = self.follows(top);
+                return self
+                    .keep_current(dst, src_meta, follow)
+                    .map(|()| Next::Done);
+            }
+            match opts.clobber {
+                Clobber::Overwrite => {}
+                Clobber::SkipSilently => return Ok(Next::Done),
+                Clobber::SkipAndFail => {
+                    return Err(fail(format!("not replacing {}", quote(dst.path))));
                 }
-            } else if src_kind != FileKind::Dir {
+                Clobber::Ask => {
+                    self.settle();
+                    match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
+                        Some(true) => {}
+                        Some(false) => return Ok(Next::Done),
+                        None => return Err(Reported), // interrupted: main says so once
+                    }
+                }
+            }
+        }
+        if done {
+            return Ok(Next::Done);
+        }
+        if !dm.is_dir() {
+            if src_kind == FileKind::Dir {
                 return Err(fail(format!(
-                    "cannot overwrite directory {} with non-directory",
+                    "cannot overwrite non-directory {} with directory {}",
+                    quote(dst.path),
+                    quote(src.path)
+                )));
+            }
+            // Numbered backups keep what a second source would overwrite.
+            if top
+                && self.track
+                && self.backup != Some(BackupKind::Numbered)
+                && self.just_created(&(dm.id(), name_key(dst.path)))
+            {
+                return Err(fail(format!(
+                    "will not overwrite just-created {} with {}",
+                    quote(dst.path),
+                    quote(src.path)
+                )));
+            }
+        } else if src_kind != FileKind::Dir {
+            return Err(fail(format!(
+                "cannot overwrite directory {} with non-directory",
+                quote(dst.path)
+            )));
+        }
+        Ok(Next::Go)
+    }
+
+    /// Makes room for the new DEST where the old one (`dm`) must go first: renamed to its
+    /// backup name, or unlinked (-f's removal, --remove-destination, --preserve=links,
+    /// special files). Under --atomic (`atomic`) either is left to the rename, in `found`.
+    fn make_room(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        dm: &Stat,
+        atomic: bool,
+        found: &mut Found,
+    ) -> Step {
+        let opts = self.opts;
+        let src_kind = src_meta.kind();
+        let src_base = same_file::last_component(src.path.as_os_str());
+        let dot_or_dotdot = src_base == "." || src_base == "..";
+        if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
+            if kind != BackupKind::Numbered && self.source_is_dst_backup(src_base, src_meta, dst) {
+                return Err(fail(format!(
+                    "backing up {} might destroy source;  {} not copied",
+                    quote(dst.path),
+                    quote(src.path)
+                )));
+            }
+            let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
+            let name = backup::with_suffix(dst.name, &suffix);
+            let path = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
+            if atomic {
+                found.aside = Aside::Backup(name.clone());
+                found.backup = Some((name, path));
+            } else {
+                match dst.dir.rename(dst.name, &name) {
+                    Ok(()) => found.backup = Some((name, path)),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
+                }
+            }
+            found.new = true;
+        } else if !dm.is_dir()
+            && (opts.remove_destination
+                || (!opts.attributes_only
+                    && ((opts.preserve.links && dm.nlink() > 1)
+                        || (opts.deref == Deref::Never && src_kind != FileKind::File))))
+        {
+            // Unlinked first: with --preserve=links DEST's other names keep their data.
+            // (-v says so here, in cp's order, also when --atomic removes it at the rename.)
+            if atomic {
+                found.aside = Aside::Remove;
+            } else {
+                match dst.dir.unlink(dst.name) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                }
+            }
+            if opts.verbose {
+                say(format_args!("removed {}", quote(dst.path)));
+            }
+            found.new = true;
+        }
+        Ok(())
+    }
+
+    /// Never writes through a symlink this run made from an earlier SOURCE.
+    fn refuse_created_symlink(&self, src: At<'_>, dst: At<'_>, top: bool, look: &DestLook) -> Step {
+        if !(top && self.track && self.backup.is_none()) {
+            return Ok(());
+        }
+        let lstat = if look.lstat {
+            look.sb
+        } else {
+            dst.dir.stat(dst.name, false).ok()
+        };
+        if let Some(l) = lstat.filter(Stat::is_symlink) {
+            if self.created.contains(&(l.id(), name_key(dst.path))) {
+                return Err(fail(format!(
+                    "will not copy {} through just-created symlink {}",
+                    quote(src.path),
                     quote(dst.path)
                 )));
             }
-            let src_base = same_file::last_component(src.path.as_os_str());
-            let dot_or_dotdot = src_base == "." || src_base == "..";
-            if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
-                if kind != BackupKind::Numbered
-                    && self.source_is_dst_backup(src_base, &src_meta, dst)
-                {
-                    return Err(fail(format!(
-                        "backing up {} might destroy source;  {} not copied",
-                        quote(dst.path),
-                        quote(src.path)
-                    )));
-                }
-                let suffix = backup::suffix(dst.dir, dst.name, kind, &opts.suffix);
-                let name = backup::with_suffix(dst.name, &suffix);
-                let path = PathBuf::from(backup::with_suffix(dst.path.as_os_str(), &suffix));
-                if atomic_data {
-                    deferred = Aside::Backup(name.clone());
-                    backup = Some((name, path));
-                } else {
-                    match dst.dir.rename(dst.name, &name) {
-                        Ok(()) => backup = Some((name, path)),
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                        Err(e) => return Err(fail_os("cannot backup", dst.path, &e)),
-                    }
-                }
-                new_dst = true;
-            } else if !dm.is_dir()
-                && (opts.remove_destination
-                    || (!opts.attributes_only
-                        && ((opts.preserve.links && dm.nlink() > 1)
-                            || (opts.deref == Deref::Never && src_kind != FileKind::File))))
-            {
-                // Unlinked first: with --preserve=links DEST's other names keep their data.
-                // (-v says so here, in cp's order, also when --atomic removes it at the rename.)
-                if atomic_data {
-                    deferred = Aside::Remove;
-                } else {
-                    match dst.dir.unlink(dst.name) {
-                        Ok(()) => {}
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
-                    }
-                }
-                if opts.verbose {
-                    say(format_args!("removed {}", quote(dst.path)));
-                }
-                new_dst = true;
-            }
         }
+        Ok(())
+    }
 
-        // Never write through a symlink this run made from an earlier SOURCE.
-        if top && self.track && self.backup.is_none() {
-            let lstat = if use_lstat {
-                dst_sb
-            } else {
-                dst.dir.stat(dst.name, false).ok()
-            };
-            if let Some(l) = lstat.filter(Stat::is_symlink) {
-                if self.created.contains(&(l.id(), name_key(dst.path))) {
-                    return Err(fail(format!(
-                        "will not copy {} through just-created symlink {}",
-                        quote(src.path),
-                        quote(dst.path)
-                    )));
-                }
-            }
-        }
-
-        let found = Found {
-            sb: dst_sb,
-            new: new_dst,
-            aside: deferred,
-            backup,
+    /// Puts the backup back where making the new DEST failed (GNU's un_backup).
+    fn un_backup(&self, dst: At<'_>, found: &Found) {
+        let Some((name, path)) = &found.backup else {
+            return;
         };
-        let result = self.create(src, dst, &src_meta, &found, top, parent_dev);
-        if result.is_err() && found.aside == Aside::Keep {
-            // Put the backup back where the copy failed (GNU's un_backup).
-            if let Some((name, path)) = &found.backup {
-                match dst.dir.rename(name, dst.name) {
-                    Err(e) => error(&format!(
-                        "cannot un-backup {}: {}",
-                        quote(dst.path),
-                        os_text(&e)
-                    )),
-                    Ok(()) if opts.verbose => say(format_args!(
-                        "{} -> {} (unbackup)",
-                        quote(path),
-                        quote(dst.path)
-                    )),
-                    Ok(()) => {}
-                }
-            }
+        match dst.dir.rename(name, dst.name) {
+            Err(e) => error(&format!(
+                "cannot un-backup {}: {}",
+                quote(dst.path),
+                os_text(&e)
+            )),
+            Ok(()) if self.opts.verbose => say(format_args!(
+                "{} -> {} (unbackup)",
+                quote(path),
+                quote(dst.path)
+            )),
+            Ok(()) => {}
         }
-        result
     }
 
     /// Whether SOURCE's inode is remembered, so a later name for it is linked to this DEST
@@ -273,23 +356,7 @@ impl Copier<'_> {
             self.links.insert(src_meta.id(), first);
             return Ok(());
         };
-        let from = At {
-            dir: &first.dir,
-            name: &first.name,
-            path: &first.path,
-        };
-        let replaced = force_link(dst, from, true, follow).map_err(|e| {
-            fail(format!(
-                "cannot create hard link {} to {}: {}",
-                quote(dst.path),
-                quote(&first.path),
-                os_text(&e)
-            ))
-        })?;
-        if replaced && self.opts.verbose {
-            say(format_args!("removed {}", quote(dst.path)));
-        }
-        Ok(())
+        self.link_to_first(dst, first, follow)
     }
 
     /// The -i question for DEST: cp warns when DEST is not writable.
