@@ -245,7 +245,7 @@ fn fsync_is_honoured() {
             .iter()
             .position(|c| c.starts_with(&format!("close({fd})")));
         assert!(
-            synced.is_some_and(|s| closed.map_or(true, |c| s < c)),
+            synced.is_some_and(|s| closed.is_none_or(|c| s < c)),
             "{backend:?}: no fsync of dst before its close: {calls:#?}"
         );
     }

@@ -113,7 +113,7 @@ impl Copier<'_> {
         };
         let limits = *self.inflight.limits.get_or_insert_with(limits_from_env);
         engine.set_queue_limits(limits);
-        if !engine.queue_max().is_some_and(|max| len <= max) {
+        if engine.queue_max().is_none_or(|max| len > max) {
             return Err((src_file, dst_file));
         }
         // Room first: take finished files, in turn, until there is.

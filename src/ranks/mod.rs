@@ -123,7 +123,7 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
         let mut d = Decoder(&bytes);
         if d.u8() == NO_ENGINE {
             let r = status.source_rank();
-            if refused.as_ref().map_or(true, |(first, _)| r < *first) {
+            if refused.as_ref().is_none_or(|(first, _)| r < *first) {
                 refused = Some((r, String::from_utf8_lossy(&d.bytes()).into_owned()));
             }
         }

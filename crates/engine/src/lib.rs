@@ -18,7 +18,9 @@ pub mod backend;
 mod bounce;
 pub mod chunk_plan;
 pub mod devices;
+mod error;
 pub mod fileio;
+mod job;
 mod pipeline;
 mod queue;
 pub mod quote;
@@ -26,16 +28,18 @@ mod stages;
 mod streams;
 mod transfer;
 pub mod verify;
+mod worker;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
+pub use error::CopyError;
+pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
+pub use quote::os_text;
 pub use stages::StageTimes;
 
 use crate::quote::quote;
 use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
-use std::fs::File;
-use std::io;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -98,15 +102,6 @@ impl std::fmt::Display for ChunkSize {
 #[error("must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes")]
 pub struct ChunkSizeError(pub u64);
 
-/// How holes in SRC are treated (cp's --sparse).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum SparseMode {
-    #[default]
-    Auto,
-    Never,
-    Always,
-}
-
 /// Everything the engine needs to know; built from the command line by `main`.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -155,34 +150,6 @@ impl Default for Config {
     }
 }
 
-/// What the source is: a regular file of known size, or a stream read until EOF.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceKind {
-    Regular { len: u64 },
-    Stream,
-}
-
-/// One file's data copy.
-pub struct DataJob<'a> {
-    pub src: &'a File,
-    pub src_name: &'a Path,
-    pub src_kind: SourceKind,
-    pub dst: &'a File,
-    pub dst_name: &'a Path,
-    pub sparse: SparseMode,
-}
-
-/// Progress events, drained by the binary's progress bar.
-pub trait ProgressSink {
-    fn file_started(&self, name: &Path, len: Option<u64>);
-    fn advanced(&self, bytes: u64);
-    /// The file's data phase ended, successfully or not (called before any error returns).
-    fn file_finished(&self);
-    /// How the file's bytes are read and written: "direct" (library I/O), "O_DIRECT" or
-    /// "bounce" (POSIX I/O through the host window), "stream" (read until EOF).
-    fn route(&self, _read: &'static str, _write: &'static str) {}
-}
-
 /// What a run staged through: the backend's name ("hipFile", "cuFile", "host memory"), the
 /// library's version text when it tells, and the GPU indices on GPU backends (none on host).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,69 +157,6 @@ pub struct EngineInfo {
     pub backend: &'static str,
     pub library: Option<String>,
     pub gpus: Vec<u32>,
-}
-
-/// A sink that ignores everything.
-pub struct NoProgress;
-impl ProgressSink for NoProgress {
-    fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, _: u64) {}
-    fn file_finished(&self) {}
-}
-
-/// Failure of one file's copy; Display is cp's message without the program prefix,
-/// e.g. "error writing 'y': No space left on device". Names are already quoted.
-#[derive(Debug, thiserror::Error)]
-pub enum CopyError {
-    #[error("error reading {name}: {}", os_text(source))]
-    Read { name: String, source: io::Error },
-    #[error("error writing {name}: {}", os_text(source))]
-    Write { name: String, source: io::Error },
-    /// Setting DST's final size failed.
-    #[error("failed to extend {name}: {}", os_text(source))]
-    Extend { name: String, source: io::Error },
-    /// The GPU library refused the file in a way the bounce route cannot serve.
-    #[error("cannot register {name} with {library}: {message}")]
-    Register {
-        name: String,
-        library: &'static str,
-        message: String,
-    },
-    /// No staging memory for the copy of `name`: `bytes` asked for, and retried down to
-    /// `smallest` when the engine shrank the chunk.
-    #[error(
-        "cannot allocate {bytes} bytes of {memory}{} to copy {name}: {message}",
-        smallest.map(|s| format!(" (nor down to {s})")).unwrap_or_default()
-    )]
-    Alloc {
-        name: String,
-        bytes: usize,
-        smallest: Option<usize>,
-        memory: &'static str,
-        message: String,
-    },
-    /// [`Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
-    #[error("interrupted")]
-    Interrupted,
-    /// A failure another process met copying part of the file (an MPI rank), already in
-    /// cp's words.
-    #[error("{0}")]
-    Elsewhere(String),
-    /// --verify found DST different from SRC, or could not read them back.
-    #[error(transparent)]
-    Verify(#[from] verify::VerifyError),
-}
-
-/// An OS error's text as cp prints it: strerror, without std's " (os error N)".
-pub fn os_text(e: &io::Error) -> String {
-    let text = e.to_string();
-    match e.raw_os_error() {
-        Some(code) => text
-            .strip_suffix(&format!(" (os error {code})"))
-            .map(str::to_owned)
-            .unwrap_or(text),
-        None => text,
-    }
 }
 
 /// Failure to bring up the backend (fatal for the run).

@@ -7,18 +7,15 @@ use crate::chunk_plan::ChunkPlan;
 use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
 use crate::stages::{Stage, StageClock, StageTimes};
-use crate::transfer::{self, Way};
+use crate::worker::{run_worker, Handle, Route, Side, Work};
 use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
-
-/// A registered file of backend `S`.
-pub(crate) type Handle<'fd, S> = <<S as Staging>::Library as LibraryIo>::Handle<'fd>;
 
 /// Workers' slots (dropped first: buffers go back before the driver closes) and the backend.
 pub(crate) struct Pipeline<S: Staging> {
@@ -47,78 +44,6 @@ pub(crate) struct Pipeline<S: Staging> {
     /// The stage times of the last file copied, and of the whole run.
     pub(crate) last_stages: StageTimes,
     pub(crate) run_stages: StageTimes,
-}
-
-/// How one side of a copy moves its bytes.
-pub(crate) enum Side<H> {
-    /// Library I/O on a registered O_DIRECT fd, straight into device memory.
-    Library(H),
-    /// POSIX I/O through the host window; `direct` when O_DIRECT is set (host backend).
-    Posix { direct: bool },
-}
-
-impl<H> Side<H> {
-    pub(crate) fn is_direct(&self) -> bool {
-        matches!(self, Side::Library(_) | Side::Posix { direct: true })
-    }
-    fn describe(&self) -> &'static str {
-        match self {
-            Side::Library(_) => "direct",
-            Side::Posix { direct: true } => "O_DIRECT",
-            Side::Posix { direct: false } => "bounce",
-        }
-    }
-}
-
-/// State the workers of one file share.
-pub(crate) struct Work<'a> {
-    slices: &'a [Range<u64>],
-    next: AtomicUsize,
-    /// Per slice: fully copied.
-    done: Vec<AtomicBool>,
-    stop: AtomicBool,
-    cancel: &'a AtomicBool,
-    /// Lowest offset where SRC ended early (it shrank); u64::MAX if it did not.
-    eof_at: AtomicU64,
-    error: Mutex<Option<(u64, CopyError)>>,
-}
-
-impl Work<'_> {
-    pub(crate) fn fail(&self, offset: u64, e: CopyError) {
-        self.stop.store(true, Ordering::SeqCst);
-        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        // Keep the error at the lowest offset: that is what a serial copy would have hit.
-        if slot.as_ref().map_or(true, |(o, _)| offset < *o) {
-            *slot = Some((offset, e));
-        }
-    }
-    fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst) || self.cancel.load(Ordering::SeqCst)
-    }
-    /// Where DST's contents stop being known-good: the end of the leading run of completed
-    /// slices (holes between them count as copied).
-    fn copied_prefix(&self) -> u64 {
-        let mut prefix = 0;
-        for (slice, done) in self.slices.iter().zip(&self.done) {
-            if !done.load(Ordering::SeqCst) {
-                return slice.start;
-            }
-            prefix = slice.end;
-        }
-        prefix
-    }
-}
-
-/// One side's files and routes for a slice copy.
-pub(crate) struct Route<'a, H> {
-    pub(crate) src: &'a File,
-    pub(crate) dst: &'a File,
-    pub(crate) src_side: &'a Side<H>,
-    pub(crate) dst_side: &'a Side<H>,
-    pub(crate) cx: &'a Ctx<'a>,
-    /// Write only the non-zero `align` blocks (--sparse=always).
-    pub(crate) skip_zeros: bool,
-    pub(crate) align: u64,
 }
 
 impl<S: Staging> Pipeline<S> {
@@ -466,15 +391,7 @@ impl<S: Staging> Pipeline<S> {
             skip_zeros: job.sparse == SparseMode::Always,
             align: align.max(MIN_ALIGN),
         };
-        let work = Work {
-            slices: &plan.slices,
-            next: AtomicUsize::new(0),
-            done: plan.slices.iter().map(|_| AtomicBool::new(false)).collect(),
-            stop: AtomicBool::new(false),
-            cancel,
-            eof_at: AtomicU64::new(u64::MAX),
-            error: Mutex::new(None),
-        };
+        let work = Work::new(&plan.slices, cancel);
         let mut reported = 0;
         reported += self.run_workers(workers, use_async, &route, &work, progress);
         // Workers are joined: hand the fds back buffered for the tail and for the caller.
@@ -487,7 +404,7 @@ impl<S: Staging> Pipeline<S> {
             .and_then(|()| clear(&dst_side, job.dst).map_err(|e| names.write(e)));
         drop(src_side);
         drop(dst_side);
-        let first_error = work.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let first_error = work.take_error();
         if let Some((_, e)) = first_error {
             return Err((work.copied_prefix(), e));
         }
@@ -498,10 +415,10 @@ impl<S: Staging> Pipeline<S> {
 
         // The tail: what the slices left (the unaligned end, or from where SRC shrank), and
         // anything SRC grew by. Skipped when it lies in a hole.
-        let eof_at = work.eof_at.load(Ordering::SeqCst);
+        let eof_at = work.eof_at();
         let tail_start = plan.tail.start.min(eof_at & !(align - 1));
         // Only a file's last part has a tail; an earlier one ends on an aligned boundary.
-        let last_part = self.part.as_ref().map_or(true, |(_, last)| *last);
+        let last_part = self.part.as_ref().is_none_or(|(_, last)| *last);
         let tail_has_data = eof_at != u64::MAX
             || (last_part && job.sparse == SparseMode::Never)
             || extents.iter().any(|e| e.end > tail_start);
@@ -661,137 +578,4 @@ fn paren(why: &str) -> String {
     } else {
         format!(" ({why})")
     }
-}
-
-/// One worker: takes slices until none are left, the copy fails, or it is cancelled.
-pub(crate) fn run_worker<S: Staging>(
-    staging: &S,
-    slot: &mut S::Slot,
-    route: &Route<'_, Handle<'_, S>>,
-    work: &Work<'_>,
-    report: &mut dyn FnMut(u64),
-) {
-    if let Err(e) = staging.enter_worker(slot) {
-        work.fail(0, route.cx.names.read(e));
-        return;
-    }
-    take_slices(work, report, |slice| {
-        copy_slice(staging, slot, route, slice)
-    });
-}
-
-/// Takes slices until none are left, the copy fails, or it is cancelled; `copy` moves one
-/// and returns its bytes (fewer only where SRC ended early).
-pub(crate) fn take_slices(
-    work: &Work<'_>,
-    report: &mut dyn FnMut(u64),
-    mut copy: impl FnMut(Range<u64>) -> Result<u64, CopyError>,
-) {
-    while !work.stopping() {
-        let index = work.next.fetch_add(1, Ordering::SeqCst);
-        let Some(slice) = work.slices.get(index) else {
-            break;
-        };
-        match copy(slice.clone()) {
-            Ok(n) => {
-                report(n);
-                if n == slice.end - slice.start {
-                    work.done[index].store(true, Ordering::SeqCst);
-                } else {
-                    work.eof_at.fetch_min(slice.start + n, Ordering::SeqCst);
-                }
-            }
-            Err(e) => work.fail(slice.start, e),
-        }
-    }
-}
-
-/// Moves `len` bytes with `part(offset, n)` in parts of at most [`fileio::STOP_GRAIN`],
-/// looking at the stop flag between them. Returns the bytes moved: a part that comes back
-/// short (EOF) ends it.
-fn in_grains(
-    len: usize,
-    cx: &Ctx<'_>,
-    mut part: impl FnMut(usize, usize) -> Result<usize, CopyError>,
-) -> Result<usize, CopyError> {
-    let mut done = 0;
-    while done < len {
-        if done > 0 {
-            cx.check_cancel()?;
-        }
-        let n = (len - done).min(fileio::STOP_GRAIN);
-        let got = part(done, n)?;
-        done += got;
-        if got < n {
-            break;
-        }
-    }
-    Ok(done)
-}
-
-/// Reads `slice` into the slot and writes it out, each side by the library (a registered
-/// file and slot) or by the bounce route. Returns the bytes moved: fewer than the slice
-/// only when SRC ended early, and then only the aligned part of what was read is written
-/// (the sequential phase re-reads the rest).
-fn copy_slice<S: Staging>(
-    staging: &S,
-    slot: &mut S::Slot,
-    route: &Route<'_, Handle<'_, S>>,
-    slice: Range<u64>,
-) -> Result<u64, CopyError> {
-    let cx = route.cx;
-    let names = cx.names;
-    let len = (slice.end - slice.start) as usize;
-    let align = route.align as usize;
-    // A slot whose buffer the library would not register bounces, even on a registered
-    // file: the fd keeps O_DIRECT, and the windows and requests stay aligned for it.
-    let library = staging
-        .library()
-        .filter(|library| library.slot_refusal(slot).is_none());
-    let got = match (route.src_side, library) {
-        (Side::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
-            cx.clock
-                .time(Stage::Read, || {
-                    transfer::drive(Way::Read, n, align, fileio::MAX_IO, |done, want| {
-                        let done = at + done;
-                        library.read(handle, slot, want, slice.start + done as u64, done)
-                    })
-                })
-                .map_err(|e| names.read(e))
-        })?,
-        (side, _) => {
-            let reader = Reader::At {
-                file: route.src,
-                direct: side.is_direct(),
-            };
-            bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
-        }
-    };
-    let to_write = if got < len && route.src_side.is_direct() | route.dst_side.is_direct() {
-        got & !(align - 1)
-    } else {
-        got
-    };
-    match (route.dst_side, library) {
-        (Side::Library(handle), Some(library)) => {
-            in_grains(to_write, cx, |at, n| {
-                cx.clock
-                    .time(Stage::Write, || {
-                        transfer::drive(Way::Write, n, align, fileio::MAX_IO, |done, want| {
-                            let done = at + done;
-                            library.write(handle, slot, want, slice.start + done as u64, done)
-                        })
-                    })
-                    .map_err(|e| names.write(e))
-            })?;
-        }
-        _ => {
-            let writer = Writer::At {
-                file: route.dst,
-                skip_zeros: route.skip_zeros.then_some(align),
-            };
-            bounce::write_out(staging, slot, &writer, slice.start, to_write, cx)?;
-        }
-    }
-    Ok(to_write as u64)
 }

@@ -427,7 +427,7 @@ fn copy_extents<S: Staging>(
         }
     }
     // On past the last extent to EOF when it reaches SRC's end (SRC may have grown).
-    let tail = extents.last().map_or(true, |e| e.end >= len).then_some(len);
+    let tail = extents.last().is_none_or(|e| e.end >= len).then_some(len);
     let end = span.copy(&clip(&extents, split..len), 0, tail)?;
     Ok(end.unwrap_or(len))
 }

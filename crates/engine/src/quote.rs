@@ -1,11 +1,24 @@
-//! File names in messages, quoted the way GNU coreutils quotes them (`quoteaf`, the
-//! shell-escape-always style), so that scripts and test suites written against cp's
-//! messages keep matching: 'a b', "it's", 'nl'$'\n''x'.
+//! The words of messages as GNU coreutils writes them: file names quoted as `quoteaf` does
+//! (the shell-escape-always style), so that scripts and test suites written against cp's
+//! messages keep matching: 'a b', "it's", 'nl'$'\n''x'; and an OS error as strerror says it.
 
 use std::ffi::OsStr;
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::OnceLock;
+
+/// An OS error's text as cp prints it: strerror, without std's " (os error N)".
+pub fn os_text(e: &io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => text
+            .strip_suffix(&format!(" (os error {code})"))
+            .map(str::to_owned)
+            .unwrap_or(text),
+        None => text,
+    }
+}
 
 /// Quotes a path for a message.
 pub fn quote(p: impl AsRef<Path>) -> String {

@@ -3,8 +3,8 @@
 
 use crate::backend::{LibraryIo, Staging, StreamIo};
 use crate::fileio;
-use crate::pipeline::{run_worker, take_slices, Handle, Route, Side, Work};
 use crate::transfer::{self, Way};
+use crate::worker::{run_worker, take_slices, Handle, Route, Side, Work};
 use crate::CopyError;
 use std::ops::Range;
 

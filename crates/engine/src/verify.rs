@@ -80,7 +80,7 @@ pub enum VerifyError {
     },
     #[error("cannot verify {name}: {what}")]
     Cannot { name: String, what: String },
-    #[error("error reading {name} to verify it: {}", super::os_text(source))]
+    #[error("error reading {name} to verify it: {}", crate::quote::os_text(source))]
     Read { name: String, source: io::Error },
 }
 

@@ -1,0 +1,48 @@
+//! How one file's copy fails, in cp's words.
+
+use crate::quote::os_text;
+use crate::verify;
+use std::io;
+
+/// Failure of one file's copy; Display is cp's message without the program prefix,
+/// e.g. "error writing 'y': No space left on device". Names are already quoted.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("error reading {name}: {}", os_text(source))]
+    Read { name: String, source: io::Error },
+    #[error("error writing {name}: {}", os_text(source))]
+    Write { name: String, source: io::Error },
+    /// Setting DST's final size failed.
+    #[error("failed to extend {name}: {}", os_text(source))]
+    Extend { name: String, source: io::Error },
+    /// The GPU library refused the file in a way the bounce route cannot serve.
+    #[error("cannot register {name} with {library}: {message}")]
+    Register {
+        name: String,
+        library: &'static str,
+        message: String,
+    },
+    /// No staging memory for the copy of `name`: `bytes` asked for, and retried down to
+    /// `smallest` when the engine shrank the chunk.
+    #[error(
+        "cannot allocate {bytes} bytes of {memory}{} to copy {name}: {message}",
+        smallest.map(|s| format!(" (nor down to {s})")).unwrap_or_default()
+    )]
+    Alloc {
+        name: String,
+        bytes: usize,
+        smallest: Option<usize>,
+        memory: &'static str,
+        message: String,
+    },
+    /// [`Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
+    #[error("interrupted")]
+    Interrupted,
+    /// A failure another process met copying part of the file (an MPI rank), already in
+    /// cp's words.
+    #[error("{0}")]
+    Elsewhere(String),
+    /// --verify found DST different from SRC, or could not read them back.
+    #[error(transparent)]
+    Verify(#[from] verify::VerifyError),
+}

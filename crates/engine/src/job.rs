@@ -1,0 +1,49 @@
+//! What the caller hands the engine for one file, and where the engine reports its progress.
+
+use std::fs::File;
+use std::path::Path;
+
+/// How holes in SRC are treated (cp's --sparse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SparseMode {
+    #[default]
+    Auto,
+    Never,
+    Always,
+}
+
+/// What the source is: a regular file of known size, or a stream read until EOF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    Regular { len: u64 },
+    Stream,
+}
+
+/// One file's data copy.
+pub struct DataJob<'a> {
+    pub src: &'a File,
+    pub src_name: &'a Path,
+    pub src_kind: SourceKind,
+    pub dst: &'a File,
+    pub dst_name: &'a Path,
+    pub sparse: SparseMode,
+}
+
+/// Progress events, drained by the binary's progress bar.
+pub trait ProgressSink {
+    fn file_started(&self, name: &Path, len: Option<u64>);
+    fn advanced(&self, bytes: u64);
+    /// The file's data phase ended, successfully or not (called before any error returns).
+    fn file_finished(&self);
+    /// How the file's bytes are read and written: "direct" (library I/O), "O_DIRECT" or
+    /// "bounce" (POSIX I/O through the host window), "stream" (read until EOF).
+    fn route(&self, _read: &'static str, _write: &'static str) {}
+}
+
+/// A sink that ignores everything.
+pub struct NoProgress;
+impl ProgressSink for NoProgress {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, _: u64) {}
+    fn file_finished(&self) {}
+}
