@@ -20,6 +20,7 @@ pub mod chunk_plan;
 pub mod devices;
 mod error;
 pub mod fileio;
+mod flight;
 mod job;
 mod pipeline;
 mod queue;

@@ -13,7 +13,6 @@
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::fileio::{self, MIN_ALIGN};
-use crate::pipeline::Pipeline;
 use crate::quote::quote;
 use crate::stages::{Stage, StageClock, StageTimes};
 use crate::{CopyError, ProgressSink, SparseMode};
@@ -81,31 +80,31 @@ pub struct Finished {
 }
 
 /// What the workers need besides their slot.
-struct Shared<S> {
-    staging: Arc<S>,
-    cancel: Arc<AtomicBool>,
-    chunk: usize,
-    direct_from: u64,
-    verify: bool,
+pub(crate) struct Shared<S> {
+    pub(crate) staging: Arc<S>,
+    pub(crate) cancel: Arc<AtomicBool>,
+    pub(crate) chunk: usize,
+    pub(crate) direct_from: u64,
+    pub(crate) verify: bool,
     /// The engine's start, for --debug stamps; None without --debug.
-    debug: Option<Instant>,
+    pub(crate) debug: Option<Instant>,
 }
 
 /// The workers and what is in flight.
 pub(crate) struct Flight<S: Staging> {
-    jobs: Option<mpsc::Sender<(Ticket, QueuedJob)>>,
-    done: mpsc::Receiver<Finished>,
-    workers: Vec<JoinHandle<(usize, S::Slot)>>,
+    pub(crate) jobs: Option<mpsc::Sender<(Ticket, QueuedJob)>>,
+    pub(crate) done: mpsc::Receiver<Finished>,
+    pub(crate) workers: Vec<JoinHandle<(usize, S::Slot)>>,
     /// Files and bytes sent and not yet handed back.
-    files: usize,
-    bytes: u64,
+    pub(crate) files: usize,
+    pub(crate) bytes: u64,
     /// Sizes of the files in flight, to take off `bytes` when they come back.
-    sizes: std::collections::HashMap<Ticket, u64>,
+    pub(crate) sizes: std::collections::HashMap<Ticket, u64>,
 }
 
 impl<S: Staging> Flight<S> {
     /// Stops the workers once the queue is empty; returns their slots by index.
-    fn land(mut self) -> Vec<(usize, S::Slot)> {
+    pub(crate) fn land(mut self) -> Vec<(usize, S::Slot)> {
         self.jobs = None;
         std::mem::take(&mut self.workers)
             .into_iter()
@@ -132,132 +131,8 @@ pub(crate) struct Landed {
     pub(crate) next_ticket: u64,
 }
 
-impl<S> Pipeline<S>
-where
-    S: Staging + Send + 'static,
-    S::Slot: 'static,
-{
-    /// Whether the flight has room for a file of `len` bytes.
-    pub(crate) fn has_room(&self, limits: &QueueLimits, len: u64) -> bool {
-        match &self.flight {
-            None => limits.files > 0,
-            Some(f) => f.files < limits.files && (f.files == 0 || f.bytes + len <= limits.bytes),
-        }
-    }
-
-    pub(crate) fn in_flight(&self) -> usize {
-        self.flight.as_ref().map_or(0, |f| f.files)
-    }
-
-    /// Sends `job` to the workers, starting them (with every slot that can be had) first.
-    pub(crate) fn submit(
-        &mut self,
-        ticket: Ticket,
-        job: QueuedJob,
-        limits: &QueueLimits,
-        config: (&Arc<AtomicBool>, bool, Option<Instant>),
-        diag: &mut dyn FnMut(&str),
-    ) -> Result<(), Box<(QueuedJob, CopyError)>> {
-        if self.flight.is_none() {
-            let want = self.chosen.len();
-            let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
-                Ok(n) => n,
-                Err(e) => return Err(Box::new((job, e))),
-            };
-            let (jobs_tx, jobs_rx) = mpsc::channel::<(Ticket, QueuedJob)>();
-            let jobs_rx = Arc::new(Mutex::new(jobs_rx));
-            let (done_tx, done_rx) = mpsc::channel();
-            let mut workers = Vec::new();
-            for &i in &self.chosen[..n] {
-                let Some(slot) = self.slots[i].take() else {
-                    continue;
-                };
-                let shared = Shared {
-                    staging: Arc::clone(&self.staging),
-                    cancel: Arc::clone(config.0),
-                    chunk: self.chunk,
-                    direct_from: limits.direct_from,
-                    verify: config.1,
-                    debug: config.2,
-                };
-                let (rx, tx) = (Arc::clone(&jobs_rx), done_tx.clone());
-                let spawned = std::thread::Builder::new()
-                    .name(format!("aiscp-file-{i}"))
-                    .spawn(move || worker(shared, i, slot, &rx, &tx));
-                match spawned {
-                    Ok(w) => workers.push(w),
-                    // The slot went with the closure; the system refused a thread: fewer workers.
-                    Err(e) => diag(&format!("file worker {i}: {e}")),
-                }
-            }
-            if workers.is_empty() {
-                // Slots lost with the refused threads are made again on the next copy.
-                return Err(Box::new((job, no_workers())));
-            }
-            diag(&format!("{} file worker(s) started", workers.len()));
-            self.flight = Some(Flight {
-                jobs: Some(jobs_tx),
-                done: done_rx,
-                workers,
-                files: 0,
-                bytes: 0,
-                sizes: Default::default(),
-            });
-        }
-        let flight = self.flight.as_mut().expect("started above");
-        let len = job.len;
-        let Some(tx) = flight.jobs.as_ref() else {
-            unreachable!("the queue is open while the flight is");
-        };
-        match tx.send((ticket, job)) {
-            Ok(()) => {
-                flight.files += 1;
-                flight.bytes += len;
-                flight.sizes.insert(ticket, len);
-                Ok(())
-            }
-            // Every worker has ended (a panic): the caller copies the file itself.
-            Err(mpsc::SendError((_, job))) => Err(Box::new((job, no_workers()))),
-        }
-    }
-
-    /// The next file whose copy ended: waits for one when `block` and files are in flight.
-    pub(crate) fn receive(&mut self, block: bool) -> Option<Finished> {
-        let flight = self.flight.as_mut()?;
-        if flight.files == 0 {
-            return None;
-        }
-        let got = if block {
-            flight.done.recv().ok()
-        } else {
-            flight.done.try_recv().ok()
-        };
-        let f = got?;
-        flight.files -= 1;
-        flight.bytes -= flight.sizes.remove(&f.ticket).unwrap_or(0);
-        self.run_stages.add(&f.stages);
-        self.last_stages = f.stages;
-        Some(f)
-    }
-
-    /// Waits for every file in flight (their results appended to `into`), stops the workers
-    /// and takes their slots back, so the pipeline has them all again.
-    pub(crate) fn land(&mut self, into: &mut VecDeque<Finished>) {
-        if self.flight.is_none() {
-            return;
-        }
-        while let Some(f) = self.receive(true) {
-            into.push_back(f);
-        }
-        let flight = self.flight.take().expect("checked above");
-        for (i, slot) in flight.land() {
-            self.slots[i] = Some(slot);
-        }
-    }
-}
-
 /// A worker: copies queued files through its slot until the queue closes; gives the slot back.
-fn worker<S: Staging>(
+pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
     index: usize,
     mut slot: S::Slot,
@@ -495,7 +370,7 @@ impl<S: Staging> Span<'_, S> {
 }
 
 /// The workers could not be started or have gone: the file is copied in turn instead.
-fn no_workers() -> CopyError {
+pub(crate) fn no_workers() -> CopyError {
     CopyError::Read {
         name: String::new(),
         source: std::io::Error::other("no file worker thread"),

@@ -1,0 +1,136 @@
+//! Files in flight on the pipeline's slots: the pipeline lends its slots to the queue's
+//! workers (see `queue`) and takes them back when the flight lands.
+
+use crate::backend::Staging;
+use crate::pipeline::Pipeline;
+use crate::queue::{no_workers, worker, Finished, Flight, QueueLimits, QueuedJob, Shared, Ticket};
+use crate::quote::quote;
+use crate::CopyError;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+
+impl<S> Pipeline<S>
+where
+    S: Staging + Send + 'static,
+    S::Slot: 'static,
+{
+    /// Whether the flight has room for a file of `len` bytes.
+    pub(crate) fn has_room(&self, limits: &QueueLimits, len: u64) -> bool {
+        match &self.flight {
+            None => limits.files > 0,
+            Some(f) => f.files < limits.files && (f.files == 0 || f.bytes + len <= limits.bytes),
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.flight.as_ref().map_or(0, |f| f.files)
+    }
+
+    /// Sends `job` to the workers, starting them (with every slot that can be had) first.
+    pub(crate) fn submit(
+        &mut self,
+        ticket: Ticket,
+        job: QueuedJob,
+        limits: &QueueLimits,
+        config: (&Arc<AtomicBool>, bool, Option<Instant>),
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<(), Box<(QueuedJob, CopyError)>> {
+        if self.flight.is_none() {
+            let want = self.chosen.len();
+            let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
+                Ok(n) => n,
+                Err(e) => return Err(Box::new((job, e))),
+            };
+            let (jobs_tx, jobs_rx) = mpsc::channel::<(Ticket, QueuedJob)>();
+            let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+            let (done_tx, done_rx) = mpsc::channel();
+            let mut workers = Vec::new();
+            for &i in &self.chosen[..n] {
+                let Some(slot) = self.slots[i].take() else {
+                    continue;
+                };
+                let shared = Shared {
+                    staging: Arc::clone(&self.staging),
+                    cancel: Arc::clone(config.0),
+                    chunk: self.chunk,
+                    direct_from: limits.direct_from,
+                    verify: config.1,
+                    debug: config.2,
+                };
+                let (rx, tx) = (Arc::clone(&jobs_rx), done_tx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("aiscp-file-{i}"))
+                    .spawn(move || worker(shared, i, slot, &rx, &tx));
+                match spawned {
+                    Ok(w) => workers.push(w),
+                    // The slot went with the closure; the system refused a thread: fewer workers.
+                    Err(e) => diag(&format!("file worker {i}: {e}")),
+                }
+            }
+            if workers.is_empty() {
+                // Slots lost with the refused threads are made again on the next copy.
+                return Err(Box::new((job, no_workers())));
+            }
+            diag(&format!("{} file worker(s) started", workers.len()));
+            self.flight = Some(Flight {
+                jobs: Some(jobs_tx),
+                done: done_rx,
+                workers,
+                files: 0,
+                bytes: 0,
+                sizes: Default::default(),
+            });
+        }
+        let flight = self.flight.as_mut().expect("started above");
+        let len = job.len;
+        let Some(tx) = flight.jobs.as_ref() else {
+            unreachable!("the queue is open while the flight is");
+        };
+        match tx.send((ticket, job)) {
+            Ok(()) => {
+                flight.files += 1;
+                flight.bytes += len;
+                flight.sizes.insert(ticket, len);
+                Ok(())
+            }
+            // Every worker has ended (a panic): the caller copies the file itself.
+            Err(mpsc::SendError((_, job))) => Err(Box::new((job, no_workers()))),
+        }
+    }
+
+    /// The next file whose copy ended: waits for one when `block` and files are in flight.
+    pub(crate) fn receive(&mut self, block: bool) -> Option<Finished> {
+        let flight = self.flight.as_mut()?;
+        if flight.files == 0 {
+            return None;
+        }
+        let got = if block {
+            flight.done.recv().ok()
+        } else {
+            flight.done.try_recv().ok()
+        };
+        let f = got?;
+        flight.files -= 1;
+        flight.bytes -= flight.sizes.remove(&f.ticket).unwrap_or(0);
+        self.run_stages.add(&f.stages);
+        self.last_stages = f.stages;
+        Some(f)
+    }
+
+    /// Waits for every file in flight (their results appended to `into`), stops the workers
+    /// and takes their slots back, so the pipeline has them all again.
+    pub(crate) fn land(&mut self, into: &mut VecDeque<Finished>) {
+        if self.flight.is_none() {
+            return;
+        }
+        while let Some(f) = self.receive(true) {
+            into.push_back(f);
+        }
+        let flight = self.flight.take().expect("checked above");
+        for (i, slot) in flight.land() {
+            self.slots[i] = Some(slot);
+        }
+    }
+}
