@@ -1,5 +1,5 @@
 #!/bin/bash
-# Throughput benchmark (issue 5): aiscp against the reference loop, dd, cp and the storage's
+# Throughput benchmark: aiscp against the reference loop, dd, cp and the storage's
 # O_DIRECT ceilings, on the same file, in one run.
 #
 #   bench/run.sh [--size 1G] [--dir PATH] [--dst-dir PATH] [--rounds 3] [--cpu-only] [--out DIR] [--label NAME]

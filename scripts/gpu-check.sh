@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 3 on real hardware: the release aiscp, cuFile backend, on the H200 machine.
+# On real hardware: the release aiscp, cuFile backend, on the H200 machine.
 #
 #   scripts/gpu-check.sh [--dir DIR] [--shm DIR] [--backend cufile] [--deadline SECS]
 #                        [--no-roundtrip] [--keep] [--small]
@@ -9,7 +9,7 @@
 # refuses tmpfs, so aiscp must take its own bounce path, still through GPU memory: --debug must
 # show "bounce" or O_DIRECT for that side, not the library's "direct"); --gpu 1 on a one-GPU
 # machine (exit 1, a message naming the GPU/device); --async, --streams 1 and --verify (when
-# --help offers it) variants; issue 2's roundtrip example on the 3 GiB file.
+# --help offers it) variants; hipfile-rs's roundtrip example on the 3 GiB file.
 # Every case prints ONE line:  PASS|FAIL|SKIP <case> <size> <verdict> <seconds> [# detail]
 # then a SUMMARY line. Exit 0 only if every case passed.
 #

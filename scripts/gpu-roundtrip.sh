@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 2 on real hardware: hipfile-rs's roundtrip example copies a random file (3 GiB by default,
+# On real hardware: hipfile-rs's roundtrip example copies a random file (3 GiB by default,
 # more than the 0x7ffff000-byte per-call cap) through device memory with the cuFile flavor, and
 # the checksums must match. Two passes: the example's default chunk, then one chunk as large as
 # the file (--chunk), so that every call asks for more than the cap and must be looped over.

@@ -51,10 +51,11 @@ pub fn apply_these(
     let fd = f.as_raw_fd();
     let mut mode = src_meta.mode() & 0o7777;
     if p.ownership {
-        // SAFETY (both): fchown on a descriptor we own; no memory is passed.
+        // SAFETY: fchown on a descriptor we own; no memory is passed.
         let chown = check(unsafe { libc::fchown(fd, src_meta.uid(), src_meta.gid()) });
         if owner_refused(&chown) {
             // The group alone may still be ours to give ((uid_t)-1 keeps the owner).
+            // SAFETY: as above.
             let _ = unsafe { libc::fchown(fd, libc::uid_t::MAX, src_meta.gid()) };
         }
         owner_kept(chown, dst, &mut mode)?;
@@ -220,30 +221,33 @@ impl XattrFile {
     }
 
     fn get(&self, name: &CStr) -> io::Result<Vec<u8>> {
-        // SAFETY (both): the buffer is valid for `len` bytes or null with len 0.
         match self {
-            XattrFile::Fd(fd) => {
-                sized_read(|buf, len| unsafe { libc::fgetxattr(*fd, name.as_ptr(), buf, len) })
-            }
-            XattrFile::Proc(p) => sized_read(|buf, len| unsafe {
-                libc::getxattr(p.as_ptr(), name.as_ptr(), buf, len)
+            XattrFile::Fd(fd) => sized_read(|buf, len| {
+                // SAFETY: the buffer is valid for `len` bytes or null with len 0.
+                unsafe { libc::fgetxattr(*fd, name.as_ptr(), buf, len) }
+            }),
+            XattrFile::Proc(p) => sized_read(|buf, len| {
+                // SAFETY: as above.
+                unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), buf, len) }
             }),
         }
     }
 
     fn set(&self, name: &CStr, val: &[u8]) -> io::Result<()> {
         let (v, n) = (val.as_ptr().cast(), val.len());
-        // SAFETY (both): `val` is initialised for its length.
         check(match self {
+            // SAFETY: `val` is initialised for its length.
             XattrFile::Fd(fd) => unsafe { libc::fsetxattr(*fd, name.as_ptr(), v, n, 0) },
+            // SAFETY: as above.
             XattrFile::Proc(p) => unsafe { libc::setxattr(p.as_ptr(), name.as_ptr(), v, n, 0) },
         })
     }
 
     fn remove(&self, name: &CStr) -> io::Result<()> {
-        // SAFETY (both): NUL-terminated strings; no buffer.
         check(match self {
+            // SAFETY: NUL-terminated strings; no buffer.
             XattrFile::Fd(fd) => unsafe { libc::fremovexattr(*fd, name.as_ptr()) },
+            // SAFETY: as above.
             XattrFile::Proc(p) => unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) },
         })
     }

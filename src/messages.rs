@@ -12,22 +12,13 @@ use crate::signals;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
-use std::sync::OnceLock;
 
 /// strerror(errno) for an I/O error, e.g. "No space left on device" (the engine's messages
 /// use the same function).
 pub use aiscp_engine::os_text;
 
-/// The program name for message prefixes: argv[0] exactly as invoked.
-pub fn program() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| {
-        std::env::args_os()
-            .next()
-            .map(|a| a.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "aiscp".to_owned())
-    })
-}
+/// The program name for message prefixes (it belongs to the command line).
+pub use crate::cli::program;
 
 /// Bit `fd` set: standard descriptor `fd` was closed when the program was executed. The Rust
 /// runtime then opens /dev/null in its place before `main`, which would make writes succeed

@@ -9,7 +9,8 @@
 //! for trees, from one counting thread that walks them while the copy runs, so the total
 //! grows until the walk ends. The same counters feed `--stats`.
 
-use crate::messages::program;
+use crate::cli::program;
+use crate::cli::staging::View;
 use crate::options::{Deref, Options};
 use aiscp_engine::{EngineInfo, ProgressSink, StageTimes};
 use humansize::{format_size, BINARY};
@@ -35,16 +36,6 @@ pub const LINE_INTERVAL: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(250);
 /// A rate is shown only after this long: before it, one slice's burst is not a rate.
 const RATE_AFTER: Duration = Duration::from_millis(1000);
-
-/// Where the progress goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    Off,
-    /// One line redrawn in place on the terminal on stderr.
-    Terminal,
-    /// Plain lines on stderr every [`LINE_INTERVAL`] (stderr is a file or a pipe).
-    Lines,
-}
 
 /// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
 pub fn human(n: u64) -> String {

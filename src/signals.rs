@@ -238,7 +238,7 @@ mod tests {
         let signals = Signals::install(Arc::clone(&cancel)).unwrap();
         assert_eq!(signals.received(), None);
         assert!(!signals.cancelled());
-        signal_hook::low_level::raise(SIGTERM).unwrap();
+        low_level::raise(SIGTERM).unwrap();
         assert!(cancel.load(Ordering::SeqCst));
         assert!(signals.cancelled());
         assert_eq!(signals.received(), Some(SIGTERM));

@@ -1,4 +1,4 @@
-//! Properties of the chunk planner (issue 6, item 7): for any file size, chunk, alignment
+//! Properties of the chunk planner: for any file size, chunk, alignment
 //! and data extents, every planned request is aligned, within the per-call cap, and the
 //! slices plus the tail cover the file's data exactly once.
 

@@ -183,6 +183,7 @@ fn deep_tree(root: &Path, levels: usize) {
     )
     .unwrap();
     nix::unistd::write(
+        // SAFETY: `leaf` is the open fd returned above, closed only after this write.
         unsafe { std::os::fd::BorrowedFd::borrow_raw(leaf) },
         b"leaf data\n",
     )

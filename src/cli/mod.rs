@@ -8,6 +8,18 @@ use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{ArgAction, Parser, ValueHint};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The program name for message prefixes: argv[0] exactly as invoked.
+pub fn program() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| {
+        std::env::args_os()
+            .next()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "aiscp".to_owned())
+    })
+}
 
 /// The whole cp command line plus aiscp's own flags.
 #[derive(Parser, Debug)]

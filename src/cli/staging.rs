@@ -1,9 +1,18 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use crate::progress::View;
 use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
+
+/// Where the progress goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Off,
+    /// One line redrawn in place on the terminal on stderr.
+    Terminal,
+    /// Plain lines on stderr every `progress::LINE_INTERVAL` (stderr is a file or a pipe).
+    Lines,
+}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BackendArg {

@@ -227,6 +227,8 @@ scenarios! {
     preserve_links_through_followed_symlink: sc("dir d\ntext d/a x\nsym d/b a", "--preserve=links -R -L d c");
     update_links_current_names: sc("dir s\ntext s/f x\nhard s/linkm s/f\nhard s/linke s/f\nhard s/fileo s/f\nhard s/fileu s/f\ndir t\ndir t/s\ntext t/s/f y\nhard t/s/linke t/s/f\ntext t/s/fileo o\nold t/s/fileo\ntext t/s/fileu u", "-au s t");
     parents_through_symlinked_directory: sc("dir p\ntext p/f x\ndir t\ndir t/real\nsym t/p real", "--parents -v p/f t");
+    fifo_recreated_over_dangling_symlink: sc("fifo p\nsym q nowhere", "-r p q");
+    fifo_recreated_over_symlink: sc("fifo p\ntext t x\nsym q t", "-r p q");
     update_same_file: sc("text a x", "-u a a");
     no_clobber_same_file: sc("text a x", "-n a a");
 

@@ -28,6 +28,7 @@ pub const STOP_GRAIN: usize = 64 << 20;
 pub fn dio_alignment(fd: BorrowedFd<'_>) -> u64 {
     // SAFETY: statx with AT_EMPTY_PATH reads the open fd and writes into our zeroed struct.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     let rc = unsafe {
         libc::statx(
             fd.as_raw_fd(),
@@ -193,6 +194,7 @@ pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize)
 }
 
 pub fn is_zero(buf: &[u8]) -> bool {
+    // SAFETY: every bit pattern is a valid u64.
     let (head, words, tail) = unsafe { buf.align_to::<u64>() };
     head.iter().all(|&b| b == 0) && words.iter().all(|&w| w == 0) && tail.iter().all(|&b| b == 0)
 }

@@ -9,6 +9,29 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::device::Device;
 use crate::Error;
 
+impl Device {
+    /// Device memory (hipMalloc / cuMemAlloc_v2), freed on drop.
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
+        let mut addr = 0usize;
+        if len > 0 {
+            self.make_current()?;
+            addr = self.runtime().malloc(len)?;
+        }
+        Ok(DeviceBuffer::new(self.clone(), addr, len))
+    }
+
+    /// Pinned host memory (hipHostMalloc / cuMemHostAlloc) for the bounce path, freed on drop.
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, Error> {
+        let mut ptr = NonNull::dangling();
+        if len > 0 {
+            self.make_current()?;
+            let p = self.runtime().host_alloc(len)?;
+            ptr = NonNull::new(p.cast()).expect("host_alloc never returns null");
+        }
+        Ok(PinnedBuffer::new(self.clone(), ptr, len))
+    }
+}
+
 /// Device memory. `Send`. Freed on drop.
 pub struct DeviceBuffer {
     device: Device,

@@ -1,20 +1,16 @@
-//! One GPU: made current on whichever thread uses it, and the source of its buffers, file
-//! handles and streams.
+//! One GPU, made current on whichever thread uses it. Each kind of object made on a device
+//! is made in its own module (`Device::alloc` in `buffer`, `register_file` in `file`,
+//! `create_stream` in `stream`, `alloc_window` in `window`), so imports only point down:
+//! those modules know the device, the device knows none of them.
 
 use std::cell::Cell;
-use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::buffer::{DeviceBuffer, PinnedBuffer};
 use crate::error::Failure;
-use crate::file::FileHandle;
 use crate::library::{Driver, Library};
 use crate::runtime::Runtime;
 use crate::runtime_ops::DeviceContext;
-use crate::stream::Stream;
 use crate::{sys, Error};
 
 struct DeviceInner {
@@ -39,6 +35,25 @@ impl Drop for DeviceInner {
         // SAFETY: balances the retain in Device::open; every buffer and stream of this device
         // holds a clone of it, so none is alive.
         unsafe { self.lib.runtime().release_context(&self.ctx) };
+    }
+}
+
+impl Library {
+    /// Device `index` for staging memory and copies only, without opening the I/O driver:
+    /// for callers that move file data with their own POSIX I/O (where the library could only
+    /// emulate DMA, its driver would cost start-up time and host memory for nothing).
+    /// Registering files, buffers or streams on it fails with DriverNotInitialized (5001).
+    pub fn staging_device(&self, index: u32) -> Result<Device, Error> {
+        Device::open(self, None, index)
+    }
+}
+
+impl Driver {
+    /// Selects device `index`, checked against the device count ([`Error::NoSuchDevice`]),
+    /// and makes it current on the calling thread. Files, buffers and streams of this device
+    /// can be registered with the driver.
+    pub fn device(&self, index: u32) -> Result<Device, Error> {
+        Device::open(self.library(), Some(self.clone()), index)
     }
 }
 
@@ -131,63 +146,6 @@ impl Device {
             .set_current(self.inner.index, &self.inner.ctx)?;
         CURRENT_DEVICE.with(|c| c.set(self.inner.id));
         Ok(())
-    }
-
-    /// Device memory (hipMalloc / cuMemAlloc_v2), freed on drop.
-    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer, Error> {
-        let mut addr = 0usize;
-        if len > 0 {
-            self.make_current()?;
-            addr = self.runtime().malloc(len)?;
-        }
-        Ok(DeviceBuffer::new(self.clone(), addr, len))
-    }
-
-    /// Pinned host memory (hipHostMalloc / cuMemHostAlloc) for the bounce path, freed on drop.
-    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, Error> {
-        let mut ptr = NonNull::dangling();
-        if len > 0 {
-            self.make_current()?;
-            let p = self.runtime().host_alloc(len)?;
-            ptr = NonNull::new(p.cast()).expect("host_alloc never returns null");
-        }
-        Ok(PinnedBuffer::new(self.clone(), ptr, len))
-    }
-
-    /// Registers a borrowed fd (descriptor type OpaqueFD); deregistered on drop, which the
-    /// borrow forces before the fd can close.
-    pub fn register_file<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<FileHandle<'fd>, Error> {
-        let lib = self.io_library(|n| n.handle_register)?;
-        let raw = lib.handle_register(fd.as_raw_fd())?;
-        Ok(FileHandle {
-            device: self.clone(),
-            raw,
-            in_flight: AtomicUsize::new(0),
-            _fd: PhantomData,
-        })
-    }
-
-    /// A non-blocking stream registered with `flags` (sys::STREAM_* bits). The stream borrows
-    /// the handles and buffers given to its async ops for `'io`.
-    pub fn create_stream<'io>(&self, flags: u32) -> Result<Stream<'io>, Error> {
-        let lib = self.io_library(|n| n.stream_register)?;
-        if !lib.has_streams() {
-            return Err(lib.error(
-                lib.inner.names.stream_register,
-                Failure::Op(sys::ASYNC_NOT_SUPPORTED),
-            ));
-        }
-        if flags & !sys::STREAM_FLAGS_MASK != 0 {
-            return Err(lib.invalid(format!("stream flags {flags:#x} outside mask 0xf")));
-        }
-        self.make_current()?;
-        let raw = self.runtime().stream_create()?;
-        // SAFETY: `raw` is the live stream just created.
-        if let Err(e) = unsafe { lib.stream_register(raw, flags) } {
-            self.destroy_stream(raw);
-            return Err(e);
-        }
-        Ok(Stream::new(self.clone(), raw))
     }
 
     /// Waits for everything queued on `raw`, a live stream of this device.

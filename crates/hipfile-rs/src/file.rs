@@ -1,13 +1,28 @@
 //! Files registered with the I/O library, and their synchronous reads and writes.
 
 use std::marker::PhantomData;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::buffer::{DeviceBuffer, RegisteredBuffer};
 use crate::device::Device;
 use crate::{sys, Error};
+
+impl Device {
+    /// Registers a borrowed fd (descriptor type OpaqueFD); deregistered on drop, which the
+    /// borrow forces before the fd can close.
+    pub fn register_file<'fd>(&self, fd: BorrowedFd<'fd>) -> Result<FileHandle<'fd>, Error> {
+        let lib = self.io_library(|n| n.handle_register)?;
+        let raw = lib.handle_register(fd.as_raw_fd())?;
+        Ok(FileHandle {
+            device: self.clone(),
+            raw,
+            in_flight: AtomicUsize::new(0),
+            _fd: PhantomData,
+        })
+    }
+}
 
 /// A file registered with hipFile/cuFile. `Sync`: workers on several threads share one.
 ///

@@ -1,11 +1,11 @@
 //! The I/O library (libhipfile / libcufile) with its runtime, and the driver it opens. Every
-//! call into the I/O library lives in [`crate::io_ops`].
+//! call into the I/O library lives in [`crate::io_ops`]; the devices they hand out are made
+//! in [`crate::device`].
 
 use std::ffi::c_int;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::device::Device;
 use crate::error::{decode_file_error, Failure};
 use crate::runtime::Runtime;
 use crate::{load, sys, Error, Flavor, LibraryPaths, LoadError};
@@ -79,14 +79,6 @@ impl Library {
         self.inner.runtime.pci_bus_id(index)
     }
 
-    /// Device `index` for staging memory and copies only, without opening the I/O driver:
-    /// for callers that move file data with their own POSIX I/O (where the library could only
-    /// emulate DMA, its driver would cost start-up time and host memory for nothing).
-    /// Registering files, buffers or streams on it fails with DriverNotInitialized (5001).
-    pub fn staging_device(&self, index: u32) -> Result<Device, Error> {
-        Device::open(self, None, index)
-    }
-
     /// Opens the driver once; it is closed when the last clone of the `Driver` is dropped.
     pub fn open_driver(&self) -> Result<Driver, Error> {
         if self.flavor() == Flavor::CuFile {
@@ -146,12 +138,5 @@ impl Drop for DriverInner {
 impl Driver {
     pub fn library(&self) -> &Library {
         &self.inner.lib
-    }
-
-    /// Selects device `index`, checked against the device count ([`Error::NoSuchDevice`]),
-    /// and makes it current on the calling thread. Files, buffers and streams of this device
-    /// can be registered with the driver.
-    pub fn device(&self, index: u32) -> Result<Device, Error> {
-        Device::open(self.library(), Some(self.clone()), index)
     }
 }

@@ -154,7 +154,8 @@ impl Resolver<'_> {
     /// # Safety
     /// `T` must be the exact C signature of `name`.
     unsafe fn get<T: Copy>(&self, name: &'static str) -> Result<T, LoadError> {
-        self.optional(name).ok_or_else(|| LoadError::MissingSymbol {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.optional(name) }.ok_or_else(|| LoadError::MissingSymbol {
             path: self.loaded.path.clone(),
             symbol: name,
         })

@@ -209,8 +209,8 @@ impl Runtime {
     /// hipSetDevice / cuCtxSetCurrent: makes device `index` current on the calling thread.
     pub(crate) fn set_current(&self, index: u32, ctx: &DeviceContext) -> Result<(), Error> {
         match (&self.inner.table, ctx) {
-            // SAFETY: no pointers; the runtime checks the index.
             (sys::RuntimeFunctions::Hip(hip), _) => {
+                // SAFETY: no pointers; the runtime checks the index.
                 self.check("hipSetDevice", unsafe { (hip.set_device)(index as c_int) })
             }
             (sys::RuntimeFunctions::Cuda(cu), DeviceContext::Cuda { ctx, .. }) => {
@@ -426,8 +426,8 @@ impl Runtime {
             (sys::RuntimeFunctions::Cuda(cu), true) => self.check("cuMemcpyHtoDAsync_v2", unsafe {
                 (cu.memcpy_htod_async)(dev as sys::CuDevicePtr, host.cast(), len, stream)
             }),
-            // SAFETY: forwarded from the caller.
             (sys::RuntimeFunctions::Cuda(cu), false) => {
+                // SAFETY: forwarded from the caller.
                 self.check("cuMemcpyDtoHAsync_v2", unsafe {
                     (cu.memcpy_dtoh_async)(host.cast(), dev as sys::CuDevicePtr, len, stream)
                 })

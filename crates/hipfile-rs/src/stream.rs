@@ -5,10 +5,35 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::buffer::RegisteredBuffer;
 use crate::device::Device;
-use crate::error::decode_io_result;
+use crate::error::{decode_io_result, Failure};
 use crate::file::FileHandle;
 use crate::io_ops::{clear_errno, errno, AsyncParams};
 use crate::{sys, Error};
+
+impl Device {
+    /// A non-blocking stream registered with `flags` (sys::STREAM_* bits). The stream borrows
+    /// the handles and buffers given to its async ops for `'io`.
+    pub fn create_stream<'io>(&self, flags: u32) -> Result<Stream<'io>, Error> {
+        let lib = self.io_library(|n| n.stream_register)?;
+        if !lib.has_streams() {
+            return Err(lib.error(
+                lib.inner.names.stream_register,
+                Failure::Op(sys::ASYNC_NOT_SUPPORTED),
+            ));
+        }
+        if flags & !sys::STREAM_FLAGS_MASK != 0 {
+            return Err(lib.invalid(format!("stream flags {flags:#x} outside mask 0xf")));
+        }
+        self.make_current()?;
+        let raw = self.runtime().stream_create()?;
+        // SAFETY: `raw` is the live stream just created.
+        if let Err(e) = unsafe { lib.stream_register(raw, flags) } {
+            self.destroy_stream(raw);
+            return Err(e);
+        }
+        Ok(Stream::new(self.clone(), raw))
+    }
+}
 
 struct PendingOp<'io> {
     /// From `Box::into_raw`; turned back into a Box only after synchronization. A raw pointer,
