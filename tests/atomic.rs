@@ -67,15 +67,21 @@ fn names(dir: &Path) -> Vec<String> {
 /// new and (with -b) the backup holds the old data.
 #[test]
 fn backup_and_removal_wait_for_the_rename() {
+    // Last, --preserve=links with a SOURCE of two links: still a data copy, not a link.
     for extra in [
         &["-b"][..],
         &["--remove-destination"],
         &["--backup=numbered"],
+        &["-b", "--preserve=links"],
     ] {
         let dir = tempfile::tempdir().unwrap();
         let data = random_bytes(SIZE, 21);
         fs::write(dir.path().join("src"), &data).unwrap();
         fs::write(dir.path().join("dst"), b"old\n").unwrap();
+        let linked = extra.contains(&"--preserve=links");
+        if linked {
+            fs::hard_link(dir.path().join("src"), dir.path().join("src.hl")).unwrap();
+        }
         let mut child = start_stalled(dir.path(), extra, 1500);
         wait_for_first_write(dir.path(), &mut child);
         assert_eq!(
@@ -84,7 +90,12 @@ fn backup_and_removal_wait_for_the_rename() {
             "{extra:?}"
         );
         let during = names(dir.path());
-        assert_eq!(during.len(), 3, "{extra:?}: {during:?}"); // src, dst, the temporary
+        // src (and its link), dst, the temporary: no backup yet.
+        assert_eq!(
+            during.len(),
+            3 + usize::from(linked),
+            "{extra:?}: {during:?}"
+        );
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{extra:?}: {out:?}");
         assert!(
@@ -97,6 +108,9 @@ fn backup_and_removal_wait_for_the_rename() {
             _ => None,
         };
         let mut want = vec!["dst".to_owned(), "src".to_owned()];
+        if linked {
+            want.push("src.hl".to_owned());
+        }
         if let Some(b) = backup {
             assert_eq!(fs::read(dir.path().join(b)).unwrap(), b"old\n");
             want.insert(1, b.to_owned());
