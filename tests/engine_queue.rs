@@ -239,3 +239,58 @@ fn cancelling_ends_every_file_in_flight() {
     assert_eq!(ended, n);
     assert!(interrupted >= 4, "only {interrupted} interrupted");
 }
+
+/// The binary under a small open-file limit: files in flight hold two descriptors each, so the
+/// queue shrinks to fit instead of failing opens with EMFILE.
+#[test]
+fn a_tree_under_a_small_descriptor_limit() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    let mut want = Vec::new();
+    for i in 0..300usize {
+        let sub = src.join(format!("d{}", i / 50));
+        fs::create_dir_all(&sub).unwrap();
+        let path = sub.join(format!("f{i}"));
+        want.push((
+            path.strip_prefix(&src).unwrap().to_path_buf(),
+            write_random(&path, 100 + i * 37, i as u64),
+        ));
+    }
+    let dst = dir.path().join("d");
+    let mut cmd = std::process::Command::new(program());
+    cmd.args(["--backend", "host", "--no-progress", "-r"])
+        .arg(&src)
+        .arg(&dst);
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            let rl = libc::rlimit {
+                rlim_cur: 40,
+                rlim_max: 40,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (rel, data) in &want {
+        assert_same_bytes(
+            &fs::read(dst.join(rel)).unwrap(),
+            data,
+            &rel.display().to_string(),
+        );
+    }
+}

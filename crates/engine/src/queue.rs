@@ -3,7 +3,7 @@
 //! move, and several files move at once. A queued file takes the bounce route on one thread:
 //! one read into the slot, one trip through GPU memory, one write per slot's worth, with
 //! buffered I/O below [`QueueLimits::direct_from`] (the page cache takes a small write at
-//! once where an O_DIRECT one waits for the disk) and O_DIRECT for the aligned part above it.
+//! once where an O_DIRECT one waits for the disk) and O_DIRECT for the aligned part from it.
 //!
 //! The engine knows nothing of the order the caller must report in: results come back as
 //! they finish ([`crate::Engine::next_finished`]), each with its [`Ticket`], and the caller
@@ -40,15 +40,17 @@ pub struct QueueLimits {
 }
 
 impl Default for QueueLimits {
-    /// 64 files hold 128 descriptors, well inside the usual 1024. On the 2-core dev VM's virtio
-    /// ext4 buffered I/O won for every size with files in flight (BENCHMARKS.md, "Many files
-    /// in flight"); O_DIRECT still serves files from 8 MiB, where the page cache only adds a
-    /// copy.
+    /// 64 files hold 128 descriptors, well inside the usual 1024. The threshold was measured
+    /// with files in flight on the 2-core dev VM's virtio ext4 (BENCHMARKS.md, "Many files in
+    /// flight"): buffered I/O won on 8 KiB files (0.129 vs 0.121 GB/s) and on a tree of 1-64
+    /// KiB files (0.242 vs 0.201), tied at 32 KiB (0.367 vs 0.383), and O_DIRECT won from 64
+    /// KiB (0.379 vs 0.331) on, clearly from 128 KiB (0.659 vs 0.429) and at 32 MiB (0.696 vs
+    /// 0.249, where buffered writes of four files at once thrash the page cache).
     fn default() -> QueueLimits {
         QueueLimits {
             files: 64,
             bytes: 256 << 20,
-            direct_from: 8 << 20,
+            direct_from: 64 << 10,
         }
     }
 }

@@ -8,14 +8,24 @@
 //! [`LINE_INTERVAL`]. The totals come from the command-line operands (stat'ed up front) and,
 //! for trees, from one counting thread that walks them while the copy runs, so the total
 //! grows until the walk ends. The same counters feed `--stats`.
+//!
+//! `line` says what a line shows; `stats` is the `--stats` summary; this file runs the view:
+//! the counters, the counting thread, the terminal bar and the log-line writer.
+
+mod line;
+mod stats;
+
+pub use line::human;
+pub use stats::{StatsReport, Summary};
+
+use line::Snapshot;
+use stats::RouteCount;
 
 use crate::cli::program;
 use crate::cli::staging::View;
 use crate::options::{Deref, Options};
-use aiscp_engine::{EngineInfo, ProgressSink, StageTimes};
-use humansize::{format_size, BINARY};
+use aiscp_engine::ProgressSink;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
@@ -26,7 +36,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// How often the plain lines are written off a terminal: often enough to see a stall in a
 /// log, rarely enough that a long run's log stays readable (dd's status=progress: 1 s, on
@@ -36,11 +45,6 @@ pub const LINE_INTERVAL: Duration = Duration::from_secs(2);
 const TICK: Duration = Duration::from_millis(250);
 /// A rate is shown only after this long: before it, one slice's burst is not a rate.
 const RATE_AFTER: Duration = Duration::from_millis(1000);
-
-/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
-pub fn human(n: u64) -> String {
-    format_size(n, BINARY)
-}
 
 /// The counters every view and the summary read.
 #[derive(Default)]
@@ -75,145 +79,6 @@ impl Counters {
             files.max(self.files_done.load(Relaxed)),
         )
     }
-}
-
-/// A snapshot of the run, formatted for the views.
-struct Snapshot {
-    bytes_done: u64,
-    bytes_total: u64,
-    files_done: u64,
-    files_total: u64,
-    counting: bool,
-    /// Bytes per second, once measured.
-    rate: Option<f64>,
-    name: String,
-}
-
-impl Snapshot {
-    fn take(c: &Counters, rate: Option<f64>) -> Snapshot {
-        let (bytes_total, files_total) = c.totals();
-        Snapshot {
-            bytes_done: c.bytes_done.load(Relaxed),
-            bytes_total,
-            files_done: c.files_done.load(Relaxed),
-            files_total,
-            counting: c.counting.load(Relaxed),
-            rate,
-            name: c.current().clone(),
-        }
-    }
-
-    /// Seconds left at the current rate, once the total is final and a rate is known.
-    fn eta(&self) -> Option<u64> {
-        let rate = self.rate.filter(|r| *r > 0.0)?;
-        if self.counting {
-            return None;
-        }
-        Some(((self.bytes_total - self.bytes_done) as f64 / rate).ceil() as u64)
-    }
-
-    /// The parts before the name, most important first; the terminal view drops from the
-    /// end when they do not fit.
-    fn parts(&self) -> Vec<String> {
-        let more = if self.counting { "+" } else { "" };
-        let mut parts = vec![
-            format!("{}{more}", fraction(self.bytes_done, self.bytes_total)),
-            format!("{}/{}{more} files", self.files_done, self.files_total),
-        ];
-        if let Some(rate) = self.rate {
-            parts.push(format!("{}/s", human(rate as u64)));
-        }
-        if let Some(eta) = self.eta() {
-            parts.push(format!("ETA {}", clock(eta)));
-        }
-        parts
-    }
-
-    /// One line of at most `width` columns: the parts, dropping ETA then rate until the
-    /// name gets [`MIN_NAME`] columns, then the name shortened from the left (its end is
-    /// the telling part).
-    fn line(&self, width: usize) -> String {
-        let mut parts = self.parts();
-        let min_name = MIN_NAME.min(self.name.width());
-        let mut head = parts.join("  ");
-        while parts.len() > 2 && head.width() + 2 + min_name > width {
-            parts.pop();
-            head = parts.join("  ");
-        }
-        let room = width.saturating_sub(head.width() + 2);
-        if self.name.is_empty() || room < min_name {
-            return truncate_end(&head, width);
-        }
-        format!("{head}  {}", shorten_left(&self.name, room))
-    }
-
-    /// The plain line for logs: everything, the name in full.
-    fn log_line(&self) -> String {
-        let mut line = self.parts().join(", ");
-        if self.bytes_total > 0 && !self.counting {
-            let pct = self.bytes_done as f64 * 100.0 / self.bytes_total as f64;
-            line.push_str(&format!(" ({pct:.0}%)"));
-        }
-        if !self.name.is_empty() {
-            line.push_str(&format!(", {}", self.name));
-        }
-        line
-    }
-}
-
-/// The fewest columns worth giving the file name on the terminal.
-const MIN_NAME: usize = 10;
-
-/// "3.04/8.00 GiB", or "512 MiB/8 GiB" when the units differ.
-fn fraction(done: u64, total: u64) -> String {
-    let (d, t) = (human(done), human(total));
-    match (d.split_once(' '), t.split_once(' ')) {
-        (Some((dn, du)), Some((tn, tu))) if du == tu => format!("{dn}/{tn} {tu}"),
-        _ => format!("{d}/{t}"),
-    }
-}
-
-/// Seconds as M:SS or H:MM:SS.
-fn clock(secs: u64) -> String {
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    if h > 0 {
-        format!("{h}:{m:02}:{s:02}")
-    } else {
-        format!("{m}:{s:02}")
-    }
-}
-
-/// `text` cut to `width` columns from the left, led by "…" when cut.
-fn shorten_left(text: &str, width: usize) -> String {
-    if text.width() <= width {
-        return text.to_owned();
-    }
-    let mut kept = Vec::new();
-    let mut used = 1; // the ellipsis
-    for c in text.chars().rev() {
-        let w = c.width().unwrap_or(0);
-        if used + w > width {
-            break;
-        }
-        used += w;
-        kept.push(c);
-    }
-    std::iter::once('…').chain(kept.into_iter().rev()).collect()
-}
-
-/// `text` cut to `width` columns at the end.
-fn truncate_end(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w > width {
-            break;
-        }
-        used += w;
-        out.push(c);
-    }
-    out
 }
 
 /// The terminal's width in columns as indicatif sees it (it pads the line to that width);
@@ -546,195 +411,24 @@ impl ProgressSink for Sink {
     }
 }
 
-/// Files per route in the summary.
-#[derive(Clone, Debug, Serialize)]
-pub struct RouteCount {
-    pub read: &'static str,
-    pub write: &'static str,
-    pub files: u64,
-}
-
-/// What the run did, from the engine's events.
-#[derive(Clone, Debug)]
-pub struct Summary {
-    /// Files whose data phase ran (copied, or failed part way).
-    pub files: u64,
-    pub bytes: u64,
-    pub seconds: f64,
-    pub routes: Vec<RouteCount>,
-}
-
-/// `--stats=json`: one object, its fields stable for scripts.
-#[derive(Debug, Serialize)]
-pub struct StatsReport {
-    pub files: u64,
-    pub bytes: u64,
-    pub seconds: f64,
-    pub bytes_per_second: f64,
-    /// Whether any operand failed (the exit status is 1).
-    pub failed: bool,
-    /// "hipFile", "cuFile", "host memory"; null when no file had data to copy.
-    pub backend: Option<&'static str>,
-    /// The library's version text ("cuFile 1.9.1") when it tells.
-    pub library: Option<String>,
-    /// The GPUs staged through (empty on host memory).
-    pub gpus: Vec<u32>,
-    pub routes: Vec<RouteCount>,
-    /// Thread time per pipeline stage, summed over the workers (null when no file had
-    /// data to copy).
-    pub stages: Option<StageSeconds>,
-}
-
-/// The engine's stage times in seconds: each stage's busy time summed over the threads that
-/// ran it, so with several workers a sum can exceed the wall time. `copy_wait` is time spent
-/// waiting for queued copies between host and GPU memory.
-#[derive(Clone, Debug, Serialize)]
-pub struct StageSeconds {
-    pub open: f64,
-    pub read: f64,
-    pub copy_queue: f64,
-    pub copy_wait: f64,
-    pub write: f64,
-}
-
-impl From<StageTimes> for StageSeconds {
-    fn from(t: StageTimes) -> StageSeconds {
-        StageSeconds {
-            open: t.open.as_secs_f64(),
-            read: t.read.as_secs_f64(),
-            copy_queue: t.copy_queue.as_secs_f64(),
-            copy_wait: t.copy_wait.as_secs_f64(),
-            write: t.write.as_secs_f64(),
+impl Snapshot {
+    fn take(c: &Counters, rate: Option<f64>) -> Snapshot {
+        let (bytes_total, files_total) = c.totals();
+        Snapshot {
+            bytes_done: c.bytes_done.load(Relaxed),
+            bytes_total,
+            files_done: c.files_done.load(Relaxed),
+            files_total,
+            counting: c.counting.load(Relaxed),
+            rate,
+            name: c.current().clone(),
         }
-    }
-}
-
-impl StatsReport {
-    pub fn new(
-        summary: Summary,
-        engine: Option<(EngineInfo, StageTimes)>,
-        failed: bool,
-    ) -> StatsReport {
-        let (backend, library, gpus, stages) = match engine {
-            Some((e, t)) => (Some(e.backend), e.library, e.gpus, Some(t.into())),
-            None => (None, None, Vec::new(), None),
-        };
-        StatsReport {
-            files: summary.files,
-            bytes: summary.bytes,
-            seconds: summary.seconds,
-            bytes_per_second: summary.bytes as f64 / summary.seconds.max(1e-9),
-            failed,
-            backend,
-            library,
-            gpus,
-            routes: summary.routes,
-            stages,
-        }
-    }
-
-    /// The one-line summary of `--stats`.
-    pub fn line(&self) -> String {
-        let mut line = format!(
-            "{} file{}, {} in {:.2} s ({}/s)",
-            self.files,
-            if self.files == 1 { "" } else { "s" },
-            human(self.bytes),
-            self.seconds,
-            human(self.bytes_per_second as u64),
-        );
-        if let Some(backend) = self.backend {
-            let _ = write!(
-                line,
-                ", through {}",
-                self.library.as_deref().unwrap_or(backend)
-            );
-            let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
-            match gpus.len() {
-                0 => {}
-                1 => {
-                    let _ = write!(line, " on GPU {}", gpus[0]);
-                }
-                _ => {
-                    let _ = write!(line, " on GPUs {}", gpus.join(","));
-                }
-            }
-        }
-        if !self.routes.is_empty() {
-            let routes: Vec<String> = self
-                .routes
-                .iter()
-                .map(|r| format!("{} {}/{}", r.files, r.read, r.write))
-                .collect();
-            let _ = write!(line, "; read/write routes: {}", routes.join(", "));
-        }
-        if let Some(t) = &self.stages {
-            let _ = write!(
-                line,
-                "; thread time: open {:.2} s, read {:.2} s, copy queue {:.2} s, copy wait {:.2} s, \
-                 write {:.2} s",
-                t.open, t.read, t.copy_queue, t.copy_wait, t.write
-            );
-        }
-        if self.failed {
-            line.push_str("; some operands failed");
-        }
-        line
-    }
-
-    pub fn json(&self) -> String {
-        serde_json::to_string(self).expect("plain data serializes")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn snap(name: &str, counting: bool, rate: Option<f64>) -> Snapshot {
-        Snapshot {
-            bytes_done: 3 << 30,
-            bytes_total: 8 << 30,
-            files_done: 12,
-            files_total: 200,
-            counting,
-            rate,
-            name: name.into(),
-        }
-    }
-
-    #[test]
-    fn line_fits_the_width_and_keeps_the_name_end() {
-        let name = "very/long/directory/name/that/goes/on/and/on/model-00001-of-00008.safetensors";
-        for width in [20, 40, 59, 79, 200] {
-            let line = snap(name, false, Some(1e9)).line(width);
-            assert!(line.width() <= width, "{width}: {line:?}");
-        }
-        let line = snap(name, false, Some(1e9)).line(79);
-        assert!(
-            line.starts_with("3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
-            "{line}"
-        );
-        assert!(line.ends_with("-00008.safetensors"), "{line}");
-        // Narrower, the ETA goes first, then the rate, so the name keeps some room.
-        let line = snap(name, false, Some(1e9)).line(50);
-        assert!(
-            line.starts_with("3/8 GiB  12/200 files  953.67 MiB/s  …"),
-            "{line}"
-        );
-        let line = snap(name, false, Some(1e9)).line(40);
-        assert!(line.starts_with("3/8 GiB  12/200 files  …"), "{line}");
-    }
-
-    #[test]
-    fn no_rate_or_eta_before_they_are_known() {
-        let s = snap("a", true, None);
-        assert_eq!(s.parts(), ["3/8 GiB+", "12/200+ files"]);
-        assert_eq!(fraction(512 << 20, 8 << 30), "512 MiB/8 GiB");
-        let s = snap("a", true, Some(1024.0));
-        assert_eq!(s.eta(), None, "no ETA while the total still grows");
-        assert_eq!(snap("a", false, Some(0.0)).eta(), None);
-    }
 
     #[test]
     fn rate_window_follows_the_last_seconds() {
@@ -755,14 +449,5 @@ mod tests {
         }
         let r = w.rate(t0 + Duration::from_millis(14_100), done).unwrap();
         assert!((9e6..11e6).contains(&r), "{r}");
-    }
-
-    #[test]
-    fn clocks_and_shortening() {
-        assert_eq!(clock(7), "0:07");
-        assert_eq!(clock(3725), "1:02:05");
-        assert_eq!(shorten_left("abcdef", 4), "…def");
-        assert_eq!(shorten_left("日本語ファイル", 5), "…イル");
-        assert_eq!(truncate_end("abcdef", 3), "abc");
     }
 }
