@@ -229,6 +229,7 @@ scenarios! {
     parents_through_symlinked_directory: sc("dir p\ntext p/f x\ndir t\ndir t/real\nsym t/p real", "--parents -v p/f t");
     fifo_recreated_over_dangling_symlink: sc("fifo p\nsym q nowhere", "-r p q");
     fifo_recreated_over_symlink: sc("fifo p\ntext t x\nsym q t", "-r p q");
+    backup_put_back_when_the_copy_fails: sc("file a 10 0000\ntext b old", "-bv a b").nobody();
     update_same_file: sc("text a x", "-u a a");
     no_clobber_same_file: sc("text a x", "-n a a");
 
