@@ -47,6 +47,7 @@ struct Pending {
     created: bool,
     /// DEST's inode, to forget it as just-created when its copy fails.
     dst_id: FileId,
+    src_id: FileId,
 }
 
 #[derive(Default)]
@@ -57,6 +58,10 @@ pub(super) struct Inflight {
     finished: HashMap<Ticket, Finished>,
     holding: bool,
     limits: Option<QueueLimits>,
+    /// SOURCE and DEST inodes of the files in flight (with counts): a file that would write
+    /// what one of them reads or writes, or read what one writes, waits for them.
+    reading: HashMap<FileId, usize>,
+    writing: HashMap<FileId, usize>,
 }
 
 /// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
@@ -127,6 +132,15 @@ impl Copier<'_> {
         if !engine.queue_max().is_some_and(|max| len <= max) {
             return Err((src_file, dst_file));
         }
+        // Copies in flight run in any order: one that touches the same data as another waits
+        // for them all, as cp would have finished the earlier one first.
+        let w = &self.inflight.writing;
+        if w.contains_key(&dst_now.id())
+            || w.contains_key(&opened.id())
+            || self.inflight.reading.contains_key(&dst_now.id())
+        {
+            self.settle();
+        }
         // Room first: finish files in turn until there is. Files that ended but wait for an
         // earlier one still hold their descriptors, so they count until finished here.
         while self.inflight.pending.len() >= limits.files
@@ -143,6 +157,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: opts.sparse,
+            truncate: !created,
             progress: self.progress.clone(),
         };
         let engine = self.engine.as_mut().expect("checked above");
@@ -155,7 +170,10 @@ impl Copier<'_> {
             src_meta: *opened,
             created,
             dst_id: dst_now.id(),
+            src_id: opened.id(),
         };
+        *self.inflight.reading.entry(opened.id()).or_default() += 1;
+        *self.inflight.writing.entry(dst_now.id()).or_default() += 1;
         self.inflight.pending.insert(ticket, pending);
         self.inflight
             .order
@@ -250,6 +268,17 @@ impl Copier<'_> {
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
     /// the error, or the attributes.
     fn finish_file(&mut self, p: Pending, f: Finished) {
+        for (set, id) in [
+            (&mut self.inflight.reading, p.src_id),
+            (&mut self.inflight.writing, p.dst_id),
+        ] {
+            if let Some(n) = set.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    set.remove(&id);
+                }
+            }
+        }
         let ok = match f.result {
             // main reports the interruption once, after the engine has stopped.
             Err(CopyError::Interrupted) => false,
