@@ -12,6 +12,7 @@ use aiscp_engine::{
 use common::*;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,6 +34,7 @@ fn job(src: &Path, dst: &Path, sparse: SparseMode) -> QueuedJob {
             .unwrap(),
         dst_name: dst.to_path_buf(),
         sparse,
+        truncate: false,
         progress: Arc::new(NoProgress),
     }
 }
@@ -216,14 +218,13 @@ fn cancelling_ends_every_file_in_flight() {
         }
         let src = dir.path().join(format!("s{i}"));
         write_random(&src, 60_000, i);
-        engine
-            .submit(job(
-                &src,
-                &dir.path().join(format!("d{i}")),
-                SparseMode::Auto,
-            ))
-            .ok()
-            .unwrap();
+        let mut j = job(&src, &dir.path().join(format!("d{i}")), SparseMode::Auto);
+        if i >= 4 {
+            // An existing DST, to be cut only when its copy starts.
+            j.dst.write_all_at(b"old bytes", 0).unwrap();
+            j.truncate = true;
+        }
+        engine.submit(j).ok().unwrap();
         n += 1;
     }
     let mut ended = 0;
@@ -238,6 +239,13 @@ fn cancelling_ends_every_file_in_flight() {
     }
     assert_eq!(ended, n);
     assert!(interrupted >= 4, "only {interrupted} interrupted");
+    for i in 4..8 {
+        let old = fs::read(dir.path().join(format!("d{i}"))).unwrap();
+        assert_eq!(
+            old, b"old bytes",
+            "DST {i} touched by a copy that never started"
+        );
+    }
 }
 
 /// The binary under a small open-file limit: files in flight hold two descriptors each, so the

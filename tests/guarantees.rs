@@ -204,15 +204,43 @@ fn strace(backend: Backend, dir: &Path, args: &[&str]) -> Option<Vec<String>> {
         }
     }
     let text = fs::read_to_string(&log).unwrap();
-    Some(
-        text.lines()
-            // Each line starts with the thread id: drop it.
-            .map(|l| {
-                l.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
-                    .to_owned()
-            })
-            .collect(),
-    )
+    Some(join_interrupted(&text))
+}
+
+/// strace's lines without their thread ids, a call that another thread interrupted
+/// (`... <unfinished ...>`, later `<... NAME resumed>REST`) joined back into one line.
+fn join_interrupted(text: &str) -> Vec<String> {
+    let mut pending: std::collections::HashMap<&str, String> = Default::default();
+    let mut calls = Vec::new();
+    for line in text.lines() {
+        let (tid, call) = line.split_once(' ').unwrap_or(("", line));
+        let call = call.trim_start();
+        if let Some(head) = call.strip_suffix(" <unfinished ...>") {
+            pending.insert(tid, head.to_owned());
+        } else if let Some(rest) = call.strip_prefix("<... ") {
+            let tail = rest.split_once(" resumed>").map_or(rest, |(_, t)| t);
+            let head = pending.remove(tid).unwrap_or_default();
+            calls.push(format!("{head}{tail}"));
+        } else {
+            calls.push(call.to_owned());
+        }
+    }
+    calls.extend(pending.into_values());
+    calls
+}
+
+#[test]
+fn interrupted_calls_are_joined() {
+    let text = "11 openat(AT_FDCWD, \"dst\", O_WRONLY|O_CREAT <unfinished ...>\n\
+                12 close(3) = 0\n\
+                11 <... openat resumed>) = 5\n";
+    assert_eq!(
+        join_interrupted(text),
+        [
+            "close(3) = 0",
+            "openat(AT_FDCWD, \"dst\", O_WRONLY|O_CREAT) = 5"
+        ]
+    );
 }
 
 /// The index of the `openat(..., "NAME...", O_WRONLY...) = FD` line and FD.

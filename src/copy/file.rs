@@ -87,17 +87,17 @@ impl Copier<'_> {
                 quote(dst.path)
             )));
         }
-        if !created && !opts.attributes_only && dst_now.is_file() {
-            dst_file
-                .set_len(0)
-                .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
-        }
         let queued = self.queue_data(
             src.path, dst.path, src_file, dst_file, &opened, &dst_now, found, created,
         );
         let Err((src_file, dst_file)) = queued else {
             return Ok(()); // the rest follows the data (see `inflight`)
         };
+        if !created && !opts.attributes_only && dst_now.is_file() {
+            dst_file
+                .set_len(0)
+                .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
+        }
         self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
         attrs::apply(
             &dst_file,

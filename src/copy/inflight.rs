@@ -21,6 +21,17 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+/// How long [`Copier::finish_in_turn`] waits for files still in flight.
+#[derive(Clone, Copy)]
+enum Until {
+    /// Not at all: only what has ended.
+    Nothing,
+    /// Until one file is finished (to make room).
+    OneFile,
+    /// Until every one is.
+    All,
+}
+
 /// What comes out next: a held message, or a queued file's ending.
 enum Item {
     Said(Held),
@@ -36,6 +47,7 @@ struct Pending {
     created: bool,
     /// DEST's inode, to forget it as just-created when its copy fails.
     dst_id: FileId,
+    src_id: FileId,
 }
 
 #[derive(Default)]
@@ -46,6 +58,10 @@ pub(super) struct Inflight {
     finished: HashMap<Ticket, Finished>,
     holding: bool,
     limits: Option<QueueLimits>,
+    /// SOURCE and DEST inodes of the files in flight (with counts): a file that would write
+    /// what one of them reads or writes, or read what one writes, waits for them.
+    reading: HashMap<FileId, usize>,
+    writing: HashMap<FileId, usize>,
 }
 
 /// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
@@ -116,9 +132,21 @@ impl Copier<'_> {
         if engine.queue_max().is_none_or(|max| len > max) {
             return Err((src_file, dst_file));
         }
-        // Room first: take finished files, in turn, until there is.
-        while !self.engine.as_ref().is_some_and(|e| e.has_room(len)) {
-            if !self.take_finished(true) {
+        // Copies in flight run in any order: one that touches the same data as another waits
+        // for them all, as cp would have finished the earlier one first.
+        let w = &self.inflight.writing;
+        if w.contains_key(&dst_now.id())
+            || w.contains_key(&opened.id())
+            || self.inflight.reading.contains_key(&dst_now.id())
+        {
+            self.settle();
+        }
+        // Room first: finish files in turn until there is. Files that ended but wait for an
+        // earlier one still hold their descriptors, so they count until finished here.
+        while self.inflight.pending.len() >= limits.files
+            || !self.engine.as_ref().is_some_and(|e| e.has_room(len))
+        {
+            if !self.finish_in_turn(Until::OneFile) {
                 break;
             }
         }
@@ -129,6 +157,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: opts.sparse,
+            truncate: !created,
             progress: self.progress.clone(),
         };
         let engine = self.engine.as_mut().expect("checked above");
@@ -141,7 +170,10 @@ impl Copier<'_> {
             src_meta: *opened,
             created,
             dst_id: dst_now.id(),
+            src_id: opened.id(),
         };
+        *self.inflight.reading.entry(opened.id()).or_default() += 1;
+        *self.inflight.writing.entry(dst_now.id()).or_default() += 1;
         self.inflight.pending.insert(ticket, pending);
         self.inflight
             .order
@@ -154,14 +186,14 @@ impl Copier<'_> {
             })));
             self.inflight.holding = true;
         }
-        self.finish_in_turn(false);
+        self.finish_in_turn(Until::Nothing);
         Ok(())
     }
 
     /// Ends every file in flight and prints what was held: before a prompt, a check that
     /// depends on an earlier file's outcome, and at the end of the run.
     pub fn settle(&mut self) {
-        self.finish_in_turn(true);
+        self.finish_in_turn(Until::All);
     }
 
     /// Whether DEST (its inode and name) was made by this run from another operand, once
@@ -173,20 +205,10 @@ impl Copier<'_> {
         self.created.contains(key)
     }
 
-    /// Takes one ended file from the engine (waiting for it with `block`), then finishes
-    /// what is due. False when nothing is in flight.
-    fn take_finished(&mut self, block: bool) -> bool {
-        let Some(f) = self.engine.as_mut().and_then(|e| e.next_finished(block)) else {
-            return false;
-        };
-        self.inflight.finished.insert(f.ticket, f);
-        self.finish_in_turn(false);
-        true
-    }
-
     /// Prints held messages and finishes queued files from the front of the order, as far
-    /// as results are in (with `all`, waiting for every one).
-    fn finish_in_turn(&mut self, all: bool) {
+    /// as results are in, waiting for them `until` says. Returns whether a file was finished.
+    fn finish_in_turn(&mut self, until: Until) -> bool {
+        let mut finished_one = false;
         loop {
             let front = self.inflight.order.borrow_mut().pop_front();
             match front {
@@ -195,26 +217,32 @@ impl Copier<'_> {
                         messages::hold(None);
                         self.inflight.holding = false;
                     }
-                    return;
+                    return finished_one;
                 }
                 Some(Item::Said(held)) => messages::release(held),
                 Some(Item::File(ticket)) => {
+                    let block = match until {
+                        Until::Nothing => false,
+                        Until::OneFile => !finished_one,
+                        Until::All => true,
+                    };
                     let finished = loop {
                         if let Some(f) = self.inflight.finished.remove(&ticket) {
                             break Some(f);
                         }
-                        match self.engine.as_mut().and_then(|e| e.next_finished(all)) {
+                        match self.engine.as_mut().and_then(|e| e.next_finished(block)) {
                             Some(f) => {
                                 self.inflight.finished.insert(f.ticket, f);
                             }
-                            None if all => break None,
+                            None if block => break None,
                             None => {
                                 let mut order = self.inflight.order.borrow_mut();
                                 order.push_front(Item::File(ticket));
-                                return;
+                                return finished_one;
                             }
                         }
                     };
+                    finished_one = true;
                     let pending = self.inflight.pending.remove(&ticket);
                     // Its own messages come out now, in its turn.
                     let hold = messages::hold(None);
@@ -240,6 +268,17 @@ impl Copier<'_> {
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
     /// the error, or the attributes.
     fn finish_file(&mut self, p: Pending, f: Finished) {
+        for (set, id) in [
+            (&mut self.inflight.reading, p.src_id),
+            (&mut self.inflight.writing, p.dst_id),
+        ] {
+            if let Some(n) = set.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    set.remove(&id);
+                }
+            }
+        }
         let ok = match f.result {
             // main reports the interruption once, after the engine has stopped.
             Err(CopyError::Interrupted) => false,

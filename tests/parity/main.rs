@@ -229,6 +229,7 @@ scenarios! {
     parents_through_symlinked_directory: sc("dir p\ntext p/f x\ndir t\ndir t/real\nsym t/p real", "--parents -v p/f t");
     fifo_recreated_over_dangling_symlink: sc("fifo p\nsym q nowhere", "-r p q");
     fifo_recreated_over_symlink: sc("fifo p\ntext t x\nsym q t", "-r p q");
+    backup_put_back_when_the_copy_fails: sc("file a 10 0000\ntext b old", "-bv a b").nobody();
     update_same_file: sc("text a x", "-u a a");
     no_clobber_same_file: sc("text a x", "-n a a");
 
@@ -330,6 +331,10 @@ scenarios! {
     // The same on the GPU's bounce route (the library route copies files in turn).
     in_flight_verbose_errors_bounce: sc(IN_FLIGHT, "-v a0 a1 /proc/self/mem a2 a3 a4 a5 a6 a7 /proc/thread-self/mem a8 a9 b0 b1 b2 b3 b4 b5 b6 b7 b8 b9 t").nobody().merged().env("AISCP_ROUTE", "bounce");
     in_flight_tree_bounce: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nsparse s/d/h 200000\nfile s/g 9000 0750", "-a s t").env("AISCP_ROUTE", "bounce");
+    // Files in flight that share data wait for each other, as cp's order would have it: two
+    // DESTs that are one inode, and a DEST that is a later SOURCE.
+    in_flight_same_dest_inode: sc("file a 70000\nfile b 50000\nfile c 3000\ndir t\ntext t/a x\nhard t/b t/a", "-v a b c t");
+    in_flight_dest_is_a_later_source: sc("file x 70000\nfile y 50000\nfile z 9000\ndir d\nhard d/x y", "-v x y z d");
     in_flight_tree: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nfile s/d/f 5000 0600\nfile s/g 9000 0750", "-rv s t").merged().unordered_stdout();
 }
 

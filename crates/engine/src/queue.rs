@@ -63,6 +63,9 @@ pub struct QueuedJob {
     pub dst: File,
     pub dst_name: PathBuf,
     pub sparse: SparseMode,
+    /// DST holds old bytes: cut it to 0 when its copy starts (a copy that never starts, as
+    /// when the run is interrupted first, leaves DST as it was).
+    pub truncate: bool,
     pub progress: Arc<dyn ProgressSink + Send + Sync>,
 }
 
@@ -204,6 +207,11 @@ fn copy_whole<S: Staging>(
         cancel: &shared.cancel,
         clock,
     };
+    // Not started: DST untouched.
+    cx.check_cancel()?;
+    if job.truncate {
+        job.dst.set_len(0).map_err(|e| names.write(e))?;
+    }
     let progress = &*job.progress;
     progress.file_started(&job.src_name, Some(job.len));
     let result = copy_extents(shared, slot, job, &cx, debug);
