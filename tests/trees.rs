@@ -243,6 +243,45 @@ fn a_tree_of_2000_levels_copies_within_64_descriptors() {
     }
 }
 
+/// A wide tree (200 files of up to 100 KB beside a subdirectory) under a limit of 12
+/// descriptors, where GNU cp still copies it: files in flight must not take the
+/// descriptors the walk needs.
+#[test]
+fn a_wide_tree_copies_under_a_tight_descriptor_limit() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        fs::create_dir_all(src.join("sub")).unwrap();
+        for i in 0..200u64 {
+            let len = 1 + (i * 7919) % 100_000;
+            fs::write(
+                src.join(format!("f{i}")),
+                common::random_bytes(len as usize, i),
+            )
+            .unwrap();
+        }
+        fs::write(src.join("sub/z"), b"y\n").unwrap();
+        for round in 0..3 {
+            let dst = dir.path().join(format!("dst{round}"));
+            let mut cmd = Command::new(program());
+            cmd.current_dir(dir.path()).arg("-r").arg("src").arg(&dst);
+            backend.apply(&mut cmd, &dir.path().join("report"));
+            limit_descriptors(&mut cmd, 12);
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{backend:?} round {round}: {stderr}");
+            for i in 0..200 {
+                let name = format!("f{i}");
+                assert_eq!(
+                    fs::read(src.join(&name)).unwrap(),
+                    fs::read(dst.join(&name)).unwrap()
+                );
+            }
+            assert_eq!(fs::read(dst.join("sub/z")).unwrap(), b"y\n");
+        }
+    }
+}
+
 /// Sets the soft and hard descriptor limits of the child (aiscp lifts the soft one to the
 /// hard one).
 fn limit_descriptors(cmd: &mut Command, n: u64) {

@@ -62,11 +62,15 @@ pub(super) struct Inflight {
     /// what one of them reads or writes, or read what one writes, waits for them.
     reading: HashMap<FileId, usize>,
     writing: HashMap<FileId, usize>,
+    /// The run was stopped before a queued file's turn came: what the walk said after that
+    /// point is dropped, as cp, dying at the signal, would never have got there.
+    cut_off: bool,
 }
 
 /// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
 /// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
-/// in flight holds two descriptors: at most a quarter of the open-file limit goes to them.
+/// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
+/// and none under a limit below 64.
 fn limits_from_env() -> QueueLimits {
     let mut limits = QueueLimits::default();
     let limits_cap = |mut l: QueueLimits| {
@@ -76,7 +80,12 @@ fn limits_from_env() -> QueueLimits {
         };
         // SAFETY: getrlimit writes the struct it is given.
         if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
-            l.files = l.files.min((rl.rlim_cur / 8) as usize);
+            // Under a tight limit the walk's own descriptors (two per open level) need
+            // them all: one file at a time, as cp.
+            l.files = match rl.rlim_cur {
+                n if n < 64 => 0,
+                n => l.files.min((n / 8) as usize),
+            };
         }
         l
     };
@@ -219,7 +228,8 @@ impl Copier<'_> {
                     }
                     return finished_one;
                 }
-                Some(Item::Said(held)) => messages::release(held),
+                Some(Item::Said(held)) if !self.inflight.cut_off => messages::release(held),
+                Some(Item::Said(_)) => {}
                 Some(Item::File(ticket)) => {
                     let block = match until {
                         Until::Nothing => false,
@@ -280,6 +290,19 @@ impl Copier<'_> {
             }
         }
         let ok = match f.result {
+            // Stopped before its turn: a DEST made for it by this run goes again (it was
+            // never written; cp would not have made it), checked to be the file made.
+            Err(CopyError::Interrupted) if !f.started => {
+                self.inflight.cut_off = true;
+                let ours = std::fs::symlink_metadata(&p.dst_path).is_ok_and(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    (m.dev(), m.ino()) == p.dst_id && m.len() == 0
+                });
+                if p.created && ours {
+                    let _ = std::fs::remove_file(&p.dst_path);
+                }
+                false
+            }
             // main reports the interruption once, after the engine has stopped.
             Err(CopyError::Interrupted) => false,
             Err(e) => {

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -79,6 +79,9 @@ pub struct Finished {
     pub ticket: Ticket,
     pub job: QueuedJob,
     pub result: Result<u64, CopyError>,
+    /// Whether its copy began (DST cut, data moving): false when the run was cancelled
+    /// before the file's turn came, so DST was never touched.
+    pub started: bool,
     pub stages: StageTimes,
     /// --debug lines, with the time since the engine started.
     pub(crate) debug: Vec<(Duration, String)>,
@@ -150,12 +153,17 @@ pub(crate) fn worker<S: Staging>(
             return (index, slot);
         };
         let clock = StageClock::default();
-        let started = Instant::now();
+        let began_at = Instant::now();
         let mut debug = Vec::new();
-        let mut result = copy_whole(&shared, &mut slot, &job, &clock, &mut debug);
+        // Not started: DST untouched.
+        let started = !shared.cancel.load(Ordering::SeqCst);
+        let mut result = match started {
+            true => copy_whole(&shared, &mut slot, &job, &clock, &mut debug),
+            false => Err(CopyError::Interrupted),
+        };
         let stages = clock.times();
         if let (Some(engine_start), Ok(end)) = (shared.debug, &result) {
-            let secs = started.elapsed().as_secs_f64();
+            let secs = began_at.elapsed().as_secs_f64();
             debug.push((
                 engine_start.elapsed(),
                 format!(
@@ -179,6 +187,7 @@ pub(crate) fn worker<S: Staging>(
             ticket,
             job,
             result,
+            started,
             stages,
             debug,
         };
@@ -207,8 +216,6 @@ fn copy_whole<S: Staging>(
         cancel: &shared.cancel,
         clock,
     };
-    // Not started: DST untouched.
-    cx.check_cancel()?;
     if job.truncate {
         job.dst.set_len(0).map_err(|e| names.write(e))?;
     }
