@@ -64,6 +64,12 @@ existing/nil (the default), numbered/t.
 .B SIMPLE_BACKUP_SUFFIX
 Backup suffix when \fB\-S\fR is not given (default ~).
 .TP
+.B AISCP_IN_FLIGHT
+FILES[,BYTES[,DIRECT_FROM]]: how many files (and bytes) a tree copy keeps in flight at once,
+and the size from which a file in flight is read and written with O_DIRECT (below it, through
+the page cache); 0 files copies one file at a time. For measuring; the defaults (64 files,
+256 MiB, 64 KiB) are chosen in BENCHMARKS.md.
+.TP
 .B AISCP_TEST_PAUSE
 For aiscp's own test suite only: POINT:PATH makes the copy create PATH on reaching POINT and
 wait until it is removed. Leave it unset.
