@@ -417,3 +417,38 @@ fn a_level_reopened_after_its_child_moved_is_the_same_directory() {
         }
     }
 }
+
+/// A SOURCE that grows after it was looked at (here between its stat and the copy) is copied
+/// on to its new EOF, as cp reads until EOF: 200 MiB (several slices, an aligned end, no
+/// tail) plus 1 MiB appended, and a file small enough to go in flight.
+#[test]
+fn a_source_that_grows_is_copied_to_its_new_eof() {
+    for backend in BACKENDS {
+        for size in [200 << 20, 300_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path().to_path_buf();
+            let mut want = random_bytes(size, 7);
+            fs::write(d.join("src"), &want).unwrap();
+            let more = random_bytes(1 << 20, 8);
+            want.extend_from_slice(&more);
+            let mut cmd = aiscp(backend, &d);
+            cmd.args(["src", "dst"]);
+            let out = paused_at(cmd, "dest-open", &d, || {
+                use std::io::Write;
+                let mut f = fs::OpenOptions::new()
+                    .append(true)
+                    .open(d.join("src"))
+                    .unwrap();
+                f.write_all(&more).unwrap();
+            });
+            assert!(out.status.success(), "{backend:?} {size}: {}", stderr(&out));
+            let got = fs::read(d.join("dst")).unwrap();
+            assert!(
+                got == want,
+                "{backend:?} {size}: {} bytes, want {}",
+                got.len(),
+                want.len()
+            );
+        }
+    }
+}

@@ -422,9 +422,13 @@ impl<S: Staging> Pipeline<S> {
         let tail_has_data = eof_at != u64::MAX
             || (last_part && job.sparse == SparseMode::Never)
             || extents.iter().any(|e| e.end > tail_start);
-        let end = if tail_has_data {
-            let end = self.sequential(job, tail_start, true, true, cx, progress)?;
-            reported += end - tail_start;
+        // SRC that grew while the slices ran is copied on to its new EOF, as cp reads until
+        // EOF (skipping the tail otherwise keeps a trailing hole a hole).
+        let grew = last_part && job.src.metadata().is_ok_and(|m| m.len() > len);
+        let end = if tail_has_data || grew {
+            let from = if tail_has_data { tail_start } else { len };
+            let end = self.sequential(job, from, true, true, cx, progress)?;
+            reported += end - from;
             end
         } else {
             len
