@@ -452,3 +452,26 @@ fn a_source_that_grows_is_copied_to_its_new_eof() {
         }
     }
 }
+
+/// Under --preserve=ownership a new DEST is made with no access for group and others until
+/// its owner is set (GNU does the same): between its creation and the copy, DEST's mode has
+/// no group or other bits although SOURCE's has.
+#[test]
+fn a_new_dest_keeps_others_out_until_its_owner_is_set() {
+    use std::os::unix::fs::PermissionsExt;
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        fs::write(d.join("src"), b"data\n").unwrap();
+        fs::set_permissions(d.join("src"), fs::Permissions::from_mode(0o644)).unwrap();
+        let mut cmd = aiscp(backend, &d);
+        cmd.args(["--preserve=ownership", "src", "dst"]);
+        let mut seen = 0;
+        let out = paused_at(cmd, "dest-created", &d, || {
+            seen = fs::metadata(d.join("dst")).unwrap().permissions().mode() & 0o777;
+        });
+        assert!(out.status.success(), "{backend:?}: {}", stderr(&out));
+        assert_eq!(seen & 0o077, 0, "{backend:?}: DEST made {seen:o}");
+        assert_eq!(fs::read(d.join("dst")).unwrap(), b"data\n");
+    }
+}

@@ -79,6 +79,7 @@ impl Copier<'_> {
 
         crate::test_hook::pause("dest-open");
         let (dst_file, created) = self.open_dst(dst, &opened, found.sb.as_ref(), found.new)?;
+        crate::test_hook::pause("dest-created");
         let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
