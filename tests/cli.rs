@@ -383,3 +383,41 @@ fn staging_values_may_start_with_a_dash() {
             ));
     }
 }
+
+/// `-p` over an existing set-user-ID DEST: the new content never carries the bit cp 9.1
+/// leaves on it (GNU sets the mode through its ACL path); aiscp gives SOURCE's mode.
+#[test]
+fn preserve_mode_over_a_setuid_dest_drops_the_bit_on_purpose() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("a"), b"new\n").unwrap();
+    std::fs::set_permissions(d.join("a"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(d.join("z"), b"old setuid program\n").unwrap();
+    std::fs::set_permissions(d.join("z"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+    aiscp(d).args(["-p", "a", "z"]).assert().success();
+    assert_eq!(
+        std::fs::metadata(d.join("z")).unwrap().mode() & 0o7777,
+        0o644
+    );
+    assert_eq!(std::fs::read(d.join("z")).unwrap(), b"new\n");
+}
+
+/// `-b d/a dl/a` with `dl` a symlink to `d`: one file under two names. cp 9.1 renames it to
+/// its backup name and then cannot open SOURCE; aiscp refuses before touching anything.
+#[test]
+fn backup_onto_the_source_through_a_symlinked_directory_is_refused_on_purpose() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::create_dir(d.join("d")).unwrap();
+    std::fs::write(d.join("d/a"), b"precious\n").unwrap();
+    std::os::unix::fs::symlink("d", d.join("dl")).unwrap();
+    let out = aiscp(d).args(["-b", "d/a", "dl/a"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("'d/a' and 'dl/a' are the same file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(d.join("d/a")).unwrap(), b"precious\n");
+    assert!(!d.join("d/a~").exists());
+}
