@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::{program, Backend};
+use common::{listing, program, Backend};
 use proptest::prelude::*;
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -226,46 +226,6 @@ fn build(root: &Path, entries: &[Entry], in_dest: bool) {
         fs::set_permissions(d, fs::Permissions::from_mode(*mode)).unwrap();
         set_mtime(d, 1_000_000_050);
     }
-}
-
-/// Every entry under `root`: path, kind, mode, size and bytes or target, link count (links
-/// kept or not); not times (cp and aiscp run at different moments).
-fn listing(root: &Path) -> Vec<String> {
-    fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) {
-        let path = root.join(rel);
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            return;
-        };
-        let mode = meta.mode() & 0o7777;
-        let ft = meta.file_type();
-        if ft.is_symlink() {
-            out.push(format!(
-                "{} -> {}",
-                rel.display(),
-                fs::read_link(&path).unwrap().display()
-            ));
-        } else if ft.is_dir() {
-            out.push(format!("{}/ {mode:o}", rel.display()));
-            let mut names: Vec<_> = fs::read_dir(&path)
-                .unwrap()
-                .map(|e| e.unwrap().file_name())
-                .collect();
-            names.sort();
-            for n in names {
-                walk(root, &rel.join(n), out);
-            }
-        } else {
-            let data = fs::read(&path).unwrap_or_default();
-            out.push(format!(
-                "{} {mode:o} links={} {data:?}",
-                rel.display(),
-                meta.nlink()
-            ));
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, Path::new(""), &mut out);
-    out
 }
 
 /// Lets the test remove what the run made read-only.

@@ -8,6 +8,7 @@ pub use engine::*;
 
 use rand::{RngCore, SeedableRng};
 use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -153,4 +154,44 @@ impl FakeReport {
         assert!(self.leaks.is_empty(), "leaks: {:?}", self.leaks);
         assert!(self.misuse.is_empty(), "misuse: {:?}", self.misuse);
     }
+}
+
+/// Every entry under `root` (symlinks not followed): path, kind, mode, size and bytes or target, link count (links
+/// kept or not); not times (cp and aiscp run at different moments).
+pub fn listing(root: &Path) -> Vec<String> {
+    fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) {
+        let path = root.join(rel);
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            return;
+        };
+        let mode = meta.mode() & 0o7777;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            out.push(format!(
+                "{} -> {}",
+                rel.display(),
+                fs::read_link(&path).unwrap().display()
+            ));
+        } else if ft.is_dir() {
+            out.push(format!("{}/ {mode:o}", rel.display()));
+            let mut names: Vec<_> = fs::read_dir(&path)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            for n in names {
+                walk(root, &rel.join(n), out);
+            }
+        } else {
+            let data = fs::read(&path).unwrap_or_default();
+            out.push(format!(
+                "{} {mode:o} links={} {data:?}",
+                rel.display(),
+                meta.nlink()
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, Path::new(""), &mut out);
+    out
 }
