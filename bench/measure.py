@@ -90,13 +90,15 @@ class GpuSampler(threading.Thread):
                 out = subprocess.run(query, capture_output=True, text=True, timeout=5).stdout
             except (OSError, subprocess.SubprocessError):
                 return
-            total = 0
+            total = mine = 0  # a process on several GPUs has one row per GPU: summed
             for line in out.splitlines():
                 parts = [x.strip() for x in line.split(",")]
                 if len(parts) == 2 and parts[1].isdigit():
                     total += int(parts[1])
                     if parts[0] == str(self.pid):
-                        self.peak = max(self.peak or 0, int(parts[1]))
+                        mine += int(parts[1])
+            if mine:
+                self.peak = max(self.peak or 0, mine)
             if total:
                 self.peak_any = max(self.peak_any or 0, total)
             self.stop.wait(self.interval)

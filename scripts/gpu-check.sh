@@ -1,14 +1,14 @@
 #!/bin/bash
 # On real hardware: the release aiscp, cuFile backend, on the H200 machine.
 #
-#   scripts/gpu-check.sh [--dir DIR] [--shm DIR] [--backend cufile] [--deadline SECS]
+#   scripts/gpu-check.sh [--dir DIR] [--shm DIR] [--backend cufile] [--gpu SPEC] [--deadline SECS]
 #                        [--no-roundtrip] [--keep] [--small]
 #
 # Cases: sizes 0, 1, 4097, 1 GiB, 3 GiB of random data; an existing larger DST and an existing
 # DST under an empty SRC (truncated in place: same inode); SRC and DST on /dev/shm (cuFile
 # refuses tmpfs, so aiscp must take its own bounce path, still through GPU memory: --debug must
-# show "bounce" or O_DIRECT for that side, not the library's "direct"); --gpu 1 on a one-GPU
-# machine (exit 1, a message naming the GPU/device); --async, --streams 1 and --verify (when
+# show "bounce" or O_DIRECT for that side, not the library's "direct"); --gpu N on a machine of
+# N GPUs (exit 1, a message naming the GPU/device); --async, --streams 1 and --verify (when
 # --help offers it) variants; hipfile-rs's roundtrip example on the 3 GiB file.
 # Every case prints ONE line:  PASS|FAIL|SKIP <case> <size> <verdict> <seconds> [# detail]
 # then a SUMMARY line. Exit 0 only if every case passed.
@@ -17,7 +17,8 @@
 # target/release/examples/roundtrip). Each case's command and output go to gpu-check.log in $OUT
 # (when set) or in DIR. Cases are time-bounded; after --deadline seconds (default 480) the rest
 # are skipped, so the whole script fits one 10-minute device command. --small uses 1 MiB and
-# 3 MiB instead of 1 GiB and 3 GiB: a quick test of this script, not of aiscp.
+# 3 MiB instead of 1 GiB and 3 GiB: a quick test of this script, not of aiscp. --gpu SPEC passes
+# `--gpu SPEC` (an index, a list, all, auto) to every copy, for machines of several GPUs.
 set -uo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -26,6 +27,7 @@ dir=${W:-/var/tmp/aiscp-check}
 shm=/dev/shm/aiscp-check
 backend=cufile
 deadline=480
+gpu=""
 roundtrip=1
 keep=0
 G1=$((1 << 30)) G3=$((3 << 30))
@@ -34,6 +36,7 @@ while (($#)); do
         --dir) dir=$2; shift 2 ;;
         --shm) shm=$2; shift 2 ;;
         --backend) backend=$2; shift 2 ;;
+        --gpu) gpu=$2; shift 2 ;;
         --deadline) deadline=$2; shift 2 ;;
         --no-roundtrip) roundtrip=0; shift ;;
         --keep) keep=1; shift ;;
@@ -79,7 +82,7 @@ result() {
 aiscp_run() {
     local name=$1 bytes=$2 t0 t1
     shift 2
-    local cmd=("$AISCP_BIN" --backend "$backend" --no-progress "$@")
+    local cmd=("$AISCP_BIN" --backend "$backend" --no-progress ${gpu:+--gpu "$gpu"} "$@")
     t0=$(date +%s.%N)
     timeout -k 5 $((30 + bytes / 50000000)) "${cmd[@]}" > "$dir/case.log" 2>&1
     RC=$?
@@ -179,18 +182,21 @@ else
     echo "SKIP verify $(human_size $G1) no-flag 0  # aiscp --help offers no --verify (not counted)"
 fi
 
-# --gpu 1 on a machine with one GPU: a usage error (exit 1) naming the GPU/device count.
+# --gpu N on a machine of N GPUs (one past the last): a usage error (exit 1) naming the GPU/device.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+((ngpu > 0)) || ngpu=1
+case_name=gpu-$ngpu
 if ((SECONDS - start > deadline)); then
-    result SKIP gpu-1 4097 deadline 0
+    result SKIP "$case_name" 4097 deadline 0
 else
     rm -f "$dir/dst.bin"
-    aiscp_run gpu-1 4097 --gpu 1 "${SRC[4097]}" "$dir/dst.bin"
+    aiscp_run "$case_name" 4097 --gpu "$ngpu" "${SRC[4097]}" "$dir/dst.bin"
     msg=$(grep -v '^\s*$' "$dir/case.log" | tail -1)
     dst_state=$([[ -e $dir/dst.bin ]] && echo dst-created || echo no-dst)
     if ((RC == 1)) && grep -qiE 'gpu|device' "$dir/case.log"; then
-        result PASS gpu-1 4097 "rc=1,$dst_state" "$SECS" "$msg"
+        result PASS "$case_name" 4097 "rc=1,$dst_state" "$SECS" "$msg"
     else
-        result FAIL gpu-1 4097 "rc=$RC,$dst_state" "$SECS" "want exit 1 and a message naming the GPU/device: $msg"
+        result FAIL "$case_name" 4097 "rc=$RC,$dst_state" "$SECS" "want exit 1 and a message naming the GPU/device: $msg"
     fi
     rm -f "$dir/dst.bin"
 fi
