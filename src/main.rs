@@ -169,7 +169,7 @@ fn main() {
     raise_open_file_limit();
     #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
     let mut config = aiscp_engine::Config::from(&cli.staging);
-    // Under mpirun/srun: ranks other than 0 serve file parts and exit inside `join`.
+    // Under mpirun/srun: ranks other than 0 copy what rank 0 hands them and exit inside `join`.
     #[cfg(feature = "mpi")]
     let ranks = {
         let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);

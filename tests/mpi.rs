@@ -7,6 +7,8 @@
 #![cfg(feature = "mpi")]
 
 mod common;
+#[path = "mpi/whole_files.rs"]
+mod whole_files;
 
 use common::*;
 use std::fs;
@@ -29,6 +31,18 @@ fn mpirun(
     env_of: impl Fn(usize) -> Vec<(String, String)>,
     args: &[&str],
 ) -> Output {
+    mpirun_with(ranks, dir, env, |r| (vec![], env_of(r)), args)
+}
+
+/// [`mpirun`] where `of(rank)` also gives a command each rank is started under (its
+/// arguments, then the program's).
+fn mpirun_with(
+    ranks: usize,
+    dir: &Path,
+    env: &[(&str, String)],
+    of: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
+    args: &[&str],
+) -> Output {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--allow-run-as-root", "--oversubscribe"])
         .current_dir(dir)
@@ -41,8 +55,9 @@ fn mpirun(
         if rank > 0 {
             cmd.arg(":");
         }
-        cmd.args(["-n", "1", "env"]);
-        for (k, v) in env_of(rank) {
+        let (under, env_of_rank) = of(rank);
+        cmd.args(["-n", "1"]).args(under).arg("env");
+        for (k, v) in env_of_rank {
             cmd.arg(format!("{k}={v}"));
         }
         cmd.arg(program()).args(args);
@@ -285,9 +300,10 @@ fn one_large_file_by_many_ranks() {
     }
 }
 
-/// Ranks 1-3 cannot read through the GPU; rank 0 can. The parts they take fail, the failure
-/// is printed once by rank 0 in cp's words, the rest of the run goes on, and the exit status
-/// is 1, as when one process meets that read error.
+/// Ranks 1-3 cannot read the large file's parts through the GPU (every offset a part other
+/// than the first starts at); rank 0 can. The parts they take fail, the failure is printed
+/// once by rank 0 in cp's words, the rest of the run (the small file, which a rank copies
+/// whole) goes on, and the exit status is 1, as when one process meets that read error.
 #[test]
 fn a_rank_failing_a_file_is_reported_by_rank_0_and_the_run_goes_on() {
     let t = tempfile::tempdir().unwrap();
@@ -304,7 +320,10 @@ fn a_rank_failing_a_file_is_reported_by_rank_0_and_the_run_goes_on() {
         |r| {
             let mut env = vec![("AISCP_FAKE_GPU_REPORT".into(), format!("report{r}"))];
             if r > 0 {
-                env.push(("AISCP_FAKE_GPU_FAULTS".into(), "read=EIO".into()));
+                let faults: Vec<String> = (1..=30)
+                    .map(|k| format!("read@{}*=EIO", k * PART))
+                    .collect();
+                env.push(("AISCP_FAKE_GPU_FAULTS".into(), faults.join(";")));
             }
             env
         },

@@ -71,7 +71,7 @@ pub(super) struct Inflight {
 /// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
 /// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
 /// and none under a limit below 64.
-fn limits_from_env() -> QueueLimits {
+pub fn queue_limits() -> QueueLimits {
     let mut limits = QueueLimits::default();
     let limits_cap = |mut l: QueueLimits| {
         let mut rl = libc::rlimit {
@@ -127,18 +127,17 @@ impl Copier<'_> {
         let remembers = opts.preserve.links
             && !opts.hard_link
             && (opened.nlink() > 1 || opts.deref != crate::options::Deref::Never);
-        let eligible = self.mover.is_none()
-            && !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
+        let eligible = !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
             && found.backup.is_none()
             && !remembers
             && opened.is_file()
             && dst_now.is_file();
-        let Some(engine) = self.engine.as_mut().filter(|_| eligible) else {
+        let limits = *self.inflight.limits.get_or_insert_with(queue_limits);
+        let Some(queue) = self.file_queue().filter(|_| eligible) else {
             return Err((src_file, dst_file));
         };
-        let limits = *self.inflight.limits.get_or_insert_with(limits_from_env);
-        engine.set_queue_limits(limits);
-        if engine.queue_max().is_none_or(|max| len > max) {
+        queue.set_limits(limits);
+        if queue.queue_max().is_none_or(|max| len > max) {
             return Err((src_file, dst_file));
         }
         // Copies in flight run in any order: one that touches the same data as another waits
@@ -153,7 +152,7 @@ impl Copier<'_> {
         // Room first: finish files in turn until there is. Files that ended but wait for an
         // earlier one still hold their descriptors, so they count until finished here.
         while self.inflight.pending.len() >= limits.files
-            || !self.engine.as_ref().is_some_and(|e| e.has_room(len))
+            || !self.file_queue().is_some_and(|q| q.has_room(len))
         {
             if !self.finish_in_turn(Until::OneFile) {
                 break;
@@ -169,8 +168,8 @@ impl Copier<'_> {
             truncate: !created,
             progress: self.progress.clone(),
         };
-        let engine = self.engine.as_mut().expect("checked above");
-        let ticket = match engine.submit(job) {
+        let queue = self.file_queue().expect("checked above");
+        let ticket = match queue.submit(job) {
             Ok(t) => t,
             Err(refused) => return Err((refused.0.src, refused.0.dst)),
         };
@@ -197,6 +196,15 @@ impl Copier<'_> {
         }
         self.finish_in_turn(Until::Nothing);
         Ok(())
+    }
+
+    /// Where queued files go: the mover's queue where there is a mover (which sees every
+    /// file), else the engine, once started.
+    fn file_queue(&mut self) -> Option<&mut dyn super::FileQueue> {
+        match &mut self.mover {
+            Some(mover) => mover.queue(),
+            None => self.engine.as_mut().map(|e| e as &mut dyn super::FileQueue),
+        }
     }
 
     /// Ends every file in flight and prints what was held: before a prompt, a check that
@@ -240,7 +248,7 @@ impl Copier<'_> {
                         if let Some(f) = self.inflight.finished.remove(&ticket) {
                             break Some(f);
                         }
-                        match self.engine.as_mut().and_then(|e| e.next_finished(block)) {
+                        match self.file_queue().and_then(|q| q.next_finished(block)) {
                             Some(f) => {
                                 self.inflight.finished.insert(f.ticket, f);
                             }

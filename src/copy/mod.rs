@@ -21,8 +21,13 @@ use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
 use crate::quote::quote;
 use crate::stat::{FileId, Stat};
-use aiscp_engine::{fileio, Config, DataJob, Engine, ProgressSink};
+use aiscp_engine::{
+    fileio, Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
+    Ticket,
+};
 use atomic::Aside;
+#[cfg(feature = "mpi")]
+pub use inflight::queue_limits;
 use nix::sys::stat::Mode;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -95,12 +100,52 @@ pub struct Copier<'a> {
 
 /// Copies one file's data, given the engine this process would use.
 pub trait DataMover {
+    /// Copies a file in turn (its result is needed before the walk goes on).
     fn copy(
         &mut self,
         engine: &mut Engine,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, aiscp_engine::CopyError>;
+    ) -> Result<u64, CopyError>;
+
+    /// Where whole files go to be copied while the walk goes on; None: every file is
+    /// copied in turn.
+    fn queue(&mut self) -> Option<&mut dyn FileQueue> {
+        None
+    }
+}
+
+/// Where files in flight are copied (this process's engine, or other processes): each
+/// comes back with its ticket as its copy ends, in any order; `inflight` restores cp's.
+pub trait FileQueue {
+    /// How many files (and bytes) may be in flight.
+    fn set_limits(&mut self, limits: QueueLimits);
+    /// The largest file [`FileQueue::submit`] takes; None: none.
+    fn queue_max(&self) -> Option<u64>;
+    /// Whether a file of `len` bytes may be queued now.
+    fn has_room(&self, len: u64) -> bool;
+    /// Queues a whole file; it comes back when it cannot be (copy it in turn then).
+    fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>>;
+    /// A queued file whose copy has ended; with `block`, waits while any is in flight.
+    fn next_finished(&mut self, block: bool) -> Option<Finished>;
+}
+
+impl FileQueue for Engine {
+    fn set_limits(&mut self, limits: QueueLimits) {
+        self.set_queue_limits(limits);
+    }
+    fn queue_max(&self) -> Option<u64> {
+        Engine::queue_max(self)
+    }
+    fn has_room(&self, len: u64) -> bool {
+        Engine::has_room(self, len)
+    }
+    fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
+        Engine::submit(self, job)
+    }
+    fn next_finished(&mut self, block: bool) -> Option<Finished> {
+        Engine::next_finished(self, block)
+    }
 }
 
 impl<'a> Copier<'a> {

@@ -87,6 +87,26 @@ pub struct Finished {
     pub(crate) debug: Vec<(Duration, String)>,
 }
 
+impl Finished {
+    /// A queued file that another process copied (an MPI rank), for a caller that hands
+    /// files out itself and reports them as it reports this engine's.
+    pub fn elsewhere(
+        ticket: Ticket,
+        job: QueuedJob,
+        result: Result<u64, CopyError>,
+        started: bool,
+    ) -> Finished {
+        Finished {
+            ticket,
+            job,
+            result,
+            started,
+            stages: StageTimes::default(),
+            debug: Vec::new(),
+        }
+    }
+}
+
 /// What the workers need besides their slot.
 pub(crate) struct Shared<S> {
     pub(crate) staging: Arc<S>,

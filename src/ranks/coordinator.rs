@@ -1,0 +1,399 @@
+//! Rank 0's side: whole files handed to the other ranks as files in flight, and large files
+//! cut into parts that every rank, rank 0 included, copies in turn.
+//!
+//! Whole files go through the copier's files-in-flight machinery (`copy::inflight`), which
+//! already puts their endings, messages and exit status in cp's order: rank 0 opens and
+//! creates both files, this queue sends their paths to the least loaded rank and keeps the
+//! descriptors, and when the rank answers, the copier applies the attributes on rank 0 as
+//! for a file its own engine copied. So every cp decision that follows the data (-p,
+//! --preserve=links, backups, --atomic, --fsync) stays where it is made in one process;
+//! files that need one before the next file starts are not queued, and are copied in turn.
+
+use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
+use crate::copy::{DataMover, FileQueue};
+use crate::messages;
+use aiscp_engine::{
+    quote::quote, CopyError, DataJob, Engine, Finished, NoProgress, ProgressSink, QueueLimits,
+    QueuedJob, SourceKind, Ticket,
+};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CString;
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub struct Coordinator {
+    world: SimpleCommunicator,
+    size: i32,
+    /// Bytes per part; larger files are cut into parts.
+    piece: u64,
+    verify: bool,
+    debug: bool,
+    cancel: Arc<AtomicBool>,
+    /// Files and bytes in flight on each rank at once (each rank's own engine limits).
+    limits: QueueLimits,
+    /// Whole files in flight on each rank (by rank; rank 0 keeps none): files and bytes.
+    load: Vec<(usize, u64)>,
+    /// Whole files in flight, by task id.
+    out: HashMap<u64, Away>,
+    /// Whole files whose answers came in while waiting for something else.
+    landed: VecDeque<Finished>,
+    next_id: u64,
+    /// The rank last given a whole file.
+    last: i32,
+}
+
+/// A whole file on another rank: rank 0 keeps its descriptors for what follows the data.
+struct Away {
+    rank: i32,
+    job: QueuedJob,
+}
+
+impl Coordinator {
+    pub fn new(world: SimpleCommunicator, piece: u64, config: &aiscp_engine::Config) -> Self {
+        let size = world.size();
+        Coordinator {
+            world,
+            size,
+            piece,
+            verify: config.verify,
+            debug: config.debug,
+            cancel: config.cancel.clone(),
+            limits: QueueLimits::default(),
+            load: vec![(0, 0); size as usize],
+            out: HashMap::new(),
+            landed: VecDeque::new(),
+            next_id: 0,
+            last: 0,
+        }
+    }
+
+    /// The rank with the fewest whole files in flight that has room for `len` more bytes;
+    /// among equals, the next after the one last given a file, so that every rank gets
+    /// work even when each is done before the walk has the next file.
+    fn least_loaded(&self, len: u64) -> Option<i32> {
+        let others = self.size - 1;
+        (0..others)
+            .map(|k| 1 + (self.last + k) % others)
+            .filter(|&r| {
+                let (files, bytes) = self.load[r as usize];
+                files == 0 || (files < self.limits.files && bytes + len <= self.limits.bytes)
+            })
+            .min_by_key(|&r| self.load[r as usize])
+    }
+
+    /// Waits for one answer from any rank.
+    fn receive(&self) -> (i32, Reply) {
+        let (bytes, status) = self.world.any_process().receive_vec_with_tag::<u8>(DONE);
+        (status.source_rank(), Reply::decode(&bytes))
+    }
+
+    /// An answer to a whole file, as the copier takes it from a queue.
+    fn whole_ended(&mut self, rank: i32, reply: Reply) -> Finished {
+        let away = self
+            .out
+            .remove(&reply.id)
+            .expect("a rank answers a whole file it was given");
+        debug_assert_eq!(away.rank, rank);
+        let load = &mut self.load[rank as usize];
+        load.0 -= 1;
+        load.1 = load.1.saturating_sub(away.job.len);
+        let (result, started) = match reply.outcome {
+            Outcome::Copied(end) => {
+                away.job.progress.advanced(end);
+                (Ok(end), true)
+            }
+            Outcome::Failed(why) => (Err(CopyError::Elsewhere(why)), true),
+            Outcome::Interrupted { started } => (Err(CopyError::Interrupted), started),
+            Outcome::NoEngine(why) => no_engine(rank, &why),
+        };
+        away.job.progress.file_finished();
+        Finished::elsewhere(Ticket(reply.id), away.job, result, started)
+    }
+
+    /// Waits for every whole file in flight (their endings kept for `next_finished`), as
+    /// the engine does before it copies a file in turn: what is copied next may read or
+    /// write what they write.
+    fn land(&mut self) {
+        while !self.out.is_empty() {
+            let (rank, reply) = self.receive();
+            let finished = self.whole_ended(rank, reply);
+            self.landed.push_back(finished);
+        }
+    }
+}
+
+impl FileQueue for Coordinator {
+    fn set_limits(&mut self, limits: QueueLimits) {
+        self.limits = limits;
+    }
+
+    /// Files of at most one part go whole; a larger one is cut into parts, in turn.
+    fn queue_max(&self) -> Option<u64> {
+        (self.limits.files > 0).then_some(self.piece)
+    }
+
+    fn has_room(&self, len: u64) -> bool {
+        self.least_loaded(len).is_some()
+    }
+
+    fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
+        let files = match shared_files(&job.src, &job.src_name, &job.dst, &job.dst_name) {
+            Some(mut files) => {
+                files.sparse = job.sparse;
+                files
+            }
+            // Not to be opened elsewhere: copied here, in turn.
+            None => return Err(Box::new((job, CopyError::Elsewhere(String::new())))),
+        };
+        let Some(rank) = self.least_loaded(job.len) else {
+            return Err(Box::new((job, CopyError::Elsewhere(String::new()))));
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let task = Task::Whole {
+            id,
+            files,
+            len: job.len,
+            truncate: job.truncate,
+        };
+        self.world
+            .process_at_rank(rank)
+            .send_with_tag(&task.encode()[..], TASK);
+        if self.debug {
+            messages::to_stderr_raw(&format!(
+                "aiscp: debug: {}: {} bytes, whole, to rank {rank}\n",
+                quote(&job.src_name),
+                job.len
+            ));
+        }
+        job.progress.file_started(&job.src_name, Some(job.len));
+        self.last = rank;
+        let load = &mut self.load[rank as usize];
+        load.0 += 1;
+        load.1 += job.len;
+        self.out.insert(id, Away { rank, job });
+        Ok(Ticket(id))
+    }
+
+    fn next_finished(&mut self, block: bool) -> Option<Finished> {
+        if let Some(f) = self.landed.pop_front() {
+            return Some(f);
+        }
+        if self.out.is_empty() {
+            return None;
+        }
+        let any = self.world.any_process();
+        if !block && any.immediate_probe_with_tag(DONE).is_none() {
+            return None;
+        }
+        let (rank, reply) = self.receive();
+        Some(self.whole_ended(rank, reply))
+    }
+}
+
+impl DataMover for Coordinator {
+    fn queue(&mut self) -> Option<&mut dyn FileQueue> {
+        Some(self)
+    }
+
+    fn copy(
+        &mut self,
+        engine: &mut Engine,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, CopyError> {
+        self.land();
+        let (SourceKind::Regular { len }, Ok(dst_meta)) = (job.src_kind, job.dst.metadata()) else {
+            return engine.copy(job, progress);
+        };
+        if len <= self.piece || !dst_meta.is_file() {
+            return engine.copy(job, progress);
+        }
+        let Some(mut files) = shared_files(job.src, job.src_name, job.dst, job.dst_name) else {
+            return engine.copy(job, progress);
+        };
+        files.sparse = job.sparse;
+        let dst_name = quote(job.dst_name);
+        // Parts leave holes unwritten: DST starts empty, as the engine makes it.
+        job.dst.set_len(0).map_err(|e| CopyError::Write {
+            name: dst_name.clone(),
+            source: e,
+        })?;
+        let parts: Vec<Range<u64>> = (0..len)
+            .step_by(self.piece as usize)
+            .map(|start| start..(start + self.piece).min(len))
+            .collect();
+        progress.file_started(job.src_name, Some(len));
+        let results = self.copy_parts(engine, job, &files, &parts, progress);
+        progress.file_finished();
+        // As one process would: the failure at the lowest offset, DST cut back to the parts
+        // before it; SOURCE ending early ends DST there.
+        let mut end = 0;
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Some(Ok(e)) => {
+                    end = e;
+                    if e < parts[i].end {
+                        break;
+                    }
+                }
+                Some(Err(e)) => {
+                    let _ = job.dst.set_len(parts[i].start);
+                    return Err(e);
+                }
+                None => {
+                    let _ = job.dst.set_len(parts[i].start);
+                    return Err(CopyError::Interrupted);
+                }
+            }
+        }
+        job.dst.set_len(end).map_err(|e| CopyError::Extend {
+            name: dst_name,
+            source: e,
+        })?;
+        if self.verify {
+            aiscp_engine::verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
+        }
+        Ok(end)
+    }
+}
+
+type PartResult = Option<Result<u64, CopyError>>;
+
+impl Coordinator {
+    /// Hands `parts` to whichever rank is free, rank 0 copying one whenever none is, until
+    /// all are copied or one fails. No whole file is in flight meanwhile.
+    fn copy_parts(
+        &mut self,
+        engine: &mut Engine,
+        job: &DataJob<'_>,
+        files: &Files,
+        parts: &[Range<u64>],
+        progress: &dyn ProgressSink,
+    ) -> Vec<PartResult> {
+        let count = parts.len();
+        let mut results: Vec<PartResult> = (0..count).map(|_| None).collect();
+        let mut idle: Vec<i32> = (1..self.size).rev().collect();
+        let mut by_rank = vec![0usize; self.size as usize];
+        let mut busy = 0;
+        let (mut next, mut stop) = (0, false);
+        let mut record = |i: usize, r: Result<u64, CopyError>, stop: &mut bool| {
+            match &r {
+                Ok(_) => progress.advanced(parts[i].end - parts[i].start),
+                Err(_) => *stop = true,
+            }
+            results[i] = Some(r);
+        };
+        loop {
+            stop |= self.cancel.load(Ordering::SeqCst);
+            while next < count && !stop {
+                let Some(r) = idle.pop() else { break };
+                let task = Task::Part {
+                    id: next as u64,
+                    files: files.clone(),
+                    part: parts[next].clone(),
+                    last: next + 1 == count,
+                };
+                self.world
+                    .process_at_rank(r)
+                    .send_with_tag(&task.encode()[..], TASK);
+                by_rank[r as usize] += 1;
+                busy += 1;
+                next += 1;
+            }
+            if next < count && !stop {
+                let i = next;
+                next += 1;
+                by_rank[0] += 1;
+                let r = engine.copy_part(job, parts[i].clone(), i + 1 == count, &NoProgress);
+                record(i, r, &mut stop);
+            } else if busy == 0 {
+                break;
+            }
+            // Whatever has come back; when rank 0 has no part left to copy, wait for one.
+            while busy > 0
+                && ((next >= count || stop)
+                    || self
+                        .world
+                        .any_process()
+                        .immediate_probe_with_tag(DONE)
+                        .is_some())
+            {
+                let (rank, reply) = self.receive();
+                idle.push(rank);
+                busy -= 1;
+                let r = match reply.outcome {
+                    Outcome::Copied(end) => Ok(end),
+                    Outcome::Failed(why) => Err(CopyError::Elsewhere(why)),
+                    Outcome::Interrupted { .. } => Err(CopyError::Interrupted),
+                    Outcome::NoEngine(why) => no_engine(rank, &why),
+                };
+                record(reply.id as usize, r, &mut stop);
+                if next < count && !stop {
+                    break;
+                }
+            }
+        }
+        if self.debug {
+            let shares: Vec<String> = by_rank
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+                .map(|(r, n)| format!("rank {r}: {n}"))
+                .collect();
+            messages::to_stderr_raw(&format!(
+                "aiscp: debug: {}: {count} parts of {} bytes ({})\n",
+                quote(job.src_name),
+                self.piece,
+                shares.join(", ")
+            ));
+        }
+        results
+    }
+}
+
+/// A rank's backend could not start: as in one process, that ends the run.
+fn no_engine(rank: i32, why: &str) -> ! {
+    messages::error(&format!("rank {rank}: {why}"));
+    messages::exit(1)
+}
+
+/// SOURCE and DEST as another rank can open them: the paths the kernel has for rank 0's
+/// descriptors (the ranks share one filesystem namespace) and their inodes. None where they
+/// cannot be opened elsewhere: an unlinked or anonymous file, a SOURCE this user may not
+/// read by name or a DEST it may not write by name (one created read-only, written here
+/// through the descriptor that created it).
+fn shared_files(src: &File, src_name: &Path, dst: &File, dst_name: &Path) -> Option<Files> {
+    let src_path = fd_path(src, libc::R_OK)?;
+    let dst_path = fd_path(dst, libc::W_OK)?;
+    Some(Files {
+        src_path,
+        dst_path,
+        src_name: src_name.to_owned(),
+        dst_name: dst_name.to_owned(),
+        src_ino: src.metadata().ok()?.ino(),
+        dst_ino: dst.metadata().ok()?.ino(),
+        sparse: Default::default(),
+    })
+}
+
+/// The path the kernel has for an open file, where this user may open it for `access`.
+fn fd_path(f: &File, access: libc::c_int) -> Option<PathBuf> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()?;
+    if !link.is_absolute() {
+        return None;
+    }
+    let c = CString::new(link.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    let ok = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), access, libc::AT_EACCESS) };
+    // "(deleted)" names and the like are not found.
+    (ok == 0).then_some(link)
+}
