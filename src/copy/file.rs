@@ -9,7 +9,7 @@ use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
 use crate::quote::quote;
 use crate::stat::{FileKind, Stat};
-use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind};
+use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind, Starting};
 use nix::fcntl::OFlag;
 use std::fs::File;
 use std::io;
@@ -66,7 +66,7 @@ impl Copier<'_> {
         // cannot start the run ends, if the buffer cannot be had this file fails, and either
         // way DEST is neither created nor truncated.
         if !opts.attributes_only && !opts.reflink_always {
-            start_engine(&mut self.engine, &self.config)
+            start_engine(&mut self.engine, &mut self.starting, &self.config)
                 .prepare(src.path)
                 .map_err(|e| fail(e.to_string()))?;
         }
@@ -243,7 +243,7 @@ impl Copier<'_> {
             dst_name: dst,
             sparse: opts.sparse,
         };
-        let engine = start_engine(&mut self.engine, &self.config);
+        let engine = start_engine(&mut self.engine, &mut self.starting, &self.config);
         let res = match &mut self.mover {
             Some(mover) => mover.copy(engine, &job, &*self.progress),
             None => engine.copy(&job, &*self.progress),
@@ -256,14 +256,20 @@ impl Copier<'_> {
     }
 }
 
-/// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
-/// and directory-only runs never load a GPU library); a failure ends the run.
-fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
+/// Takes the engine the first time a file has data to copy, from its bring-up when one was
+/// begun (so its messages, and a failure to start, come here, as for a start made here);
+/// a failure ends the run.
+fn start_engine<'e>(
+    slot: &'e mut Option<Engine>,
+    starting: &mut Option<Starting>,
+    config: &Config,
+) -> &'e mut Engine {
     if slot.is_none() {
-        let diagnostics = Box::new(StderrDiagnostics {
-            quiet: config.quiet,
-        });
-        match Engine::start(config.clone(), diagnostics) {
+        let started = match starting.take() {
+            Some(s) => s.wait(),
+            None => Engine::start(config.clone(), diagnostics(config)),
+        };
+        match started {
             Ok(e) => *slot = Some(e),
             Err(e) => {
                 error(&e.to_string());
@@ -272,6 +278,13 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         }
     }
     slot.as_mut().expect("engine started above")
+}
+
+/// Where the engine's warnings and --debug lines go.
+pub(super) fn diagnostics(config: &Config) -> Box<dyn aiscp_engine::Diagnostics> {
+    Box::new(StderrDiagnostics {
+        quiet: config.quiet,
+    })
 }
 
 /// The engine's warnings and --debug lines, on stderr.
