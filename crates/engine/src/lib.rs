@@ -25,6 +25,7 @@ mod job;
 mod pipeline;
 mod queue;
 pub mod quote;
+mod slots;
 mod stages;
 mod starting;
 mod streams;

@@ -30,9 +30,9 @@ pub(crate) struct Pipeline<S: Staging> {
     /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
     pub(crate) chosen: Vec<usize>,
     /// False for a slot given up for the run (no memory for it).
-    usable: Vec<bool>,
+    pub(crate) usable: Vec<bool>,
     /// How many of `chosen` the current file's slices run on.
-    workers: usize,
+    pub(crate) workers: usize,
     /// Set while copying one part of a file ([`crate::Engine::copy_part`]): its range, and
     /// whether it is the file's last part (the one that takes the tail).
     pub(crate) part: Option<(Range<u64>, bool)>,
@@ -63,63 +63,6 @@ impl<S: Staging> Pipeline<S> {
             last_stages: StageTimes::default(),
             run_stages: StageTimes::default(),
         }
-    }
-
-    /// Restricts the next copies to the slots of `devices` (positions in the staging's
-    /// device list, the first one taking a file's first slice and its tail; all devices
-    /// when none of theirs is left), taken a round of devices at a time.
-    pub(crate) fn choose(&mut self, devices: &[usize]) {
-        let per = self.staging.devices();
-        let rank = |i: usize| devices.iter().position(|&d| d == i % per);
-        let usable = |i: &usize| self.usable[*i];
-        self.chosen = (0..self.slots.len())
-            .filter(usable)
-            .filter(|&i| rank(i).is_some())
-            .collect();
-        self.chosen.sort_by_key(|&i| (i / per, rank(i)));
-        if self.chosen.is_empty() {
-            self.chosen = (0..self.slots.len()).filter(usable).collect();
-        }
-        self.workers = 1;
-    }
-
-    /// The devices the last copy used (positions), its first one first.
-    pub(crate) fn devices_used(&self) -> Vec<usize> {
-        let per = self.staging.devices();
-        let mut used: Vec<usize> = Vec::new();
-        for &i in &self.chosen[..self.workers.clamp(1, self.chosen.len())] {
-            if !used.contains(&(i % per)) {
-                used.push(i % per);
-            }
-        }
-        used
-    }
-
-    /// Secures the first slot and its host window, what every copy needs (the window serves
-    /// the bounce route and every unaligned tail). The engine calls it before DST is opened,
-    /// so that a machine without memory for them fails the file with DST intact, and again
-    /// at the start of each copy, where it is a no-op once they exist (slots live for the run).
-    pub(crate) fn first_slot(
-        &mut self,
-        src: &str,
-        diag: &mut dyn FnMut(&str),
-    ) -> Result<(), CopyError> {
-        self.ensure_slots(1, src, diag)?;
-        let slot = self.slots[self.chosen[0]].as_mut().expect("ensured above");
-        let bytes = self.staging.window_len(slot);
-        // Only GPU backends allocate windows (pinned memory); the host window is the slot.
-        for k in 0..2 {
-            self.staging
-                .window(slot, k, 0)
-                .map_err(|e| CopyError::Alloc {
-                    name: src.to_owned(),
-                    bytes,
-                    smallest: None,
-                    memory: "pinned host memory",
-                    message: e.to_string(),
-                })?;
-        }
-        Ok(())
     }
 
     pub(crate) fn copy(
@@ -217,79 +160,6 @@ impl<S: Staging> Pipeline<S> {
                     library: self.staging.name(),
                     message: e.to_string(),
                 })
-            }
-        }
-    }
-
-    /// Makes sure the first `n` slots exist; returns how many slots there are to use (at
-    /// least one, at most `n`).
-    ///
-    /// A slot the device has no memory for at the current chunk size is retried at half the
-    /// size, down to [`MIN_RETRY_CHUNK`]; the smaller chunk then holds for the rest of the run
-    /// (larger slots still fit it). A later slot that cannot be had even so is given up for
-    /// the run and the copy goes on with fewer slots; only the first one is required.
-    pub(crate) fn ensure_slots(
-        &mut self,
-        n: usize,
-        src: &str,
-        diag: &mut dyn FnMut(&str),
-    ) -> Result<usize, CopyError> {
-        let n = n.min(self.chosen.len());
-        for k in 0..n {
-            let i = self.chosen[k];
-            if self.slots[i].is_some() {
-                continue;
-            }
-            match self.alloc_shrinking(i % self.staging.devices(), diag) {
-                Ok(slot) => {
-                    let refusal = self.staging.library().and_then(|l| l.slot_refusal(&slot));
-                    if let Some(why) = refusal {
-                        diag(&format!(
-                            "slot {i}: buffer registration refused ({why}); it bounces"
-                        ));
-                    }
-                    self.slots[i] = Some(slot);
-                }
-                Err((_, e)) if k > 0 => {
-                    diag(&format!("slot {i}: {e}; going on with {k} slot(s)"));
-                    self.usable[i] = false;
-                    self.chosen.truncate(k);
-                    return Ok(k);
-                }
-                Err((first, e)) => {
-                    return Err(CopyError::Alloc {
-                        name: src.to_owned(),
-                        bytes: first,
-                        smallest: (self.chunk < first).then_some(self.chunk),
-                        memory: self.staging.memory(),
-                        message: e.to_string(),
-                    })
-                }
-            }
-        }
-        Ok(n)
-    }
-
-    /// One slot of the current chunk size, halving it while memory runs out. The error
-    /// comes with the size first asked for.
-    fn alloc_shrinking(
-        &mut self,
-        device: usize,
-        diag: &mut dyn FnMut(&str),
-    ) -> Result<S::Slot, (usize, hipfile::Error)> {
-        let first = self.chunk;
-        loop {
-            match self.staging.alloc_slot(self.chunk, device) {
-                Ok(slot) => return Ok(slot),
-                Err(e) if is_out_of_memory(&e) && self.chunk > MIN_RETRY_CHUNK => {
-                    let smaller = (self.chunk / 2).max(MIN_RETRY_CHUNK) & !(MIN_ALIGN as usize - 1);
-                    diag(&format!(
-                        "cannot allocate {} bytes ({e}); chunk now {smaller} bytes",
-                        self.chunk
-                    ));
-                    self.chunk = smaller;
-                }
-                Err(e) => return Err((first, e)),
             }
         }
     }
@@ -561,18 +431,6 @@ impl<S: Staging> Pipeline<S> {
             pos += got as u64;
             progress.advanced(got as u64);
         }
-    }
-}
-
-/// Smallest chunk the engine shrinks to when device memory runs short.
-const MIN_RETRY_CHUNK: usize = 1 << 20;
-
-/// hipErrorOutOfMemory and CUDA_ERROR_OUT_OF_MEMORY are both 2; host memory says so itself.
-fn is_out_of_memory(e: &hipfile::Error) -> bool {
-    match e {
-        hipfile::Error::Runtime { code, .. } => *code == hipfile::sys::RUNTIME_OUT_OF_MEMORY,
-        hipfile::Error::Os(e) => e.kind() == io::ErrorKind::OutOfMemory,
-        _ => false,
     }
 }
 
