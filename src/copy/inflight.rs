@@ -2,7 +2,7 @@
 //!
 //! The walk makes every decision for a file on this thread (checks, prompts, opening and
 //! creating DEST) and then, for a regular file small enough, queues only its data to the
-//! engine and goes on to the next file. What must follow the data (the attributes, a failure's
+//! engine (or to the mover's queue: other MPI ranks) and goes on to the next file. What must follow the data (the attributes, a failure's
 //! message, exit status) happens here again, file by file in the order they were queued.
 //!
 //! Output keeps cp's order: while files are in flight, whatever this thread prints (-v lines,

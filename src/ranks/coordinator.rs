@@ -91,6 +91,15 @@ impl Coordinator {
 
     /// Waits for one answer from any rank.
     fn receive(&self) -> (i32, Reply) {
+        let mut nap = super::Nap::default();
+        while self
+            .world
+            .any_process()
+            .immediate_probe_with_tag(DONE)
+            .is_none()
+        {
+            nap.take();
+        }
         let (bytes, status) = self.world.any_process().receive_vec_with_tag::<u8>(DONE);
         (status.source_rank(), Reply::decode(&bytes))
     }

@@ -6,6 +6,7 @@
 //! in turn. New tasks are taken while files are in flight, so rank 0 keeps the queue full.
 
 use super::wire::{Files, Outcome, Reply, Task, DONE, HELLO, TASK};
+use super::Nap;
 use crate::messages;
 use aiscp_engine::{
     quote::quote, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress, QueuedJob,
@@ -81,16 +82,16 @@ struct Server<'w> {
 
 impl Server<'_> {
     fn run(&mut self) {
-        let mut nap = Duration::ZERO;
+        let mut nap = Nap::default();
         loop {
-            let busy = !self.tickets.is_empty() || !self.waiting.is_empty();
             let mut moved = false;
-            // Nothing in flight: wait for a task. Otherwise take those already sent.
-            if !busy {
-                if !self.take_task() {
-                    return;
+            let to_rank_0 = self.world.process_at_rank(0);
+            // Nothing in flight: wait for a task. Then take every one already sent.
+            if self.tickets.is_empty() && self.waiting.is_empty() {
+                let mut idle = Nap::default();
+                while to_rank_0.immediate_probe_with_tag(TASK).is_none() {
+                    idle.take();
                 }
-                moved = true;
             }
             while self
                 .world
@@ -134,12 +135,11 @@ impl Server<'_> {
                 reply(self.world, id, outcome);
                 moved = true;
             }
-            // Files in flight and nothing new: look again shortly, backing off to 1 ms.
+            // Files in flight and nothing new: look again shortly.
             if moved {
-                nap = Duration::ZERO;
+                nap = Nap::default();
             } else {
-                nap = (nap * 2).clamp(Duration::from_micros(20), Duration::from_millis(1));
-                std::thread::sleep(nap);
+                nap.take();
             }
         }
     }
