@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates man/aiscp.1 and completions/ from the clap definition (tests/cli.rs checks them).
+# Regenerates man/aiscp.1 and completions/ from the clap definition (tests/it/cli.rs checks them).
 set -eu
 cd "$(dirname "$0")/.."
 cargo build --quiet --bin aiscp

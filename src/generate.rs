@@ -1,6 +1,6 @@
 //! The man page and shell completions, generated from the same clap definition that parses
 //! the command line (`aiscp --generate man|bash|zsh|fish|elvish|powershell`), so they can't
-//! drift from the real flags. `generated_files_are_current` (tests/cli.rs) fails when the committed files are stale.
+//! drift from the real flags. `generated_files_are_current` (tests/it/cli.rs) fails when the committed files are stale.
 
 use clap::CommandFactory;
 use clap_complete::Shell;

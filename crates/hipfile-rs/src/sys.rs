@@ -2,7 +2,7 @@
 //! function tables resolved from the loaded libraries.
 //!
 //! Nothing here is safe to call directly; the crate root wraps every pointer in a type whose
-//! `Drop` gives back what it holds. The layouts are pinned by `tests/abi_layout.rs`.
+//! `Drop` gives back what it holds. The layouts are pinned by `tests/it/abi_layout.rs`.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

@@ -1,0 +1,247 @@
+//! The engine's queue of whole files in flight (host backend): every queued file comes back
+//! once with its ticket and exact bytes (buffered and O_DIRECT, sizes across the slot and the
+//! alignment, holes kept), the limits hold, a synchronous copy in between waits for the queue
+//! and keeps its results, a read error stays with its file, and cancelling ends them all.
+
+use crate::support::*;
+use aiscp_engine::{
+    BackendChoice, Config, CopyError, DataJob, Engine, NoProgress, QueueLimits, QueuedJob,
+    SourceKind, SparseMode, Ticket,
+};
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const CHUNK: u64 = 64 * 1024;
+
+fn job(src: &Path, dst: &Path, sparse: SparseMode) -> QueuedJob {
+    let src_file = File::open(src).unwrap();
+    let len = src_file.metadata().unwrap().len();
+    QueuedJob {
+        src: src_file,
+        src_name: src.to_path_buf(),
+        len,
+        dst: OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dst)
+            .unwrap(),
+        dst_name: dst.to_path_buf(),
+        sparse,
+        truncate: false,
+        progress: Arc::new(NoProgress),
+    }
+}
+
+/// Takes every finished file; each ticket exactly once.
+fn drain(engine: &mut Engine, into: &mut HashMap<Ticket, Result<u64, String>>) {
+    while let Some(f) = engine.next_finished(true) {
+        let res = f.result.map_err(|e| e.to_string());
+        assert!(
+            into.insert(f.ticket, res).is_none(),
+            "ticket {:?} twice",
+            f.ticket
+        );
+    }
+}
+
+#[test]
+fn every_file_once_with_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = CHUNK as usize;
+    let sizes = [1, 4095, 4096, 4097, 30_000, c - 1, c, 0];
+    for direct_from in [u64::MAX, 0] {
+        let mut engine = start_engine(BackendChoice::Host, CHUNK, 3, false);
+        engine.set_queue_limits(QueueLimits {
+            files: 5,
+            bytes: 100_000,
+            direct_from,
+        });
+        assert_eq!(engine.queue_max(), Some(CHUNK));
+        let mut want: HashMap<Ticket, (PathBuf, Vec<u8>)> = HashMap::new();
+        let mut got = HashMap::new();
+        for round in 0..4 {
+            for (i, &len) in sizes.iter().enumerate() {
+                let src = dir.path().join(format!("s{round}-{i}"));
+                let dst = dir.path().join(format!("d{round}-{i}-{direct_from}"));
+                let data = write_random(&src, len, (round * 100 + i) as u64);
+                while !engine.has_room(len as u64) {
+                    let f = engine.next_finished(true).expect("a file in flight");
+                    got.insert(f.ticket, f.result.map_err(|e| e.to_string()));
+                }
+                assert!(engine.in_flight() <= 5);
+                let ticket = engine
+                    .submit(job(&src, &dst, SparseMode::Auto))
+                    .ok()
+                    .unwrap();
+                want.insert(ticket, (dst, data));
+            }
+        }
+        drain(&mut engine, &mut got);
+        assert_eq!(engine.in_flight(), 0);
+        assert_eq!(got.len(), want.len());
+        for (ticket, (dst, data)) in &want {
+            assert_eq!(got[ticket], Ok(data.len() as u64), "{}", dst.display());
+            assert_same_bytes(&fs::read(dst).unwrap(), data, &dst.display().to_string());
+        }
+        // Tickets count up in the order files were queued.
+        let mut tickets: Vec<_> = want.keys().copied().collect();
+        tickets.sort();
+        assert_eq!(
+            tickets,
+            (0..want.len() as u64).map(Ticket).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn holes_stay_holes_and_dst_is_cut_to_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("sparse");
+    let len = CHUNK - 4096;
+    write_sparse(&src, len, &[(0, b"head"), (len - 3, b"end")]);
+    let dst = dir.path().join("d");
+    // DST longer than SRC before: the queue sets its final size.
+    fs::write(&dst, random_bytes(3 * CHUNK as usize, 7)).unwrap();
+    let mut engine = start_engine(BackendChoice::Host, CHUNK, 2, false);
+    let mut j = job(&src, &dst, SparseMode::Auto);
+    j.dst = OpenOptions::new().write(true).open(&dst).unwrap();
+    j.dst.set_len(0).unwrap();
+    engine.submit(j).ok().unwrap();
+    let f = engine.next_finished(true).unwrap();
+    assert_eq!(f.result.unwrap(), len);
+    assert_eq!(fs::read(&dst).unwrap(), fs::read(&src).unwrap());
+    assert!(blocks(&dst) < blocks(&src) + 16, "holes filled in");
+}
+
+#[test]
+fn a_synchronous_copy_waits_for_the_queue_and_keeps_its_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = start_engine(BackendChoice::Host, CHUNK, 4, false);
+    let mut want = HashMap::new();
+    for i in 0..6 {
+        let src = dir.path().join(format!("q{i}"));
+        let dst = dir.path().join(format!("qd{i}"));
+        let data = write_random(&src, 20_000 + i * 1000, i as u64);
+        want.insert(
+            engine
+                .submit(job(&src, &dst, SparseMode::Never))
+                .ok()
+                .unwrap(),
+            (dst, data),
+        );
+    }
+    // A file larger than a slot takes every slot: the queued files finish first.
+    let big = dir.path().join("big");
+    let data = write_random(&big, 5 * CHUNK as usize + 17, 99);
+    let (s, d) = (
+        File::open(&big).unwrap(),
+        File::create(dir.path().join("bigd")).unwrap(),
+    );
+    let sync = DataJob {
+        src: &s,
+        src_name: &big,
+        src_kind: SourceKind::Regular {
+            len: data.len() as u64,
+        },
+        dst: &d,
+        dst_name: Path::new("bigd"),
+        sparse: SparseMode::Auto,
+    };
+    assert_eq!(engine.copy(&sync, &NoProgress).unwrap(), data.len() as u64);
+    assert_same_bytes(&fs::read(dir.path().join("bigd")).unwrap(), &data, "big");
+    assert_eq!(engine.in_flight(), 6, "results kept for next_finished");
+    let mut got = HashMap::new();
+    drain(&mut engine, &mut got);
+    for (ticket, (dst, data)) in &want {
+        assert_eq!(got[ticket], Ok(data.len() as u64));
+        assert_same_bytes(&fs::read(dst).unwrap(), data, "queued");
+    }
+}
+
+#[test]
+fn a_read_error_stays_with_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = start_engine(BackendChoice::Host, CHUNK, 2, false);
+    let mut tickets = Vec::new();
+    for i in 0..5 {
+        let dst = dir.path().join(format!("d{i}"));
+        let j = if i == 2 {
+            // Reading a process's memory at offset 0 fails with EIO.
+            let mut j = job(Path::new("/proc/self/mem"), &dst, SparseMode::Auto);
+            j.len = 0;
+            j
+        } else {
+            let src = dir.path().join(format!("s{i}"));
+            write_random(&src, 9000, i);
+            job(&src, &dst, SparseMode::Auto)
+        };
+        tickets.push(engine.submit(j).ok().unwrap());
+    }
+    let mut got = HashMap::new();
+    drain(&mut engine, &mut got);
+    for (i, t) in tickets.iter().enumerate() {
+        match i {
+            2 => assert_eq!(
+                got[t].as_ref().unwrap_err(),
+                "error reading '/proc/self/mem': Input/output error"
+            ),
+            _ => assert_eq!(got[t], Ok(9000)),
+        }
+    }
+    assert_eq!(fs::metadata(dir.path().join("d2")).unwrap().len(), 0);
+}
+
+#[test]
+fn cancelling_ends_every_file_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let config = Config {
+        backend: BackendChoice::Host,
+        chunk_size: chunk_size(CHUNK),
+        streams: Some(2),
+        cancel: Arc::clone(&cancel),
+        ..Config::default()
+    };
+    let mut engine = Engine::start(config, Box::new(NoWarnings)).unwrap();
+    let mut n = 0;
+    for i in 0..8 {
+        if i == 4 {
+            // The files queued from here on are interrupted before they start.
+            cancel.store(true, Ordering::SeqCst);
+        }
+        let src = dir.path().join(format!("s{i}"));
+        write_random(&src, 60_000, i);
+        let mut j = job(&src, &dir.path().join(format!("d{i}")), SparseMode::Auto);
+        if i >= 4 {
+            // An existing DST, to be cut only when its copy starts.
+            j.dst.write_all_at(b"old bytes", 0).unwrap();
+            j.truncate = true;
+        }
+        engine.submit(j).ok().unwrap();
+        n += 1;
+    }
+    let mut ended = 0;
+    let mut interrupted = 0;
+    while let Some(f) = engine.next_finished(true) {
+        ended += 1;
+        match f.result {
+            Err(CopyError::Interrupted) => interrupted += 1,
+            Ok(len) => assert_eq!(len, 60_000),
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert_eq!(ended, n);
+    assert!(interrupted >= 4, "only {interrupted} interrupted");
+    for i in 4..8 {
+        let old = fs::read(dir.path().join(format!("d{i}"))).unwrap();
+        assert_eq!(
+            old, b"old bytes",
+            "DST {i} touched by a copy that never started"
+        );
+    }
+}

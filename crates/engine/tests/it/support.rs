@@ -1,0 +1,203 @@
+//! Helpers shared by the engine's suites: driving the engine as a library, random data and
+//! sparse files, and the fake GPU library with its exit report.
+
+use aiscp_engine::{
+    BackendChoice, ChunkSize, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress,
+    ProgressSink, SourceKind, SparseMode,
+};
+use rand::{RngCore, SeedableRng};
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An engine on `backend` with `chunk`-byte slices, `streams` of them; a warning fails the test.
+pub fn start_engine(backend: BackendChoice, chunk: u64, streams: usize, async_io: bool) -> Engine {
+    let config = Config {
+        backend,
+        chunk_size: chunk_size(chunk),
+        streams: Some(streams),
+        async_io,
+        ..Config::default()
+    };
+    Engine::start(config, Box::new(NoWarnings)).unwrap()
+}
+
+/// A valid chunk size of `bytes`.
+pub fn chunk_size(bytes: u64) -> ChunkSize {
+    ChunkSize::new(bytes).unwrap()
+}
+
+/// Diagnostics for a test that expects no warning: one fails it; --debug lines are dropped.
+pub struct NoWarnings;
+
+impl Diagnostics for NoWarnings {
+    fn warn(&mut self, line: &str) {
+        panic!("unexpected warning: {line}");
+    }
+    fn debug(&mut self, _: std::time::Duration, _: &str) {}
+}
+
+/// Diagnostics that drop everything.
+pub struct Silent;
+
+impl Diagnostics for Silent {
+    fn warn(&mut self, _: &str) {}
+    fn debug(&mut self, _: std::time::Duration, _: &str) {}
+}
+
+/// DST opened as cp opens an existing one: truncated in place (created when missing).
+pub fn open_dst(path: &Path) -> File {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+}
+
+/// Copies the regular file `src` to `dst` with `engine`, as the cp layer would.
+pub fn copy_file(
+    engine: &mut Engine,
+    src: &Path,
+    dst: &Path,
+    sparse: SparseMode,
+) -> Result<u64, CopyError> {
+    let s = File::open(src).unwrap();
+    let d = open_dst(dst);
+    let len = s.metadata().unwrap().len();
+    engine.copy(
+        &DataJob {
+            src: &s,
+            src_name: src,
+            src_kind: SourceKind::Regular { len },
+            dst: &d,
+            dst_name: dst,
+            sparse,
+        },
+        &NoProgress,
+    )
+}
+
+/// Sets the cancel flag once `after` bytes were reported, as a signal handler would mid-copy.
+pub struct CancelAfter {
+    pub cancel: Arc<AtomicBool>,
+    pub after: u64,
+    pub seen: AtomicU64,
+}
+
+impl CancelAfter {
+    pub fn new(cancel: &Arc<AtomicBool>, after: u64) -> CancelAfter {
+        CancelAfter {
+            cancel: Arc::clone(cancel),
+            after,
+            seen: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ProgressSink for CancelAfter {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        if self.seen.fetch_add(bytes, Ordering::SeqCst) + bytes >= self.after {
+            self.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+    fn file_finished(&self) {}
+}
+
+/// `len` random bytes from a seeded generator (a failure reproduces with the same seed).
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut data = vec![0u8; len];
+    rng.fill_bytes(&mut data);
+    data
+}
+
+/// Writes `len` random bytes to `path` and returns them.
+pub fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let data = random_bytes(len, seed);
+    fs::write(path, &data).unwrap();
+    data
+}
+
+/// Asserts two byte strings are equal, naming the first differing offset (not a 1 GiB dump).
+pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: first difference at byte {i}");
+    }
+    assert_eq!(got.len(), want.len(), "{what}: length differs");
+}
+
+/// A sparse file of `len` bytes whose data is the given (offset, bytes) pieces.
+pub fn write_sparse(path: &Path, len: u64, pieces: &[(u64, &[u8])]) {
+    let f = File::create(path).unwrap();
+    f.set_len(len).unwrap();
+    for (off, bytes) in pieces {
+        f.write_all_at(bytes, *off).unwrap();
+    }
+}
+
+/// 512-byte blocks allocated to `path`.
+pub fn blocks(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().blocks()
+}
+
+#[path = "../../../fake-gpu/tests/it/support.rs"]
+mod fake_gpu_build;
+
+/// Points a child's engine at the fake GPU library (as both hipFile and the HIP runtime); the
+/// fake writes its exit report to `report`.
+pub fn use_fake_gpu(cmd: &mut Command, report: &Path) {
+    let lib = fake_gpu_build::library();
+    cmd.env("AISCP_HIPFILE_LIB", lib)
+        .env("AISCP_HIP_LIB", lib)
+        .env("AISCP_FAKE_GPU_REPORT", report);
+}
+
+/// The fake library's exit report.
+#[derive(Debug, Default)]
+pub struct FakeReport {
+    pub leaks: Vec<String>,
+    pub misuse: Vec<String>,
+    /// `stats:` fields, e.g. ("htod_bytes", 4096).
+    pub stats: Vec<(String, u64)>,
+}
+
+impl FakeReport {
+    pub fn read(path: &Path) -> FakeReport {
+        let text = fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("no fake GPU report at {}: {e}", path.display()));
+        let mut report = FakeReport::default();
+        for line in text.lines() {
+            if let Some(l) = line.strip_prefix("leak: ") {
+                report.leaks.push(l.to_owned());
+            } else if let Some(l) = line.strip_prefix("misuse: ") {
+                report.misuse.push(l.to_owned());
+            } else if let Some(l) = line.strip_prefix("stats: ") {
+                for field in l.split_whitespace() {
+                    if let Some((k, v)) = field.split_once('=') {
+                        report.stats.push((k.to_owned(), v.parse().unwrap_or(0)));
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    pub fn stat(&self, key: &str) -> u64 {
+        self.stats
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no stat {key} in report"))
+    }
+
+    /// Asserts the run gave back everything it took and broke no rule.
+    pub fn assert_clean(&self) {
+        assert!(self.leaks.is_empty(), "leaks: {:?}", self.leaks);
+        assert!(self.misuse.is_empty(), "misuse: {:?}", self.misuse);
+    }
+}

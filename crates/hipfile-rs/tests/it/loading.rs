@@ -1,0 +1,210 @@
+//! Loading: exact paths, typed errors that list what was searched, and the genuine HIP runtime
+//! (Debian's libamdhip64.so.5) on a machine without an AMD GPU.
+
+use std::path::{Path, PathBuf};
+
+use hipfile::{Flavor, Library, LibraryPaths, LoadError, Runtime};
+
+/// Exact paths for the I/O library and the runtime.
+fn exact(io: Option<&Path>, runtime: Option<&Path>) -> LibraryPaths {
+    LibraryPaths {
+        io: io.map(Path::to_path_buf),
+        runtime: runtime.map(Path::to_path_buf),
+    }
+}
+
+fn libc_path() -> PathBuf {
+    for p in [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+    ] {
+        if Path::new(p).exists() {
+            return p.into();
+        }
+    }
+    panic!("no libc.so.6 found to test a library without the symbols");
+}
+
+const REAL_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+
+#[test]
+fn a_bad_exact_path_is_the_only_path_tried() {
+    let bogus = Path::new("/nonexistent/aiscp/libamdhip64.so.5");
+    for flavor in [Flavor::HipFile, Flavor::CuFile] {
+        let err = Library::load_from(flavor, &exact(None, Some(bogus)))
+            .err()
+            .expect("a missing library must not load");
+        match &err {
+            LoadError::NotFound { searched, .. } => assert_eq!(searched, &[bogus.to_path_buf()]),
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+        assert!(err.to_string().contains("/nonexistent/aiscp"), "{err}");
+    }
+}
+
+#[test]
+fn an_unloadable_file_is_reported_with_the_loader_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_elf = dir.path().join("libhipfile.so.0");
+    std::fs::write(&not_elf, b"this is not a shared object").unwrap();
+    let err = Runtime::load_from(Flavor::HipFile, Some(&not_elf))
+        .err()
+        .expect("a text file must not load");
+    match &err {
+        LoadError::Unloadable {
+            path,
+            reason,
+            searched,
+            ..
+        } => {
+            assert_eq!(path, &not_elf);
+            assert!(!reason.is_empty());
+            assert_eq!(searched, std::slice::from_ref(&not_elf));
+        }
+        other => panic!("expected Unloadable, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_library_without_the_symbols_names_the_missing_one() {
+    let libc = libc_path();
+    let err = Runtime::load_from(Flavor::HipFile, Some(&libc))
+        .err()
+        .expect("libc is no HIP runtime");
+    match &err {
+        LoadError::MissingSymbol { path, symbol } => {
+            assert_eq!(path, &libc);
+            assert_eq!(*symbol, "hipGetDeviceCount");
+        }
+        other => panic!("expected MissingSymbol, got {other:?}"),
+    }
+    assert!(err.to_string().contains("hipGetDeviceCount"));
+
+    let err = Runtime::load_from(Flavor::CuFile, Some(&libc))
+        .err()
+        .expect("libc is no CUDA driver");
+    assert!(
+        matches!(
+            &err,
+            LoadError::MissingSymbol {
+                symbol: "cuInit",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn hipfile_path_pointing_at_libc_lacks_driver_open() {
+    if !Path::new(REAL_HIP).exists() {
+        eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
+        return;
+    }
+    let libc = libc_path();
+    let err = Library::load_from(
+        Flavor::HipFile,
+        &exact(Some(&libc), Some(Path::new(REAL_HIP))),
+    )
+    .err()
+    .expect("libc is no hipFile");
+    assert!(
+        matches!(&err, LoadError::MissingSymbol { symbol: "hipFileDriverOpen", path } if path == &libc),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn default_search_lists_every_candidate() {
+    // Without exact paths, whatever is missing on this machine is reported with the full list.
+    // (On a machine that has the libraries the load simply succeeds.)
+    let result = Library::load(Flavor::CuFile).err();
+    if let Some(LoadError::NotFound { library, searched }) = result {
+        assert!(library == "libcuda" || library == "libcufile", "{library}");
+        let shown: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+        if library == "libcuda" {
+            assert_eq!(shown[0], "libcuda.so.1");
+        } else {
+            assert_eq!(shown[0], "libcufile.so.0");
+            assert!(shown
+                .iter()
+                .any(|p| p == "/usr/local/cuda/lib64/libcufile.so.0"));
+        }
+    }
+    let result = Library::load(Flavor::HipFile).err();
+    if let Some(LoadError::NotFound { library, searched }) = result {
+        let shown: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+        if library == "libhipfile" {
+            assert_eq!(&shown[..2], ["libhipfile.so.0", "libhipfile.so"]);
+            assert!(shown.iter().any(|p| p == "/opt/rocm/lib/libhipfile.so.0"));
+        } else {
+            assert_eq!(library, "libamdhip64");
+            assert_eq!(shown[0], "libamdhip64.so.7");
+        }
+    }
+}
+
+#[test]
+fn genuine_hip_runtime_reports_no_device() {
+    if !Path::new(REAL_HIP).exists() {
+        eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
+        return;
+    }
+    let rt = Runtime::load_from(Flavor::HipFile, Some(Path::new(REAL_HIP)))
+        .expect("the genuine HIP runtime resolves every symbol we use");
+    assert_eq!(rt.path(), Path::new(REAL_HIP));
+    assert_eq!(rt.flavor(), Flavor::HipFile);
+    let version = rt.version().expect("hipRuntimeGetVersion");
+    assert!(version.starts_with("HIP 5.2."), "{version}");
+    match rt.device_count() {
+        Err(e) => {
+            assert_eq!(e.code(), Some(100), "{e}");
+            assert!(e.to_string().contains("hipGetDeviceCount"), "{e}");
+        }
+        Ok(n) => panic!("this machine has no AMD GPU, yet {n} reported"),
+    }
+}
+
+#[test]
+fn the_crate_reads_no_variables_of_its_callers() {
+    // aiscp's AISCP_* variables are read by aiscp and passed as paths; the crate's own search
+    // must not see them. Run in a child so that setting a variable races with no other test.
+    const CHILD: &str = "HIPFILE_RS_TEST_NO_VARIABLES";
+    let bogus = "/nonexistent/aiscp/set-by-a-caller.so";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "loading::the_crate_reads_no_variables_of_its_callers",
+                "--exact",
+            ])
+            .env(CHILD, "1")
+            .envs(
+                [
+                    "AISCP_HIPFILE_LIB",
+                    "AISCP_HIP_LIB",
+                    "AISCP_CUFILE_LIB",
+                    "AISCP_CUDA_LIB",
+                ]
+                .map(|v| (v, bogus)),
+            )
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    for flavor in [Flavor::HipFile, Flavor::CuFile] {
+        if let Err(LoadError::NotFound { searched, .. }) = Library::load(flavor) {
+            assert!(
+                !searched.iter().any(|p| p == Path::new(bogus)),
+                "{flavor}: searched a caller's variable: {searched:?}"
+            );
+            assert!(searched.len() > 1, "{searched:?}");
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The documentation matches the binary: every option `--help` lists is in the man page and
+//! in every completion script, every environment variable the code reads is in the man page
+//! and README, and the man page states the usage forms and every exit status.
+
+use crate::support::program;
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The options `--help` lists: (short letters, long names) from each option's header line.
+fn help_options() -> (BTreeSet<char>, BTreeSet<String>) {
+    let out = Command::new(program()).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let (mut shorts, mut longs) = (BTreeSet::new(), BTreeSet::new());
+    for line in help.lines() {
+        let head = line.trim_start();
+        if !head.starts_with('-') || line.len() - head.len() > 6 {
+            continue; // not an option header (descriptions are indented further)
+        }
+        for word in head.split([' ', ',', '[', '=']) {
+            if let Some(long) = word.strip_prefix("--") {
+                if !long.is_empty() {
+                    longs.insert(long.to_owned());
+                }
+            } else if let Some(short) = word.strip_prefix('-') {
+                if short.chars().count() == 1 {
+                    shorts.insert(short.chars().next().unwrap());
+                }
+            }
+        }
+    }
+    // Aliases shown as "[alias: -r]" on their own line.
+    for line in help.lines() {
+        if let Some(rest) = line.trim().strip_prefix("[alias: -") {
+            shorts.insert(rest.chars().next().unwrap());
+        }
+    }
+    (shorts, longs)
+}
+
+#[test]
+fn every_option_in_help_is_in_the_man_page_and_completions() {
+    let (shorts, longs) = help_options();
+    // The options cp 9.1 lists must all be there (-r among them), plus our own.
+    for cp in [
+        "recursive",
+        "archive",
+        "no-clobber",
+        "target-directory",
+        "reflink",
+        "sparse",
+    ] {
+        assert!(longs.contains(cp), "--help lacks --{cp}: {longs:?}");
+    }
+    for c in [
+        'r', 'R', 'a', 'b', 'd', 'f', 'i', 'H', 'l', 'L', 'n', 'P', 'p', 's', 'S', 't', 'T', 'u',
+        'v', 'x', 'Z',
+    ] {
+        assert!(shorts.contains(&c), "--help lacks -{c}: {shorts:?}");
+    }
+    for own in ["stats", "progress", "backend", "route", "gpu"] {
+        assert!(longs.contains(own), "--help lacks --{own}");
+    }
+    let man = read("man/aiscp.1");
+    for long in &longs {
+        let roff = format!("\\-\\-{}", long.replace('-', "\\-"));
+        assert!(man.contains(&roff), "man page lacks --{long}");
+    }
+    for c in &shorts {
+        assert!(
+            man.contains(&format!("\\fB\\-{c}\\fR")),
+            "man page lacks -{c}"
+        );
+    }
+    for (file, spell) in [
+        ("completions/aiscp.bash", "--{}"),
+        ("completions/_aiscp", "--{}"),
+        ("completions/aiscp.fish", "-l {}"),
+        ("completions/aiscp.elv", "--{}"),
+        ("completions/_aiscp.ps1", "'--{}'"),
+    ] {
+        let text = read(file);
+        for long in &longs {
+            let want = spell.replace("{}", long);
+            assert!(text.contains(&want), "{file} lacks --{long}");
+        }
+    }
+}
+
+#[test]
+fn man_page_has_usage_exit_status_and_environment() {
+    let man = read("man/aiscp.1");
+    let synopsis = man.split(".SH SYNOPSIS").nth(1).unwrap();
+    let synopsis = synopsis.split(".SH").next().unwrap();
+    assert!(
+        synopsis.contains("\\fISOURCE\\fR \\fIDEST\\fR"),
+        "{synopsis}"
+    );
+    assert!(synopsis.contains("\\fIDIRECTORY\\fR"), "{synopsis}");
+    let exit = man.split(".SH \"EXIT STATUS\"").nth(1).unwrap();
+    let exit = exit.split(".SH").next().unwrap();
+    for code in ["0", "1", "130", "143"] {
+        assert!(
+            exit.contains(&format!(".B {code}\n")),
+            "exit status {code}: {exit}"
+        );
+    }
+    // Every AISCP_* variable the code reads, in the man page's ENVIRONMENT and the README.
+    let mut vars = BTreeSet::new();
+    for dir in ["src", "crates/hipfile-rs/src"] {
+        collect_vars(&root().join(dir), &mut vars);
+    }
+    assert!(vars.contains("AISCP_ROUTE"), "{vars:?}");
+    let env = man.split(".SH ENVIRONMENT").nth(1).unwrap();
+    let env = env.split(".SH").next().unwrap();
+    let readme = read("README.md");
+    for v in &vars {
+        assert!(
+            env.contains(&format!(".B {v}\n")),
+            "man page ENVIRONMENT lacks {v}"
+        );
+        assert!(readme.contains(v.as_str()), "README lacks {v}");
+    }
+    // The driver library, not the CUDA runtime.
+    let cuda = env.split(".B AISCP_CUDA_LIB").nth(1).unwrap();
+    assert!(
+        cuda.contains("libcuda.so.1") && cuda.contains("driver"),
+        "{cuda}"
+    );
+}
+
+/// `"AISCP_..."` string literals under `dir`.
+fn collect_vars(dir: &Path, vars: &mut BTreeSet<String>) {
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_vars(&path, vars);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = fs::read_to_string(&path).unwrap();
+            for piece in text.split("\"AISCP_").skip(1) {
+                let name: String = piece
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                if piece[name.len()..].starts_with('"') {
+                    vars.insert(format!("AISCP_{name}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn license_matches_cargo_toml() {
+    let cargo = read("Cargo.toml");
+    assert!(
+        cargo.contains("license = \"MIT\""),
+        "Cargo.toml's license changed"
+    );
+    let license = read("LICENSE");
+    assert!(
+        license.starts_with("MIT License"),
+        "LICENSE is not the MIT text"
+    );
+    assert!(license.contains("Permission is hereby granted, free of charge"));
+}
+
+/// README's house: imports only point down. No module of a crate imports one that imports
+/// it back, directly or through others (scripts/import-circles.py says how edges are found).
+#[test]
+fn no_import_circles() {
+    let out = Command::new("python3")
+        .arg(root().join("scripts/import-circles.py"))
+        .args(["src", "crates/engine/src", "crates/hipfile-rs/src"])
+        .current_dir(root())
+        .output()
+        .expect("python3 runs scripts/import-circles.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "import circles:\n{text}");
+    assert_eq!(text.matches("circles: none").count(), 3, "{text}");
+}
+
+/// README's layout table names paths that exist (a `*` stands for every crate under crates/).
+#[test]
+fn layout_table_paths_exist() {
+    let readme = read("README.md");
+    let table = readme
+        .split("| path | what |")
+        .nth(1)
+        .expect("README has the layout table");
+    let rows = table.lines().skip(2).take_while(|l| l.starts_with('|'));
+    let crates: Vec<String> = fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut named = 0;
+    for row in rows {
+        let first = row.split(" | ").next().unwrap();
+        for path in first.split('`').skip(1).step_by(2) {
+            let paths: Vec<String> = if path.contains('*') {
+                crates
+                    .iter()
+                    .map(|c| path.replace("crates/*", &format!("crates/{c}")))
+                    .collect()
+            } else {
+                vec![path.to_owned()]
+            };
+            for p in paths {
+                assert!(
+                    root().join(&p).exists(),
+                    "README layout names {p}, not in the tree"
+                );
+                named += 1;
+            }
+        }
+    }
+    assert!(named > 10, "{named} paths read from the layout table");
+}
+
+/// One integration-test binary per package (`tests/it/main.rs`, with a `support` module), so
+/// the suites compile and link once and share one set of helpers: no other test target.
+#[test]
+fn one_test_binary_per_package() {
+    let mut packages = vec![root().to_path_buf()];
+    for entry in fs::read_dir(root().join("crates")).unwrap() {
+        packages.push(entry.unwrap().path());
+    }
+    for package in packages {
+        let tests = package.join("tests");
+        let Ok(entries) = fs::read_dir(&tests) else {
+            continue;
+        };
+        let names: Vec<String> = entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["it"], "{}", tests.display());
+        assert!(tests.join("it/main.rs").exists(), "{}", tests.display());
+        assert!(
+            tests.join("it/support.rs").exists(),
+            "{}: one support module",
+            tests.display()
+        );
+    }
+}

@@ -1,0 +1,135 @@
+//! Flags that cannot be honoured are errors or warnings, never silent; DEST names with a
+//! trailing slash get cp's messages.
+
+use crate::support::{program, write_random, Backend};
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// aiscp with every GPU library override pointing at a file that does not exist: no GPU
+/// library loads, on any machine.
+fn without_gpu(dir: &Path, args: &[&str]) -> Output {
+    let missing = dir.join("none.so");
+    let mut cmd = Command::new(program());
+    cmd.env_remove("AISCP_BACKEND");
+    for var in [
+        "AISCP_HIPFILE_LIB",
+        "AISCP_HIP_LIB",
+        "AISCP_CUFILE_LIB",
+        "AISCP_CUDA_LIB",
+    ] {
+        cmd.env(var, &missing);
+    }
+    cmd.args(args).current_dir(dir).output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn gpu_index_without_a_gpu_warns_or_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_random(&dir.path().join("s"), 70_000, 3);
+
+    // auto: copies through host memory, and says --gpu was not honoured.
+    let out = without_gpu(dir.path(), &["--gpu", "7", "s", "a"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("warning: no usable GPU I/O library (")
+            && err.ends_with("; --gpu 7 ignored, copying through host memory (--backend auto)\n"),
+        "{err}"
+    );
+    assert_eq!(fs::read(dir.path().join("a")).unwrap(), data);
+
+    // gpu: an error, nothing created.
+    let out = without_gpu(dir.path(), &["--backend", "gpu", "--gpu", "7", "s", "b"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no usable GPU I/O library: "),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("b").exists());
+
+    // The default index is not named: it was not asked for.
+    let out = without_gpu(dir.path(), &["s", "c"]);
+    assert!(!stderr(&out).contains("--gpu"), "{}", stderr(&out));
+}
+
+#[test]
+fn gpu_index_past_the_device_count_is_an_error_even_with_auto() {
+    let dir = tempfile::tempdir().unwrap();
+    write_random(&dir.path().join("s"), 5000, 4);
+    let report = dir.path().join("report");
+    let mut cmd = Command::new(program());
+    Backend::FakeGpu.apply(&mut cmd, &report);
+    let out = cmd
+        .env("AISCP_BACKEND", "auto")
+        .args(["--gpu", "9", "s", "d"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("GPU 9 does not exist"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("d").exists());
+}
+
+#[test]
+fn gpu_flags_with_the_host_backend_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    write_random(&dir.path().join("s"), 5000, 5);
+    let run = |env_backend: bool, args: &[&str]| {
+        let mut cmd = Command::new(program());
+        if env_backend {
+            cmd.env("AISCP_BACKEND", "host");
+        } else {
+            cmd.env_remove("AISCP_BACKEND").args(["--backend", "host"]);
+        }
+        let out = cmd.args(args).current_dir(dir.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let gpu_warning = "warning: --gpu 2 has no effect with --backend host: data is staged \
+                       through host memory\n";
+    assert!(run(false, &["--gpu", "2", "s", "a"]).ends_with(gpu_warning));
+    assert!(run(true, &["--gpu", "2", "s", "b"]).ends_with(gpu_warning));
+    assert!(run(false, &["--route", "bounce", "s", "c"]).contains("--route has no effect"));
+    assert_eq!(run(false, &["-q", "--gpu", "2", "s", "d"]), "");
+    assert_eq!(run(false, &["s", "e"]), "");
+}
+
+#[test]
+fn trailing_slash_dest_messages_match_cp() {
+    let dir = tempfile::tempdir().unwrap();
+    write_random(&dir.path().join("f"), 100, 6);
+    fs::create_dir(dir.path().join("d")).unwrap();
+    for dst in [
+        "nosuch/dir/",
+        "nosuch/",
+        "d/nosuch/",
+        "d//x//",
+        "f/x/",
+        "nosuch/a/b/",
+    ] {
+        let gnu = Command::new("/usr/bin/cp")
+            .args(["f", dst])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let ours = Command::new(program())
+            .args(["--backend", "host", "f", dst])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(ours.status.code(), gnu.status.code(), "{dst}");
+        let gnu_err = stderr(&gnu).replacen("/usr/bin/cp:", "aiscp:", 1);
+        let ours_err = stderr(&ours).replacen(&format!("{}:", program().display()), "aiscp:", 1);
+        assert_eq!(ours_err, gnu_err, "{dst}");
+    }
+}

@@ -1,0 +1,210 @@
+//! A real full disk, no injected faults: a small tmpfs mounted in the test's directory.
+//! Copying a file larger than it fails with cp's "No space left on device" message and
+//! exit 1, leaves the source alone, and with --atomic leaves nothing behind.
+//!
+//! Mounting needs root (CI and the dev machines run as root); where the mount is refused
+//! the tests print why and pass without checking anything.
+
+use crate::support::{assert_same_bytes, program, random_bytes, Backend, BACKENDS};
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Size of the small filesystem, and of the file that does not fit in it.
+const FS_SIZE: &str = "4m";
+const TOO_BIG: usize = 6 << 20;
+
+/// A tmpfs mounted on `dir/mnt`, unmounted on drop.
+struct SmallFs {
+    dir: tempfile::TempDir,
+    mnt: PathBuf,
+}
+
+impl SmallFs {
+    /// None (with the reason printed) where this process may not mount.
+    fn mount() -> Option<SmallFs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={FS_SIZE},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(&mnt)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(SmallFs { dir, mnt }),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a {FS_SIZE} tmpfs: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs aiscp in the test directory (outside the small filesystem).
+    fn aiscp(&self, backend: Backend, args: &[&str]) -> Output {
+        let mut cmd = Command::new(program());
+        cmd.current_dir(self.dir.path())
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        backend.apply(&mut cmd, &self.path("report"));
+        cmd.output().unwrap()
+    }
+
+    fn entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&self.mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+    }
+}
+
+fn assert_enospc(out: &Output, dst: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [format!(
+            "{}: error writing '{dst}': No space left on device",
+            program().display()
+        )],
+    );
+}
+
+fn check_report(fs_: &SmallFs, backend: Backend) {
+    backend.assert_report_clean(&fs_.path("report"));
+}
+
+#[test]
+fn copying_onto_a_full_filesystem_fails_with_enospc() {
+    for backend in BACKENDS {
+        let Some(small) = SmallFs::mount() else {
+            return;
+        };
+        let data = random_bytes(TOO_BIG, 1);
+        fs::write(small.path("big"), &data).unwrap();
+        let out = small.aiscp(backend, &["--chunk-size", "256K", "big", "mnt/big"]);
+        assert_enospc(&out, "mnt/big");
+        assert_same_bytes(&fs::read(small.path("big")).unwrap(), &data, "source");
+        // What is left is what fitted, as cp leaves it: a true prefix, never padded.
+        let got = fs::read(small.mnt.join("big")).unwrap();
+        assert!(got.len() < TOO_BIG);
+        assert_same_bytes(&got, &data[..got.len()], "partial DST");
+        check_report(&small, backend);
+    }
+}
+
+#[test]
+fn the_other_operands_are_still_attempted_after_enospc() {
+    let Some(small) = SmallFs::mount() else {
+        return;
+    };
+    let big = random_bytes(TOO_BIG, 2);
+    let small_data = random_bytes(1000, 3);
+    fs::write(small.path("big"), &big).unwrap();
+    fs::write(small.path("small"), &small_data).unwrap();
+    // small comes after big, which filled the filesystem: it must still be attempted, and
+    // either fit (big's partial copy was cut back to a page boundary, freeing a little) or
+    // fail with its own message.
+    let out = small.aiscp(Backend::Host, &["big", "small", "mnt/"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let prog = program().display().to_string();
+    assert_eq!(
+        lines[0],
+        format!("{prog}: error writing 'mnt/big': No space left on device")
+    );
+    match fs::read(small.mnt.join("small")) {
+        Ok(got) if got == small_data => assert_eq!(lines.len(), 1, "{stderr}"),
+        _ => assert_eq!(
+            lines[1..],
+            [format!(
+                "{prog}: error writing 'mnt/small': No space left on device"
+            )],
+            "small was not attempted"
+        ),
+    }
+}
+
+#[test]
+fn an_atomic_copy_onto_a_full_filesystem_leaves_nothing_behind() {
+    for backend in BACKENDS {
+        let Some(small) = SmallFs::mount() else {
+            return;
+        };
+        let data = random_bytes(TOO_BIG, 4);
+        fs::write(small.path("big"), &data).unwrap();
+        let out = small.aiscp(
+            backend,
+            &["--atomic", "--chunk-size", "256K", "big", "mnt/big"],
+        );
+        assert_enospc(&out, "mnt/big");
+        assert!(
+            small.entries().is_empty(),
+            "left behind: {:?}",
+            small.entries()
+        );
+        check_report(&small, backend);
+    }
+}
+
+#[test]
+fn an_atomic_copy_onto_a_full_filesystem_keeps_the_old_dst() {
+    let Some(small) = SmallFs::mount() else {
+        return;
+    };
+    fs::write(small.path("big"), random_bytes(TOO_BIG, 5)).unwrap();
+    fs::write(small.mnt.join("big"), b"old\n").unwrap();
+    let out = small.aiscp(Backend::Host, &["--atomic", "big", "mnt/big"]);
+    assert_enospc(&out, "mnt/big");
+    assert_eq!(small.entries(), ["big"]);
+    assert_eq!(fs::read(small.mnt.join("big")).unwrap(), b"old\n");
+}
+
+/// --atomic with --remove-destination or -b: the old DST is removed (or becomes the backup)
+/// only at the rename, so a copy that runs out of space leaves it in place, and no backup.
+#[test]
+fn an_atomic_removal_or_backup_onto_a_full_filesystem_keeps_the_old_dst() {
+    for backend in BACKENDS {
+        for extra in ["--remove-destination", "-b"] {
+            let Some(small) = SmallFs::mount() else {
+                return;
+            };
+            fs::write(small.path("big"), random_bytes(TOO_BIG, 6)).unwrap();
+            let old = random_bytes(1 << 20, 7);
+            fs::write(small.mnt.join("big"), &old).unwrap();
+            let out = small.aiscp(
+                backend,
+                &["--atomic", extra, "--chunk-size", "256K", "big", "mnt/big"],
+            );
+            assert_enospc(&out, "mnt/big");
+            assert_eq!(small.entries(), ["big"], "{extra}");
+            assert_same_bytes(&fs::read(small.mnt.join("big")).unwrap(), &old, extra);
+            check_report(&small, backend);
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! aiscp's end-to-end suites, one module per area, all run against the built binary (and GNU
+//! cp where they compare), in one test binary so they compile and link once.
+
+mod arg_fuzz;
+mod atomic;
+mod cli;
+mod docs;
+mod doctor;
+mod engine_cli;
+mod engine_route;
+mod faults;
+mod flags;
+mod full_disk;
+mod fuzz_vs_cp;
+mod guarantees;
+/// Only with `--features mpi`, on a machine with Open MPI: the tests start `mpirun` themselves.
+#[cfg(feature = "mpi")]
+mod mpi;
+mod multi_gpu;
+mod output;
+mod parity;
+mod progress;
+mod signals;
+mod startup;
+mod support;
+mod trees;
+mod verify;

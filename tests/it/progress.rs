@@ -1,0 +1,389 @@
+//! The run's progress view on a terminal (through a pty of known width), the plain lines
+//! `--progress` writes off a terminal (to a file), and `--stats` in both formats.
+//!
+//! Copies are made to last by a FIFO source fed slowly (`--copy-contents` makes -r read it),
+//! so the views have time to draw whatever the machine's speed.
+
+use crate::support::{program, random_bytes, write_random, Backend, BACKENDS};
+use nix::pty::{openpty, Winsize};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+use unicode_width::UnicodeWidthStr;
+
+/// Makes `fifo` and feeds it `pieces` pieces of 64 KiB, one every `pause`, from a thread.
+fn slow_fifo(fifo: &Path, pieces: usize, pause: Duration) -> JoinHandle<()> {
+    nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let fifo = fifo.to_path_buf();
+    thread::spawn(move || {
+        let mut f = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        for i in 0..pieces {
+            let piece = random_bytes(64 << 10, i as u64);
+            if f.write_all(&piece).is_err() {
+                return;
+            }
+            thread::sleep(pause);
+        }
+    })
+}
+
+/// A tree of `n` random files (a few KiB each) and one of `big` bytes; returns its bytes.
+fn tree(root: &Path, n: usize, big: usize) -> u64 {
+    fs::create_dir_all(root.join("sub")).unwrap();
+    let mut total = 0;
+    for i in 0..n {
+        let len = 1000 + i * 37;
+        write_random(&root.join("sub").join(format!("f{i}")), len, i as u64);
+        total += len as u64;
+    }
+    write_random(&root.join("big"), big, 99);
+    total + big as u64
+}
+
+/// The frames indicatif drew: the text between carriage returns, escape sequences removed.
+fn frames(raw: &str) -> Vec<String> {
+    raw.split(['\r', '\n'])
+        .map(|f| {
+            let mut out = String::new();
+            let mut chars = f.chars();
+            while let Some(c) = chars.next() {
+                if c == '\x1b' {
+                    // CSI: ESC [ params final-byte
+                    for d in chars.by_ref() {
+                        if d.is_ascii_alphabetic() {
+                            break;
+                        }
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+/// Runs aiscp with stdin, stdout and stderr on a pty of `cols` columns; returns what the
+/// terminal received and the exit status.
+fn run_on_pty(args: &[&std::ffi::OsStr], cols: u16, env: &[(&str, String)]) -> (String, i32) {
+    let ws = Winsize {
+        ws_row: 24,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = openpty(Some(&ws), None).unwrap();
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
+    let mut cmd = Command::new(program());
+    cmd.args(args)
+        .stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    // Every slave fd here must close, or the master never sees the child's end.
+    drop(cmd);
+    drop(pty.slave);
+    let mut master = fs::File::from(pty.master);
+    let reader = thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once the last slave fd is closed: the child is gone.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    });
+    let status = child.wait().unwrap();
+    let out = reader.join().unwrap();
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn one_view_for_the_run_on_a_terminal() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let bytes = tree(&src, 30, 3 << 20);
+        let long = "a-rather-long-file-name-that-cannot-fit-in-72-columns-with-the-counters.fifo";
+        let fifo = dir.path().join(long);
+        let feeder = slow_fifo(&fifo, 25, Duration::from_millis(100));
+        let out = dir.path().join("out");
+        fs::create_dir(&out).unwrap();
+        let report = dir.path().join("report");
+        // Named after the FIFO, so its message comes while the view is drawn.
+        let missing = dir.path().join("nosuch");
+        let (raw, code) = run_on_pty(
+            &[
+                "-r".as_ref(),
+                "--copy-contents".as_ref(),
+                "-q".as_ref(),
+                src.as_os_str(),
+                fifo.as_os_str(),
+                missing.as_os_str(),
+                out.as_os_str(),
+            ],
+            72,
+            &backend.env(&report),
+        );
+        feeder.join().unwrap();
+        assert_eq!(code, 1, "{backend:?}: {raw}");
+        backend.assert_report_clean(&report);
+        let frames = frames(&raw);
+        let prog = program().display().to_string();
+        let drawn: Vec<&String> = frames
+            .iter()
+            .filter(|f| !f.trim().is_empty() && !f.starts_with(&prog))
+            .collect();
+        assert!(!drawn.is_empty(), "{backend:?}: nothing drawn: {raw:?}");
+        for f in &drawn {
+            // indicatif pads the line with spaces to the width; the text stays within it.
+            assert!(
+                f.trim_end().width() < 72,
+                "{backend:?}: wider than 71: {f:?}"
+            );
+        }
+        // The tree's 31 files and the FIFO: the total is known once the walk ends, and the
+        // bytes of the tree are done before the FIFO starts.
+        let total = format!("/{} files", 32);
+        let tail = &long[long.len() - 9..];
+        let during_fifo: Vec<&&String> = drawn
+            .iter()
+            .filter(|f| f.trim_end().ends_with(tail))
+            .collect();
+        assert!(
+            !during_fifo.is_empty(),
+            "{backend:?}: no frame names the FIFO: {drawn:?}"
+        );
+        for f in &during_fifo {
+            assert!(
+                f.contains("31/32 files") || f.contains("32/32 files"),
+                "{backend:?}: {f:?}"
+            );
+            assert!(f.contains(&total), "{backend:?}: {f:?}");
+            assert!(f.contains('…'), "{backend:?}: name not shortened: {f:?}");
+        }
+        assert!(during_fifo.iter().any(|f| f.contains("31/32 files")));
+        // Progress moves within the FIFO's copy, from the tree's bytes on.
+        let fields: std::collections::BTreeSet<&str> = during_fifo
+            .iter()
+            .map(|f| f.split("  ").next().unwrap())
+            .collect();
+        assert!(
+            fields.len() >= 2,
+            "{backend:?}: bytes stand still: {during_fifo:?}"
+        );
+        let tree_mib = bytes as f64 / (1 << 20) as f64;
+        for f in &fields {
+            assert!(f.ends_with(" MiB"), "{backend:?}: {f}");
+            let done: f64 = f.split('/').next().unwrap().parse().unwrap();
+            assert!(done >= tree_mib - 0.01, "{backend:?}: {f} < {tree_mib} MiB");
+        }
+        // 2.5 s of FIFO: the rate is measured by then, and the total is final.
+        assert!(
+            during_fifo
+                .iter()
+                .any(|f| f.contains("/s") && f.contains("ETA")),
+            "{backend:?}: no rate or ETA: {during_fifo:?}"
+        );
+        // The message is on a line of its own: the view is wiped while it prints.
+        let message = format!(
+            "{}: cannot stat '{}': No such file or directory",
+            program().display(),
+            missing.display()
+        );
+        assert!(
+            frames.iter().any(|f| f.trim_end() == message),
+            "{backend:?}: {message:?} not on its own line: {frames:?}"
+        );
+        // The view is wiped at the end: the last thing on the terminal is an empty line.
+        assert!(frames.last().unwrap().trim().is_empty(), "{raw:?}");
+        assert_eq!(fs::read(out.join(long)).unwrap().len(), 25 << 16);
+    }
+}
+
+/// A byte count as the views print it.
+fn progress_size(n: u64) -> String {
+    humansize::format_size(n, humansize::BINARY)
+}
+
+#[test]
+fn progress_off_a_terminal_writes_plain_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let bytes = tree(&src, 5, 1 << 20);
+    let fifo = dir.path().join("slow");
+    // 5 s of data: two lines at least, at one every 2 s.
+    let feeder = slow_fifo(&fifo, 50, Duration::from_millis(100));
+    let out = dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let log = dir.path().join("log");
+    let status = Command::new(program())
+        .args([
+            "-r",
+            "--copy-contents",
+            "--progress",
+            "--backend",
+            "host",
+            "-q",
+        ])
+        .arg(&src)
+        .arg(&fifo)
+        .arg(&out)
+        .stderr(fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    feeder.join().unwrap();
+    assert!(status.success());
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 2, "{text}");
+    let done = progress_size(bytes);
+    for l in &lines {
+        assert!(l.contains(": progress: "), "{l}");
+        assert!(l.contains("6/7 files"), "{l}");
+        assert!(l.contains("/s"), "no rate: {l}");
+        assert!(l.ends_with(&fifo.display().to_string()), "{l}");
+    }
+    // Each line shows more done than the last, never less than the tree.
+    let fields: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            l.split(": progress: ")
+                .nth(1)
+                .unwrap()
+                .split(',')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert!(fields.windows(2).all(|w| w[0] != w[1]), "{fields:?}");
+    let tree: f64 = done.split(' ').next().unwrap().parse().unwrap();
+    let first: f64 = fields[0].split('/').next().unwrap().parse().unwrap();
+    assert!(first >= tree, "{fields:?} vs {done}");
+
+    // Without --progress, nothing off a terminal.
+    let status = Command::new(program())
+        .args(["-r", "--backend", "host"])
+        .arg(&src)
+        .arg(dir.path().join("again"))
+        .stderr(fs::File::create(&log).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(fs::read_to_string(&log).unwrap(), "");
+}
+
+#[test]
+fn stats_line_and_json_add_up() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let bytes = tree(&src, 12, (5 << 20) + 123);
+        let report = dir.path().join("report");
+        let run = |format: &str, dst: PathBuf| {
+            let mut cmd = Command::new(program());
+            backend.apply(&mut cmd, &report);
+            let out = cmd
+                .args(["-r", "--chunk-size", "1M", format])
+                .arg(&src)
+                .arg(&dst)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{backend:?}: {out:?}");
+            backend.assert_report_clean(&report);
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let json = run("--stats=json", dir.path().join("a"));
+        let v: serde_json::Value = serde_json::from_str(json.trim_end()).unwrap();
+        assert_eq!(json.lines().count(), 1, "{json}");
+        assert_eq!(v["files"], 13, "{json}");
+        assert_eq!(v["bytes"], bytes, "{json}");
+        assert_eq!(v["failed"], false, "{json}");
+        assert!(v["seconds"].as_f64().unwrap() > 0.0, "{json}");
+        assert!(v["bytes_per_second"].as_f64().unwrap() > 0.0, "{json}");
+        let routed: u64 = v["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["files"].as_u64().unwrap())
+            .sum();
+        assert_eq!(routed, 13, "{json}");
+        match backend {
+            Backend::Host => {
+                assert_eq!(v["backend"], "host memory", "{json}");
+                assert_eq!(v["gpus"], serde_json::json!([]), "{json}");
+            }
+            Backend::FakeGpu => {
+                assert_eq!(v["backend"], "hipFile", "{json}");
+                assert_eq!(v["gpus"], serde_json::json!([0]), "{json}");
+                assert!(
+                    v["library"].as_str().unwrap().starts_with("hipFile "),
+                    "{json}"
+                );
+            }
+        }
+        let stages = &v["stages"];
+        for stage in ["open", "read", "copy_queue", "copy_wait", "write"] {
+            assert!(stages[stage].as_f64().unwrap() >= 0.0, "{json}");
+        }
+        assert!(stages["read"].as_f64().unwrap() > 0.0, "{json}");
+        assert!(stages["write"].as_f64().unwrap() > 0.0, "{json}");
+
+        let line = run("--stats", dir.path().join("b"));
+        assert_eq!(line.lines().count(), 1, "{line}");
+        let want = format!("13 files, {} in ", progress_size(bytes));
+        assert!(line.starts_with(&want), "{line}");
+        let through = match backend {
+            Backend::Host => ", through host memory;".to_owned(),
+            Backend::FakeGpu => format!(", through {} on GPU 0;", v["library"].as_str().unwrap()),
+        };
+        assert!(line.contains(&through), "{line}");
+        assert!(line.contains("read/write routes: "), "{line}");
+        assert!(line.contains("; thread time: open "), "{line}");
+    }
+}
+
+#[test]
+fn stats_report_failures_and_bad_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    write_random(&dir.path().join("a"), 5000, 1);
+    let out = Command::new(program())
+        .args(["--backend", "host", "--stats=json"])
+        .arg(dir.path().join("a"))
+        .arg(dir.path().join("missing"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["failed"], true);
+    assert_eq!(v["files"], 0, "a onto itself is refused before its data");
+
+    let out = Command::new(program())
+        .args(["--stats=yaml", "a", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    // The quotes follow the locale, as GNU's argmatch does.
+    assert!(
+        err.contains("invalid argument ") && err.contains("yaml"),
+        "{err}"
+    );
+    assert!(err.contains("for ") && err.contains("--stats"), "{err}");
+    assert!(err.contains("json"), "{err}");
+}

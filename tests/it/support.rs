@@ -1,0 +1,182 @@
+//! Helpers shared by the end-to-end suites: random data, the fake GPU library, and the
+//! backend matrix every suite runs over.
+
+use rand::{RngCore, SeedableRng};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `len` random bytes from a seeded generator (a failure reproduces with the same seed).
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut data = vec![0u8; len];
+    rng.fill_bytes(&mut data);
+    data
+}
+
+/// Writes `len` random bytes to `path` and returns them.
+pub fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let data = random_bytes(len, seed);
+    fs::write(path, &data).unwrap();
+    data
+}
+
+/// Asserts two byte strings are equal, naming the first differing offset (not a 1 GiB dump).
+pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: first difference at byte {i}");
+    }
+    assert_eq!(got.len(), want.len(), "{what}: length differs");
+}
+
+/// A sparse file of `len` bytes whose data is the given (offset, bytes) pieces.
+#[cfg(feature = "mpi")] // only the mpi suite makes one
+pub fn write_sparse(path: &Path, len: u64, pieces: &[(u64, &[u8])]) {
+    use std::os::unix::fs::FileExt;
+    let f = fs::File::create(path).unwrap();
+    f.set_len(len).unwrap();
+    for (off, bytes) in pieces {
+        f.write_all_at(bytes, *off).unwrap();
+    }
+}
+
+/// The aiscp binary under test.
+pub fn program() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("aiscp")
+}
+
+#[path = "../../crates/fake-gpu/tests/it/support.rs"]
+mod fake_gpu_build;
+
+/// crates/fake-gpu, built once per test process: this process's copy of libfake_gpu.so.
+pub use fake_gpu_build::library as fake_gpu_lib;
+
+/// The backends every end-to-end suite runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Host memory staging (no GPU library).
+    Host,
+    /// The hipFile flavor loaded from the fake GPU library.
+    FakeGpu,
+}
+
+pub const BACKENDS: [Backend; 2] = [Backend::Host, Backend::FakeGpu];
+
+impl Backend {
+    /// Environment for a child `aiscp` (or child test process) using this backend; the fake
+    /// writes its leak report to `report`.
+    pub fn env(self, report: &Path) -> Vec<(&'static str, String)> {
+        match self {
+            Backend::Host => vec![("AISCP_BACKEND", "host".into())],
+            Backend::FakeGpu => {
+                let lib = fake_gpu_lib().display().to_string();
+                vec![
+                    ("AISCP_BACKEND", "hipfile".into()),
+                    ("AISCP_HIPFILE_LIB", lib.clone()),
+                    ("AISCP_HIP_LIB", lib),
+                    ("AISCP_FAKE_GPU_REPORT", report.display().to_string()),
+                ]
+            }
+        }
+    }
+
+    /// Applies [`Backend::env`] to a command.
+    pub fn apply(self, cmd: &mut Command, report: &Path) {
+        for (k, v) in self.env(report) {
+            cmd.env(k, v);
+        }
+    }
+
+    /// On the fake GPU, asserts its report at `report` shows nothing leaked or misused.
+    pub fn assert_report_clean(self, report: &Path) {
+        if self == Backend::FakeGpu {
+            FakeReport::read(report).assert_clean();
+        }
+    }
+}
+
+/// The fake library's exit report.
+#[derive(Debug, Default)]
+pub struct FakeReport {
+    pub leaks: Vec<String>,
+    pub misuse: Vec<String>,
+    /// `stats:` fields, e.g. ("htod_bytes", 4096).
+    pub stats: Vec<(String, u64)>,
+}
+
+impl FakeReport {
+    pub fn read(path: &Path) -> FakeReport {
+        let text = fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("no fake GPU report at {}: {e}", path.display()));
+        let mut report = FakeReport::default();
+        for line in text.lines() {
+            if let Some(l) = line.strip_prefix("leak: ") {
+                report.leaks.push(l.to_owned());
+            } else if let Some(l) = line.strip_prefix("misuse: ") {
+                report.misuse.push(l.to_owned());
+            } else if let Some(l) = line.strip_prefix("stats: ") {
+                for field in l.split_whitespace() {
+                    if let Some((k, v)) = field.split_once('=') {
+                        report.stats.push((k.to_owned(), v.parse().unwrap_or(0)));
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    pub fn stat(&self, key: &str) -> u64 {
+        self.stats
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no stat {key} in report"))
+    }
+
+    /// Asserts the run gave back everything it took and broke no rule.
+    pub fn assert_clean(&self) {
+        assert!(self.leaks.is_empty(), "leaks: {:?}", self.leaks);
+        assert!(self.misuse.is_empty(), "misuse: {:?}", self.misuse);
+    }
+}
+
+/// Every entry under `root` (symlinks not followed): path, kind, mode, size and bytes or target, link count (links
+/// kept or not); not times (cp and aiscp run at different moments).
+pub fn listing(root: &Path) -> Vec<String> {
+    fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) {
+        let path = root.join(rel);
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            return;
+        };
+        let mode = meta.mode() & 0o7777;
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            out.push(format!(
+                "{} -> {}",
+                rel.display(),
+                fs::read_link(&path).unwrap().display()
+            ));
+        } else if ft.is_dir() {
+            out.push(format!("{}/ {mode:o}", rel.display()));
+            let mut names: Vec<_> = fs::read_dir(&path)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            for n in names {
+                walk(root, &rel.join(n), out);
+            }
+        } else {
+            let data = fs::read(&path).unwrap_or_default();
+            out.push(format!(
+                "{} {mode:o} links={} {data:?}",
+                rel.display(),
+                meta.nlink()
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, Path::new(""), &mut out);
+    out
+}

@@ -1,0 +1,297 @@
+//! Trees that end badly in a naive walk: cycles (a symlink to an ancestor under -L/-H, a bind
+//! mount inside itself), trees deeper than the descriptor limit, and -L trees whose every
+//! level is reached through a symlink. GNU cp is the oracle for messages, exit status and
+//! the resulting tree, on both backends.
+
+use crate::support::{listing, program, random_bytes, Backend, BACKENDS};
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Status, stderr with the program name as "PROG", and the listing of `out` after running
+/// PROG ARGS in a fresh directory prepared by `setup`.
+fn run(
+    prog: &Path,
+    backend: Backend,
+    setup: &dyn Fn(&Path) -> Unmount,
+    args: &[&str],
+) -> (Option<i32>, String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let _mounts = setup(dir.path());
+    let mut cmd = Command::new(prog);
+    cmd.current_dir(dir.path());
+    if prog == program() {
+        cmd.arg("-q");
+    }
+    cmd.args(args);
+    backend.apply(&mut cmd, &dir.path().join("report"));
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).replace(&prog.display().to_string(), "PROG");
+    let result = listing(&dir.path().join("out"));
+    (out.status.code(), stderr, result)
+}
+
+/// Runs aiscp (on every backend) and cp with the same set-up and arguments and asserts the
+/// same outcome; returns it.
+fn like_cp(setup: &dyn Fn(&Path) -> Unmount, args: &[&str]) -> (Option<i32>, String, Vec<String>) {
+    let cp = run(Path::new("cp"), Backend::Host, setup, args);
+    for backend in BACKENDS {
+        let ours = run(&program(), backend, setup, args);
+        assert_eq!(ours, cp, "{backend:?} aiscp {args:?}");
+    }
+    cp
+}
+
+fn self_loop(dir: &Path) -> Unmount {
+    fs::create_dir_all(dir.join("src/d")).unwrap();
+    fs::write(dir.join("src/d/f"), b"data\n").unwrap();
+    symlink(".", dir.join("src/d/self")).unwrap();
+    fs::create_dir(dir.join("out")).unwrap();
+    Unmount(Vec::new())
+}
+
+#[test]
+fn a_symlink_to_an_ancestor_under_l_is_a_cyclic_link() {
+    for args in [
+        &["-rL", "src/d", "out/A"][..],
+        &["-aL", "src/d", "out/A"],
+        &["-rL", "src", "out/A"],
+    ] {
+        let (code, stderr, _) = like_cp(&self_loop, args);
+        assert_eq!(code, Some(1));
+        assert!(
+            stderr.contains("cannot copy cyclic symbolic link"),
+            "{stderr}"
+        );
+    }
+    // -H follows only the operand: the link inside is copied as a link.
+    let (code, _, tree) = like_cp(&self_loop, &["-rH", "src/d/self", "out/C"]);
+    assert_eq!(code, Some(0));
+    assert!(tree.contains(&"C/self -> .".to_owned()), "{tree:?}");
+}
+
+/// A directory bind-mounted inside itself has no symlink at all: cp refuses to make a hard
+/// link to a directory (or, under -L, calls it a cyclic link). Needs mount rights; skipped
+/// (with a note) without them.
+#[test]
+fn a_bind_mount_inside_itself_ends_with_cps_message() {
+    fn bind(dir: &Path) -> Option<Unmount> {
+        fs::create_dir_all(dir.join("src/a/b/loop")).unwrap();
+        fs::write(dir.join("src/a/f"), b"x").unwrap();
+        fs::create_dir_all(dir.join("out")).unwrap();
+        let target = dir.join("src/a/b/loop");
+        let ok = Command::new("mount")
+            .arg("--bind")
+            .arg(dir.join("src/a"))
+            .arg(&target)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Unmount(vec![target]))
+    }
+    let probe = tempfile::tempdir().unwrap();
+    if bind(probe.path()).is_none() {
+        eprintln!("skipped: no right to bind-mount here");
+        return;
+    }
+    let setup = |dir: &Path| bind(dir).expect("mount worked for the probe");
+    let (code, stderr, _) = like_cp(&setup, &["-r", "src/a", "out/A"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("will not create hard link 'out/A/b/loop' to directory 'out/A'"),
+        "{stderr}"
+    );
+    let (code, stderr, _) = like_cp(&setup, &["-rL", "src/a", "out/A"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("cannot copy cyclic symbolic link 'src/a/b/loop'"),
+        "{stderr}"
+    );
+}
+
+/// Bind mounts to undo before a test's directory is removed.
+struct Unmount(Vec<PathBuf>);
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = Command::new("umount").arg("-l").arg(p).status();
+        }
+    }
+}
+
+/// Builds `levels` nested directories `d/d/.../d` under `root` through descriptors (the path
+/// is longer than PATH_MAX), the deepest with mode 0750 holding `leaf`.
+fn deep_tree(root: &Path, levels: usize) {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fchmod, mkdirat, Mode};
+    fs::create_dir(root).unwrap();
+    let mut cur =
+        nix::fcntl::open(root, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty()).unwrap();
+    for _ in 0..levels {
+        mkdirat(Some(cur), "d", Mode::from_bits_truncate(0o755)).unwrap();
+        let next = openat(
+            Some(cur),
+            "d",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        nix::unistd::close(cur).unwrap();
+        cur = next;
+    }
+    let leaf = openat(
+        Some(cur),
+        "leaf",
+        OFlag::O_WRONLY | OFlag::O_CREAT,
+        Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    nix::unistd::write(
+        // SAFETY: `leaf` is the open fd returned above, closed only after this write.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(leaf) },
+        b"leaf data\n",
+    )
+    .unwrap();
+    nix::unistd::close(leaf).unwrap();
+    fchmod(cur, Mode::from_bits_truncate(0o750)).unwrap();
+    nix::unistd::close(cur).unwrap();
+}
+
+/// Walks `d/d/...` under `root` by descriptor: the depth reached, the deepest directory's
+/// mode and its leaf's bytes.
+fn deep_shape(root: &Path) -> (usize, u32, Vec<u8>) {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let mut cur =
+        nix::fcntl::open(root, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty()).unwrap();
+    let mut depth = 0;
+    while let Ok(next) = openat(
+        Some(cur),
+        "d",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        Mode::empty(),
+    ) {
+        nix::unistd::close(cur).unwrap();
+        cur = next;
+        depth += 1;
+    }
+    let mode = nix::sys::stat::fstat(cur).unwrap().st_mode & 0o7777;
+    let leaf = fs::read(format!("/proc/self/fd/{cur}/leaf")).unwrap_or_default();
+    nix::unistd::close(cur).unwrap();
+    (depth, mode, leaf)
+}
+
+/// 2,000 nested directories under a limit of 64 descriptors: the whole tree is copied, the
+/// leaf too, and the deepest directory gets its final mode (not the 0700 it is made with).
+#[test]
+fn a_tree_of_2000_levels_copies_within_64_descriptors() {
+    const LEVELS: usize = 2000;
+    for backend in BACKENDS {
+        for extra in [&["-r"][..], &["-a"], &["-rL"]] {
+            let dir = tempfile::tempdir().unwrap();
+            deep_tree(&dir.path().join("src"), LEVELS);
+            let mut cmd = Command::new(program());
+            cmd.current_dir(dir.path()).args(extra).args(["src", "dst"]);
+            backend.apply(&mut cmd, &dir.path().join("report"));
+            limit_descriptors(&mut cmd, 64);
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{backend:?} {extra:?}: {stderr}");
+            assert_eq!(
+                deep_shape(&dir.path().join("dst")),
+                (LEVELS, 0o750, b"leaf data\n".to_vec()),
+                "{backend:?} {extra:?}"
+            );
+            backend.assert_report_clean(&dir.path().join("report"));
+        }
+    }
+}
+
+/// A wide tree (200 files of up to 100 KB beside a subdirectory) under a limit of 12
+/// descriptors, where GNU cp still copies it: files in flight must not take the
+/// descriptors the walk needs.
+#[test]
+fn a_wide_tree_copies_under_a_tight_descriptor_limit() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        fs::create_dir_all(src.join("sub")).unwrap();
+        for i in 0..200u64 {
+            let len = 1 + (i * 7919) % 100_000;
+            fs::write(src.join(format!("f{i}")), random_bytes(len as usize, i)).unwrap();
+        }
+        fs::write(src.join("sub/z"), b"y\n").unwrap();
+        for round in 0..3 {
+            let dst = dir.path().join(format!("dst{round}"));
+            let mut cmd = Command::new(program());
+            cmd.current_dir(dir.path()).arg("-r").arg("src").arg(&dst);
+            backend.apply(&mut cmd, &dir.path().join("report"));
+            limit_descriptors(&mut cmd, 12);
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{backend:?} round {round}: {stderr}");
+            for i in 0..200 {
+                let name = format!("f{i}");
+                assert_eq!(
+                    fs::read(src.join(&name)).unwrap(),
+                    fs::read(dst.join(&name)).unwrap()
+                );
+            }
+            assert_eq!(fs::read(dst.join("sub/z")).unwrap(), b"y\n");
+        }
+    }
+}
+
+/// Sets the soft and hard descriptor limits of the child (aiscp lifts the soft one to the
+/// hard one).
+fn limit_descriptors(cmd: &mut Command, n: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// Under -L, every level reached through a symlink whose ".." is elsewhere: going back up
+/// past the descriptors given back must find each level by its names, not by "..".
+#[test]
+fn a_deep_tree_of_symlinked_levels_copies_like_cp() {
+    let setup = |dir: &Path| {
+        let pool = dir.join("pool");
+        fs::create_dir(&pool).unwrap();
+        for i in 0..30 {
+            let level = pool.join(format!("p{i}"));
+            fs::create_dir(&level).unwrap();
+            fs::write(level.join("f"), format!("level {i}\n")).unwrap();
+            fs::set_permissions(&level, fs::Permissions::from_mode(0o750 + (i % 2) * 5)).unwrap();
+            if i < 29 {
+                symlink(format!("../p{}", i + 1), level.join("next")).unwrap();
+            }
+            // An entry after "next" in inode order is likely, so some levels have entries
+            // left to copy when the walk comes back up to them.
+            fs::write(level.join("z"), b"z").unwrap();
+        }
+        fs::create_dir(dir.join("src")).unwrap();
+        symlink("../pool/p0", dir.join("src/start")).unwrap();
+        fs::create_dir(dir.join("out")).unwrap();
+        Unmount(Vec::new())
+    };
+    let (code, stderr, tree) = like_cp(&setup, &["-rL", "src", "out/A"]);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+    assert_eq!(
+        tree.iter().filter(|l| l.ends_with("[122]")).count(),
+        30,
+        "{tree:?}"
+    );
+}
