@@ -3,7 +3,6 @@
 //! start, still come where the first file's data needs it, and a run with no file data
 //! says nothing of it.
 
-
 use crate::support::{program, random_bytes, Backend};
 use std::fs;
 use std::path::Path;
