@@ -2,7 +2,9 @@
 # What splitting a tree of small files over MPI ranks costs per file, on any machine (host
 # memory, no GPU): FILES files of SIZE bytes in directories of 100, copied with -r by one
 # process and by mpirun -n 2 and -n 4, ROUNDS rounds each (median reported), and the same
-# launches copying one empty file (mpirun's and the ranks' start-up, to subtract).
+# launches copying one empty file (mpirun's and the ranks' start-up, to subtract). Wall
+# time, and CPU time (user + system of every process, from /usr/bin/time), which a busy
+# machine disturbs less.
 #
 #   bench/mpi-per-file.sh AISCP [FILES] [SIZE] [ROUNDS]
 #
@@ -26,30 +28,33 @@ done
 : > empty
 sync
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-time_it() { # SRC -- command...
+# Median of each column.
+medians() { python3 -c '
+import statistics, sys
+rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+print(" ".join(f"{statistics.median(c):.3f}" for c in zip(*rows)))'; }
+time_it() { # SRC -- command...: wall and CPU (user + system, every process) seconds
     local src=$1
     shift 2
     for _ in $(seq "$rounds"); do
         rm -rf dst
         sync
-        local s e
-        s=$(date +%s.%N)
-        "$@" -r --backend host --no-progress "$src" dst
-        e=$(date +%s.%N)
+        /usr/bin/time -f "%e %U %S" -o "$root/time" "$@" -r --backend host --no-progress \
+            "$src" dst
         [[ -d $src ]] && diff -r "$src" dst
-        echo "$e - $s" | bc
-    done | median
+        awk '{ print $1, $2 + $3 }' "$root/time"
+    done | medians
 }
-printf 'method\ttree_s\tstart_s\tper_file_us\n'
+printf 'method\ttree_s\tstart_s\twall_per_file_us\ttree_cpu_s\tstart_cpu_s\tcpu_per_file_us\n'
 for method in one n2 n4; do
     case $method in
         one) cmd=("$aiscp") ;;
         n2) cmd=("${mpi[@]}" -n 2 "$aiscp") ;;
         n4) cmd=("${mpi[@]}" -n 4 "$aiscp") ;;
     esac
-    tree=$(time_it src -- "${cmd[@]}")
-    start=$(time_it empty -- "${cmd[@]}")
-    per=$(echo "($tree - $start) * 1000000 / $files" | bc)
-    printf '%s\t%.3f\t%.3f\t%d\n' "$method" "$tree" "$start" "$per"
+    read -r tree tree_cpu < <(time_it src -- "${cmd[@]}")
+    read -r start start_cpu < <(time_it empty -- "${cmd[@]}")
+    python3 -c "
+t, s, tc, sc, n = $tree, $start, $tree_cpu, $start_cpu, $files
+print(f'$method\t{t:.3f}\t{s:.3f}\t{(t - s) * 1e6 / n:.0f}\t{tc:.3f}\t{sc:.3f}\t{(tc - sc) * 1e6 / n:.0f}')"
 done
