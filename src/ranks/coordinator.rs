@@ -127,6 +127,32 @@ impl Coordinator {
         Finished::elsewhere(Ticket(reply.id), away.job, result, started)
     }
 
+    /// Sends a whole file's task to `rank`, taking in answers meanwhile. A message above
+    /// MPI's eager limit (4 KiB between processes of one node with Open MPI: a task whose
+    /// paths are long) is delivered only once its receiver takes it, and that rank may be
+    /// blocked sending rank 0 a long answer (a failure naming long paths) at that moment.
+    fn send_task(&mut self, rank: i32, bytes: &[u8]) {
+        mpi::request::scope(|scope| {
+            let to = self.world.process_at_rank(rank);
+            let mut sending = to.immediate_send_with_tag(scope, bytes, TASK);
+            let mut nap = super::Nap::default();
+            loop {
+                match sending.test() {
+                    Ok(_) => return,
+                    Err(still) => sending = still,
+                }
+                let any = self.world.any_process();
+                if any.immediate_probe_with_tag(DONE).is_some() {
+                    let (r, reply) = self.receive();
+                    let finished = self.whole_ended(r, reply);
+                    self.landed.push_back(finished);
+                } else {
+                    nap.take();
+                }
+            }
+        });
+    }
+
     /// Waits for every whole file in flight (their endings kept for `next_finished`), as
     /// the engine does before it copies a file in turn: what is copied next may read or
     /// write what they write.
@@ -173,9 +199,7 @@ impl FileQueue for Coordinator {
             len: job.len,
             truncate: job.truncate,
         };
-        self.world
-            .process_at_rank(rank)
-            .send_with_tag(&task.encode()[..], TASK);
+        self.send_task(rank, &task.encode());
         if self.debug {
             messages::to_stderr_raw(&format!(
                 "aiscp: debug: {}: {} bytes, whole, to rank {rank}\n",
@@ -305,6 +329,7 @@ impl Coordinator {
             stop |= self.cancel.load(Ordering::SeqCst);
             while next < count && !stop {
                 let Some(r) = idle.pop() else { break };
+                // A plain send: the rank is idle, so it is not sending rank 0 anything.
                 let task = Task::Part {
                     id: next as u64,
                     files: files.clone(),

@@ -273,3 +273,54 @@ fn a_rank_that_cannot_read_a_whole_file_fails_it_alone() {
         listing(&dir.join("gnu"), false)
     );
 }
+
+/// Paths of 3,000 bytes: each task is larger than MPI's eager limit (4 KiB within a node),
+/// so it is delivered only as the rank takes it, while the rank may be answering. The fake
+/// GPU's report of each process shows who moved the bytes (--debug lines this long would be
+/// cut and interleaved by mpirun).
+#[test]
+fn whole_files_with_long_paths() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let mut deep = dir.join("src");
+    for level in 0..12 {
+        deep.push(format!("{level:02}{}", "x".repeat(248)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    let mut total = 0;
+    for i in 0..40 {
+        write_random(&deep.join(format!("f{i}")), i * 997, 500 + i as u64);
+        total += i * 997;
+    }
+    let mut args = vec!["-r"];
+    args.extend(SMALL_PARTS);
+    args.extend(["src", "dst"]);
+    let out = mpirun(
+        4,
+        dir,
+        &fake_gpu(dir),
+        |r| vec![("AISCP_FAKE_GPU_REPORT".into(), format!("report{r}"))],
+        &args,
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let gnu = Command::new("cp")
+        .args(["-r", "src", "gnu"])
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(gnu.success());
+    assert_eq!(
+        listing(&dir.join("dst"), false),
+        listing(&dir.join("gnu"), false)
+    );
+    let moved = |r: usize| {
+        let report = FakeReport::read(&dir.join(format!("report{r}")));
+        report.assert_clean();
+        report.stat("htod_bytes") + report.stat("read_bytes")
+    };
+    assert_eq!(moved(0), 0, "rank 0 copied file data");
+    let others: u64 = (1..4).map(moved).sum();
+    assert!(others >= total as u64, "{others} of {total} bytes");
+}
