@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::Ordering;
 
-use crate::io::run_async;
+use crate::io::{run_async, set_errno};
 use crate::memory;
 use crate::messages::*;
 use crate::state::{fake, Queued, Registry, StreamEntry};
@@ -136,15 +136,17 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
         ));
         return HIP_ERROR_INVALID_VALUE;
     };
-    let registered: Vec<usize> = reg
+    // One report line per misuse: the addresses joined, not pretty-printed over lines.
+    let registered: Vec<String> = reg
         .buffers
         .keys()
-        .copied()
-        .filter(|&b| b >= addr && b < addr + len)
+        .filter(|&&b| b >= addr && b < addr + len)
+        .map(|b| format!("{b:#x}"))
         .collect();
     if !registered.is_empty() {
         reg.misuse(format!(
-            "hipFree of {addr:#x} while buffer(s) {registered:#x?} are still registered (refused)"
+            "hipFree of {addr:#x} while buffer(s) {} are still registered (refused)",
+            registered.join(", ")
         ));
         return HIP_ERROR_INVALID_VALUE;
     }
@@ -362,9 +364,16 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
             }
         }
     };
+    // The caller reads errno after synchronizing: the first failed file op's, which a later
+    // op must not overwrite (waiting on a contended lock leaves EAGAIN there).
+    let mut failed_errno = None;
     for op in ops {
         match op {
-            Queued::File(op) => run_async(op),
+            Queued::File(op) => {
+                if run_async(op) == -1 && failed_errno.is_none() {
+                    failed_errno = std::io::Error::last_os_error().raw_os_error();
+                }
+            }
             Queued::Copy {
                 dst,
                 src,
@@ -372,6 +381,9 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
                 kind,
             } => copy_now("hipMemcpyAsync", dst, src, size, kind),
         }
+    }
+    if let Some(e) = failed_errno {
+        set_errno(e);
     }
     HIP_SUCCESS
 }

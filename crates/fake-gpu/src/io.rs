@@ -236,7 +236,7 @@ fn move_bytes(op: IoOp, fd: i32, target: usize, len: usize, file_offset: i64) ->
 ///
 /// # Safety
 /// The op's pointers must be valid, as the caller of hipFile*Async promised.
-pub unsafe fn run_async(op: AsyncOp) {
+pub unsafe fn run_async(op: AsyncOp) -> isize {
     // SAFETY: promised by the caller of hipFile*Async (checked non-null at enqueue).
     let (size, file_offset, buffer_offset) = unsafe {
         (
@@ -268,4 +268,5 @@ pub unsafe fn run_async(op: AsyncOp) {
     };
     // SAFETY: as above.
     unsafe { *(op.bytes_p as *mut isize) = result };
+    result
 }
