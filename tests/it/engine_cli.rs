@@ -307,7 +307,7 @@ fn async_uses_streams_on_the_gpu_and_says_it_is_moot_on_the_host() {
                 // All four flags hold: fixed parameter blocks, page-aligned requests.
                 assert!(stderr.contains("registered with flags 0xf"), "{stderr}");
                 assert!(stderr.contains("async streams"), "{stderr}");
-                FakeReport::read(&report).assert_clean();
+                Report::read(&report).assert_clean();
             }
         }
     }

@@ -6,14 +6,14 @@ use crate::support::*;
 use assert_cmd::Command;
 use std::fs;
 
-fn copy_with_route(route: &str, size: usize, seed: u64) -> FakeReport {
+fn copy_with_route(route: &str, size: usize, seed: u64) -> Report {
     copy_with(route, "64K", size, seed).0
 }
 
 /// Copies `size` random bytes on the fake GPU with `--route ROUTE --chunk-size CHUNK
 /// --streams 3 --debug`; checks the bytes and the fake's report. Returns the report and
 /// stderr.
-fn copy_with(route: &str, chunk: &str, size: usize, seed: u64) -> (FakeReport, String) {
+fn copy_with(route: &str, chunk: &str, size: usize, seed: u64) -> (Report, String) {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report");
     let src = dir.path().join("src");
@@ -45,7 +45,7 @@ fn copy_with(route: &str, chunk: &str, size: usize, seed: u64) -> (FakeReport, S
         "--debug names the route: {stderr}"
     );
     assert_same_bytes(&fs::read(&dst).unwrap(), &data, &format!("{route} {size}"));
-    let report = FakeReport::read(&report);
+    let report = Report::read(&report);
     report.assert_clean();
     (report, stderr)
 }
@@ -56,14 +56,14 @@ fn library_route_reads_and_writes_through_the_library() {
     let r = copy_with_route("library", size, 1);
     let aligned = (size as u64) & !4095;
     assert!(
-        r.stat("read_bytes") >= aligned,
+        r.stats.read_bytes >= aligned,
         "library reads: {}",
-        r.stat("read_bytes")
+        r.stats.read_bytes
     );
     assert!(
-        r.stat("write_bytes") >= aligned,
+        r.stats.write_bytes >= aligned,
         "library writes: {}",
-        r.stat("write_bytes")
+        r.stats.write_bytes
     );
 }
 
@@ -75,24 +75,22 @@ fn bounce_route_stages_every_byte_through_device_memory() {
     {
         let r = copy_with_route("bounce", size, 10 + i as u64);
         assert_eq!(
-            r.stat("read_bytes"),
-            0,
+            r.stats.read_bytes, 0,
             "no library reads on the bounce route"
         );
         assert_eq!(
-            r.stat("write_bytes"),
-            0,
+            r.stats.write_bytes, 0,
             "no library writes on the bounce route"
         );
         assert!(
-            r.stat("htod_bytes") >= size as u64,
+            r.stats.htod_bytes >= size as u64,
             "htod {} < {size}",
-            r.stat("htod_bytes")
+            r.stats.htod_bytes
         );
         assert!(
-            r.stat("dtoh_bytes") >= size as u64,
+            r.stats.dtoh_bytes >= size as u64,
             "dtoh {} < {size}",
-            r.stat("dtoh_bytes")
+            r.stats.dtoh_bytes
         );
     }
 }
@@ -101,7 +99,7 @@ fn bounce_route_stages_every_byte_through_device_memory() {
 fn auto_takes_the_library_route_on_hipfile() {
     // hipFile decides DMA or fallback per request itself, so auto leaves it the files.
     let r = copy_with_route("auto", 4 * 65536, 20);
-    assert!(r.stat("read_bytes") >= 4 * 65536);
+    assert!(r.stats.read_bytes >= 4 * 65536);
 }
 
 #[test]
@@ -111,8 +109,8 @@ fn bounce_route_alternates_windows_within_a_slice() {
     // window refilled or written out before its copy finished would show as wrong bytes.
     let size = (40 << 20) + 4097;
     let (r, stderr) = copy_with("bounce", "36M", size, 30);
-    assert!(r.stat("htod_bytes") >= size as u64);
-    assert!(r.stat("dtoh_bytes") >= size as u64);
+    assert!(r.stats.htod_bytes >= size as u64);
+    assert!(r.stats.dtoh_bytes >= size as u64);
     assert!(
         stderr.contains("thread time: open") && stderr.contains("copy wait"),
         "--debug gives each file's stage times: {stderr}"

@@ -5,7 +5,7 @@
 //! misused GPU resource; the other operands of the run still copied. Faults the engine must
 //! absorb (short counts, EINTR, refused file registration) must give an identical copy.
 
-use crate::support::{assert_same_bytes, program, random_bytes, Backend, FakeReport};
+use crate::support::{assert_same_bytes, program, random_bytes, Backend, Report};
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -92,8 +92,8 @@ impl Scene {
         self.run(faults, &["big", "mid", "small", "out/"])
     }
 
-    fn report(&self) -> FakeReport {
-        FakeReport::read(&self.report_path())
+    fn report(&self) -> Report {
+        Report::read(&self.report_path())
     }
 
     fn source(&self, name: &str) -> &[u8] {
@@ -153,7 +153,7 @@ fn assert_one_error(out: &Output, parts: &[&str]) {
 }
 
 /// Exit 0, nothing on stderr, every operand copied, nothing leaked.
-fn assert_clean_success(scene: &Scene, out: &Output) -> FakeReport {
+fn assert_clean_success(scene: &Scene, out: &Output) -> Report {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -196,12 +196,9 @@ fn a_clean_run_goes_through_device_memory_and_leaks_nothing() {
         let report = assert_clean_success(&scene, &scene.run_all(""));
         // The aligned part of each file moved by hipFileRead/Write, the rest by hipMemcpy.
         let total = (BIG + MID + SMALL) as u64;
-        assert_eq!(report.stat("read_bytes") + report.stat("htod_bytes"), total);
-        assert_eq!(
-            report.stat("write_bytes") + report.stat("dtoh_bytes"),
-            total
-        );
-        assert_eq!(report.stat("handles"), 6, "three SRC and three DST handles");
+        assert_eq!(report.stats.read_bytes + report.stats.htod_bytes, total);
+        assert_eq!(report.stats.write_bytes + report.stats.dtoh_bytes, total);
+        assert_eq!(report.stats.handles, 6, "three SRC and three DST handles");
     }
 }
 
@@ -215,9 +212,9 @@ fn worker_threads_and_buffers_are_reused_across_files() {
         let scene = Scene::for_engine(15, engine);
         let out = scene.run("", &["--streams", "2", "big", "mid", "small", "out/"]);
         let report = assert_clean_success(&scene, &out);
-        let threads = report.stat("device_threads");
+        let threads = report.stats.device_threads;
         assert!((3..=4).contains(&threads), "{engine:?}: {report:?}");
-        assert_eq!(report.stat("mallocs"), 2, "{engine:?}: {report:?}");
+        assert_eq!(report.stats.mallocs, 2, "{engine:?}: {report:?}");
     }
 }
 
@@ -324,7 +321,7 @@ fn short_writes_are_continued() {
             let out = scene.run_all(&faults);
             let report = assert_clean_success(&scene, &out);
             // The short call was followed by one more for the rest of its slice.
-            assert!(report.stat("writes") > report.stat("reads"), "{report:?}");
+            assert!(report.stats.writes > report.stats.reads, "{report:?}");
         }
     }
 }
@@ -357,10 +354,10 @@ fn refused_file_registration_takes_the_bounce_route() {
         let report = assert_clean_success(&scene, &out);
         // No library I/O at all: every byte went host -> device -> host.
         let total = (BIG + MID + SMALL) as u64;
-        assert_eq!(report.stat("reads"), 0, "register={code}");
-        assert_eq!(report.stat("writes"), 0, "register={code}");
-        assert_eq!(report.stat("htod_bytes"), total, "register={code}");
-        assert_eq!(report.stat("dtoh_bytes"), total, "register={code}");
+        assert_eq!(report.stats.reads, 0, "register={code}");
+        assert_eq!(report.stats.writes, 0, "register={code}");
+        assert_eq!(report.stats.htod_bytes, total, "register={code}");
+        assert_eq!(report.stats.dtoh_bytes, total, "register={code}");
     }
 }
 
@@ -371,7 +368,7 @@ fn refusing_only_the_destination_still_copies_through_device_memory() {
         let scene = Scene::for_engine(8, engine);
         let out = scene.run_all("register#2=5027");
         let report = assert_clean_success(&scene, &out);
-        assert!(report.stat("dtoh_bytes") >= BIG as u64 / 2, "{report:?}");
+        assert!(report.stats.dtoh_bytes >= BIG as u64 / 2, "{report:?}");
     }
 }
 
@@ -382,8 +379,8 @@ fn device_allocation_failure_retries_with_a_smaller_chunk() {
         let scene = Scene::for_engine(9, engine);
         let out = scene.run_chunk("malloc>1048576", 4 << 20, &["big", "mid", "small", "out/"]);
         let report = assert_clean_success(&scene, &out);
-        assert_eq!(report.stat("max_alloc"), 1 << 20, "{report:?}");
-        assert!(report.stat("read_bytes") > 0, "still direct: {report:?}");
+        assert_eq!(report.stats.max_alloc, 1 << 20, "{report:?}");
+        assert!(report.stats.read_bytes > 0, "still direct: {report:?}");
     }
 }
 
@@ -476,11 +473,7 @@ fn a_single_failed_allocation_spares_the_other_operands() {
     let scene = Scene::new(10);
     let out = scene.run_all("malloc#2=oom");
     let report = assert_clean_success(&scene, &out);
-    assert_eq!(
-        report.stat("mallocs"),
-        1,
-        "one slot for the run: {report:?}"
-    );
+    assert_eq!(report.stats.mallocs, 1, "one slot for the run: {report:?}");
 }
 
 #[test]
@@ -492,13 +485,9 @@ fn refused_buffer_registration_bounces_through_device_memory() {
         let out = scene.run_all("bufregister=5030");
         let report = assert_clean_success(&scene, &out);
         let total = (BIG + MID + SMALL) as u64;
-        assert_eq!(
-            report.stat("reads") + report.stat("writes"),
-            0,
-            "{report:?}"
-        );
-        assert_eq!(report.stat("htod_bytes"), total);
-        assert_eq!(report.stat("dtoh_bytes"), total);
+        assert_eq!(report.stats.reads + report.stats.writes, 0, "{report:?}");
+        assert_eq!(report.stats.htod_bytes, total);
+        assert_eq!(report.stats.dtoh_bytes, total);
     }
 }
 

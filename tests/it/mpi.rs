@@ -212,7 +212,7 @@ fn a_tree_matches_one_process_and_gnu_cp() {
         assert!(line.matches("rank ").count() >= 3, "{line}");
         if backend == "fake-gpu" {
             for r in 0..4 {
-                FakeReport::read(&dir.join(format!("report{r}"))).assert_clean();
+                Report::read(&dir.join(format!("report{r}"))).assert_clean();
             }
         }
     }
@@ -291,7 +291,7 @@ fn one_large_file_by_many_ranks() {
         }
         if backend == "fake-gpu" {
             for r in 0..4 {
-                FakeReport::read(&dir.join(format!("report{r}"))).assert_clean();
+                Report::read(&dir.join(format!("report{r}"))).assert_clean();
             }
         }
     }
@@ -344,7 +344,7 @@ fn a_rank_failing_a_file_is_reported_by_rank_0_and_the_run_goes_on() {
     assert_same_bytes(&got, &big[..got.len()], "prefix");
     assert_same_bytes(&fs::read(dir.join("dst/small")).unwrap(), &small, "small");
     for r in 0..4 {
-        FakeReport::read(&dir.join(format!("report{r}"))).assert_clean();
+        Report::read(&dir.join(format!("report{r}"))).assert_clean();
     }
 }
 
@@ -446,20 +446,13 @@ fn each_rank_takes_its_local_gpu_unless_told() {
             if !line.contains(&format!("rank {r}: ")) {
                 continue;
             }
-            let report = fs::read_to_string(dir.join(format!("report{r}"))).unwrap();
-            let mallocs: Vec<u64> = report
-                .lines()
-                .find_map(|l| l.strip_prefix("devices: mallocs="))
-                .and_then(|l| l.split(' ').next())
-                .unwrap()
-                .split(',')
-                .map(|n| n.parse().unwrap())
-                .collect();
+            let report = Report::read(&dir.join(format!("report{r}")));
+            let mallocs = &report.devices.mallocs;
             assert!(
                 mallocs[device] > 0 && mallocs[1 - device] == 0,
                 "rank {r} ({gpu:?}): {mallocs:?}"
             );
-            FakeReport::read(&dir.join(format!("report{r}"))).assert_clean();
+            report.assert_clean();
         }
         assert!(line.matches("rank ").count() >= 3, "{line}");
     }

@@ -25,21 +25,8 @@ fn aiscp(report: &Path, devices: u32) -> Command {
 
 /// The fake's `devices:` line: per device, (mallocs, bytes moved through its memory).
 fn per_device(report: &Path) -> Vec<(u64, u64)> {
-    let text = fs::read_to_string(report).unwrap();
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix("devices: "))
-        .unwrap_or_else(|| panic!("no devices line:\n{text}"));
-    let list = |key: &str| -> Vec<u64> {
-        line.split_whitespace()
-            .find_map(|f| f.strip_prefix(key))
-            .unwrap()
-            .split(',')
-            .map(|n| n.parse().unwrap())
-            .collect()
-    };
-    let (m, b) = (list("mallocs="), list("bytes="));
-    m.into_iter().zip(b).collect()
+    let devices = Report::read(report).devices;
+    devices.mallocs.into_iter().zip(devices.bytes).collect()
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -101,7 +88,7 @@ fn gpu_all_spreads_slots_and_slices_over_every_device() {
         .unwrap();
     assert!(status.success());
     same_tree(&gnu, &dir.path().join("dst"));
-    FakeReport::read(&report).assert_clean();
+    Report::read(&report).assert_clean();
     // Two slots on each device, each one used.
     let use_ = per_device(&report);
     assert_eq!(use_.len(), 3);
@@ -144,7 +131,7 @@ fn small_files_take_turns_on_the_devices() {
         let got = fs::read(dir.path().join(format!("dst/s{i}"))).unwrap();
         assert_same_bytes(&got, want, &format!("s{i}"));
     }
-    FakeReport::read(&report).assert_clean();
+    Report::read(&report).assert_clean();
     let err = stderr(&out);
     let mut firsts: Vec<&str> = err
         .lines()
@@ -181,7 +168,7 @@ fn a_list_uses_only_its_devices() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_same_bytes(&fs::read(&dst).unwrap(), &data, "d");
-    FakeReport::read(&report).assert_clean();
+    Report::read(&report).assert_clean();
     let use_ = per_device(&report);
     assert_eq!((use_[0], use_[2]), ((0, 0), (0, 0)), "{use_:?}");
     assert!(use_[1].1 > 0 && use_[3].1 > 0, "{use_:?}");
@@ -258,7 +245,7 @@ fn auto_puts_each_file_on_the_gpu_nearest_its_drive() {
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         assert_same_bytes(&fs::read(&dst).unwrap(), &data, "d");
-        FakeReport::read(&report).assert_clean();
+        Report::read(&report).assert_clean();
         let err = stderr(&out);
         let use_ = per_device(&report);
         let (major, minor) = (libc::major(dev), libc::minor(dev));
@@ -308,7 +295,7 @@ fn a_slot_short_of_memory_is_given_up_and_the_devices_go_on() {
         let out = cmd.arg(&src).arg(&dst).output().unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         assert_same_bytes(&fs::read(&dst).unwrap(), &data, "d");
-        FakeReport::read(&report).assert_clean();
+        Report::read(&report).assert_clean();
         let err = stderr(&out);
         assert!(err.contains("slot 2: hipMalloc: out of memory"), "{err}");
         let use_ = per_device(&report);

@@ -46,11 +46,9 @@ pub fn program() -> PathBuf {
     assert_cmd::cargo::cargo_bin("aiscp")
 }
 
-#[path = "../../crates/fake-gpu/tests/it/support.rs"]
-mod fake_gpu_build;
-
 /// crates/fake-gpu, built once per test process: this process's copy of libfake_gpu.so.
-pub use fake_gpu_build::library as fake_gpu_lib;
+pub use fake_gpu_support::library as fake_gpu_lib;
+pub use fake_gpu_support::Report;
 
 /// The backends every end-to-end suite runs over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,53 +89,8 @@ impl Backend {
     /// On the fake GPU, asserts its report at `report` shows nothing leaked or misused.
     pub fn assert_report_clean(self, report: &Path) {
         if self == Backend::FakeGpu {
-            FakeReport::read(report).assert_clean();
+            Report::read(report).assert_clean();
         }
-    }
-}
-
-/// The fake library's exit report.
-#[derive(Debug, Default)]
-pub struct FakeReport {
-    pub leaks: Vec<String>,
-    pub misuse: Vec<String>,
-    /// `stats:` fields, e.g. ("htod_bytes", 4096).
-    pub stats: Vec<(String, u64)>,
-}
-
-impl FakeReport {
-    pub fn read(path: &Path) -> FakeReport {
-        let text = fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("no fake GPU report at {}: {e}", path.display()));
-        let mut report = FakeReport::default();
-        for line in text.lines() {
-            if let Some(l) = line.strip_prefix("leak: ") {
-                report.leaks.push(l.to_owned());
-            } else if let Some(l) = line.strip_prefix("misuse: ") {
-                report.misuse.push(l.to_owned());
-            } else if let Some(l) = line.strip_prefix("stats: ") {
-                for field in l.split_whitespace() {
-                    if let Some((k, v)) = field.split_once('=') {
-                        report.stats.push((k.to_owned(), v.parse().unwrap_or(0)));
-                    }
-                }
-            }
-        }
-        report
-    }
-
-    pub fn stat(&self, key: &str) -> u64 {
-        self.stats
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| *v)
-            .unwrap_or_else(|| panic!("no stat {key} in report"))
-    }
-
-    /// Asserts the run gave back everything it took and broke no rule.
-    pub fn assert_clean(&self) {
-        assert!(self.leaks.is_empty(), "leaks: {:?}", self.leaks);
-        assert!(self.misuse.is_empty(), "misuse: {:?}", self.misuse);
     }
 }
 

@@ -3,7 +3,7 @@
 //! Nothing here can make the copy itself wrong, so the mismatch path (the first differing
 //! offset, a short or padded DST) is unit-tested in crates/engine/src/verify.rs.
 
-use crate::support::{assert_same_bytes, program, write_random, Backend, FakeReport, BACKENDS};
+use crate::support::{assert_same_bytes, program, write_random, Backend, Report, BACKENDS};
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -92,5 +92,5 @@ fn verify_checks_every_operand_and_the_atomic_temporary() {
     assert!(stderr.contains("verified 'out/c': 5 bytes"), "{stderr}");
     assert_eq!(fs::read(dir.path().join("out/a")).unwrap(), a);
     assert_eq!(fs::read(dir.path().join("out/c")).unwrap(), c);
-    FakeReport::read(&dir.path().join("report")).assert_clean();
+    Report::read(&dir.path().join("report")).assert_clean();
 }

@@ -155,7 +155,7 @@ fn a_tree_of_many_files_is_copied_whole_by_the_other_ranks() {
         assert_copied_by_other_ranks(&err, &files, "ranks");
         if backend == "fake-gpu" {
             for r in 0..4 {
-                FakeReport::read(&dir.join(format!("report{r}"))).assert_clean();
+                Report::read(&dir.join(format!("report{r}"))).assert_clean();
             }
         }
     }

@@ -33,7 +33,7 @@ use std::process::{Command, Stdio};
 pub const FIXED_TIME: i64 = 1_000_000_000;
 
 pub use crate::support::Backend;
-use crate::support::FakeReport;
+use crate::support::Report;
 
 #[derive(Default, Clone)]
 pub struct Scenario {
@@ -511,7 +511,7 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     }
     // Written only when the run loaded the library (some file had data to copy).
     if report.exists() {
-        FakeReport::read(&report).assert_clean();
+        Report::read(&report).assert_clean();
     }
     Outcome {
         status: out.status.code().unwrap_or(-1),

@@ -18,7 +18,7 @@ const ASYNC: &str = "AISCP_ENGINE_ASYNC";
 const DIR: &str = "AISCP_ENGINE_DIR";
 
 /// Runs `case` in a child with the fake library and `faults`; returns its report.
-fn run_child(case: &str, faults: &str, extra_env: &[(&str, &str)]) -> FakeReport {
+fn run_child(case: &str, faults: &str, extra_env: &[(&str, &str)]) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report");
     let mut cmd = Command::new(std::env::current_exe().unwrap());
@@ -44,11 +44,11 @@ fn run_child(case: &str, faults: &str, extra_env: &[(&str, &str)]) -> FakeReport
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("1 passed"), "child ran no case:\n{text}");
-    FakeReport::read(&report)
+    Report::read(&report)
 }
 
 /// Runs `case` in a child per engine (threaded, then `--async`); returns both reports.
-fn run_child_each_engine(case: &str, faults: &str) -> [FakeReport; 2] {
+fn run_child_each_engine(case: &str, faults: &str) -> [Report; 2] {
     [
         run_child(case, faults, &[]),
         run_child(case, faults, &[(ASYNC, "1")]),
@@ -217,7 +217,7 @@ fn child_process_entry() {
 fn all_sizes_through_device_memory_leave_nothing_behind() {
     for report in run_child_each_engine("sizes", "") {
         report.assert_clean();
-        assert!(report.stat("reads") > 0 && report.stat("writes") > 0);
+        assert!(report.stats.reads > 0 && report.stats.writes > 0);
     }
 }
 
@@ -228,20 +228,20 @@ fn refused_registration_takes_the_bounce_route_through_device_memory() {
     }
 }
 
-fn check_bounced(report: &FakeReport) {
+fn check_bounced(report: &Report) {
     report.assert_clean();
     let total: u64 = sizes().iter().map(|&s| s as u64).sum();
     assert!(
-        report.stat("htod_bytes") >= total,
+        report.stats.htod_bytes >= total,
         "htod {} < {total}",
-        report.stat("htod_bytes")
+        report.stats.htod_bytes
     );
     assert!(
-        report.stat("dtoh_bytes") >= total,
+        report.stats.dtoh_bytes >= total,
         "dtoh {} < {total}",
-        report.stat("dtoh_bytes")
+        report.stats.dtoh_bytes
     );
-    assert_eq!(report.stat("reads"), 0, "no library I/O on refused files");
+    assert_eq!(report.stats.reads, 0, "no library I/O on refused files");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Helpers shared by the engine's suites: driving the engine as a library, random data and
-//! sparse files, and the fake GPU library with its exit report.
+//! sparse files, and the fake GPU library (its exit report is `fake_gpu_support::Report`).
 
 use aiscp_engine::{
     BackendChoice, ChunkSize, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress,
@@ -145,59 +145,13 @@ pub fn blocks(path: &Path) -> u64 {
     fs::metadata(path).unwrap().blocks()
 }
 
-#[path = "../../../fake-gpu/tests/it/support.rs"]
-mod fake_gpu_build;
+pub use fake_gpu_support::Report;
 
 /// Points a child's engine at the fake GPU library (as both hipFile and the HIP runtime); the
 /// fake writes its exit report to `report`.
 pub fn use_fake_gpu(cmd: &mut Command, report: &Path) {
-    let lib = fake_gpu_build::library();
+    let lib = fake_gpu_support::library();
     cmd.env("AISCP_HIPFILE_LIB", lib)
         .env("AISCP_HIP_LIB", lib)
         .env("AISCP_FAKE_GPU_REPORT", report);
-}
-
-/// The fake library's exit report.
-#[derive(Debug, Default)]
-pub struct FakeReport {
-    pub leaks: Vec<String>,
-    pub misuse: Vec<String>,
-    /// `stats:` fields, e.g. ("htod_bytes", 4096).
-    pub stats: Vec<(String, u64)>,
-}
-
-impl FakeReport {
-    pub fn read(path: &Path) -> FakeReport {
-        let text = fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("no fake GPU report at {}: {e}", path.display()));
-        let mut report = FakeReport::default();
-        for line in text.lines() {
-            if let Some(l) = line.strip_prefix("leak: ") {
-                report.leaks.push(l.to_owned());
-            } else if let Some(l) = line.strip_prefix("misuse: ") {
-                report.misuse.push(l.to_owned());
-            } else if let Some(l) = line.strip_prefix("stats: ") {
-                for field in l.split_whitespace() {
-                    if let Some((k, v)) = field.split_once('=') {
-                        report.stats.push((k.to_owned(), v.parse().unwrap_or(0)));
-                    }
-                }
-            }
-        }
-        report
-    }
-
-    pub fn stat(&self, key: &str) -> u64 {
-        self.stats
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| *v)
-            .unwrap_or_else(|| panic!("no stat {key} in report"))
-    }
-
-    /// Asserts the run gave back everything it took and broke no rule.
-    pub fn assert_clean(&self) {
-        assert!(self.leaks.is_empty(), "leaks: {:?}", self.leaks);
-        assert!(self.misuse.is_empty(), "misuse: {:?}", self.misuse);
-    }
 }

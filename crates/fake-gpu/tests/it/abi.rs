@@ -21,7 +21,7 @@ use std::process::Command;
 
 use rand::{Rng, RngCore};
 
-use crate::support::library;
+use fake_gpu_support::{library, Report};
 
 const MAX_IO: usize = 0x7fff_f000;
 
@@ -233,7 +233,7 @@ fn rw(path: &Path) -> File {
 struct Outcome {
     status: std::process::ExitStatus,
     stderr: String,
-    report: String,
+    report: Option<Report>,
     /// What the child left in `{dir}/result`, if anything.
     result: String,
     /// The trace file `{dir}/trace`, if the child wrote one.
@@ -241,33 +241,17 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn lines(&self, prefix: &str) -> Vec<&str> {
+    /// The report the child wrote at exit (a child that aborted writes none).
+    fn report(&self) -> &Report {
         self.report
-            .lines()
-            .filter(|l| l.starts_with(prefix))
-            .collect()
-    }
-
-    fn stat(&self, key: &str) -> u64 {
-        let stats = self.lines("stats: ");
-        assert_eq!(stats.len(), 1, "one stats line in:\n{}", self.report);
-        stats[0]
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key} in {}", stats[0]))
-            .parse()
-            .unwrap()
+            .as_ref()
+            .unwrap_or_else(|| panic!("the child wrote no report:\n{}", self.stderr))
     }
 
     /// The child passed and left neither leaks nor misuse.
     fn assert_clean(&self) {
         self.assert_passed();
-        assert!(self.lines("leak: ").is_empty(), "leaks:\n{}", self.report);
-        assert!(
-            self.lines("misuse: ").is_empty(),
-            "misuse:\n{}",
-            self.report
-        );
+        self.report().assert_clean();
     }
 
     fn assert_passed(&self) {
@@ -314,7 +298,7 @@ fn run(scenario: &str, env: &[(&str, &str)]) -> Outcome {
     Outcome {
         status: out.status,
         stderr,
-        report: fs::read_to_string(&report).unwrap_or_default(),
+        report: report.exists().then(|| Report::read(&report)),
         result: fs::read_to_string(tmp.path().join("result")).unwrap_or_default(),
         trace: fs::read_to_string(tmp.path().join("trace")).unwrap_or_default(),
     }
@@ -898,15 +882,20 @@ fn copies_through_device_memory_and_reports_clean_stats() {
     let total: u64 = sizes.iter().sum();
     assert_eq!(out.result, total.to_string());
     let reads: u64 = sizes.iter().map(|s| s.div_ceil(65536) + 1).sum();
-    assert_eq!(out.stat("reads"), reads);
-    assert_eq!(out.stat("writes"), reads - sizes.len() as u64);
-    for key in ["read_bytes", "write_bytes", "htod_bytes", "dtoh_bytes"] {
-        assert_eq!(out.stat(key), total, "{key}");
+    assert_eq!(out.report().stats.reads, reads);
+    assert_eq!(out.report().stats.writes, reads - sizes.len() as u64);
+    let stats = &out.report().stats;
+    for (key, bytes) in [
+        ("read_bytes", stats.read_bytes),
+        ("write_bytes", stats.write_bytes),
+        ("htod_bytes", stats.htod_bytes),
+        ("dtoh_bytes", stats.dtoh_bytes),
+    ] {
+        assert_eq!(bytes, total, "{key}");
     }
-    assert_eq!(out.stat("mallocs"), 1);
-    assert_eq!(out.stat("max_alloc"), 65536);
-    assert_eq!(out.stat("handles"), 2 * sizes.len() as u64);
-    assert_eq!(out.report.lines().last().unwrap(), out.lines("stats: ")[0]);
+    assert_eq!(out.report().stats.mallocs, 1);
+    assert_eq!(out.report().stats.max_alloc, 65536);
+    assert_eq!(out.report().stats.handles, 2 * sizes.len() as u64);
 }
 
 #[test]
@@ -925,16 +914,16 @@ fn o_direct_requires_4096_alignment() {
         );
         return;
     }
-    let misuse = out.lines("misuse: ");
-    assert_eq!(misuse.len(), 6, "{}", out.report);
+    let misuse = &out.report().misuse;
+    assert_eq!(misuse.len(), 6, "{}", out.report());
     assert!(
         misuse.iter().all(|l| l.contains("O_DIRECT")),
         "{}",
-        out.report
+        out.report()
     );
-    assert!(out.lines("leak: ").is_empty(), "{}", out.report);
-    assert_eq!(out.stat("read_bytes"), 4096);
-    assert_eq!(out.stat("write_bytes"), 8192);
+    assert!(out.report().leaks.is_empty(), "{}", out.report());
+    assert_eq!(out.report().stats.read_bytes, 4096);
+    assert_eq!(out.report().stats.write_bytes, 8192);
 }
 
 #[test]
@@ -953,16 +942,16 @@ fn unaligned_short_counts_on_o_direct_move_aligned_amounts() {
     }
     out.assert_clean();
     // Bytes moved, not bytes reported: 4096 + 8192 read, 8192 + 4096 written.
-    assert_eq!(out.stat("read_bytes"), 3 * 4096);
-    assert_eq!(out.stat("write_bytes"), 3 * 4096);
+    assert_eq!(out.report().stats.read_bytes, 3 * 4096);
+    assert_eq!(out.report().stats.write_bytes, 3 * 4096);
 }
 
 #[test]
 fn unregistered_handles_and_buffers_are_refused_and_recorded() {
     let out = run("unregistered", &[]);
     out.assert_passed();
-    assert!(out.lines("leak: ").is_empty(), "{}", out.report);
-    let misuse = out.lines("misuse: ");
+    assert!(out.report().leaks.is_empty(), "{}", out.report());
+    let misuse = &out.report().misuse;
     for needle in [
         "read on unregistered file handle 0x1234",
         "write on unregistered file handle 0x1234",
@@ -976,45 +965,45 @@ fn unregistered_handles_and_buffers_are_refused_and_recorded() {
         assert!(
             misuse.iter().any(|l| l.contains(needle)),
             "no misuse line with {needle:?} in\n{}",
-            out.report
+            out.report()
         );
     }
-    assert_eq!(misuse.len(), 10, "{}", out.report);
+    assert_eq!(misuse.len(), 10, "{}", out.report());
 }
 
 #[test]
 fn ranges_outside_the_registered_buffer_are_refused() {
     let out = run("range", &[]);
     out.assert_passed();
-    assert_eq!(out.lines("misuse: ").len(), 6, "{}", out.report);
-    assert!(out.lines("leak: ").is_empty(), "{}", out.report);
-    assert_eq!(out.stat("read_bytes"), 8192 + 4096);
+    assert_eq!(out.report().misuse.len(), 6, "{}", out.report());
+    assert!(out.report().leaks.is_empty(), "{}", out.report());
+    assert_eq!(out.report().stats.read_bytes, 8192 + 4096);
 }
 
 #[test]
 fn one_call_moves_at_most_0x7ffff000_bytes() {
     let out = run("cap", &[]);
     out.assert_clean();
-    assert_eq!(out.stat("max_alloc"), 0x8000_0000 + 4096);
-    assert_eq!(out.stat("write_bytes"), 3 * MAX_IO as u64 - 1);
+    assert_eq!(out.report().stats.max_alloc, 0x8000_0000 + 4096);
+    assert_eq!(out.report().stats.write_bytes, 3 * MAX_IO as u64 - 1);
 }
 
 #[test]
 fn read_and_write_faults_fire_as_selected() {
     let out = run("io_faults", &[("AISCP_FAKE_GPU_FAULTS", IO_FAULTS)]);
     out.assert_clean();
-    assert_eq!(out.stat("reads"), 9);
-    assert_eq!(out.stat("writes"), 9);
-    assert_eq!(out.stat("read_bytes"), 4 * 4096);
-    assert_eq!(out.stat("write_bytes"), 3 * 4096 + 100 + 1);
+    assert_eq!(out.report().stats.reads, 9);
+    assert_eq!(out.report().stats.writes, 9);
+    assert_eq!(out.report().stats.read_bytes, 4 * 4096);
+    assert_eq!(out.report().stats.write_bytes, 3 * 4096 + 100 + 1);
 }
 
 #[test]
 fn register_malloc_and_driver_faults_fire_as_selected() {
     let out = run("code_faults", &[("AISCP_FAKE_GPU_FAULTS", CODE_FAULTS)]);
     out.assert_clean();
-    assert_eq!(out.stat("mallocs"), 1);
-    assert_eq!(out.stat("handles"), 2);
+    assert_eq!(out.report().stats.mallocs, 1);
+    assert_eq!(out.report().stats.handles, 2);
     run(
         "always_faults",
         &[("AISCP_FAKE_GPU_FAULTS", "register=5030;driver=hipfile:5001")],
@@ -1076,19 +1065,16 @@ fn bus_ids_and_current_device_checks() {
         ],
     );
     out.assert_passed();
-    let misuse = out.lines("misuse: ");
-    assert_eq!(misuse.len(), 1, "{}", out.report);
+    let misuse = &out.report().misuse;
+    assert_eq!(misuse.len(), 1, "{}", out.report());
     assert!(
-        misuse[0].starts_with("misuse: hipMemcpy on memory 0x")
+        misuse[0].starts_with("hipMemcpy on memory 0x")
             && misuse[0].ends_with(" of device 1 from a thread whose current device is 0"),
         "{}",
-        out.report
+        out.report()
     );
-    assert!(
-        out.report.contains("devices: mallocs=0,1 bytes=0,8192"),
-        "{}",
-        out.report
-    );
+    assert_eq!(out.report().devices.mallocs, [0, 1], "{}", out.report());
+    assert_eq!(out.report().devices.bytes, [0, 8192], "{}", out.report());
     // A list that does not match the device count aborts, naming the variable.
     let out = run(
         "bus_ids",
@@ -1109,7 +1095,7 @@ fn bus_ids_and_current_device_checks() {
 fn report_lists_every_leak() {
     let out = run("leaks", &[]);
     out.assert_passed();
-    let leaks = out.lines("leak: ");
+    let leaks = &out.report().leaks;
     for needle in [
         "file handle",
         "buffer",
@@ -1118,32 +1104,32 @@ fn report_lists_every_leak() {
         "pinned host allocation",
         "not destroyed",
         "still registered with hipFile",
-        "leak: driver open count 1",
+        "driver open count 1",
     ] {
         assert!(
             leaks.iter().any(|l| l.contains(needle)),
             "no leak line with {needle:?} in\n{}",
-            out.report
+            out.report()
         );
     }
-    assert_eq!(leaks.len(), 8, "{}", out.report);
-    assert!(out.lines("misuse: ").is_empty(), "{}", out.report);
+    assert_eq!(leaks.len(), 8, "{}", out.report());
+    assert!(out.report().misuse.is_empty(), "{}", out.report());
 }
 
 #[test]
 fn async_ops_run_at_synchronize_with_parameters_read_then() {
     let out = run("async", &[]);
     out.assert_clean();
-    assert_eq!(out.stat("reads"), 2);
-    assert_eq!(out.stat("read_bytes"), 40000);
-    assert_eq!(out.stat("write_bytes"), 20000);
+    assert_eq!(out.report().stats.reads, 2);
+    assert_eq!(out.report().stats.read_bytes, 40000);
+    assert_eq!(out.report().stats.write_bytes, 20000);
 }
 
 #[test]
 fn async_misuse_is_recorded() {
     let out = run("async_misuse", &[]);
     out.assert_passed();
-    let misuse = out.lines("misuse: ");
+    let misuse = &out.report().misuse;
     for needle in [
         "hipStreamDestroy of stream",
         "PAGE_ALIGNED_INPUTS",
@@ -1153,10 +1139,10 @@ fn async_misuse_is_recorded() {
         assert!(
             misuse.iter().any(|l| l.contains(needle)),
             "no misuse line with {needle:?} in\n{}",
-            out.report
+            out.report()
         );
     }
-    assert_eq!(misuse.len(), 4, "{}", out.report);
+    assert_eq!(misuse.len(), 4, "{}", out.report());
 }
 
 #[test]
@@ -1164,9 +1150,9 @@ fn concurrent_io_from_several_threads() {
     let out = run("threads", &[]);
     out.assert_clean();
     let len: u64 = out.result.parse().unwrap();
-    assert_eq!(out.stat("read_bytes"), len);
-    assert_eq!(out.stat("write_bytes"), len);
-    assert_eq!(out.stat("reads"), 64);
+    assert_eq!(out.report().stats.read_bytes, len);
+    assert_eq!(out.report().stats.write_bytes, len);
+    assert_eq!(out.report().stats.reads, 64);
 }
 
 #[test]

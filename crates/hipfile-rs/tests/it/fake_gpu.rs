@@ -95,9 +95,9 @@ fn sync_io_moves_exact_bytes() {
         |r| {
             r.assert_clean();
             let total: u64 = SIZES.iter().map(|&s| s as u64).sum();
-            assert_eq!(r.stat("read_bytes"), total);
-            assert_eq!(r.stat("write_bytes"), total);
-            assert_eq!(r.stat("dtoh_bytes"), total);
+            assert_eq!(r.stats.read_bytes, total);
+            assert_eq!(r.stats.write_bytes, total);
+            assert_eq!(r.stats.dtoh_bytes, total);
         },
     );
 }
@@ -138,9 +138,8 @@ fn o_direct_requires_alignment() {
         |r| {
             // The fake records refused unaligned I/O as misuse: exactly our three probes.
             r.assert_no_leaks();
-            let misuse = r.misuse();
-            assert_eq!(misuse.len(), 3, "{}", r.text);
-            assert!(misuse.iter().all(|l| l.contains("not 4096-aligned")));
+            assert_eq!(r.misuse.len(), 3, "{r}");
+            assert!(r.misuse.iter().all(|l| l.contains("not 4096-aligned")));
         },
     );
 }
@@ -452,8 +451,8 @@ fn pinned_buffers_bounce() {
         },
         |r| {
             r.assert_clean();
-            assert_eq!(r.stat("htod_bytes"), 4097);
-            assert_eq!(r.stat("dtoh_bytes"), 4097);
+            assert_eq!(r.stats.htod_bytes, 4097);
+            assert_eq!(r.stats.dtoh_bytes, 4097);
         },
     );
 }
@@ -497,8 +496,8 @@ fn copy_windows_queue_and_wait() {
         },
         |r| {
             r.assert_clean();
-            assert_eq!(r.stat("htod_bytes"), 2 * (3 * 4096 + 5));
-            assert_eq!(r.stat("dtoh_bytes"), 3 * 4096 + 5);
+            assert_eq!(r.stats.htod_bytes, 2 * (3 * 4096 + 5));
+            assert_eq!(r.stats.dtoh_bytes, 3 * 4096 + 5);
         },
     );
 }
@@ -680,8 +679,8 @@ fn staging_device_copies_without_opening_the_driver() {
         },
         |r| {
             r.assert_clean();
-            assert_eq!(r.stat("handles"), 0);
-            assert!(r.stat("htod_bytes") >= 3 * 4096 + 17);
+            assert_eq!(r.stats.handles, 0);
+            assert!(r.stats.htod_bytes >= 3 * 4096 + 17);
         },
     );
 }
@@ -725,11 +724,8 @@ fn pci_bus_ids_and_memory_per_device() {
         },
         |r| {
             r.assert_clean();
-            assert!(
-                r.text.contains("devices: mallocs=1,0,1 bytes=4096,0,8192"),
-                "{}",
-                r.text
-            );
+            assert_eq!(r.devices.mallocs, [1, 0, 1], "{r}");
+            assert_eq!(r.devices.bytes, [4096, 0, 8192], "{r}");
         },
     );
 }

@@ -98,10 +98,10 @@ fn boundary_sizes_copy_exactly_through_registered_buffers() {
             "{}",
             stdout(&run)
         );
-        assert_eq!(run.report.stat("read_bytes"), size as u64, "size {size}");
+        assert_eq!(run.report.stats.read_bytes, size as u64, "size {size}");
         // Writes are whole 4 KiB blocks; the final truncate trims them.
         assert_eq!(
-            run.report.stat("write_bytes"),
+            run.report.stats.write_bytes,
             (size as u64).div_ceil(4096) * 4096,
             "size {size}"
         );
@@ -114,8 +114,8 @@ fn short_counts_inside_a_chunk_are_resumed() {
     let run = roundtrip(3 * CHUNK + 5, "read#2=short:4096;write#1=short:8192");
     assert_copied(&run);
     // Four chunks, plus one call each to finish the shortened read and write.
-    assert_eq!(run.report.stat("reads"), 5);
-    assert_eq!(run.report.stat("writes"), 5);
+    assert_eq!(run.report.stats.reads, 5);
+    assert_eq!(run.report.stats.writes, 5);
 }
 
 #[test]
@@ -131,13 +131,11 @@ fn refused_registration_falls_back_to_the_pinned_bounce() {
         );
         let moved_through_device = (size as u64).div_ceil(4096) * 4096;
         assert_eq!(
-            run.report.stat("htod_bytes"),
-            moved_through_device,
+            run.report.stats.htod_bytes, moved_through_device,
             "{faults}"
         );
         assert_eq!(
-            run.report.stat("dtoh_bytes"),
-            moved_through_device,
+            run.report.stats.dtoh_bytes, moved_through_device,
             "{faults}"
         );
     }

@@ -19,11 +19,10 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-#[path = "../../../fake-gpu/tests/it/support.rs"]
-mod fake_gpu_build;
-
 /// crates/fake-gpu, built once per test process: this process's copy of libfake_gpu.so.
-pub use fake_gpu_build::library as fake_library;
+pub use fake_gpu_support::library as fake_library;
+/// The fake's exit report.
+pub use fake_gpu_support::Report;
 
 /// Set in the child to the fake library's path (the crate reads no variables itself).
 pub const FAKE_LIB_VAR: &str = "HIPFILE_RS_TEST_FAKE_LIB";
@@ -54,60 +53,6 @@ pub fn fake_env(faults: &str, devices: Option<u32>, report: &Path) -> Vec<(Strin
         env.push(("AISCP_FAKE_GPU_DEVICES".to_owned(), n.to_string()));
     }
     env
-}
-
-/// The fake's exit report.
-pub struct Report {
-    pub text: String,
-}
-
-impl Report {
-    pub fn read(path: &Path) -> Report {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("no fake GPU report at {}: {e}", path.display()));
-        Report { text }
-    }
-
-    /// No `leak:` and no `misuse:` lines.
-    pub fn assert_clean(&self) {
-        let bad: Vec<&str> = self
-            .text
-            .lines()
-            .filter(|l| l.starts_with("leak:") || l.starts_with("misuse:"))
-            .collect();
-        assert!(bad.is_empty(), "fake GPU report not clean:\n{}", self.text);
-    }
-
-    /// No `leak:` lines.
-    pub fn assert_no_leaks(&self) {
-        assert!(
-            !self.text.lines().any(|l| l.starts_with("leak:")),
-            "fake GPU report shows leaks:\n{}",
-            self.text
-        );
-    }
-
-    /// The `misuse:` lines.
-    pub fn misuse(&self) -> Vec<&str> {
-        self.text
-            .lines()
-            .filter(|l| l.starts_with("misuse:"))
-            .collect()
-    }
-
-    /// A number from the final `stats:` line.
-    pub fn stat(&self, key: &str) -> u64 {
-        let line = self
-            .text
-            .lines()
-            .find(|l| l.starts_with("stats:"))
-            .unwrap_or_else(|| panic!("no stats line in report:\n{}", self.text));
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .unwrap_or_else(|| panic!("no {key} in {line}"))
-            .parse()
-            .unwrap()
-    }
 }
 
 /// True in the child process that should run `name`'s body.

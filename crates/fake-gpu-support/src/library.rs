@@ -1,9 +1,8 @@
 //! Builds crates/fake-gpu for a test process and returns a private copy of libfake_gpu.so.
 //!
-//! Shared, through `#[path]`, by every suite that loads the fake (this crate's, the engine's,
-//! hipfile-rs's and aiscp's end-to-end tests), so there is one way to find it. The copy is the point: cargo
-//! replaces target/<profile>/libfake_gpu.so whenever another test process rebuilds it, and a
-//! child spawned in that instant would find no library; a per-process copy cannot vanish.
+//! The copy is the point: cargo replaces target/<profile>/libfake_gpu.so whenever another
+//! test process rebuilds it, and a child spawned in that instant would find no library; a
+//! per-process copy cannot vanish.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
