@@ -316,9 +316,9 @@ fn whole_files_with_long_paths() {
         listing(&dir.join("gnu"), false)
     );
     let moved = |r: usize| {
-        let report = FakeReport::read(&dir.join(format!("report{r}")));
+        let report = Report::read(&dir.join(format!("report{r}")));
         report.assert_clean();
-        report.stat("htod_bytes") + report.stat("read_bytes")
+        report.stats.htod_bytes + report.stats.read_bytes
     };
     assert_eq!(moved(0), 0, "rank 0 copied file data");
     let others: u64 = (1..4).map(moved).sum();
