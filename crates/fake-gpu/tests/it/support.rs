@@ -1,0 +1,112 @@
+//! The parent/child harness: the fake reads its environment once per process and writes its
+//! report at exit, so every scenario runs in a child process. [`run`] re-executes this test
+//! binary with `FAKE_GPU_SCENARIO` set; the child runs [`child_scenario_entry`] (which
+//! asserts inside the child) and exits, and the parent checks the exit status and the report.
+
+use std::fs;
+use std::process::Command;
+
+use crate::api::Api;
+use fake_gpu_support::{library, Report};
+
+pub struct Outcome {
+    pub status: std::process::ExitStatus,
+    pub stderr: String,
+    pub report: Option<Report>,
+    /// What the child left in `{dir}/result`, if anything.
+    pub result: String,
+    /// The trace file `{dir}/trace`, if the child wrote one.
+    pub trace: String,
+}
+
+impl Outcome {
+    /// The report the child wrote at exit (a child that aborted writes none).
+    pub fn report(&self) -> &Report {
+        self.report
+            .as_ref()
+            .unwrap_or_else(|| panic!("the child wrote no report:\n{}", self.stderr))
+    }
+
+    /// The child passed and left neither leaks nor misuse.
+    pub fn assert_clean(&self) {
+        self.assert_passed();
+        self.report().assert_clean();
+    }
+
+    pub fn assert_passed(&self) {
+        assert!(
+            self.status.success(),
+            "child failed ({:?}):\n{}",
+            self.status,
+            self.stderr
+        );
+    }
+}
+
+/// Runs `scenario` in a child process with `env` on top of a clean fake-gpu environment.
+pub fn run(scenario: &str, env: &[(&str, &str)]) -> Outcome {
+    let lib = library();
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let report = tmp.path().join("report.txt");
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            "support::child_scenario_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("FAKE_GPU_SCENARIO", scenario)
+        .env("FAKE_GPU_LIB", lib)
+        .env("FAKE_GPU_DIR", tmp.path())
+        .env("AISCP_FAKE_GPU_REPORT", &report);
+    for var in [
+        "AISCP_FAKE_GPU_FAULTS",
+        "AISCP_FAKE_GPU_DEVICES",
+        "AISCP_FAKE_GPU_TRACE",
+        "AISCP_FAKE_GPU_INIT_DELAY_MS",
+    ] {
+        child.env_remove(var);
+    }
+    for (k, v) in env {
+        child.env(k, v.replace("{dir}", &tmp.path().to_string_lossy()));
+    }
+    let out = child.output().unwrap();
+    let stderr =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    Outcome {
+        status: out.status,
+        stderr,
+        report: report.exists().then(|| Report::read(&report)),
+        result: fs::read_to_string(tmp.path().join("result")).unwrap_or_default(),
+        trace: fs::read_to_string(tmp.path().join("trace")).unwrap_or_default(),
+    }
+}
+
+/// Harness plumbing, not a test of its own: does nothing unless started by [`run`].
+#[test]
+pub fn child_scenario_entry() {
+    let Ok(scenario) = std::env::var("FAKE_GPU_SCENARIO") else {
+        return;
+    };
+    let api = Api::load();
+    match scenario.as_str() {
+        "copy" => crate::io::scenario_copy(api),
+        "identity" => crate::io::scenario_identity(api),
+        "o_direct" => crate::io::scenario_o_direct(api),
+        "o_direct_short" => crate::io::scenario_o_direct_short(api),
+        "unregistered" => crate::io::scenario_unregistered(api),
+        "range" => crate::io::scenario_range(api),
+        "cap" => crate::io::scenario_cap(api),
+        "io_faults" => crate::faults::scenario_io_faults(api),
+        "code_faults" => crate::faults::scenario_code_faults(api),
+        "always_faults" => crate::faults::scenario_always_faults(api),
+        "devices" => crate::devices::scenario_devices(api),
+        "bus_ids" => crate::devices::scenario_bus_ids(api),
+        "leaks" => crate::devices::scenario_leaks(api),
+        "async" => crate::streams::scenario_async(api),
+        "async_misuse" => crate::streams::scenario_async_misuse(api),
+        "threads" => crate::streams::scenario_threads(api),
+        other => panic!("unknown scenario {other}"),
+    }
+}
