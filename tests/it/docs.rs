@@ -233,3 +233,36 @@ fn one_test_binary_per_package() {
         assert!(tests.join("it/main.rs").exists(), "{}", tests.display());
     }
 }
+
+/// Every file or folder of this repository that README names in backticks exists (GNU's own
+/// `tests/cp/...` are not ours), so moving a test or a module cannot leave a stale pointer.
+#[test]
+fn readme_paths_exist() {
+    // Inline code only: the fenced blocks (commands) are left out, fences and all.
+    let prose: String = read("README.md")
+        .split("```")
+        .step_by(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ours = [
+        "src/",
+        "tests/it",
+        "crates/",
+        "scripts/",
+        "bench/",
+        "man/",
+        "completions/",
+    ];
+    let mut named = 0;
+    for quoted in prose.split('`').skip(1).step_by(2) {
+        if quoted.contains(' ') || !ours.iter().any(|p| quoted.starts_with(p)) {
+            continue;
+        }
+        assert!(
+            root().join(quoted).exists(),
+            "README names {quoted}, not in the tree"
+        );
+        named += 1;
+    }
+    assert!(named > 20, "{named} paths read from README");
+}

@@ -1,0 +1,94 @@
+//! A tree stopped with many files in flight.
+
+use super::*;
+
+/// A tree copied with many files in flight and stopped: the `-v` lines name only files whose
+/// copy began (cp, dying at the signal, names at most the one it was copying), DESTs it never
+/// reached keep their old bytes, and new DESTs it never reached are not left behind empty.
+#[test]
+fn a_stopped_tree_names_and_leaves_only_what_it_began() {
+    use std::io::{BufRead, BufReader};
+    const FILES: usize = 1500;
+    let dir = tempfile::tempdir().unwrap();
+    let (src, old, new) = (
+        dir.path().join("src"),
+        dir.path().join("old"),
+        dir.path().join("new"),
+    );
+    for d in [&src, &old] {
+        fs::create_dir(d).unwrap();
+    }
+    for i in 0..FILES {
+        fs::write(
+            src.join(format!("f{i}")),
+            random_bytes(256 * 1024, i as u64),
+        )
+        .unwrap();
+        fs::write(old.join(format!("f{i}")), b"old\n").unwrap();
+    }
+    for (dst, existing) in [(&old, true), (&new, false)] {
+        let mut child = Command::new(program())
+            .env("AISCP_BACKEND", "host")
+            .arg("-v")
+            .arg("-r")
+            .arg(src.join("."))
+            .arg(dst)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // 200 -v lines: the walk is well ahead, many files are in flight, and most of the
+        // tree is still to come.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        for _ in 0..200 {
+            out.read_line(&mut first).unwrap();
+        }
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(143), "not stopped by the signal");
+        let named: Vec<String> = first
+            .lines()
+            .chain(rest.lines())
+            .map(|l| {
+                l.rsplit('/')
+                    .next()
+                    .unwrap()
+                    .trim_end_matches('\'')
+                    .to_owned()
+            })
+            .collect();
+        assert!(named.len() < FILES, "every file named: not interrupted");
+        // Named but never begun: at most the one whose line came out before its turn.
+        let untouched_but_named = named
+            .iter()
+            .filter(|n| fs::read(dst.join(n)).is_ok_and(|b| b == b"old\n"))
+            .count();
+        assert!(
+            untouched_but_named <= 1,
+            "{untouched_but_named} files named by -v were never copied"
+        );
+        if existing {
+            // Everything not named still has its old bytes.
+            for i in 0..FILES {
+                let name = format!("f{i}");
+                if !named.contains(&name) {
+                    assert_eq!(
+                        fs::read(old.join(&name)).unwrap(),
+                        b"old\n",
+                        "{name} touched"
+                    );
+                }
+            }
+        } else {
+            // New DESTs left empty: only files whose copy began (at most the workers').
+            let empty = fs::read_dir(&new)
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().metadata().unwrap().len() == 0)
+                .count();
+            assert!(empty <= 8, "{empty} empty files left behind");
+        }
+    }
+}
