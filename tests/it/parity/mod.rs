@@ -5,6 +5,7 @@
 //! bypasses permission checks; the temp directory is made world-writable for them.
 
 mod harness;
+mod tree;
 
 use crate::support::BACKENDS;
 use harness::{check, sc, Backend, Scenario};
@@ -350,7 +351,7 @@ fn with_xattrs(args: &str) -> Scenario {
 /// --parents makes); -p and --no-preserve=xattr don't. Needs a temp filesystem that takes user xattrs.
 #[test]
 fn xattrs_like_gnu() {
-    if let Err(why) = harness::user_xattrs_supported() {
+    if let Err(why) = tree::user_xattrs_supported() {
         println!("skipped: {why}");
         return;
     }
@@ -380,7 +381,7 @@ fn xattrs_like_gnu() {
 /// with ACLs.
 #[test]
 fn acls_like_gnu() {
-    if let Err(why) = harness::acls_supported() {
+    if let Err(why) = tree::acls_supported() {
         println!("skipped: {why}");
         return;
     }
