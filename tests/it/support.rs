@@ -1,45 +1,13 @@
 //! Helpers shared by the end-to-end suites: random data, the fake GPU library, and the
 //! backend matrix every suite runs over.
 
-use rand::{RngCore, SeedableRng};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// `len` random bytes from a seeded generator (a failure reproduces with the same seed).
-pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut data = vec![0u8; len];
-    rng.fill_bytes(&mut data);
-    data
-}
-
-/// Writes `len` random bytes to `path` and returns them.
-pub fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let data = random_bytes(len, seed);
-    fs::write(path, &data).unwrap();
-    data
-}
-
-/// Asserts two byte strings are equal, naming the first differing offset (not a 1 GiB dump).
-pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: first difference at byte {i}");
-    }
-    assert_eq!(got.len(), want.len(), "{what}: length differs");
-}
-
-/// A sparse file of `len` bytes whose data is the given (offset, bytes) pieces.
 #[cfg(feature = "mpi")] // only the mpi suite makes one
-pub fn write_sparse(path: &Path, len: u64, pieces: &[(u64, &[u8])]) {
-    use std::os::unix::fs::FileExt;
-    let f = fs::File::create(path).unwrap();
-    f.set_len(len).unwrap();
-    for (off, bytes) in pieces {
-        f.write_all_at(bytes, *off).unwrap();
-    }
-}
+pub use test_support::data::write_sparse;
+pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
 
 /// The aiscp binary under test.
 pub fn program() -> PathBuf {
@@ -47,8 +15,8 @@ pub fn program() -> PathBuf {
 }
 
 /// crates/fake-gpu, built once per test process: this process's copy of libfake_gpu.so.
-pub use fake_gpu_support::library as fake_gpu_lib;
-pub use fake_gpu_support::Report;
+pub use test_support::fake_gpu::library as fake_gpu_lib;
+pub use test_support::fake_gpu::Report;
 
 /// The backends every end-to-end suite runs over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,13 +1,11 @@
 //! Helpers shared by the engine's suites: driving the engine as a library, random data and
-//! sparse files, and the fake GPU library (its exit report is `fake_gpu_support::Report`).
+//! sparse files, and the fake GPU library (test-support builds it and reads its report).
 
 use aiscp_engine::{
     BackendChoice, ChunkSize, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress,
     ProgressSink, SourceKind, SparseMode,
 };
-use rand::{RngCore, SeedableRng};
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -108,49 +106,13 @@ impl ProgressSink for CancelAfter {
     fn file_finished(&self) {}
 }
 
-/// `len` random bytes from a seeded generator (a failure reproduces with the same seed).
-pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut data = vec![0u8; len];
-    rng.fill_bytes(&mut data);
-    data
-}
-
-/// Writes `len` random bytes to `path` and returns them.
-pub fn write_random(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let data = random_bytes(len, seed);
-    fs::write(path, &data).unwrap();
-    data
-}
-
-/// Asserts two byte strings are equal, naming the first differing offset (not a 1 GiB dump).
-pub fn assert_same_bytes(got: &[u8], want: &[u8], what: &str) {
-    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
-        panic!("{what}: first difference at byte {i}");
-    }
-    assert_eq!(got.len(), want.len(), "{what}: length differs");
-}
-
-/// A sparse file of `len` bytes whose data is the given (offset, bytes) pieces.
-pub fn write_sparse(path: &Path, len: u64, pieces: &[(u64, &[u8])]) {
-    let f = File::create(path).unwrap();
-    f.set_len(len).unwrap();
-    for (off, bytes) in pieces {
-        f.write_all_at(bytes, *off).unwrap();
-    }
-}
-
-/// 512-byte blocks allocated to `path`.
-pub fn blocks(path: &Path) -> u64 {
-    fs::metadata(path).unwrap().blocks()
-}
-
-pub use fake_gpu_support::Report;
+pub use test_support::data::{assert_same_bytes, blocks, random_bytes, write_random, write_sparse};
+pub use test_support::fake_gpu::Report;
 
 /// Points a child's engine at the fake GPU library (as both hipFile and the HIP runtime); the
 /// fake writes its exit report to `report`.
 pub fn use_fake_gpu(cmd: &mut Command, report: &Path) {
-    let lib = fake_gpu_support::library();
+    let lib = test_support::fake_gpu::library();
     cmd.env("AISCP_HIPFILE_LIB", lib)
         .env("AISCP_HIP_LIB", lib)
         .env("AISCP_FAKE_GPU_REPORT", report);

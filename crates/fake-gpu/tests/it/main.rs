@@ -1,6 +1,6 @@
 //! The fake GPU library's own suite: the built `libfake_gpu.so` is dlopened and driven through
 //! its exported symbols, exactly as hipfile-rs will (the fake is built and its report read by
-//! crates/fake-gpu-support).
+//! crates/test-support).
 //!
 //! Every `unsafe` call here drives an export through the signature of its C header, with
 //! pointers to live locals: that one contract is stated here instead of on each call.

@@ -7,7 +7,7 @@ use std::fs;
 use std::process::Command;
 
 use crate::api::Api;
-use fake_gpu_support::{library, Report};
+use test_support::fake_gpu::{library, Report};
 
 pub struct Outcome {
     pub status: std::process::ExitStatus,

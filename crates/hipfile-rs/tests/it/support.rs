@@ -20,9 +20,9 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// crates/fake-gpu, built once per test process: this process's copy of libfake_gpu.so.
-pub use fake_gpu_support::library as fake_library;
+pub use test_support::fake_gpu::library as fake_library;
 /// The fake's exit report.
-pub use fake_gpu_support::Report;
+pub use test_support::fake_gpu::Report;
 
 /// Set in the child to the fake library's path (the crate reads no variables itself).
 pub const FAKE_LIB_VAR: &str = "HIPFILE_RS_TEST_FAKE_LIB";

@@ -1,4 +1,5 @@
-//! Builds crates/fake-gpu for a test process and returns a private copy of libfake_gpu.so.
+//! The fake GPU library (crates/fake-gpu): [`library`] builds it for a test process and
+//! returns a private copy of libfake_gpu.so; [`Report`] is its exit report.
 //!
 //! The copy is the point: cargo replaces target/<profile>/libfake_gpu.so whenever another
 //! test process rebuilds it, and a child spawned in that instant would find no library; a
@@ -8,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
+
+mod report;
+
+pub use report::{Devices, Report, Stats};
 
 /// Builds the fake (a no-op when fresh) once per test process and returns this process's copy.
 pub fn library() -> &'static Path {
