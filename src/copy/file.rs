@@ -66,7 +66,9 @@ impl Copier<'_> {
         // cannot start the run ends, if the buffer cannot be had this file fails, and either
         // way DEST is neither created nor truncated.
         if !opts.attributes_only && !opts.reflink_always {
-            start_engine(&mut self.engine, &mut self.starting, &self.config)
+            // While the GPU is still coming up, its wait is spent reading this file.
+            let first = opened.is_file().then_some((&src_file, opened.len()));
+            start_engine(&mut self.engine, &mut self.starting, &self.config, first)
                 .prepare(src.path)
                 .map_err(|e| fail(e.to_string()))?;
         }
@@ -243,7 +245,7 @@ impl Copier<'_> {
             dst_name: dst,
             sparse: opts.sparse,
         };
-        let engine = start_engine(&mut self.engine, &mut self.starting, &self.config);
+        let engine = start_engine(&mut self.engine, &mut self.starting, &self.config, None);
         let res = match &mut self.mover {
             Some(mover) => mover.copy(engine, &job, &*self.progress),
             None => engine.copy(&job, &*self.progress),
@@ -258,16 +260,19 @@ impl Copier<'_> {
 
 /// Takes the engine the first time a file has data to copy, from its bring-up when one was
 /// begun (so its messages, and a failure to start, come here, as for a start made here);
-/// a failure ends the run.
+/// a failure ends the run. `first`: that file (a regular SOURCE and its size), whose start
+/// is read while the bring-up is still under way.
 fn start_engine<'e>(
     slot: &'e mut Option<Engine>,
     starting: &mut Option<Starting>,
     config: &Config,
+    first: Option<(&File, u64)>,
 ) -> &'e mut Engine {
     if slot.is_none() {
-        let started = match starting.take() {
-            Some(s) => s.wait(),
-            None => Engine::start(config.clone(), diagnostics(config)),
+        let started = match (starting.take(), first) {
+            (Some(s), Some((src, len))) => s.wait_reading(src, len),
+            (Some(s), None) => s.wait(),
+            (None, _) => Engine::start(config.clone(), diagnostics(config)),
         };
         match started {
             Ok(e) => *slot = Some(e),

@@ -80,6 +80,11 @@ fn the_gpu_comes_up_while_the_first_source_is_being_reached() {
         after_release < Duration::from_millis(INIT_DELAY_MS),
         "{after_release:?} after the release:\n{err}"
     );
+    // The end of the run is accounted for too.
+    assert!(
+        err.contains("debug: +") && err.contains(" shut down in "),
+        "{err}"
+    );
     // The bring-up's lines come before the file's, as from a start made there.
     let backend_at = err.find("backend hipFile").expect("backend line");
     let file_at = err.find("'src' -> 'dst': ").expect("file line");
@@ -154,4 +159,114 @@ fn a_failed_bring_up_is_reported_at_the_first_file() {
         "{err}"
     );
     assert_eq!(fs::read(d.join("dst2/a/f")).unwrap(), b"data\n");
+}
+
+/// While the GPU comes up, the first file's first round of slices is read into memory, and
+/// its copy takes those slices from there (on the bounce route: the library reads a
+/// registered file itself). Shown by changing SRC after that read, before its copy: the
+/// first round keeps the bytes read ahead, the rest has the new ones.
+#[test]
+fn the_first_file_is_read_while_the_gpu_comes_up() {
+    const MIB: usize = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = random_bytes(6 * MIB + 1000, 11);
+    fs::write(d.join("src"), &old).unwrap();
+    let flag = d.join("paused");
+    // Slices of 1 MiB, two at a time: the first two are read ahead.
+    let mut child = aiscp(d)
+        .args([
+            "--debug",
+            "--chunk-size",
+            "1M",
+            "--streams",
+            "2",
+            "--route",
+            "bounce",
+        ])
+        .args(["src", "dst"])
+        .env("AISCP_FAKE_GPU_INIT_DELAY_MS", "500")
+        .env("AISCP_TEST_PAUSE", format!("dest-open:{}", flag.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !flag.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before the pause"
+        );
+        assert!(Instant::now() < deadline, "never reached the pause");
+        thread::sleep(Duration::from_millis(5));
+    }
+    // In place, as a writer would: one block in the first slice, one in the fifth.
+    let mut new = old.clone();
+    for at in [4096, 4 * MIB + 4096] {
+        new[at..at + 4096].fill(0x5a);
+    }
+    {
+        use std::os::unix::fs::FileExt;
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("src"))
+            .unwrap();
+        f.write_all_at(&new[4096..8192], 4096).unwrap();
+        f.write_all_at(
+            &new[4 * MIB + 4096..4 * MIB + 8192],
+            (4 * MIB + 4096) as u64,
+        )
+        .unwrap();
+    }
+    fs::remove_file(&flag).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("'src': first 2097152 bytes read while the GPU came up"),
+        "{err}"
+    );
+    let got = fs::read(d.join("dst")).unwrap();
+    assert_eq!(got.len(), old.len());
+    assert!(
+        got[..2 * MIB] == old[..2 * MIB],
+        "the first round was read again"
+    );
+    assert!(
+        got[2 * MIB..] == new[2 * MIB..],
+        "the rest was not read at its turn"
+    );
+    Backend::FakeGpu.assert_report_clean(&d.join("report"));
+}
+
+/// On the library route nothing is read ahead: the library reads every byte of a
+/// registered file itself (the fake counts them).
+#[test]
+fn nothing_is_read_ahead_for_the_library_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = random_bytes(6 << 20, 12);
+    fs::write(d.join("src"), &data).unwrap();
+    let out = aiscp(d)
+        .args([
+            "--debug",
+            "--chunk-size",
+            "1M",
+            "--streams",
+            "2",
+            "--route",
+            "library",
+        ])
+        .args(["src", "dst"])
+        .env("AISCP_FAKE_GPU_INIT_DELAY_MS", "300")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("read while the GPU came up"), "{err}");
+    assert_eq!(fs::read(d.join("dst")).unwrap(), data);
+    let report = crate::support::Report::read(&d.join("report"));
+    report.assert_clean();
+    assert_eq!(report.stats.read_bytes, data.len() as u64);
 }

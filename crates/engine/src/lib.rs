@@ -18,6 +18,7 @@ pub mod backend;
 mod bounce;
 pub mod chunk_plan;
 pub mod devices;
+mod early;
 mod error;
 pub mod fileio;
 mod flight;

@@ -10,9 +10,12 @@
 //! that is never taken (no file had data) says nothing, as one never started.
 
 use crate::backend::{self, Loaded, Staging, StreamIo};
+use crate::early::Early;
 use crate::pipeline::Pipeline;
 use crate::{devices, queue, Backend, Config, Diag, Diagnostics, Engine, StartError};
 use crate::{QueueLimits, DEFAULT_STREAMS};
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -56,6 +59,15 @@ pub struct Starting {
     sink: Box<dyn Diagnostics>,
     started: Instant,
     debug: bool,
+    /// Bytes of a slice, and of the first round of slices (what the first file may read
+    /// ahead while it waits).
+    chunk: u64,
+    read_ahead: usize,
+    /// Stops the reading ahead too.
+    cancel: Arc<AtomicBool>,
+    /// Whether files may take the bounce route (the only one that uses bytes read ahead:
+    /// the library reads registered files itself).
+    may_bounce: bool,
 }
 
 enum State {
@@ -81,6 +93,10 @@ impl Engine {
     pub fn begin(config: Config, diag: Box<dyn Diagnostics>) -> Starting {
         let started = Instant::now();
         let debug = config.debug;
+        let cancel = Arc::clone(&config.cancel);
+        let may_bounce = backend::may_bounce(&config.request());
+        let chunk = config.chunk_size.bytes();
+        let read_ahead = chunk as usize * config.streams.unwrap_or(DEFAULT_STREAMS);
         let state = match config.backend {
             backend::BackendChoice::Host => State::Later(config),
             _ => {
@@ -109,6 +125,10 @@ impl Engine {
             sink: diag,
             started,
             debug,
+            chunk,
+            read_ahead,
+            cancel,
+            may_bounce,
         }
     }
 }
@@ -122,10 +142,34 @@ impl Starting {
         }
     }
 
+    /// [`Starting::wait`], reading the start of `src` (the first file to copy, of `len`
+    /// bytes) meanwhile, up to the first round of slices, for its copy to use: the time the
+    /// bring-up still takes is spent on the file. Only a file larger than one slice is read
+    /// ahead: a smaller one may be queued, and a queued copy reads its file itself.
+    pub fn wait_reading(self, src: &File, len: u64) -> Result<Engine, StartError> {
+        let asked = self.started.elapsed();
+        let early = match self.may_bounce && !self.is_ready() && len > self.chunk {
+            true => Early::read(src, len, self.read_ahead, || {
+                self.is_ready() || self.cancel.load(Ordering::SeqCst)
+            }),
+            false => None,
+        };
+        let mut engine = self.finish(asked)?;
+        if let Backend::Gpu(p) = &mut engine.backend {
+            p.early = early;
+        }
+        Ok(engine)
+    }
+
     /// Waits for the bring-up to end, says what it said, and returns the engine (or why it
     /// could not start).
-    pub fn wait(mut self) -> Result<Engine, StartError> {
+    pub fn wait(self) -> Result<Engine, StartError> {
         let asked = self.started.elapsed();
+        self.finish(asked)
+    }
+
+    /// [`Starting::wait`] for a caller that asked at `asked`.
+    fn finish(mut self, asked: Duration) -> Result<Engine, StartError> {
         let sink = std::mem::replace(&mut self.sink, Box::new(Held::default()));
         match std::mem::replace(&mut self.state, State::Taken) {
             State::Later(config) => bring_up(config, sink, self.started),
@@ -249,5 +293,42 @@ impl Engine {
             Ok(()) => self.diag.debug("first slot and windows allocated"),
             Err(e) => self.warm = Some(e),
         }
+    }
+}
+
+impl Drop for Engine {
+    /// Shuts down in the order the libraries want (workers, then each slot's windows and
+    /// buffer, then the GPU's context and the I/O driver), timing each part for --debug:
+    /// what the end of a run costs shows beside what its start did.
+    fn drop(&mut self) {
+        let began = Instant::now();
+        let (slots, context) = match &mut self.backend {
+            Backend::Host(p) => (p.free_slots(), Duration::ZERO),
+            Backend::Gpu(p) => {
+                let slots = p.free_slots();
+                let at = Instant::now();
+                if let Some(staging) = Arc::get_mut(&mut p.staging) {
+                    staging.release();
+                }
+                (slots, at.elapsed())
+            }
+        };
+        self.diag.debug(&format!(
+            "shut down in {:.3} s: workers and slots {:.3} s, GPU context and driver {:.3} s",
+            began.elapsed().as_secs_f64(),
+            slots.as_secs_f64(),
+            context.as_secs_f64()
+        ));
+    }
+}
+
+impl<S: Staging> Pipeline<S> {
+    /// Stops the workers and frees every slot; returns the time it took.
+    fn free_slots(&mut self) -> Duration {
+        let at = Instant::now();
+        self.flight = None;
+        self.threads = None;
+        self.slots.iter_mut().for_each(|s| *s = None);
+        at.elapsed()
     }
 }
