@@ -7,15 +7,16 @@
 #
 #   bench/h200-startup.sh BIN_DIR
 #
-# BIN_DIR holds aiscp (the build under test), aiscp-base (the build before, optional) and
-# startup (`cargo build --release -p hipfile-rs --examples`, optional). Everything lands in
+# BIN_DIR holds aiscp (the build under test), aiscp-base (the build before, optional),
+# startup (`cargo build --release -p hipfile-rs --examples`, optional) and rawbw.c (from
+# ../shared/bench, for the host O_DIRECT copy beside them). Everything lands in
 # $OUT: results.tsv, medians.tsv, summary.md, bench.log (4 GiB runs), debug.log (--debug of
 # each build), teardown.tsv (whole-process seconds of `startup --exit=drop|exit|_exit`),
 # startup.tsv (a 2-byte file, 20 copies).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-startup.sh BIN_DIR}" && pwd)
-export AISCP_BIN=$B/aiscp
+export AISCP_BIN=$B/aiscp BENCH_SHARED=$B
 out=${OUT:?set OUT}
 t0=$SECONDS
 step() { echo "# [$((SECONDS - t0)) s] $*"; }
