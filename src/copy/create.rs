@@ -132,6 +132,7 @@ impl Copier<'_> {
                 self.created.insert((m.id(), name_key(dst.path)));
             }
         }
+        self.finish_ended();
         Ok(())
     }
 

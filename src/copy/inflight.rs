@@ -194,8 +194,18 @@ impl Copier<'_> {
             })));
             self.inflight.holding = true;
         }
-        self.finish_in_turn(Until::Nothing);
+        crate::test_hook::pause("queued");
         Ok(())
+    }
+
+    /// Finishes the files in flight that have ended, in turn, without waiting. Called once
+    /// the walk has recorded what it made for a file, never from inside [`Self::queue_data`]:
+    /// a copy that failed at once would be finished before DEST was remembered as
+    /// just-created, and then remembered after it was forgotten.
+    pub(super) fn finish_ended(&mut self) {
+        if !self.inflight.pending.is_empty() {
+            self.finish_in_turn(Until::Nothing);
+        }
     }
 
     /// Where queued files go: the mover's queue where there is a mover (which sees every

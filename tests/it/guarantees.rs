@@ -4,7 +4,7 @@
 //! strace, a final ftruncate refused by the file-size limit. GNU cp is the oracle where the
 //! situation can be made for it too.
 
-use crate::support::{program, random_bytes, Backend, BACKENDS};
+use crate::support::{paused_at, program, random_bytes, Backend, BACKENDS};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::symlink;
@@ -18,27 +18,6 @@ fn aiscp(backend: Backend, dir: &Path) -> Command {
     cmd.current_dir(dir).arg("-q");
     backend.apply(&mut cmd, &dir.join("report"));
     cmd
-}
-
-/// Starts `cmd` paused at `point`, waits until it gets there, runs `change`, lets it go on,
-/// and returns its output.
-fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
-    let flag = dir.join("paused");
-    cmd.env("AISCP_TEST_PAUSE", format!("{point}:{}", flag.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !flag.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("aiscp ended ({status:?}) before reaching {point}");
-        }
-        assert!(Instant::now() < deadline, "aiscp never reached {point}");
-        thread::sleep(Duration::from_millis(5));
-    }
-    change();
-    fs::remove_file(&flag).unwrap();
-    child.wait_with_output().unwrap()
 }
 
 fn stderr(out: &Output) -> String {

@@ -13,6 +13,7 @@ mod flags;
 mod full_disk;
 mod fuzz_vs_cp;
 mod guarantees;
+mod in_flight;
 /// Only with `--features mpi`, on a machine with Open MPI: the tests start `mpirun` themselves.
 #[cfg(feature = "mpi")]
 mod mpi;

@@ -4,7 +4,8 @@
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 #[cfg(feature = "mpi")] // only the mpi suite makes one
 pub use test_support::data::write_sparse;
 pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
@@ -12,6 +13,27 @@ pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
 /// The aiscp binary under test.
 pub fn program() -> PathBuf {
     assert_cmd::cargo::cargo_bin("aiscp")
+}
+
+/// Starts `cmd` paused at `point` (`AISCP_TEST_PAUSE`, with its flag file in `dir`), waits
+/// until it gets there, runs `change`, lets it go on, and returns its output.
+pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
+    let flag = dir.join("paused");
+    cmd.env("AISCP_TEST_PAUSE", format!("{point}:{}", flag.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !flag.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("aiscp ended ({status:?}) before reaching {point}");
+        }
+        assert!(Instant::now() < deadline, "aiscp never reached {point}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    change();
+    fs::remove_file(&flag).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 /// crates/fake-gpu, built once per test process: this process's copy of libfake_gpu.so.
