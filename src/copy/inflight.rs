@@ -307,7 +307,7 @@ impl Copier<'_> {
                 }
             }
         }
-        let ok = match f.result {
+        let ok = match &f.result {
             // Stopped before its turn: a DEST made for it by this run goes again (it was
             // never written; cp would not have made it), checked to be the file made.
             Err(CopyError::Interrupted) if !f.started => {
@@ -323,6 +323,9 @@ impl Copier<'_> {
             }
             // main reports the interruption once, after the engine has stopped.
             Err(CopyError::Interrupted) => false,
+            // Not copied where it was sent (an MPI rank no longer found it by name): copied
+            // here in turn, through the descriptors this process holds, as it would have been.
+            Err(CopyError::Elsewhere(why)) if why.is_empty() => self.copy_here(&p, &f),
             Err(e) => {
                 error(&e.to_string());
                 false
@@ -344,5 +347,34 @@ impl Copier<'_> {
             let name = super::name_key(&p.dst_path);
             self.created.remove(&(p.dst_id, name));
         }
+    }
+
+    /// A queued file whose data was not moved, copied now as `copy_file` copies one in
+    /// turn: DST (untouched so far) cut, the data, the attributes.
+    fn copy_here(&mut self, p: &Pending, f: &Finished) -> bool {
+        if !p.created {
+            if let Err(e) = f.job.dst.set_len(0) {
+                messages::fail_os("cannot create regular file", &p.dst_path, &e);
+                return false;
+            }
+        }
+        self.fill(
+            &f.job.src_name,
+            &p.dst_path,
+            &f.job.src,
+            &p.src_meta,
+            &f.job.dst,
+        )
+        .is_ok()
+            && attrs::apply(
+                &f.job.dst,
+                &p.dst_path,
+                Some(&f.job.src),
+                &p.src_meta,
+                self.opts,
+                p.created,
+                self.umask,
+            )
+            .is_ok()
     }
 }

@@ -54,6 +54,8 @@ pub struct Coordinator {
 struct Away {
     rank: i32,
     job: QueuedJob,
+    /// Where the rank was told to find them.
+    files: Files,
 }
 
 impl Coordinator {
@@ -122,6 +124,11 @@ impl Coordinator {
             Outcome::Failed(why) => (Err(CopyError::Elsewhere(why)), true),
             Outcome::Interrupted { started } => (Err(CopyError::Interrupted), started),
             Outcome::NoEngine(why) => no_engine(rank, &why),
+            // Copied here in turn (see `copy::inflight`): nothing was written to DST.
+            Outcome::Moved(_) if !in_place(&away.files) => {
+                (Err(CopyError::Elsewhere(String::new())), false)
+            }
+            Outcome::Moved(why) => (Err(CopyError::Elsewhere(why)), true),
         };
         away.job.progress.file_finished();
         Finished::elsewhere(Ticket(reply.id), away.job, result, started)
@@ -195,7 +202,7 @@ impl FileQueue for Coordinator {
         self.next_id += 1;
         let task = Task::Whole {
             id,
-            files,
+            files: files.clone(),
             len: job.len,
             truncate: job.truncate,
         };
@@ -212,7 +219,7 @@ impl FileQueue for Coordinator {
         let load = &mut self.load[rank as usize];
         load.0 += 1;
         load.1 += job.len;
-        self.out.insert(id, Away { rank, job });
+        self.out.insert(id, Away { rank, job, files });
         Ok(Ticket(id))
     }
 
@@ -369,6 +376,13 @@ impl Coordinator {
                     Outcome::Failed(why) => Err(CopyError::Elsewhere(why)),
                     Outcome::Interrupted { .. } => Err(CopyError::Interrupted),
                     Outcome::NoEngine(why) => no_engine(rank, &why),
+                    Outcome::Moved(_) if !in_place(files) => {
+                        let i = reply.id as usize;
+                        by_rank[rank as usize] -= 1;
+                        by_rank[0] += 1;
+                        engine.copy_part(job, parts[i].clone(), i + 1 == count, &NoProgress)
+                    }
+                    Outcome::Moved(why) => Err(CopyError::Elsewhere(why)),
                 };
                 record(reply.id as usize, r, &mut stop);
                 if next < count && !stop {
@@ -417,6 +431,17 @@ fn shared_files(src: &File, src_name: &Path, dst: &File, dst_name: &Path) -> Opt
         dst_ino: dst.metadata().ok()?.ino(),
         sparse: Default::default(),
     })
+}
+
+/// Whether SOURCE and DEST are still at the paths a rank was given, as rank 0 sees them:
+/// if so, a rank that did not find them there sees another filesystem.
+fn in_place(files: &Files) -> bool {
+    [
+        (&files.src_path, files.src_ino),
+        (&files.dst_path, files.dst_ino),
+    ]
+    .iter()
+    .all(|(path, ino)| std::fs::symlink_metadata(path).is_ok_and(|m| m.ino() == *ino))
 }
 
 /// The path the kernel has for an open file, where this user may open it for `access`.

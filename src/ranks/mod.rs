@@ -9,7 +9,8 @@
 //! the data on rank 0; a file larger than one part (two rounds of the engine's slots,
 //! `--chunk-size` x `--streams` x 2) is cut into parts that whichever rank is free copies,
 //! rank 0 included, while the walk waits for it. A rank (`worker`) opens SOURCE and DEST by
-//! the paths rank 0 opened (checked by inode), copies through its own engine and GPU, and
+//! the paths rank 0 opened (checked by inode; a file moved or replaced since, rank 0 copies
+//! through its own descriptors), copies through its own engine and GPU, and
 //! answers with the end it reached or the failure in cp's words, which rank 0 prints and
 //! folds into the exit status as for any file. Directories exist before their files (rank
 //! 0 makes them), and a directory's attributes are set when the walk leaves it, as in one

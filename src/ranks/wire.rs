@@ -61,6 +61,10 @@ pub enum Outcome {
     Interrupted { started: bool },
     /// The rank's engine could not start (fatal for the run, as in one process); why.
     NoEngine(String),
+    /// SOURCE or DEST is not at the path rank 0 opened it by, as this rank sees it: moved
+    /// or replaced since (rank 0 then copies it through the descriptors it holds, as one
+    /// process would), or this rank sees another filesystem (the failure, in these words).
+    Moved(String),
 }
 
 /// A rank's answer to the task `id`.
@@ -202,6 +206,10 @@ impl Encoder {
                 self.u8(3);
                 self.bytes(why.as_bytes());
             }
+            Outcome::Moved(why) => {
+                self.u8(4);
+                self.bytes(why.as_bytes());
+            }
         }
     }
 }
@@ -253,7 +261,8 @@ impl Decoder<'_> {
             2 => Outcome::Interrupted {
                 started: self.u8() == 1,
             },
-            _ => Outcome::NoEngine(self.text()),
+            3 => Outcome::NoEngine(self.text()),
+            _ => Outcome::Moved(self.text()),
         }
     }
 }
@@ -321,6 +330,7 @@ mod tests {
             Outcome::Interrupted { started: false },
             Outcome::Interrupted { started: true },
             Outcome::NoEngine(String::new()),
+            Outcome::Moved("rank 1: 'a' is not the file rank 0 opened".into()),
         ] {
             let hello = Outcome::decode(&outcome.encode());
             let reply = Reply { id: 99, outcome };

@@ -163,7 +163,7 @@ impl Server<'_> {
                 last,
             } => {
                 let outcome = match self.open(&files) {
-                    Err(why) => Outcome::Failed(why),
+                    Err(outcome) => outcome,
                     Ok((src, dst)) => {
                         let job = DataJob {
                             src: &src,
@@ -184,7 +184,7 @@ impl Server<'_> {
                 len,
                 truncate,
             } => match self.open(&files) {
-                Err(why) => reply(self.world, id, Outcome::Failed(why)),
+                Err(outcome) => reply(self.world, id, outcome),
                 Ok((src, dst)) => {
                     let job = QueuedJob {
                         src,
@@ -235,8 +235,9 @@ impl Server<'_> {
     }
 
     /// Opens SOURCE and DEST by the paths rank 0 opened them by, and checks they are the
-    /// same files. Errors in cp's words (DEST's as cp words a DEST it cannot open).
-    fn open(&self, files: &Files) -> Result<(File, File), String> {
+    /// same files. Errors in cp's words (DEST's as cp words a DEST it cannot open); a file
+    /// not found there, or another one found, is [`Outcome::Moved`].
+    fn open(&self, files: &Files) -> Result<(File, File), Outcome> {
         let rank = self.rank;
         let open = |path: &Path, name: &Path, ino: u64, write: bool| {
             let file = OpenOptions::new()
@@ -246,18 +247,22 @@ impl Server<'_> {
                 .open(path)
                 .map_err(|e| {
                     let (name, why) = (quote(name), messages::os_text(&e));
-                    match write {
+                    let why = match write {
                         false => format!("cannot open {name} for reading: {why}"),
                         true => format!("cannot create regular file {name}: {why}"),
+                    };
+                    match e.raw_os_error() {
+                        Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP) => Outcome::Moved(why),
+                        _ => Outcome::Failed(why),
                     }
                 })?;
             match file.metadata() {
                 Ok(m) if m.ino() == ino => Ok(file),
-                _ => Err(format!(
+                _ => Err(Outcome::Moved(format!(
                     "rank {rank}: {} is not the file rank 0 opened \
                      (the ranks must share one filesystem namespace)",
                     quote(name)
-                )),
+                ))),
             }
         };
         let src = open(&files.src_path, &files.src_name, files.src_ino, false)?;

@@ -324,3 +324,75 @@ fn whole_files_with_long_paths() {
     let others: u64 = (1..4).map(moved).sum();
     assert!(others >= total as u64, "{others} of {total} bytes");
 }
+
+/// SOURCE is replaced by another file (renamed over it, as an editor saves or a log
+/// rotates) after rank 0 opened it and handed it (whole, or its first part) to rank 1,
+/// before rank 1 opens it by name (strace holds rank 1's open of that path for 3 s). One
+/// process and GNU cp copy the file they opened; so must the ranks: the run succeeds with
+/// the original bytes in DEST.
+#[test]
+fn a_source_replaced_before_the_rank_opens_it_is_still_copied() {
+    if !Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: needs strace");
+        return;
+    }
+    for (len, args) in [(5000, &[][..]), (3 * PART + 5, &SMALL_PARTS[..])] {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path();
+        let src = dir.join("src");
+        let original = write_random(&src, len, 1);
+        write_random(&dir.join("new"), 7000, 2);
+        let flag = dir.join("paused");
+        let under: Vec<String> = [
+            "strace",
+            "-f",
+            "-o",
+            "/dev/null",
+            "-P",
+            &src.display().to_string(),
+            "-e",
+            "inject=openat:delay_enter=3000000",
+        ]
+        .map(String::from)
+        .to_vec();
+        let pause = format!("dest-created:{}", flag.display());
+        let mut argv = args.to_vec();
+        argv.extend(["src", "dst"]);
+        let run = std::thread::scope(|s| {
+            let run = s.spawn(|| {
+                mpirun_with(
+                    2,
+                    dir,
+                    &host(),
+                    |r| match r {
+                        0 => (vec![], vec![("AISCP_TEST_PAUSE".into(), pause.clone())]),
+                        _ => (under.clone(), vec![]),
+                    },
+                    &argv,
+                )
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !flag.exists() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never reached the pause"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            // Let rank 0 go on, hand the file out and rank 1 reach its (held) open.
+            fs::remove_file(&flag).unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            fs::rename(dir.join("new"), &src).unwrap();
+            run.join().unwrap()
+        });
+        let err = ranks_stderr(&run);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(run.status.code(), Some(0), "{len}: {err}");
+        assert_eq!(err, "", "{len}");
+        assert_same_bytes(&fs::read(dir.join("dst")).unwrap(), &original, "dst");
+    }
+}
