@@ -9,7 +9,7 @@ use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
 use crate::quote::quote;
 use crate::stat::{FileKind, Stat};
-use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind, Starting};
+use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind};
 use nix::fcntl::OFlag;
 use std::fs::File;
 use std::io;
@@ -66,9 +66,7 @@ impl Copier<'_> {
         // cannot start the run ends, if the buffer cannot be had this file fails, and either
         // way DEST is neither created nor truncated.
         if !opts.attributes_only && !opts.reflink_always {
-            // While the GPU is still coming up, its wait is spent reading this file.
-            let first = opened.is_file().then_some((&src_file, opened.len()));
-            start_engine(&mut self.engine, &mut self.starting, &self.config, first)
+            start_engine(&mut self.engine, &self.config)
                 .prepare(src.path)
                 .map_err(|e| fail(e.to_string()))?;
         }
@@ -245,7 +243,7 @@ impl Copier<'_> {
             dst_name: dst,
             sparse: opts.sparse,
         };
-        let engine = start_engine(&mut self.engine, &mut self.starting, &self.config, None);
+        let engine = start_engine(&mut self.engine, &self.config);
         let res = match &mut self.mover {
             Some(mover) => mover.copy(engine, &job, &*self.progress),
             None => engine.copy(&job, &*self.progress),
@@ -258,23 +256,14 @@ impl Copier<'_> {
     }
 }
 
-/// Takes the engine the first time a file has data to copy, from its bring-up when one was
-/// begun (so its messages, and a failure to start, come here, as for a start made here);
-/// a failure ends the run. `first`: that file (a regular SOURCE and its size), whose start
-/// is read while the bring-up is still under way.
-fn start_engine<'e>(
-    slot: &'e mut Option<Engine>,
-    starting: &mut Option<Starting>,
-    config: &Config,
-    first: Option<(&File, u64)>,
-) -> &'e mut Engine {
+/// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
+/// and directory-only runs never load a GPU library); a failure ends the run.
+fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
     if slot.is_none() {
-        let started = match (starting.take(), first) {
-            (Some(s), Some((src, len))) => s.wait_reading(src, len),
-            (Some(s), None) => s.wait(),
-            (None, _) => Engine::start(config.clone(), diagnostics(config)),
-        };
-        match started {
+        let diagnostics = Box::new(StderrDiagnostics {
+            quiet: config.quiet,
+        });
+        match Engine::start(config.clone(), diagnostics) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
                 error(&e.to_string());
@@ -283,13 +272,6 @@ fn start_engine<'e>(
         }
     }
     slot.as_mut().expect("engine started above")
-}
-
-/// Where the engine's warnings and --debug lines go.
-pub(super) fn diagnostics(config: &Config) -> Box<dyn aiscp_engine::Diagnostics> {
-    Box::new(StderrDiagnostics {
-        quiet: config.quiet,
-    })
 }
 
 /// The engine's warnings and --debug lines, on stderr.

@@ -23,7 +23,7 @@ use crate::quote::quote;
 use crate::stat::{FileId, Stat};
 use aiscp_engine::{
     fileio, Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
-    Starting, Ticket,
+    Ticket,
 };
 use atomic::Aside;
 #[cfg(feature = "mpi")]
@@ -63,9 +63,6 @@ pub struct Copier<'a> {
     opts: &'a Options,
     config: Config,
     engine: Option<Engine>,
-    /// The engine being brought up on its own thread since the run began, until the first
-    /// file with data takes it (see `file::start_engine`).
-    starting: Option<Starting>,
     progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
     umask: u32,
     /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
@@ -169,17 +166,10 @@ impl<'a> Copier<'a> {
             nix::sys::stat::umask(old);
             old.bits()
         };
-        // The GPU comes up while operands are walked and opened, unless no file data can
-        // move (the engine is then never started, as before).
-        let moves_data =
-            !(opts.attributes_only || opts.symbolic_link || opts.hard_link || opts.reflink_always);
-        let starting =
-            moves_data.then(|| Engine::begin(config.clone(), file::diagnostics(&config)));
         Copier {
             opts,
             config,
             engine: None,
-            starting,
             progress: progress.into(),
             umask,
             links: HashMap::new(),

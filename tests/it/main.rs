@@ -22,7 +22,6 @@ mod output;
 mod parity;
 mod progress;
 mod signals;
-mod startup;
 mod support;
 mod trees;
 mod verify;

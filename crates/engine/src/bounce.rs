@@ -41,14 +41,8 @@ impl Names {
 
 /// Where the bounce route reads.
 pub(crate) enum Reader<'a> {
-    /// Positional reads of a regular file; `direct` when its fd has O_DIRECT. `early`: the
-    /// file's bytes from offset 0 already in memory (read while the GPU came up), taken from
-    /// there instead; empty for none.
-    At {
-        file: &'a File,
-        direct: bool,
-        early: &'a [u8],
-    },
+    /// Positional reads of a regular file; `direct` when its fd has O_DIRECT.
+    At { file: &'a File, direct: bool },
     /// Sequential reads of a stream, until EOF or until the copy is cancelled.
     Stream(&'a File),
 }
@@ -105,24 +99,8 @@ pub(crate) fn read_in<S: Staging>(
         let window = &mut window[..piece];
         let n = clock
             .time(Stage::Read, || match reader {
-                Reader::At {
-                    file,
-                    direct,
-                    early,
-                } => {
-                    let from = at + got as u64;
-                    // Ends on a multiple of the alignment unless at EOF, so the rest of the
-                    // piece, read from the file, stays aligned for O_DIRECT.
-                    let known = early.get(from as usize..).unwrap_or_default();
-                    let k = known.len().min(window.len());
-                    window[..k].copy_from_slice(&known[..k]);
-                    match k == window.len() {
-                        true => Ok(k),
-                        false => {
-                            fileio::pread_full(file, &mut window[k..], from + k as u64, *direct)
-                                .map(|n| k + n)
-                        }
-                    }
+                Reader::At { file, direct } => {
+                    fileio::pread_full(file, window, at + got as u64, *direct)
                 }
                 Reader::Stream(file) => fileio::read_stream(file, window, cx.cancel),
             })

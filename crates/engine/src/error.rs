@@ -46,25 +46,3 @@ pub enum CopyError {
     #[error(transparent)]
     Verify(#[from] verify::VerifyError),
 }
-
-impl CopyError {
-    /// The same failure, met before any file was known, for the copy of `name` (quoted).
-    pub(crate) fn for_file(self, name: &str) -> CopyError {
-        match self {
-            CopyError::Alloc {
-                bytes,
-                smallest,
-                memory,
-                message,
-                ..
-            } => CopyError::Alloc {
-                name: name.to_owned(),
-                bytes,
-                smallest,
-                memory,
-                message,
-            },
-            other => other,
-        }
-    }
-}

@@ -37,8 +37,6 @@ where
         config: (&Arc<AtomicBool>, bool, Option<Instant>),
         diag: &mut dyn FnMut(&str),
     ) -> Result<(), Box<(QueuedJob, CopyError)>> {
-        // Bytes read ahead serve a copy made in turn; a run that queues has no use for them.
-        self.early = None;
         if self.flight.is_none() {
             let want = self.chosen.len();
             let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {

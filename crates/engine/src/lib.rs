@@ -18,7 +18,6 @@ pub mod backend;
 mod bounce;
 pub mod chunk_plan;
 pub mod devices;
-mod early;
 mod error;
 pub mod fileio;
 mod flight;
@@ -28,7 +27,6 @@ mod queue;
 pub mod quote;
 mod slots;
 mod stages;
-mod starting;
 mod streams;
 mod transfer;
 pub mod verify;
@@ -40,10 +38,9 @@ pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use quote::os_text;
 pub use stages::StageTimes;
-pub use starting::Starting;
 
 use crate::quote::quote;
-use backend::Staging;
+use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -212,9 +209,6 @@ pub struct Engine {
     /// Files in flight: the limits, and results received while landing the flight.
     limits: QueueLimits,
     landed: queue::Landed,
-    /// The first slot's allocation, made by the bring-up before any file was known, failed:
-    /// the first copy reports it, as if it had been made there.
-    warm: Option<CopyError>,
 }
 
 /// Runs `$body` with `$p` bound to the backend's pipeline, whichever it is.
@@ -228,6 +222,71 @@ macro_rules! with_pipeline {
 }
 
 impl Engine {
+    /// Brings up the backend. Warnings and (with `config.debug`) --debug lines go to `diag`.
+    pub fn start(config: Config, diag: Box<dyn Diagnostics>) -> Result<Engine, StartError> {
+        if config.streams == Some(0) {
+            return Err(StartError::Streams);
+        }
+        let mut diag = Diag {
+            sink: diag,
+            started: Instant::now(),
+            debug: config.debug,
+        };
+        let (loaded, fell_back) = backend::load(&config.request(), &mut |l| diag.debug(l))?;
+        if let Some(warning) = fell_back {
+            diag.sink.warn(&warning);
+        }
+        let chunk = config.chunk_size.bytes() as usize;
+        let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
+        let mut spread = None;
+        let backend = match loaded {
+            Loaded::Host(h) => {
+                diag.debug("backend host memory");
+                if config.async_io {
+                    diag.sink
+                        .warn("--async has no effect with host memory staging; using threads");
+                }
+                Backend::Host(Pipeline::new(h, chunk, streams))
+            }
+            Loaded::Gpu(g) => {
+                let mut pipeline = Pipeline::new(g, chunk, streams);
+                if let (true, Some(library)) = (config.async_io, pipeline.staging.library()) {
+                    match library.check_async() {
+                        Ok(()) => {
+                            pipeline.async_io = true;
+                            diag.debug(&format!(
+                                "async: one stream per worker, registered with flags {:#x}",
+                                backend::gpu::STREAM_FLAGS
+                            ));
+                        }
+                        Err(e) => diag.sink.warn(&format!(
+                            "--async is not available ({e}); using the threaded engine"
+                        )),
+                    }
+                }
+                spread = devices::Spread::new(&config.gpu, &pipeline.staging);
+                Backend::Gpu(pipeline)
+            }
+        };
+        let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
+        diag.debug(&format!(
+            "chunk {chunk} bytes, {streams} stream(s){}: up to {} bytes of staging memory",
+            match gpus {
+                1 => String::new(),
+                n => format!(" on each of {n} GPUs"),
+            },
+            chunk * streams * gpus
+        ));
+        Ok(Engine {
+            backend,
+            config,
+            diag,
+            spread,
+            limits: QueueLimits::default(),
+            landed: queue::Landed::default(),
+        })
+    }
+
     /// Sets how many files (and bytes) may be in flight; 0 files copies every file in turn.
     pub fn set_queue_limits(&mut self, limits: QueueLimits) {
         self.limits = limits;
@@ -346,26 +405,17 @@ impl Engine {
     /// Call it before opening DST: its failure leaves DST as it was. [`Engine::copy`] does
     /// the same itself, so calling this is optional.
     pub fn prepare(&mut self, src_name: &Path) -> Result<(), CopyError> {
-        if let Some(e) = self.warm.take() {
-            return Err(e.for_file(&quote(src_name)));
-        }
-        self.first_slots(&quote(src_name))
-    }
-
-    /// The first slot and its windows (on each GPU where several share the files), for
-    /// copying `src` (quoted).
-    fn first_slots(&mut self, src: &str) -> Result<(), CopyError> {
         if with_pipeline!(&self.backend, p => p.in_flight()) > 0 {
             return Ok(()); // the slots exist, lent to the files in flight
         }
         let diag = &mut |line: &str| self.diag.debug(line);
         match (&mut self.backend, &self.spread) {
-            (Backend::Host(p), _) => p.first_slot(src, diag),
-            (Backend::Gpu(p), None) => p.first_slot(src, diag),
+            (Backend::Host(p), _) => p.first_slot(&quote(src_name), diag),
+            (Backend::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
             // Which GPU the file will use is not known yet: each one's first slot.
             (Backend::Gpu(p), Some(spread)) => (0..spread.gpus()).try_for_each(|d| {
                 p.choose(&[d]);
-                p.first_slot(src, diag)
+                p.first_slot(&quote(src_name), diag)
             }),
         }
     }
@@ -409,9 +459,6 @@ impl Engine {
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
-        if let Some(e) = self.warm.take() {
-            return Err(e.for_file(&quote(job.src_name)));
-        }
         self.land();
         let cancel = &*self.config.cancel;
         let started = Instant::now();

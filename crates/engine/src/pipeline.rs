@@ -4,7 +4,6 @@
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::chunk_plan::ChunkPlan;
-use crate::early::Early;
 use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
 use crate::stages::{Stage, StageClock, StageTimes};
@@ -23,7 +22,7 @@ pub(crate) struct Pipeline<S: Staging> {
     /// The worker threads: made for the first file that has more than one slice for them,
     /// then reused for every file of the run (each makes the device current again per file,
     /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
-    pub(crate) threads: Option<rayon::ThreadPool>,
+    threads: Option<rayon::ThreadPool>,
     /// Files in flight (see `queue`): workers holding slots lent from `slots`.
     pub(crate) flight: Option<crate::queue::Flight<S>>,
     /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
@@ -42,9 +41,6 @@ pub(crate) struct Pipeline<S: Staging> {
     /// `--async`, checked at start to be supported: files whose sides are both direct are
     /// copied with the stream API, one stream per worker.
     pub(crate) async_io: bool,
-    /// The first file's first bytes, read while the GPU came up; used by the copy of that
-    /// file only (whichever copy comes next takes it).
-    pub(crate) early: Option<Early>,
     /// The stage times of the last file copied, and of the whole run.
     pub(crate) last_stages: StageTimes,
     pub(crate) run_stages: StageTimes,
@@ -64,7 +60,6 @@ impl<S: Staging> Pipeline<S> {
             staging: Arc::new(staging),
             chunk,
             async_io: false,
-            early: None,
             last_stages: StageTimes::default(),
             run_stages: StageTimes::default(),
         }
@@ -103,8 +98,7 @@ impl<S: Staging> Pipeline<S> {
         }
         let result = match len {
             Some(len) if dst_regular || self.part.is_some() => {
-                let early = self.early.take().filter(|e| e.is_of(job.src));
-                self.copy_regular(job, len, &cx, progress, diag, early.as_ref())
+                self.copy_regular(job, len, &cx, progress, diag)
             }
             _ => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
@@ -179,7 +173,6 @@ impl<S: Staging> Pipeline<S> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
         diag: &mut dyn FnMut(&str),
-        early: Option<&Early>,
     ) -> Result<u64, (u64, CopyError)> {
         let (names, cancel) = (cx.names, cx.cancel);
         // A file shorter than the smallest alignment has no slice for direct I/O: skip the
@@ -256,16 +249,6 @@ impl<S: Staging> Pipeline<S> {
             paren(dst_why),
             if use_async { ", async streams" } else { "" },
         ));
-        // Only a bouncing SRC uses them: the library reads a registered file itself.
-        let early = early.filter(|_| !matches!(src_side, Side::Library(_)));
-        if let Some(early) = early {
-            diag(&format!(
-                "{}: first {} bytes read while the GPU came up ({:.3} s)",
-                names.src,
-                early.len(),
-                early.secs
-            ));
-        }
         progress.route(src_side.describe(), dst_side.describe());
         // A direct side needs aligned slices; with none, the slices are still aligned (the
         // plan does not care), only the last bytes go to the sequential phase.
@@ -277,7 +260,6 @@ impl<S: Staging> Pipeline<S> {
             cx,
             skip_zeros: job.sparse == SparseMode::Always,
             align: align.max(MIN_ALIGN),
-            early: early.map_or(&[], Early::bytes),
         };
         let work = Work::new(&plan.slices, cancel);
         let mut reported = 0;
@@ -422,7 +404,6 @@ impl<S: Staging> Pipeline<S> {
             true => Reader::At {
                 file: job.src,
                 direct: false,
-                early: &[],
             },
             false => Reader::Stream(job.src),
         };

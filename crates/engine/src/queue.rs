@@ -376,7 +376,6 @@ impl<S: Staging> Span<'_, S> {
         let reader = Reader::At {
             file: &self.job.src,
             direct: direct > 0,
-            early: &[],
         };
         let writer = Writer::At {
             file: &self.job.dst,

@@ -107,9 +107,6 @@ pub(crate) struct Route<'a, H> {
     /// Write only the non-zero `align` blocks (--sparse=always).
     pub(crate) skip_zeros: bool,
     pub(crate) align: u64,
-    /// SRC's first bytes, read while the GPU came up: the slices inside them are not read
-    /// again (empty unless SRC bounces).
-    pub(crate) early: &'a [u8],
 }
 
 /// One worker: takes slices until none are left, the copy fails, or it is cancelled.
@@ -212,7 +209,6 @@ fn copy_slice<S: Staging>(
             let reader = Reader::At {
                 file: route.src,
                 direct: side.is_direct(),
-                early: route.early,
             };
             bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
         }

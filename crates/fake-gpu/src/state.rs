@@ -294,26 +294,8 @@ pub fn fake() -> &'static Fake {
         let fake = Fake::from_env();
         // SAFETY: `write_report_at_exit` is a plain extern "C" fn with no arguments.
         unsafe { libc::atexit(write_report_at_exit) };
-        std::thread::sleep(init_delay());
         fake
     })
-}
-
-/// `AISCP_FAKE_GPU_INIT_DELAY_MS`: how long the first call takes, standing for a real
-/// runtime's initialisation (cuInit and a context took 0.3 s on the H200 machine).
-fn init_delay() -> std::time::Duration {
-    let Ok(text) = std::env::var("AISCP_FAKE_GPU_INIT_DELAY_MS") else {
-        return std::time::Duration::ZERO;
-    };
-    match text.trim().parse::<u64>() {
-        Ok(ms) => std::time::Duration::from_millis(ms),
-        Err(_) => {
-            eprintln!(
-                "fake-gpu: malformed AISCP_FAKE_GPU_INIT_DELAY_MS `{text}`: expected milliseconds"
-            );
-            std::process::abort();
-        }
-    }
 }
 
 extern "C" fn write_report_at_exit() {

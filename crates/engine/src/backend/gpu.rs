@@ -177,12 +177,6 @@ impl GpuStaging {
         })
     }
 
-    /// Releases the GPUs (their contexts, and the I/O driver with the last): the end of the
-    /// run, once every slot is freed. Nothing may be staged after it.
-    pub fn release(&mut self) {
-        self.devices.clear();
-    }
-
     /// The library's version text, when it tells ("hipFile 0.2.0").
     pub fn version(&self) -> Option<&str> {
         self.version.as_deref()

@@ -75,11 +75,6 @@ impl AlignedBuf {
         })
     }
 
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: as for as_mut_slice, shared.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for len initialised (zero-filled by the kernel) bytes, owned by
         // self.

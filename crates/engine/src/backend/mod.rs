@@ -329,21 +329,6 @@ pub fn resolve_route(flavor: Flavor, request: &Request) -> (bool, &'static str) 
     }
 }
 
-/// Whether registered files may take the bounce route, as far as is known before any library
-/// is loaded ([`resolve_route`] decides once the flavor is known): hipFile, and cuFile with
-/// nvidia-fs, leave them to the library.
-pub fn may_bounce(request: &Request) -> bool {
-    match request.route {
-        RouteChoice::Bounce => true,
-        RouteChoice::Library => false,
-        RouteChoice::Auto => {
-            !request.async_io
-                && request.backend != BackendChoice::HipFile
-                && !gpu::nvidia_fs_present()
-        }
-    }
-}
-
 /// Brings up the backend `request` asks for, with the one-line warning to show when it fell
 /// back to host memory. `diag` gets the --debug lines.
 pub fn load(

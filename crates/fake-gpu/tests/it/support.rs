@@ -64,7 +64,6 @@ pub fn run(scenario: &str, env: &[(&str, &str)]) -> Outcome {
         "AISCP_FAKE_GPU_FAULTS",
         "AISCP_FAKE_GPU_DEVICES",
         "AISCP_FAKE_GPU_TRACE",
-        "AISCP_FAKE_GPU_INIT_DELAY_MS",
     ] {
         child.env_remove(var);
     }
