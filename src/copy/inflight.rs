@@ -330,16 +330,7 @@ impl Copier<'_> {
                 error(&e.to_string());
                 false
             }
-            Ok(_) => attrs::apply(
-                &f.job.dst,
-                &p.dst_path,
-                Some(&f.job.src),
-                &p.src_meta,
-                self.opts,
-                p.created,
-                self.umask,
-            )
-            .is_ok(),
+            Ok(_) => self.apply_attrs(&p, &f),
         };
         if !ok {
             self.failed = true;
@@ -366,15 +357,21 @@ impl Copier<'_> {
             &f.job.dst,
         )
         .is_ok()
-            && attrs::apply(
-                &f.job.dst,
-                &p.dst_path,
-                Some(&f.job.src),
-                &p.src_meta,
-                self.opts,
-                p.created,
-                self.umask,
-            )
-            .is_ok()
+            && self.apply_attrs(p, f)
+    }
+
+    /// The attributes a finished file's DEST takes from its SOURCE (-p, -a, the new file's
+    /// mode), as `copy_file` sets them after the data.
+    fn apply_attrs(&self, p: &Pending, f: &Finished) -> bool {
+        attrs::apply(
+            &f.job.dst,
+            &p.dst_path,
+            Some(&f.job.src),
+            &p.src_meta,
+            self.opts,
+            p.created,
+            self.umask,
+        )
+        .is_ok()
     }
 }
