@@ -208,7 +208,9 @@ impl Drop for Copy {
     }
 }
 
-/// Makes `cmd` start with `ignored` signals set to SIG_IGN.
+/// Makes `cmd` start with the signals these tests send at their defaults, whatever this test
+/// process inherited (a suite run under `nohup` ignores SIGHUP, and an ignored signal stays
+/// ignored in aiscp, as in cp), and with `ignored` signals set to SIG_IGN.
 fn ignore_in_child(cmd: &mut Command, ignored: &[Signal]) {
     use nix::sys::signal::{signal, SigHandler};
     use std::os::unix::process::CommandExt;
@@ -216,6 +218,9 @@ fn ignore_in_child(cmd: &mut Command, ignored: &[Signal]) {
     // SAFETY: signal() is async-signal-safe, as pre_exec requires.
     unsafe {
         cmd.pre_exec(move || {
+            for sig in [Signal::SIGHUP, Signal::SIGINT, Signal::SIGTERM] {
+                signal(sig, SigHandler::SigDfl)?;
+            }
             for &sig in &ignored {
                 signal(sig, SigHandler::SigIgn)?;
             }
