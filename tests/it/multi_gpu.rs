@@ -305,3 +305,40 @@ fn a_slot_short_of_memory_is_given_up_and_the_devices_go_on() {
         );
     }
 }
+
+/// Files in flight (the bounce route) go to whichever GPU's slot is free, not by locality;
+/// `--debug` names the GPU each one used. With `--gpu 1` every one says GPU 1.
+#[test]
+fn files_in_flight_name_their_gpu() {
+    for (gpu, allowed) in [("1", &["1"][..]), ("all", &["0", "1"][..])] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report");
+        let src = dir.path().join("src");
+        fs::create_dir(&src).unwrap();
+        for i in 0..12u64 {
+            write_random(&src.join(format!("s{i}")), 70_000 + i as usize, i);
+        }
+        let out = aiscp(&report, 2)
+            .env("AISCP_ROUTE", "bounce")
+            .args(["-r", "--gpu", gpu, "--debug"])
+            .arg(&src)
+            .arg(dir.path().join("dst"))
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        same_tree(&src, &dir.path().join("dst"));
+        Report::read(&report).assert_clean();
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(", in flight)")).collect();
+        assert_eq!(lines.len(), 12, "--gpu {gpu}: {err}");
+        for line in lines {
+            let named = line
+                .split(" on GPU ")
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .unwrap_or_else(|| panic!("--gpu {gpu}: no GPU named: {line}"));
+            assert!(allowed.contains(&named), "--gpu {gpu}: {line}");
+        }
+    }
+}

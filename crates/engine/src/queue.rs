@@ -184,10 +184,15 @@ pub(crate) fn worker<S: Staging>(
         let stages = clock.times();
         if let (Some(engine_start), Ok(end)) = (shared.debug, &result) {
             let secs = began_at.elapsed().as_secs_f64();
+            let gpu = match shared.staging.gpu_of(&slot) {
+                Some(g) => format!(" on GPU {g}"),
+                None => String::new(),
+            };
             debug.push((
                 engine_start.elapsed(),
                 format!(
-                    "{}: {end} bytes in {secs:.3} s (slot {index}, in flight); thread time: {}",
+                    "{}: {end} bytes in {secs:.3} s (slot {index}{gpu}, in flight); thread \
+                     time: {}",
                     quote(&job.dst_name),
                     stages.describe()
                 ),

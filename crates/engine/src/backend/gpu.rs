@@ -263,6 +263,9 @@ impl Staging for GpuStaging {
     fn devices(&self) -> usize {
         self.devices.len()
     }
+    fn gpu_of(&self, slot: &GpuSlot) -> Option<u32> {
+        Some(slot.device.buffer().device().index())
+    }
     fn enter_worker(&self, slot: &GpuSlot) -> Result<(), Error> {
         slot.device.buffer().device().make_current()
     }

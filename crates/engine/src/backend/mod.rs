@@ -39,6 +39,10 @@ pub trait Staging: Sync {
     fn devices(&self) -> usize {
         1
     }
+    /// The GPU (its index) whose memory `slot` is, for --debug; None on host memory.
+    fn gpu_of(&self, _slot: &Self::Slot) -> Option<u32> {
+        None
+    }
     /// Prepares the calling thread to work with `slot` (makes its GPU current: that is per
     /// thread).
     fn enter_worker(&self, slot: &Self::Slot) -> Result<(), Error>;
