@@ -269,6 +269,58 @@ fn auto_puts_each_file_on_the_gpu_nearest_its_drive() {
     }
 }
 
+/// `--gpu auto` places files in flight too: a tree on a drive nearest GPU 1 keeps every file
+/// on GPU 1 (device 0 only holds the first slot, secured before any DST is opened, and
+/// moves no byte); where locality is unknown they go to either.
+#[test]
+fn auto_puts_files_in_flight_on_the_gpu_nearest_their_drive() {
+    for with_block in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("report");
+        let src = dir.path().join("src");
+        fs::create_dir(&src).unwrap();
+        for i in 0..12u64 {
+            write_random(&src.join(format!("s{i}")), 70_000 + i as usize, i);
+        }
+        let dev = fs::metadata(dir.path()).unwrap().dev();
+        let sys = dir.path().join("sys");
+        sysfs(&sys, dev, with_block);
+        let out = aiscp(&report, 2)
+            .env("AISCP_ROUTE", "bounce")
+            .env("AISCP_FAKE_GPU_BUS_IDS", "0000:03:00.0,0000:43:00.0")
+            .env("AISCP_TEST_SYSFS", &sys)
+            .args(["-r", "--gpu", "auto", "--debug"])
+            .arg(&src)
+            .arg(dir.path().join("dst"))
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        same_tree(&src, &dir.path().join("dst"));
+        Report::read(&report).assert_clean();
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(", in flight)")).collect();
+        assert_eq!(lines.len(), 12, "{err}");
+        let use_ = per_device(&report);
+        if with_block {
+            assert!(
+                err.contains(
+                    "files in flight: GPU 1 (nearest: under PCI bridge 0000:40:01.1 with nvme1n1)"
+                ),
+                "{err}"
+            );
+            assert!(lines.iter().all(|l| l.contains(" on GPU 1, ")), "{err}");
+            assert_eq!(use_[0].1, 0, "{use_:?}");
+        } else {
+            assert!(
+                err.contains("files in flight: GPUs 0,1 (storage locality unknown"),
+                "{err}"
+            );
+            assert!(use_[1].1 > 0, "{use_:?}");
+        }
+    }
+}
+
 /// A slot that cannot be had is given up for the run and the copy goes on with the others,
 /// on both devices, threaded or with --async (each slot's stream on its own device).
 #[test]

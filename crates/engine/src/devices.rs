@@ -54,19 +54,26 @@ impl Spread {
 
     /// The GPUs (positions) for the next file, `job`, its first one first, and why.
     pub(crate) fn place(&mut self, job: &DataJob<'_>) -> (Vec<usize>, String) {
-        let mut set: Vec<usize> = (0..self.indices.len()).collect();
-        let mut why = self.asked.clone();
-        if let Some(topology) = &mut self.topology {
-            let dev = |f: &File| f.metadata().map_or(0, |m| m.dev());
-            let choice = topology.nearest(dev(job.src), dev(job.dst));
-            set.clone_from(&choice.devices);
-            why.clone_from(&choice.why);
-        }
+        let (mut set, why) = self.nearest(job.src, job.dst);
         // Rotate so that consecutive files start on different GPUs.
         let start = self.files % self.indices.len();
         self.files += 1;
         let k = set.iter().position(|&d| d >= start).unwrap_or(0);
         set.rotate_left(k);
+        (set, why)
+    }
+
+    /// The GPUs (positions, ascending) for a file from `src` to `dst`, and why: under
+    /// `--gpu auto` those nearest their storage where that is known, else every one.
+    pub(crate) fn nearest(&mut self, src: &File, dst: &File) -> (Vec<usize>, String) {
+        let mut set: Vec<usize> = (0..self.indices.len()).collect();
+        let mut why = self.asked.clone();
+        if let Some(topology) = &mut self.topology {
+            let dev = |f: &File| f.metadata().map_or(0, |m| m.dev());
+            let choice = topology.nearest(dev(src), dev(dst));
+            set.clone_from(&choice.devices);
+            why.clone_from(&choice.why);
+        }
         (set, why)
     }
 

@@ -24,6 +24,11 @@ where
         }
     }
 
+    /// Whether file workers are running (they keep their slots until landed).
+    pub(crate) fn flying(&self) -> bool {
+        self.flight.is_some()
+    }
+
     pub(crate) fn in_flight(&self) -> usize {
         self.flight.as_ref().map_or(0, |f| f.files)
     }

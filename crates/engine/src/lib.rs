@@ -206,6 +206,8 @@ pub struct Engine {
     diag: Diag,
     /// With several GPUs: how files are placed on them.
     spread: Option<devices::Spread>,
+    /// The GPUs (positions) the file workers of the current flight have slots on.
+    flying_on: Option<Vec<usize>>,
     /// Files in flight: the limits, and results received while landing the flight.
     limits: QueueLimits,
     landed: queue::Landed,
@@ -282,6 +284,7 @@ impl Engine {
             config,
             diag,
             spread,
+            flying_on: None,
             limits: QueueLimits::default(),
             landed: queue::Landed::default(),
         })
@@ -328,10 +331,19 @@ impl Engine {
             self.config.debug.then_some(self.diag.started),
         );
         let diag = &mut |line: &str| self.diag.debug(line);
-        if let (Backend::Gpu(p), Some(spread)) = (&mut self.backend, &self.spread) {
-            if p.in_flight() == 0 {
-                // Queued files take slots on every GPU.
-                p.choose(&(0..spread.gpus()).collect::<Vec<_>>());
+        if let (Backend::Gpu(p), Some(spread)) = (&mut self.backend, &mut self.spread) {
+            // Queued files take the slots of the GPUs nearest their storage (every GPU unless
+            // `--gpu auto` knows better). The workers keep their slots for the flight, so a
+            // file for other GPUs waits for the flight to land and starts a new one.
+            let (set, why) = spread.nearest(&job.src, &job.dst);
+            if !p.flying() || self.flying_on.as_ref() != Some(&set) {
+                p.land(&mut self.landed.finished);
+                p.choose(&set);
+                diag(&format!(
+                    "files in flight: {} ({why})",
+                    spread.describe(&set)
+                ));
+                self.flying_on = Some(set);
             }
         }
         with_pipeline!(&mut self.backend, p => p.submit(ticket, job, &self.limits, config, diag))?;
