@@ -99,16 +99,7 @@ impl Copier<'_> {
                 .set_len(0)
                 .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
         }
-        self.fill(src.path, dst.path, &src_file, &opened, &dst_file)?;
-        attrs::apply(
-            &dst_file,
-            dst.path,
-            Some(&src_file),
-            &opened,
-            opts,
-            created,
-            self.umask,
-        )?;
+        self.fill_and_finish(src.path, dst.path, &src_file, &opened, &dst_file, created)?;
         if opts.fsync {
             sync(&dst_file, dst, created)?;
         }
@@ -207,6 +198,29 @@ impl Copier<'_> {
 
     /// Moves the data (unless --attributes-only), refusing --reflink=always as cp does where
     /// the filesystem cannot clone.
+    /// A file copied in turn, once DEST is open and empty: the data, then SOURCE's
+    /// attributes (also for a queued file that came back not copied).
+    pub(super) fn fill_and_finish(
+        &mut self,
+        src: &Path,
+        dst: &Path,
+        src_file: &File,
+        opened: &Stat,
+        dst_file: &File,
+        created: bool,
+    ) -> Step {
+        self.fill(src, dst, src_file, opened, dst_file)?;
+        attrs::apply(
+            dst_file,
+            dst,
+            Some(src_file),
+            opened,
+            self.opts,
+            created,
+            self.umask,
+        )
+    }
+
     pub(super) fn fill(
         &mut self,
         src: &Path,

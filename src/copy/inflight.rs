@@ -2,8 +2,9 @@
 //!
 //! The walk makes every decision for a file on this thread (checks, prompts, opening and
 //! creating DEST) and then, for a regular file small enough, queues only its data to the
-//! engine (or to the mover's queue: other MPI ranks) and goes on to the next file. What must follow the data (the attributes, a failure's
-//! message, exit status) happens here again, file by file in the order they were queued.
+//! engine (or to the mover's queue: other MPI ranks) and goes on to the next file. What must
+//! follow the data (the attributes, a failure's message, exit status) happens here again,
+//! file by file in the order they were queued.
 //!
 //! Output keeps cp's order: while files are in flight, whatever this thread prints (-v lines,
 //! errors of later files, --debug lines) is held in one queue behind them, and comes out once
@@ -325,7 +326,7 @@ impl Copier<'_> {
             Err(CopyError::Interrupted) => false,
             // Not copied where it was sent (an MPI rank no longer found it by name): copied
             // here in turn, through the descriptors this process holds, as it would have been.
-            Err(CopyError::Elsewhere(why)) if why.is_empty() => self.copy_here(&p, &f),
+            Err(CopyError::NotMoved) => self.copy_here(&p, &f),
             Err(e) => {
                 error(&e.to_string());
                 false
@@ -349,24 +350,26 @@ impl Copier<'_> {
                 return false;
             }
         }
-        self.fill(
-            &f.job.src_name,
+        let job = &f.job;
+        self.fill_and_finish(
+            &job.src_name,
             &p.dst_path,
-            &f.job.src,
+            &job.src,
             &p.src_meta,
-            &f.job.dst,
+            &job.dst,
+            p.created,
         )
         .is_ok()
-            && self.apply_attrs(p, f)
     }
 
     /// The attributes a finished file's DEST takes from its SOURCE (-p, -a, the new file's
     /// mode), as `copy_file` sets them after the data.
     fn apply_attrs(&self, p: &Pending, f: &Finished) -> bool {
+        let job = &f.job;
         attrs::apply(
-            &f.job.dst,
+            &job.dst,
             &p.dst_path,
-            Some(&f.job.src),
+            Some(&job.src),
             &p.src_meta,
             self.opts,
             p.created,

@@ -125,9 +125,7 @@ impl Coordinator {
             Outcome::Interrupted { started } => (Err(CopyError::Interrupted), started),
             Outcome::NoEngine(why) => no_engine(rank, &why),
             // Copied here in turn (see `copy::inflight`): nothing was written to DST.
-            Outcome::Moved(_) if !in_place(&away.files) => {
-                (Err(CopyError::Elsewhere(String::new())), false)
-            }
+            Outcome::Moved(_) if !in_place(&away.files) => (Err(CopyError::NotMoved), false),
             Outcome::Moved(why) => (Err(CopyError::Elsewhere(why)), true),
         };
         away.job.progress.file_finished();
@@ -193,10 +191,10 @@ impl FileQueue for Coordinator {
                 files
             }
             // Not to be opened elsewhere: copied here, in turn.
-            None => return Err(Box::new((job, CopyError::Elsewhere(String::new())))),
+            None => return Err(Box::new((job, CopyError::NotMoved))),
         };
         let Some(rank) = self.least_loaded(job.len) else {
-            return Err(Box::new((job, CopyError::Elsewhere(String::new()))));
+            return Err(Box::new((job, CopyError::NotMoved)));
         };
         let id = self.next_id;
         self.next_id += 1;

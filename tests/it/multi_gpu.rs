@@ -230,7 +230,8 @@ fn auto_puts_each_file_on_the_gpu_nearest_its_drive() {
         let dir = tempfile::tempdir().unwrap();
         let report = dir.path().join("report");
         let src = dir.path().join("s");
-        let data = write_random(&src, 7 * CHUNK + 3, 5);
+        // 41 slices: enough that a busy machine cannot leave one GPU's workers without any.
+        let data = write_random(&src, 40 * CHUNK + 3, 5);
         let dst = dir.path().join("d");
         let dev = fs::metadata(dir.path()).unwrap().dev();
         let sys = dir.path().join("sys");
@@ -265,58 +266,6 @@ fn auto_puts_each_file_on_the_gpu_nearest_its_drive() {
                 "{err}"
             );
             assert!(use_.iter().all(|&(_, bytes)| bytes > 0), "{use_:?}");
-        }
-    }
-}
-
-/// `--gpu auto` places files in flight too: a tree on a drive nearest GPU 1 keeps every file
-/// on GPU 1 (device 0 only holds the first slot, secured before any DST is opened, and
-/// moves no byte); where locality is unknown they go to either.
-#[test]
-fn auto_puts_files_in_flight_on_the_gpu_nearest_their_drive() {
-    for with_block in [true, false] {
-        let dir = tempfile::tempdir().unwrap();
-        let report = dir.path().join("report");
-        let src = dir.path().join("src");
-        fs::create_dir(&src).unwrap();
-        for i in 0..12u64 {
-            write_random(&src.join(format!("s{i}")), 70_000 + i as usize, i);
-        }
-        let dev = fs::metadata(dir.path()).unwrap().dev();
-        let sys = dir.path().join("sys");
-        sysfs(&sys, dev, with_block);
-        let out = aiscp(&report, 2)
-            .env("AISCP_ROUTE", "bounce")
-            .env("AISCP_FAKE_GPU_BUS_IDS", "0000:03:00.0,0000:43:00.0")
-            .env("AISCP_TEST_SYSFS", &sys)
-            .args(["-r", "--gpu", "auto", "--debug"])
-            .arg(&src)
-            .arg(dir.path().join("dst"))
-            .output()
-            .unwrap();
-        let err = stderr(&out);
-        assert!(out.status.success(), "{err}");
-        assert!(!err.contains("panicked"), "{err}");
-        same_tree(&src, &dir.path().join("dst"));
-        Report::read(&report).assert_clean();
-        let lines: Vec<&str> = err.lines().filter(|l| l.contains(", in flight)")).collect();
-        assert_eq!(lines.len(), 12, "{err}");
-        let use_ = per_device(&report);
-        if with_block {
-            assert!(
-                err.contains(
-                    "files in flight: GPU 1 (nearest: under PCI bridge 0000:40:01.1 with nvme1n1)"
-                ),
-                "{err}"
-            );
-            assert!(lines.iter().all(|l| l.contains(" on GPU 1, ")), "{err}");
-            assert_eq!(use_[0].1, 0, "{use_:?}");
-        } else {
-            assert!(
-                err.contains("files in flight: GPUs 0,1 (storage locality unknown"),
-                "{err}"
-            );
-            assert!(use_[1].1 > 0, "{use_:?}");
         }
     }
 }
@@ -358,39 +307,84 @@ fn a_slot_short_of_memory_is_given_up_and_the_devices_go_on() {
     }
 }
 
-/// Files in flight (the bounce route) go to whichever GPU's slot is free, not by locality;
-/// `--debug` names the GPU each one used. With `--gpu 1` every one says GPU 1.
+/// Copies a tree of 12 files of ~70 KB with `cmd` (made by [`aiscp`] with `report` in
+/// `dir`), adding `-r --debug` and the bounce route, on which they are kept in flight;
+/// checks the copy and the fake's report. Returns stderr, the GPU each file in flight
+/// named, and each device's use.
+fn tree_in_flight(dir: &Path, mut cmd: Command) -> (String, Vec<String>, Vec<(u64, u64)>) {
+    let src = dir.join("src");
+    fs::create_dir(&src).unwrap();
+    for i in 0..12u64 {
+        write_random(&src.join(format!("s{i}")), 70_000 + i as usize, i);
+    }
+    let out = cmd
+        .env("AISCP_ROUTE", "bounce")
+        .args(["-r", "--debug"])
+        .arg(&src)
+        .arg(dir.join("dst"))
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    same_tree(&src, &dir.join("dst"));
+    let report = dir.join("report");
+    Report::read(&report).assert_clean();
+    let gpus: Vec<String> = err
+        .lines()
+        .filter(|l| l.contains(", in flight)"))
+        .map(|l| {
+            let named = l.split(" on GPU ").nth(1).and_then(|r| r.split(',').next());
+            named
+                .unwrap_or_else(|| panic!("no GPU named: {l}"))
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(gpus.len(), 12, "{err}");
+    (err, gpus, per_device(&report))
+}
+
+/// `--debug` names the GPU each file in flight used: with `--gpu 1` every one says GPU 1,
+/// with `--gpu all` each says one of the two.
 #[test]
 fn files_in_flight_name_their_gpu() {
     for (gpu, allowed) in [("1", &["1"][..]), ("all", &["0", "1"][..])] {
         let dir = tempfile::tempdir().unwrap();
-        let report = dir.path().join("report");
-        let src = dir.path().join("src");
-        fs::create_dir(&src).unwrap();
-        for i in 0..12u64 {
-            write_random(&src.join(format!("s{i}")), 70_000 + i as usize, i);
-        }
-        let out = aiscp(&report, 2)
-            .env("AISCP_ROUTE", "bounce")
-            .args(["-r", "--gpu", gpu, "--debug"])
-            .arg(&src)
-            .arg(dir.path().join("dst"))
-            .output()
-            .unwrap();
-        let err = stderr(&out);
-        assert!(out.status.success(), "{err}");
-        assert!(!err.contains("panicked"), "{err}");
-        same_tree(&src, &dir.path().join("dst"));
-        Report::read(&report).assert_clean();
-        let lines: Vec<&str> = err.lines().filter(|l| l.contains(", in flight)")).collect();
-        assert_eq!(lines.len(), 12, "--gpu {gpu}: {err}");
-        for line in lines {
-            let named = line
-                .split(" on GPU ")
-                .nth(1)
-                .and_then(|rest| rest.split(',').next())
-                .unwrap_or_else(|| panic!("--gpu {gpu}: no GPU named: {line}"));
-            assert!(allowed.contains(&named), "--gpu {gpu}: {line}");
+        let mut cmd = aiscp(&dir.path().join("report"), 2);
+        cmd.args(["--gpu", gpu]);
+        let (err, gpus, _) = tree_in_flight(dir.path(), cmd);
+        assert!(
+            gpus.iter().all(|g| allowed.contains(&g.as_str())),
+            "--gpu {gpu}: {err}"
+        );
+    }
+}
+
+/// `--gpu auto` places files in flight too: a tree on a drive nearest GPU 1 keeps every file
+/// on GPU 1 (device 0 only holds the first slot, secured before any DST is opened, and
+/// moves no byte); where locality is unknown they go to either.
+#[test]
+fn auto_puts_files_in_flight_on_the_gpu_nearest_their_drive() {
+    for with_block in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = fs::metadata(dir.path()).unwrap().dev();
+        let sys = dir.path().join("sys");
+        sysfs(&sys, dev, with_block);
+        let mut cmd = aiscp(&dir.path().join("report"), 2);
+        cmd.env("AISCP_FAKE_GPU_BUS_IDS", "0000:03:00.0,0000:43:00.0")
+            .env("AISCP_TEST_SYSFS", &sys)
+            .args(["--gpu", "auto"]);
+        let (err, gpus, use_) = tree_in_flight(dir.path(), cmd);
+        if with_block {
+            let why =
+                "files in flight: GPU 1 (nearest: under PCI bridge 0000:40:01.1 with nvme1n1)";
+            assert!(err.contains(why), "{err}");
+            assert!(gpus.iter().all(|g| g == "1"), "{err}");
+            assert_eq!(use_[0].1, 0, "{use_:?}");
+        } else {
+            let why = "files in flight: GPUs 0,1 (storage locality unknown";
+            assert!(err.contains(why), "{err}");
+            assert!(use_[1].1 > 0, "{use_:?}");
         }
     }
 }

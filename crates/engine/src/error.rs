@@ -42,6 +42,11 @@ pub enum CopyError {
     /// cp's words.
     #[error("{0}")]
     Elsewhere(String),
+    /// Not copied where it was to go (another process could not take the file, or no longer
+    /// found it by name): nothing was written, and the caller, who still holds the files,
+    /// copies it itself.
+    #[error("not copied where it was sent")]
+    NotMoved,
     /// --verify found DST different from SRC, or could not read them back.
     #[error(transparent)]
     Verify(#[from] verify::VerifyError),
