@@ -89,40 +89,6 @@ fn ranks_stderr(out: &Output) -> String {
     }
 }
 
-/// Every path under `root` with its type, mode, size, mtime (with `times`), symlink target
-/// and contents' hash.
-fn listing(root: &Path, times: bool) -> Vec<String> {
-    let format = if times {
-        "%p %y %m %s %T@ %l\n"
-    } else {
-        "%p %y %m %s %l\n"
-    };
-    let out = Command::new("find")
-        .arg(".")
-        .args(["-printf", format])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let mut lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
-    lines.sort();
-    for line in &mut lines {
-        let path = root.join(line.split(' ').next().unwrap());
-        if path.is_file() && !path.is_symlink() {
-            let data = fs::read(&path).unwrap();
-            line.push_str(&format!(" {:x}", xxhash(&data)));
-        }
-    }
-    lines
-}
-
-fn xxhash(data: &[u8]) -> u64 {
-    // FNV-1a: enough to tell different contents apart in a listing.
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// A tree of random files: several larger than many parts (one with an unaligned tail,
 /// one sparse), small and empty files, nested directories with their own modes, a symlink.
 fn tree(root: &Path) {
@@ -153,6 +119,13 @@ fn tree(root: &Path) {
         .status()
         .unwrap();
     assert!(out.success());
+}
+
+/// Each of the 4 ranks' fake GPU reports (`reportN` in `dir`) shows nothing leaked or misused.
+fn assert_rank_reports_clean(dir: &Path) {
+    for r in 0..4 {
+        Report::read(&dir.join(format!("report{r}"))).assert_clean();
+    }
 }
 
 fn host() -> Vec<(&'static str, String)> {
@@ -192,14 +165,14 @@ fn a_tree_matches_one_process_and_gnu_cp() {
             .status()
             .unwrap();
         assert!(gnu.success());
-        let want = listing(&dir.join("gnu"), true);
+        let want = listing_with_times(&dir.join("gnu"));
         assert_eq!(
-            listing(&dir.join("ranks"), true),
+            listing_with_times(&dir.join("ranks")),
             want,
             "{backend}: ranks vs GNU cp"
         );
         assert_eq!(
-            listing(&dir.join("one"), true),
+            listing_with_times(&dir.join("one")),
             want,
             "{backend}: one process vs GNU cp"
         );
@@ -211,9 +184,7 @@ fn a_tree_matches_one_process_and_gnu_cp() {
             .unwrap_or_else(|| panic!("{err}"));
         assert!(line.matches("rank ").count() >= 3, "{line}");
         if backend == "fake-gpu" {
-            for r in 0..4 {
-                Report::read(&dir.join(format!("report{r}"))).assert_clean();
-            }
+            assert_rank_reports_clean(dir);
         }
     }
 }
@@ -249,10 +220,7 @@ fn many_operands_into_a_directory() {
         .output()
         .unwrap();
     // Same files, and -v's lines in cp's order, from rank 0 alone.
-    assert_eq!(
-        listing(&dir.join("ranks"), false),
-        listing(&dir.join("gnu"), false)
-    );
+    assert_eq!(listing(&dir.join("ranks")), listing(&dir.join("gnu")));
     assert_eq!(
         text(&out.stdout),
         text(&gnu.stdout).replace("'gnu/", "'ranks/")
@@ -290,9 +258,7 @@ fn one_large_file_by_many_ranks() {
             assert!(line.contains(&format!("rank {r}: ")), "{line}");
         }
         if backend == "fake-gpu" {
-            for r in 0..4 {
-                Report::read(&dir.join(format!("report{r}"))).assert_clean();
-            }
+            assert_rank_reports_clean(dir);
         }
     }
 }
@@ -343,9 +309,7 @@ fn a_rank_failing_a_file_is_reported_by_rank_0_and_the_run_goes_on() {
     );
     assert_same_bytes(&got, &big[..got.len()], "prefix");
     assert_same_bytes(&fs::read(dir.join("dst/small")).unwrap(), &small, "small");
-    for r in 0..4 {
-        Report::read(&dir.join(format!("report{r}"))).assert_clean();
-    }
+    assert_rank_reports_clean(dir);
 }
 
 #[test]

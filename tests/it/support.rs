@@ -87,39 +87,52 @@ impl Backend {
 /// Every entry under `root` (symlinks not followed): path, kind, mode, size and bytes or target, link count (links
 /// kept or not); not times (cp and aiscp run at different moments).
 pub fn listing(root: &Path) -> Vec<String> {
-    fn walk(root: &Path, rel: &Path, out: &mut Vec<String>) {
+    entries(root, false)
+}
+
+/// [`listing`] with each entry's modification time to the nanosecond, for copies that keep
+/// times (-a, -p).
+#[cfg(feature = "mpi")] // only the mpi suite compares times this way
+pub fn listing_with_times(root: &Path) -> Vec<String> {
+    entries(root, true)
+}
+
+fn entries(root: &Path, times: bool) -> Vec<String> {
+    fn walk(root: &Path, rel: &Path, times: bool, out: &mut Vec<String>) {
         let path = root.join(rel);
         let Ok(meta) = fs::symlink_metadata(&path) else {
             return;
         };
         let mode = meta.mode() & 0o7777;
         let ft = meta.file_type();
-        if ft.is_symlink() {
-            out.push(format!(
+        let mut line = if ft.is_symlink() {
+            format!(
                 "{} -> {}",
                 rel.display(),
                 fs::read_link(&path).unwrap().display()
-            ));
+            )
         } else if ft.is_dir() {
-            out.push(format!("{}/ {mode:o}", rel.display()));
+            format!("{}/ {mode:o}", rel.display())
+        } else {
+            let data = fs::read(&path).unwrap_or_default();
+            format!("{} {mode:o} links={} {data:?}", rel.display(), meta.nlink())
+        };
+        if times {
+            line.push_str(&format!(" mtime={}.{:09}", meta.mtime(), meta.mtime_nsec()));
+        }
+        out.push(line);
+        if ft.is_dir() {
             let mut names: Vec<_> = fs::read_dir(&path)
                 .unwrap()
                 .map(|e| e.unwrap().file_name())
                 .collect();
             names.sort();
             for n in names {
-                walk(root, &rel.join(n), out);
+                walk(root, &rel.join(n), times, out);
             }
-        } else {
-            let data = fs::read(&path).unwrap_or_default();
-            out.push(format!(
-                "{} {mode:o} links={} {data:?}",
-                rel.display(),
-                meta.nlink()
-            ));
         }
     }
     let mut out = Vec::new();
-    walk(root, Path::new(""), &mut out);
+    walk(root, Path::new(""), times, &mut out);
     out
 }

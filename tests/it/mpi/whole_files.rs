@@ -140,23 +140,21 @@ fn a_tree_of_many_files_is_copied_whole_by_the_other_ranks() {
             .status()
             .unwrap();
         assert!(gnu.success());
-        let want = listing(&dir.join("gnu"), true);
+        let want = listing_with_times(&dir.join("gnu"));
         assert_eq!(want.len(), 150 + 9, "the listing sees the tree");
         assert_eq!(
-            listing(&dir.join("ranks"), true),
+            listing_with_times(&dir.join("ranks")),
             want,
             "{backend}: ranks vs GNU cp"
         );
         assert_eq!(
-            listing(&dir.join("one"), true),
+            listing_with_times(&dir.join("one")),
             want,
             "{backend}: one process vs GNU cp"
         );
         assert_copied_by_other_ranks(&err, &files, "ranks");
         if backend == "fake-gpu" {
-            for r in 0..4 {
-                Report::read(&dir.join(format!("report{r}"))).assert_clean();
-            }
+            assert_rank_reports_clean(dir);
         }
     }
 }
@@ -181,7 +179,7 @@ fn verbose_lines_keep_cps_order_while_ranks_copy() {
     assert!(ranks.status.success(), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert_copied_by_other_ranks(&err, &files, "out");
-    let got = listing(&dir.join("out"), false);
+    let got = listing(&dir.join("out"));
     fs::rename(dir.join("out"), dir.join("by-ranks")).unwrap();
     let one = alone(dir, &host(), &[&args[..], &["src", "out"]].concat());
     assert!(one.status.success(), "{}", text(&one.stderr));
@@ -196,7 +194,7 @@ fn verbose_lines_keep_cps_order_while_ranks_copy() {
     assert_eq!(lines.lines().count(), 150 + 9, "{lines}");
     assert_eq!(lines, text(&one.stdout), "ranks vs one process");
     assert_eq!(lines, text(&gnu.stdout), "ranks vs GNU cp");
-    assert_eq!(got, listing(&dir.join("out"), false));
+    assert_eq!(got, listing(&dir.join("out")));
 }
 
 /// Ranks 1-3 run without the capabilities that let root read any file, so a file of mode
@@ -268,10 +266,7 @@ fn a_rank_that_cannot_read_a_whole_file_fails_it_alone() {
         .status()
         .unwrap();
     assert!(gnu.success());
-    assert_eq!(
-        listing(&dir.join("dst"), false),
-        listing(&dir.join("gnu"), false)
-    );
+    assert_eq!(listing(&dir.join("dst")), listing(&dir.join("gnu")));
 }
 
 /// Paths of 3,000 bytes: each task is larger than MPI's eager limit (4 KiB within a node),
@@ -311,10 +306,7 @@ fn whole_files_with_long_paths() {
         .status()
         .unwrap();
     assert!(gnu.success());
-    assert_eq!(
-        listing(&dir.join("dst"), false),
-        listing(&dir.join("gnu"), false)
-    );
+    assert_eq!(listing(&dir.join("dst")), listing(&dir.join("gnu")));
     let moved = |r: usize| {
         let report = Report::read(&dir.join(format!("report{r}")));
         report.assert_clean();
