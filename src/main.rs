@@ -114,6 +114,8 @@ fn raise_open_file_limit() {
 }
 
 fn main() {
+    // First, while this is the only thread: it sets environment variables.
+    aiscp_engine::backend::runtime_env::set_defaults();
     let command = cli::Cli::command();
     let args = cli::expand_cp_prefixes(&command, std::env::args_os().collect());
     let matches = match command.try_get_matches_from(args) {

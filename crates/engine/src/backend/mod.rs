@@ -14,6 +14,7 @@
 pub mod gpu;
 pub mod host;
 pub mod library_paths;
+pub mod runtime_env;
 
 use hipfile::{Error, Flavor};
 use std::convert::Infallible;
