@@ -82,6 +82,26 @@ for m in cp aiscp aiscp_host base; do
     awk -v m="$m" -v s="$s" -v e="$e" 'BEGIN { printf "%s\t20\t%.3f\t%.1f\n", m, e - s, (e - s) * 50 }' >> "$out/startup.tsv"
 done
 cat "$out/startup.tsv"
+step "start-up, cold: a 2-byte file, caches dropped before each copy, 5 rounds"
+printf 'method\tround\tms\n' > "$out/startup-cold.tsv"
+for r in 1 2 3 4 5; do
+    for m in aiscp base; do
+        bin=$AISCP_BIN; [[ $m == base ]] && bin=$B/aiscp-base
+        [[ -x $bin ]] || continue
+        sync; echo 3 > /proc/sys/vm/drop_caches
+        s=$(date +%s.%N); "$bin" "$S/two" "$D/two-cold" || echo "failed: $bin"; e=$(date +%s.%N)
+        awk -v m="$m" -v r="$r" -v s="$s" -v e="$e" 'BEGIN { printf "%s\t%d\t%.1f\n", m, r, (e - s) * 1000 }' >> "$out/startup-cold.tsv"
+    done
+done
+awk -F'\t' 'NR > 1 { v[$1] = v[$1] " " $3 } END { for (m in v) print m ":" v[m] " ms" }' "$out/startup-cold.tsv"
+for m in aiscp base; do
+    bin=$AISCP_BIN; [[ $m == base ]] && bin=$B/aiscp-base
+    [[ -x $bin ]] || continue
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    echo "=== start-up --debug, cold ($m)" >> "$out/debug.log"
+    "$bin" --debug "$S/two" "$D/two-cold" >> "$out/debug.log" 2>&1
+done
+grep -A12 '=== start-up --debug, cold' "$out/debug.log"
 echo "=== start-up --debug" >> "$out/debug.log"
 "$AISCP_BIN" --debug "$S/two" "$D/two-debug" >> "$out/debug.log" 2>&1
 [[ -x $B/aiscp-base ]] && "$B/aiscp-base" --debug "$S/two" "$D/two-debug2" >> "$out/debug.log" 2>&1
