@@ -104,9 +104,9 @@ fn auto_takes_the_library_route_on_hipfile() {
 
 #[test]
 fn bounce_route_alternates_windows_within_a_slice() {
-    // 36 MiB slices move in 16 MiB windows: three pieces, the third reusing the first
-    // window. The fake runs queued copies only when their stream is synchronized, so a
-    // window refilled or written out before its copy finished would show as wrong bytes.
+    // 36 MiB slices move in 8 MiB windows: five pieces, each window reused. The fake runs
+    // queued copies only when their stream is synchronized, so a window refilled or written
+    // out before its copy finished would show as wrong bytes.
     let size = (40 << 20) + 4097;
     let (r, stderr) = copy_with("bounce", "36M", size, 30);
     assert!(r.stats.htod_bytes >= size as u64);

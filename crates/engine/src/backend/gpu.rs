@@ -7,8 +7,11 @@ use std::os::fd::BorrowedFd;
 use std::path::Path;
 
 /// Size of a bounce window (each slot has two): large enough for full-speed POSIX I/O, small
-/// enough that pinned host memory stays bounded with several workers.
-const WINDOW: usize = 16 << 20;
+/// enough that pinned host memory stays bounded with several workers. 8 MiB rather than 16:
+/// pinning is paid per byte when a worker starts, and a file's last upload and first
+/// download wait on a whole window; trees on the H200's RAM filesystems copied 6-9% faster
+/// (BENCHMARKS.md, "Bounce windows of 8 MiB").
+const WINDOW: usize = 8 << 20;
 
 /// Where the nvidia-fs kernel module shows itself; without it cuFile runs in compatibility
 /// mode (POSIX I/O plus copies inside the library, no DMA).
