@@ -57,6 +57,11 @@ instead of searching for it.
 .B ROCM_PATH
 A ROCm installation searched for libhipfile before /opt/rocm.
 .TP
+.B CUDA_DEVICE_MAX_CONNECTIONS
+Hardware work queues per CUDA context. Unset, aiscp sets 1 for itself: each queue costs time
+when the context is created and released, and a copier gains nothing from more (see
+BENCHMARKS.md). A value you set is kept.
+.TP
 .B VERSION_CONTROL
 Backup method when \fB\-\-backup\fR or \fB\-b\fR gives none: none/off, simple/never,
 existing/nil (the default), numbered/t.
