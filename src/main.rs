@@ -114,8 +114,6 @@ fn raise_open_file_limit() {
 }
 
 fn main() {
-    // First, while this is the only thread: it sets environment variables.
-    aiscp_engine::backend::runtime_env::set_defaults();
     let command = cli::Cli::command();
     let args = cli::expand_cp_prefixes(&command, std::env::args_os().collect());
     let matches = match command.try_get_matches_from(args) {
@@ -171,6 +169,9 @@ fn main() {
     raise_open_file_limit();
     #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
     let mut config = aiscp_engine::Config::from(&cli.staging);
+    // SAFETY: no thread has started yet: the signal thread, progress, MPI and the engine's
+    // workers all start below.
+    unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
     // Under mpirun/srun: ranks other than 0 copy what rank 0 hands them and exit inside `join`.
     #[cfg(feature = "mpi")]
     let ranks = {

@@ -300,6 +300,47 @@ fn debug_names_the_library_files_read_ahead() {
     assert!(!stderr.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{stderr}");
 }
 
+/// What the GPU runtime finds in CUDA_DEVICE_MAX_CONNECTIONS when aiscp brings it up: 1 on
+/// the own bounce route unless the user chose a value; CUDA's default where cuFile's streams
+/// would do the copying (`--route library`, `--async`). The fake records the variable when
+/// first called, as a runtime reads it at initialisation.
+#[test]
+fn the_runtime_starts_with_one_work_queue_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 70_000, 3);
+    let report = dir.path().join("report");
+    let cases: [(&[&str], Option<&str>, Option<&str>); 5] = [
+        (&["--route", "bounce"], None, Some("1")),
+        (&["--route", "bounce"], Some("4"), Some("4")),
+        (&["--route", "bounce"], Some(""), Some("")),
+        (&["--route", "library"], None, None),
+        (&["--async"], None, None),
+    ];
+    for (i, (args, user, seen)) in cases.into_iter().enumerate() {
+        let mut cmd = aiscp(Backend::FakeGpu, &report);
+        cmd.env_remove("CUDA_DEVICE_MAX_CONNECTIONS");
+        if let Some(value) = user {
+            cmd.env("CUDA_DEVICE_MAX_CONNECTIONS", value);
+        }
+        let out = cmd
+            .arg("--debug")
+            .args(args)
+            .arg(&src)
+            .arg(dir.path().join(format!("d{i}")))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?} {user:?}: {out:?}");
+        let r = Report::read(&report);
+        r.assert_clean();
+        assert_eq!(
+            r.work_queues.as_deref(),
+            seen,
+            "{args:?} with {user:?}:\n{r}"
+        );
+    }
+}
+
 #[test]
 fn async_uses_streams_on_the_gpu_and_says_it_is_moot_on_the_host() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,6 +28,10 @@ pub struct Fake {
     trace_fd: i32,
     pub calls: CallCounters,
     registry: Mutex<Registry>,
+    /// `CUDA_DEVICE_MAX_CONNECTIONS` as the runtime found it when first called: the fake
+    /// stands in for a runtime in tests, so the setting aiscp makes for one is tested end
+    /// to end.
+    work_queues: Option<String>,
 }
 
 /// Per-process call numbers for the `#N` selectors; counted at entry, refused calls included.
@@ -337,6 +341,7 @@ impl Fake {
             trace_fd,
             calls: CallCounters::default(),
             registry: Mutex::new(Registry::new()),
+            work_queues: std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok(),
         }
     }
 
@@ -375,10 +380,15 @@ impl Fake {
         let Some(path) = &self.report_path else {
             return;
         };
-        let text = self.registry().report(
-            self.calls.read.load(std::sync::atomic::Ordering::SeqCst),
-            self.calls.write.load(std::sync::atomic::Ordering::SeqCst),
-        );
+        let env = match &self.work_queues {
+            Some(value) => format!("runtime env: CUDA_DEVICE_MAX_CONNECTIONS={value}\n"),
+            None => "runtime env: CUDA_DEVICE_MAX_CONNECTIONS unset\n".to_owned(),
+        };
+        let text = env
+            + &self.registry().report(
+                self.calls.read.load(std::sync::atomic::Ordering::SeqCst),
+                self.calls.write.load(std::sync::atomic::Ordering::SeqCst),
+            );
         if let Err(e) = std::fs::write(path, text) {
             eprintln!(
                 "fake-gpu: cannot write report {}: {e}",

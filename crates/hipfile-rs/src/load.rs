@@ -93,7 +93,7 @@ pub struct Loaded {
 
 /// The candidate list: the exact path alone when given, else loader-path names then
 /// directories.
-fn candidates(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn candidates(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Vec<PathBuf> {
     if let Some(path) = exact {
         return vec![path.to_path_buf()];
     }

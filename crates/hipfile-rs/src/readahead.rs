@@ -2,15 +2,17 @@
 //!
 //! A GPU runtime is a large file (libcuda.so is ~96 MB) that the loader maps and the runtime's
 //! initialisation then touches page by page. With a cold page cache each first touch is a
-//! small read from disk; asking the kernel up front to read the whole file turns those into a
-//! few large reads that run while the loader works. On the H200 machine, reading the files
-//! beside a cold start saved ~0.05 s of its ~0.45 s (BENCHMARKS.md, "Start-up: the context's
-//! work queues"). It is a hint: a wrong guess costs only a read, never the load.
+//! small read from disk. Reading the files on a thread of their own while the loader works
+//! turns those into large reads already under way: on the H200 machine, reading them beside a
+//! cold start saved ~0.05 s of its ~0.45 s (BENCHMARKS.md, "Where start-up goes"). It is a
+//! hint: a wrong guess costs only a read, never the load.
 
 use std::ffi::OsStr;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::load::{self, Wanted};
@@ -18,11 +20,16 @@ use crate::{Flavor, LibraryPaths};
 
 /// The dynamic loader's cache of library names to files.
 const LOADER_CACHE: &str = "/etc/ld.so.cache";
-/// Larger than any real loader cache; a bigger file is not read.
+/// Only this much of the loader's cache is searched (real ones are well under 1 MiB).
 const CACHE_LIMIT: u64 = 16 << 20;
+/// Advice goes in pieces of this size: the kernel reads at most its read-ahead window per
+/// call (`force_page_cache_ra`), so one call for the whole file would read its first MiBs.
+const PIECE: u64 = 2 << 20;
+/// No more of a file is read ahead than this (a runtime is ~100 MB; a wrong override may not be).
+const FILE_LIMIT: u64 = 512 << 20;
 
-/// Starts the kernel reading the files the loader is most likely to map for `flavor`'s
-/// runtime and I/O library, and returns them.
+/// Starts reading the files the loader is most likely to map for `flavor`'s runtime and I/O
+/// library into the page cache, on a thread of its own, and returns them.
 pub(crate) fn start(flavor: Flavor, paths: &LibraryPaths) -> Vec<PathBuf> {
     let (runtime, io) = match flavor {
         Flavor::HipFile => (&load::HIP, &load::HIPFILE),
@@ -37,35 +44,64 @@ pub(crate) fn start(flavor: Flavor, paths: &LibraryPaths) -> Vec<PathBuf> {
         (runtime, paths.runtime.as_deref()),
         (io, paths.io.as_deref()),
     ];
-    let mut files: Vec<PathBuf> = wanted
+    let mut files: Vec<(PathBuf, File)> = wanted
         .into_iter()
         .filter_map(|(wanted, exact)| search.likely_file(wanted, exact))
         .collect();
     // One file can stand for both (a test's fake library).
-    files.dedup();
-    files.retain(|file| advise_will_need(file));
-    files
+    files.dedup_by(|a, b| a.0 == b.0);
+    let names = files.iter().map(|(path, _)| path.clone()).collect();
+    let reader = std::thread::Builder::new()
+        .name("library read-ahead".into())
+        .spawn(move || files.iter().for_each(|(_, file)| advise_will_need(file)));
+    match reader {
+        Ok(_) => names,
+        Err(_) => Vec::new(),
+    }
 }
 
 fn read_loader_cache() -> Vec<u8> {
     let mut bytes = Vec::new();
-    if let Ok(file) = File::open(LOADER_CACHE) {
+    if let Some(file) = open_regular(Path::new(LOADER_CACHE)) {
         let _ = file.take(CACHE_LIMIT).read_to_end(&mut bytes);
     }
     bytes
 }
 
-/// Asks the kernel to read all of `file` into the page cache, without waiting for it.
-fn advise_will_need(file: &Path) -> bool {
-    let Ok(f) = File::open(file) else {
-        return false;
-    };
-    // SAFETY: plain advice on a descriptor this function owns; no memory is passed.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) == 0 }
+/// `path` opened for reading if it is a regular file. Non-blocking, so that a FIFO left
+/// where a library should be cannot stall the run here.
+fn open_regular(path: &Path) -> Option<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// Asks the kernel to read `file` (up to [`FILE_LIMIT`]) into the page cache.
+fn advise_will_need(file: &File) {
+    let len = file.metadata().map_or(0, |m| m.len()).min(FILE_LIMIT);
+    let mut at = 0;
+    while at < len {
+        // SAFETY: plain advice on an open descriptor; no memory is passed.
+        let failed = unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                at as libc::off_t,
+                PIECE as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            ) != 0
+        };
+        if failed {
+            return;
+        }
+        at += PIECE;
+    }
 }
 
 /// Where the loader looks, in its order: LD_LIBRARY_PATH, its cache, then the directories
-/// this crate tries after the loader.
+/// this crate tries after the loader (the same candidate list `load` walks).
 struct Search {
     ld_library_path: Option<std::ffi::OsString>,
     cache: Vec<u8>,
@@ -73,38 +109,43 @@ struct Search {
 }
 
 impl Search {
-    fn likely_file(&self, wanted: &Wanted, exact: Option<&Path>) -> Option<PathBuf> {
-        if let Some(path) = exact {
-            return Some(path.to_path_buf());
-        }
-        let env_dirs: Vec<PathBuf> = self
+    /// The file the loader will most likely map for `wanted`, opened.
+    fn likely_file(&self, wanted: &Wanted, exact: Option<&Path>) -> Option<(PathBuf, File)> {
+        load::candidates(wanted, exact, &self.dirs)
+            .into_iter()
+            .find_map(|candidate| {
+                let path = match candidate.components().count() {
+                    // A bare name: the loader's own search.
+                    1 => self.resolve_name(candidate.as_os_str())?,
+                    _ => candidate,
+                };
+                let file = open_native_elf(&path)?;
+                Some((path, file))
+            })
+    }
+
+    /// Where the loader finds a bare `name`: LD_LIBRARY_PATH (an empty entry is the current
+    /// directory, as for glibc), then its cache.
+    fn resolve_name(&self, name: &OsStr) -> Option<PathBuf> {
+        let env_dirs = self
             .ld_library_path
             .as_deref()
-            .map(|v| {
-                std::env::split_paths(v)
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .collect()
-            })
+            .map(|v| std::env::split_paths(v).collect::<Vec<_>>())
             .unwrap_or_default();
-        let in_dir = |dirs: &[PathBuf], name: &str| {
-            dirs.iter().map(|d| d.join(name)).find(|p| is_native_elf(p))
-        };
-        wanted
-            .names
+        env_dirs
             .iter()
-            .find_map(|name| in_dir(&env_dirs, name).or_else(|| in_cache(&self.cache, name)))
-            .or_else(|| {
-                wanted
-                    .names
-                    .iter()
-                    .find_map(|name| in_dir(&self.dirs, name))
+            .map(|d| match d.as_os_str().is_empty() {
+                true => Path::new(".").join(name),
+                false => d.join(name),
             })
+            .find(|p| open_native_elf(p).is_some())
+            .or_else(|| in_cache(&self.cache, name))
     }
 }
 
 /// The first absolute path in the loader's cache that ends in `/name` and is a library
 /// this process could load (the cache also lists other architectures' copies).
-fn in_cache(cache: &[u8], name: &str) -> Option<PathBuf> {
+fn in_cache(cache: &[u8], name: &OsStr) -> Option<PathBuf> {
     let needle = [b"/", name.as_bytes(), b"\0"].concat();
     let mut from = 0;
     while let Some(at) = find(&cache[from..], &needle).map(|i| from + i) {
@@ -112,10 +153,8 @@ fn in_cache(cache: &[u8], name: &str) -> Option<PathBuf> {
             .iter()
             .rposition(|&b| b == 0)
             .map_or(0, |i| i + 1);
-        let path = Path::new(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
-            &cache[start..at + needle.len() - 1],
-        ));
-        if path.is_absolute() && is_native_elf(path) {
+        let path = Path::new(OsStr::from_bytes(&cache[start..at + needle.len() - 1]));
+        if path.is_absolute() && open_native_elf(path).is_some() {
             return Some(path.to_path_buf());
         }
         from = at + needle.len();
@@ -127,11 +166,13 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Whether `file` is an ELF object of this process's class, byte order and machine.
-fn is_native_elf(file: &Path) -> bool {
+/// `file` opened, if it is a regular file holding an ELF object of this process's class,
+/// byte order and machine.
+fn open_native_elf(file: &Path) -> Option<File> {
     let mut head = [0u8; 20];
-    let read = File::open(file).and_then(|mut f| f.read_exact(&mut head));
-    read.is_ok() && elf_header_is_native(&head)
+    let mut f = open_regular(file)?;
+    f.read_exact(&mut head).ok()?;
+    elf_header_is_native(&head).then_some(f)
 }
 
 fn elf_header_is_native(head: &[u8; 20]) -> bool {
@@ -175,6 +216,38 @@ mod tests {
             .map(PathBuf::from)
     }
 
+    /// Writes the first bytes of an ELF object for `machine`, of this process's class and
+    /// byte order.
+    fn elf_stub(path: &Path, machine: u16) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let little = cfg!(target_endian = "little");
+        let mut head = [0u8; 64];
+        head[..4].copy_from_slice(b"\x7fELF");
+        head[4] = if cfg!(target_pointer_width = "64") {
+            2
+        } else {
+            1
+        };
+        head[5] = if little { 1 } else { 2 };
+        let bytes = if little {
+            machine.to_le_bytes()
+        } else {
+            machine.to_be_bytes()
+        };
+        head[18..20].copy_from_slice(&bytes);
+        std::fs::write(path, head).unwrap();
+    }
+
+    /// A loader cache naming `paths` (what matters to the scan: NUL-terminated strings).
+    fn cache_of(paths: &[&Path]) -> Vec<u8> {
+        let mut cache = b"glibc-ld.so.cache1.1\0libcuda.so.1\0".to_vec();
+        for p in paths {
+            cache.extend_from_slice(p.as_os_str().as_bytes());
+            cache.push(0);
+        }
+        cache
+    }
+
     #[test]
     fn the_cache_names_the_libc_this_process_mapped() {
         let cache = read_loader_cache();
@@ -182,7 +255,7 @@ mod tests {
             eprintln!("skipped: no {LOADER_CACHE}");
             return;
         }
-        let found = in_cache(&cache, "libc.so.6").expect("libc.so.6 in the loader cache");
+        let found = in_cache(&cache, OsStr::new("libc.so.6")).expect("libc.so.6 in the cache");
         let mapped = mapped("libc.so.6").expect("libc mapped");
         assert_eq!(
             std::fs::canonicalize(found).unwrap(),
@@ -192,70 +265,133 @@ mod tests {
 
     #[test]
     fn cache_paths_of_other_machines_and_non_paths_are_passed_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let foreign = dir.path().join("foreign/libx.so.1");
-        let native = dir.path().join("native/libx.so.1");
         let Some(machine) = native_machine() else {
             return;
         };
-        let little = cfg!(target_endian = "little");
-        for (file, machine) in [(&foreign, machine ^ 1), (&native, machine)] {
-            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            let mut head = [0u8; 64];
-            head[..4].copy_from_slice(b"\x7fELF");
-            head[4] = if cfg!(target_pointer_width = "64") {
-                2
-            } else {
-                1
-            };
-            head[5] = if little { 1 } else { 2 };
-            let bytes = if little {
-                machine.to_le_bytes()
-            } else {
-                machine.to_be_bytes()
-            };
-            head[18..20].copy_from_slice(&bytes);
-            std::fs::write(file, head).unwrap();
-        }
-        let mut cache = b"glibc-ld.so.cache1.1\0libx.so.1\0".to_vec();
-        for p in [&foreign, &native] {
-            cache.extend_from_slice(p.as_os_str().as_encoded_bytes());
-            cache.push(0);
-        }
-        assert_eq!(in_cache(&cache, "libx.so.1"), Some(native));
-        assert_eq!(in_cache(&cache, "liby.so.1"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let foreign = dir.path().join("foreign/libcuda.so.1");
+        let native = dir.path().join("native/libcuda.so.1");
+        elf_stub(&foreign, machine ^ 1);
+        elf_stub(&native, machine);
+        let cache = cache_of(&[&foreign, &native]);
+        assert_eq!(in_cache(&cache, OsStr::new("libcuda.so.1")), Some(native));
+        assert_eq!(in_cache(&cache, OsStr::new("libcufile.so.0")), None);
     }
 
     #[test]
-    fn ld_library_path_comes_before_the_cache_and_exact_paths_before_all() {
-        let dir = tempfile::tempdir().unwrap();
-        let libc = mapped("libc.so.6").expect("libc mapped");
-        std::fs::copy(&libc, dir.path().join("libcuda.so.1")).unwrap();
-        let search = Search {
-            ld_library_path: Some(format!("::{}", dir.path().display()).into()),
-            cache: read_loader_cache(),
-            dirs: vec![],
+    fn ld_library_path_comes_before_the_cache_and_only_elf_files_count() {
+        let Some(machine) = native_machine() else {
+            return;
         };
+        let dir = tempfile::tempdir().unwrap();
+        let not_elf = dir.path().join("a/libcuda.so.1");
+        std::fs::create_dir_all(not_elf.parent().unwrap()).unwrap();
+        std::fs::write(&not_elf, b"not a library").unwrap();
+        let from_env = dir.path().join("b/libcuda.so.1");
+        let from_cache = dir.path().join("c/libcuda.so.1");
+        let from_dirs = dir.path().join("d/libcuda.so.1");
+        for p in [&from_env, &from_cache, &from_dirs] {
+            elf_stub(p, machine);
+        }
+        let env = std::env::join_paths([not_elf.parent().unwrap(), from_env.parent().unwrap()]);
+        let mut search = Search {
+            ld_library_path: Some(env.unwrap()),
+            cache: cache_of(&[&from_cache]),
+            dirs: vec![from_dirs.parent().unwrap().to_path_buf()],
+        };
+        let found = |s: &Search| s.likely_file(&load::CUDA, None).map(|(p, _)| p);
+        assert_eq!(found(&search), Some(from_env));
+        search.ld_library_path = None;
+        assert_eq!(found(&search), Some(from_cache));
+        search.cache.clear();
+        assert_eq!(found(&search), Some(from_dirs.clone()));
+        // An exact path is the only candidate, found or not.
+        let exact = dir.path().join("e/libcuda.so.1");
         assert_eq!(
-            search.likely_file(&load::CUDA, None),
-            Some(dir.path().join("libcuda.so.1"))
+            search
+                .likely_file(&load::CUDA, Some(&exact))
+                .map(|(p, _)| p),
+            None
         );
-        let exact = Path::new("/nowhere/libcuda.so.1");
+        elf_stub(&exact, machine);
         assert_eq!(
-            search.likely_file(&load::CUDA, Some(exact)),
-            Some(exact.to_path_buf())
+            search
+                .likely_file(&load::CUDA, Some(&exact))
+                .map(|(p, _)| p),
+            Some(exact)
         );
-        let nothing = Search {
+    }
+
+    #[test]
+    fn fifos_directories_and_missing_files_are_not_opened_as_libraries() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("libcuda.so.1");
+        make_fifo(&fifo);
+        // Would block forever without O_NONBLOCK: no writer ever comes.
+        assert!(open_regular(&fifo).is_none());
+        assert!(open_regular(dir.path()).is_none());
+        assert!(open_regular(&dir.path().join("missing")).is_none());
+        let search = Search {
             ld_library_path: None,
             cache: vec![],
-            dirs: vec![dir.path().join("missing")],
+            dirs: vec![],
         };
-        assert_eq!(nothing.likely_file(&load::HIPFILE, None), None);
+        assert!(search.likely_file(&load::CUDA, Some(&fifo)).is_none());
+    }
+
+    fn make_fifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     }
 
     #[test]
-    fn advice_on_a_missing_file_is_no_file() {
-        assert!(!advise_will_need(Path::new("/nowhere/libcuda.so.1")));
-        assert!(advise_will_need(&mapped("libc.so.6").unwrap()));
+    fn the_whole_file_is_advised_not_just_the_first_window() {
+        // A file larger than any read-ahead window, evicted, then advised: it should end up
+        // (nearly) all in the page cache. Skipped where eviction or mincore do not work.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let len = 48usize << 20;
+        std::fs::write(&path, vec![7u8; len]).unwrap();
+        let file = File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: advice on an open descriptor.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let before = resident(&file, len);
+        if before > len / 4 {
+            eprintln!("skipped: the file stayed cached ({before} bytes)");
+            return;
+        }
+        advise_will_need(&file);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut after = resident(&file, len);
+        while after < len * 9 / 10 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            after = resident(&file, len);
+        }
+        assert!(after >= len * 9 / 10, "{after} of {len} bytes read ahead");
+    }
+
+    /// Bytes of `file`'s first `len` in the page cache (mincore on a mapping).
+    fn resident(file: &File, len: usize) -> usize {
+        let page = 4096;
+        // SAFETY: a read-only shared mapping of an open file, unmapped before returning; the
+        // vector has one byte per page as mincore wants.
+        unsafe {
+            let map = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            );
+            assert_ne!(map, libc::MAP_FAILED);
+            let mut vec = vec![0u8; len.div_ceil(page)];
+            let ok = libc::mincore(map, len, vec.as_mut_ptr()) == 0;
+            libc::munmap(map, len);
+            assert!(ok);
+            vec.iter().filter(|&&b| b & 1 == 1).count() * page
+        }
     }
 }

@@ -14,6 +14,9 @@ pub struct Report {
     pub misuse: Vec<String>,
     pub devices: Devices,
     pub stats: Stats,
+    /// `CUDA_DEVICE_MAX_CONNECTIONS` as the fake runtime found it when first called (None:
+    /// unset).
+    pub work_queues: Option<String>,
     /// The report as written, for failure messages (also what `Display` prints).
     pub text: String,
 }
@@ -60,6 +63,7 @@ impl Report {
         let mut misuse = Vec::new();
         let mut devices = None;
         let mut stats = None;
+        let mut work_queues = None;
         for line in text.lines() {
             assert!(stats.is_none(), "a line after stats: {line:?} in\n{text}");
             if let Some(l) = line.strip_prefix("leak: ") {
@@ -69,6 +73,13 @@ impl Report {
             } else if let Some(l) = line.strip_prefix("devices: ") {
                 assert!(devices.is_none(), "two devices lines in\n{text}");
                 devices = Some(parse_devices(l, text));
+            } else if let Some(l) = line.strip_prefix("runtime env: ") {
+                assert!(work_queues.is_none(), "two runtime env lines in\n{text}");
+                work_queues = Some(match l.strip_prefix("CUDA_DEVICE_MAX_CONNECTIONS") {
+                    Some(" unset") => None,
+                    Some(v) if v.starts_with('=') => Some(v[1..].to_owned()),
+                    _ => panic!("unknown runtime env line {line:?} in\n{text}"),
+                });
             } else if let Some(l) = line.strip_prefix("stats: ") {
                 stats = Some(parse_stats(l, text));
             } else {
@@ -80,6 +91,7 @@ impl Report {
             misuse,
             devices: devices.unwrap_or_else(|| panic!("no devices line in\n{text}")),
             stats: stats.unwrap_or_else(|| panic!("no stats line (last) in\n{text}")),
+            work_queues: work_queues.unwrap_or_else(|| panic!("no runtime env line in\n{text}")),
             text: text.to_owned(),
         }
     }
@@ -175,12 +187,14 @@ mod tests {
 
     const STATS: &str = "stats: reads=3 writes=2 read_bytes=4096 write_bytes=8192 htod_bytes=1 \
                          dtoh_bytes=2 mallocs=1 max_alloc=65536 handles=2 device_threads=1";
+    const ENV: &str = "runtime env: CUDA_DEVICE_MAX_CONNECTIONS unset\n";
 
     #[test]
     fn every_line_kind_is_read() {
         let text = format!(
-            "leak: stream 0x2 not destroyed\nmisuse: hipFileRead on unregistered file handle \
-             0x1234\ndevices: mallocs=1,0 bytes=4096,0\n{STATS}\n"
+            "runtime env: CUDA_DEVICE_MAX_CONNECTIONS=1\nleak: stream 0x2 not destroyed\n\
+             misuse: hipFileRead on unregistered file handle 0x1234\n\
+             devices: mallocs=1,0 bytes=4096,0\n{STATS}\n"
         );
         let r = Report::parse(&text);
         assert_eq!(r.leaks, ["stream 0x2 not destroyed"]);
@@ -190,39 +204,55 @@ mod tests {
         assert_eq!(r.stats.reads, 3);
         assert_eq!(r.stats.max_alloc, 65536);
         assert_eq!(r.stats.device_threads, 1);
+        assert_eq!(r.work_queues.as_deref(), Some("1"));
         assert_eq!(r.to_string(), text);
     }
 
     #[test]
     fn no_devices_is_two_empty_lists() {
-        let r = Report::parse(&format!("devices: mallocs= bytes=\n{STATS}"));
+        let r = Report::parse(&format!("{ENV}devices: mallocs= bytes=\n{STATS}"));
         assert!(r.devices.mallocs.is_empty() && r.devices.bytes.is_empty());
         r.assert_clean();
     }
 
     #[test]
+    fn the_runtime_env_line_is_required_and_read() {
+        let r = Report::parse(&format!("{ENV}devices: mallocs= bytes=\n{STATS}"));
+        assert_eq!(r.work_queues, None);
+        let missing = std::panic::catch_unwind(|| {
+            Report::parse(&format!("devices: mallocs= bytes=\n{STATS}"))
+        });
+        assert!(
+            missing.is_err(),
+            "a report without the runtime env line parsed"
+        );
+    }
+
+    #[test]
     #[should_panic(expected = "unknown stat \"new_counter\"")]
     fn an_unknown_stat_fails() {
-        Report::parse(&format!("devices: mallocs= bytes=\n{STATS} new_counter=1"));
+        Report::parse(&format!(
+            "{ENV}devices: mallocs= bytes=\n{STATS} new_counter=1"
+        ));
     }
 
     #[test]
     #[should_panic(expected = "unknown line")]
     fn an_unknown_line_fails() {
-        Report::parse(&format!("oops\ndevices: mallocs= bytes=\n{STATS}"));
+        Report::parse(&format!("{ENV}oops\ndevices: mallocs= bytes=\n{STATS}"));
     }
 
     #[test]
     #[should_panic(expected = "a line after stats")]
     fn stats_come_last() {
-        Report::parse(&format!("{STATS}\ndevices: mallocs= bytes="));
+        Report::parse(&format!("{ENV}{STATS}\ndevices: mallocs= bytes="));
     }
 
     #[test]
     #[should_panic(expected = "not clean")]
     fn a_leak_is_not_clean() {
         Report::parse(&format!(
-            "leak: driver open count 1\ndevices: mallocs= bytes=\n{STATS}"
+            "{ENV}leak: driver open count 1\ndevices: mallocs= bytes=\n{STATS}"
         ))
         .assert_clean();
     }
