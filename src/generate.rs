@@ -58,8 +58,9 @@ instead of searching for it.
 A ROCm installation searched for libhipfile before /opt/rocm.
 .TP
 .B CUDA_DEVICE_MAX_CONNECTIONS
-Hardware work queues per CUDA context. Unset, aiscp sets 1 for itself: each queue costs time
-when the context is created and released, and a copier gains nothing from more (see
+Hardware work queues per CUDA context. Unset, aiscp sets 1 for itself when its own bounce
+route does the copying (not with \fB\-\-route library\fR or \fB\-\-async\fR): each queue costs
+time when the context is created and released, and that route gains nothing from more (see
 BENCHMARKS.md). A value you set is kept.
 .TP
 .B VERSION_CONTROL

@@ -55,7 +55,6 @@ mod flavor;
 mod io_ops;
 mod library;
 mod load;
-mod readahead;
 mod runtime;
 mod runtime_ops;
 mod stream;
