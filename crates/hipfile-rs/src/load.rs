@@ -113,9 +113,18 @@ fn open(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Result<Loade
     let mut refused: Option<(PathBuf, String)> = None;
     for path in candidates(wanted, exact, dirs) {
         searched.push(path.clone());
-        // A path with a slash is a file: skip the loader when it plainly is not there.
-        if path.components().count() > 1 && !path.exists() {
-            continue;
+        // A path with a slash is a file: skip the loader when it plainly is not there, and
+        // keep it away from anything but a regular file (opening a FIFO would wait forever
+        // for a writer; a directory or device is no library either).
+        if path.components().count() > 1 {
+            match std::fs::metadata(&path) {
+                Err(_) => continue,
+                Ok(m) if !m.is_file() => {
+                    refused.get_or_insert((path, "not a regular file".to_owned()));
+                    continue;
+                }
+                Ok(_) => {}
+            }
         }
         // SAFETY: loading runs the library's initialisers; these are the vendor libraries
         // (or the exact file the caller named), which is what this crate exists to call.

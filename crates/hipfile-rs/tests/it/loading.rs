@@ -66,6 +66,30 @@ fn an_unloadable_file_is_reported_with_the_loader_reason() {
     }
 }
 
+/// A FIFO would make the loader wait forever for a writer; a directory is no library either.
+#[test]
+fn a_path_that_is_no_regular_file_is_refused_without_opening_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("libamdhip64.so.5");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for path in [fifo.as_path(), dir.path()] {
+        let err = Runtime::load_from(Flavor::HipFile, Some(path))
+            .err()
+            .expect("no library");
+        match &err {
+            LoadError::Unloadable {
+                path: p, reason, ..
+            } => {
+                assert_eq!(p, path);
+                assert_eq!(reason, "not a regular file");
+            }
+            other => panic!("expected Unloadable, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_library_without_the_symbols_names_the_missing_one() {
     let libc = libc_path();
