@@ -35,7 +35,7 @@ pub enum CopyError {
         memory: &'static str,
         message: String,
     },
-    /// [`Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
+    /// [`crate::Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
     #[error("interrupted")]
     Interrupted,
     /// A failure another process met copying part of the file (an MPI rank), already in

@@ -17,6 +17,7 @@
 pub mod backend;
 mod bounce;
 pub mod chunk_plan;
+mod config;
 pub mod devices;
 mod error;
 pub mod fileio;
@@ -33,6 +34,7 @@ pub mod verify;
 mod worker;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
+pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_STREAMS, MAX_CHUNK};
 pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
@@ -43,114 +45,7 @@ use crate::quote::quote;
 use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Slices in flight unless configured, on every backend. The bounce route's copies to and
-/// from the GPU now overlap the I/O (they took 3% of the workers' time), so the GPU route
-/// wants the host route's queue depth: on the H200 machine, 4 GiB between two RAM-backed
-/// ext4s, four slices 1.85 GB/s, two 1.63, eight 1.71; with host memory four beat two and
-/// one on the dev VM's virtio disk (0.401 vs 0.284 vs 0.309 GB/s). BENCHMARKS.md has the runs.
-pub const DEFAULT_STREAMS: usize = 4;
-/// Largest slice: one read or write call moves at most this much on Linux.
-pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
-
-/// Bytes per slice: between 1 and [`MAX_CHUNK`], rounded up to 4096 (and later to each
-/// file's direct-I/O alignment). The one place a chunk size is checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChunkSize(u64);
-
-impl ChunkSize {
-    /// 64 MiB: on the H200 machine 64 MiB slices beat the reference's 2 GiB by 1.2-1.5x
-    /// (bigger bounce windows did not help).
-    pub const DEFAULT: ChunkSize = ChunkSize(64 << 20);
-
-    pub fn new(bytes: u64) -> Result<ChunkSize, ChunkSizeError> {
-        if bytes == 0 || bytes > MAX_CHUNK {
-            return Err(ChunkSizeError(bytes));
-        }
-        // MAX_CHUNK is a multiple of 4096, so rounding up stays within it.
-        Ok(ChunkSize(
-            bytes.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN,
-        ))
-    }
-
-    pub fn bytes(self) -> u64 {
-        self.0
-    }
-}
-
-impl Default for ChunkSize {
-    fn default() -> ChunkSize {
-        ChunkSize::DEFAULT
-    }
-}
-
-/// As sizes are written on the command line: 64M, 1G, or bytes.
-impl std::fmt::Display for ChunkSize {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            b if b % (1 << 30) == 0 => write!(f, "{}G", b >> 30),
-            b if b % (1 << 20) == 0 => write!(f, "{}M", b >> 20),
-            b if b % (1 << 10) == 0 => write!(f, "{}K", b >> 10),
-            b => write!(f, "{b}"),
-        }
-    }
-}
-
-/// A chunk size outside 1..=[`MAX_CHUNK`].
-#[derive(Debug, thiserror::Error)]
-#[error("must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes")]
-pub struct ChunkSizeError(pub u64);
-
-/// Everything the engine needs to know; built from the command line by `main`.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub backend: BackendChoice,
-    pub chunk_size: ChunkSize,
-    /// Which GPU(s) stage the data (GPU backends only).
-    pub gpu: GpuChoice,
-    /// Library DMA or aiscp's own bounce route (GPU backends only).
-    pub route: RouteChoice,
-    /// Slices in flight; None = the engine's default.
-    pub streams: Option<usize>,
-    pub async_io: bool,
-    pub verify: bool,
-    pub debug: bool,
-    pub quiet: bool,
-    /// Set (by a signal handler) to stop the copy between slices: [`CopyError::Interrupted`].
-    pub cancel: Arc<AtomicBool>,
-}
-
-impl Config {
-    /// What the backend is asked for.
-    pub fn request(&self) -> backend::Request {
-        backend::Request {
-            backend: self.backend,
-            route: self.route,
-            gpu: self.gpu.clone(),
-            async_io: self.async_io,
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            backend: BackendChoice::Auto,
-            chunk_size: ChunkSize::DEFAULT,
-            gpu: GpuChoice::default(),
-            route: RouteChoice::Auto,
-            streams: None,
-            async_io: false,
-            verify: false,
-            debug: false,
-            quiet: false,
-            cancel: Arc::new(AtomicBool::new(false)),
-        }
-    }
-}
 
 /// What a run staged through: the backend's name ("hipFile", "cuFile", "host memory"), the
 /// library's version text when it tells, and the GPU indices on GPU backends (none on host).
