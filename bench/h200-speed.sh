@@ -84,9 +84,11 @@ done
 cat "$out/startup.tsv"
 step "start-up, cold: a 2-byte file, caches dropped before each copy, 5 rounds"
 printf 'method\tround\tms\n' > "$out/startup-cold.tsv"
+# The build a start-up row names: aiscp (the one under test) or base.
+build() { if [[ $1 == base ]]; then echo "$B/aiscp-base"; else echo "$AISCP_BIN"; fi; }
 for r in 1 2 3 4 5; do
     for m in aiscp base; do
-        bin=$AISCP_BIN; [[ $m == base ]] && bin=$B/aiscp-base
+        bin=$(build $m)
         [[ -x $bin ]] || continue
         sync; echo 3 > /proc/sys/vm/drop_caches
         s=$(date +%s.%N); "$bin" "$S/two" "$D/two-cold" || echo "failed: $bin"; e=$(date +%s.%N)
@@ -95,7 +97,7 @@ for r in 1 2 3 4 5; do
 done
 awk -F'\t' 'NR > 1 { v[$1] = v[$1] " " $3 } END { for (m in v) print m ":" v[m] " ms" }' "$out/startup-cold.tsv"
 for m in aiscp base; do
-    bin=$AISCP_BIN; [[ $m == base ]] && bin=$B/aiscp-base
+    bin=$(build $m)
     [[ -x $bin ]] || continue
     sync; echo 3 > /proc/sys/vm/drop_caches
     echo "=== start-up --debug, cold ($m)" >> "$out/debug.log"

@@ -196,8 +196,6 @@ impl Copier<'_> {
         Ok((f, true))
     }
 
-    /// Moves the data (unless --attributes-only), refusing --reflink=always as cp does where
-    /// the filesystem cannot clone.
     /// A file copied in turn, once DEST is open and empty: the data, then SOURCE's
     /// attributes (also for a queued file that came back not copied).
     pub(super) fn fill_and_finish(
@@ -221,6 +219,8 @@ impl Copier<'_> {
         )
     }
 
+    /// Moves the data (unless --attributes-only), refusing --reflink=always as cp does where
+    /// the filesystem cannot clone.
     pub(super) fn fill(
         &mut self,
         src: &Path,

@@ -10,9 +10,8 @@
 //! measured with one queue, so those runs keep CUDA's default. A value the user set is kept.
 //! HIP reads other variables; this one is inert on AMD.
 
-use super::{resolve_route, Request};
+use super::{resolve_route, BackendChoice, Request};
 use hipfile::Flavor;
-use std::ffi::OsString;
 use std::sync::OnceLock;
 
 /// The variable, as CUDA spells it.
@@ -22,10 +21,10 @@ pub const CUDA_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
 const CONNECTIONS: &str = "1";
 
 /// What [`set_defaults`] did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Decision {
     /// The user's value (possibly empty, which CUDA reads as its default) is kept.
-    Kept(OsString),
+    Kept,
     /// aiscp set its value.
     Set,
     /// Left unset: cuFile's own streams would do the copying.
@@ -34,25 +33,28 @@ enum Decision {
 
 static DECISION: OnceLock<Decision> = OnceLock::new();
 
-fn decide(current: Option<OsString>, library_route: bool) -> Decision {
-    match current {
-        Some(value) => Decision::Kept(value),
-        None if library_route => Decision::LibraryRoute,
-        None => Decision::Set,
+fn decide(user_set: bool, library_route: bool) -> Decision {
+    match (user_set, library_route) {
+        (true, _) => Decision::Kept,
+        (false, true) => Decision::LibraryRoute,
+        (false, false) => Decision::Set,
     }
 }
 
-/// Sets the runtime variables the user left unset, for a run that will ask for `request`.
-/// Later calls do nothing.
+/// Sets the runtime variables the user left unset, for a run that will ask for `request`
+/// (nothing for host memory). Later calls do nothing.
 ///
 /// # Safety
 /// No other thread may exist yet (or read the environment while this runs): setting a
 /// variable races with every other thread's reads of the environment. Call it from `main`
 /// before starting threads or initialising MPI.
 pub unsafe fn set_defaults(request: &Request) {
+    if request.backend == BackendChoice::Host {
+        return;
+    }
     DECISION.get_or_init(|| {
         let (library_route, _) = resolve_route(Flavor::CuFile, request);
-        let decision = decide(std::env::var_os(CUDA_CONNECTIONS), library_route);
+        let decision = decide(std::env::var_os(CUDA_CONNECTIONS).is_some(), library_route);
         if decision == Decision::Set {
             std::env::set_var(CUDA_CONNECTIONS, CONNECTIONS);
         }
@@ -62,23 +64,18 @@ pub unsafe fn set_defaults(request: &Request) {
 
 /// For `--debug`: the work-queue setting the CUDA runtime starts with, and why.
 pub fn describe() -> String {
-    match DECISION.get() {
-        Some(Decision::Set) => {
+    let value = std::env::var_os(CUDA_CONNECTIONS).map(|v| v.to_string_lossy().into_owned());
+    match (DECISION.get(), value) {
+        (Some(Decision::Set), _) => {
             format!(
                 "{CUDA_CONNECTIONS}={CONNECTIONS} (aiscp's default; set the variable to choose)"
             )
         }
-        Some(Decision::Kept(value)) => format!(
-            "{CUDA_CONNECTIONS}={} (from the environment)",
-            value.to_string_lossy()
-        ),
-        Some(Decision::LibraryRoute) => {
+        (Some(Decision::LibraryRoute), _) => {
             format!("CUDA's default ({CUDA_CONNECTIONS} unset: cuFile's streams do the copying)")
         }
-        None => match std::env::var_os(CUDA_CONNECTIONS) {
-            Some(value) => format!("{CUDA_CONNECTIONS}={}", value.to_string_lossy()),
-            None => format!("CUDA's default ({CUDA_CONNECTIONS} unset)"),
-        },
+        (_, Some(value)) => format!("{CUDA_CONNECTIONS}={value} (from the environment)"),
+        (_, None) => format!("CUDA's default ({CUDA_CONNECTIONS} unset)"),
     }
 }
 
@@ -88,21 +85,13 @@ mod tests {
 
     #[test]
     fn an_unset_variable_gets_one_queue_on_the_bounce_route_only() {
-        assert_eq!(decide(None, false), Decision::Set);
-        assert_eq!(decide(None, true), Decision::LibraryRoute);
+        assert_eq!(decide(false, false), Decision::Set);
+        assert_eq!(decide(false, true), Decision::LibraryRoute);
     }
 
     #[test]
-    fn a_value_the_user_set_is_kept_even_empty() {
-        for library_route in [false, true] {
-            assert_eq!(
-                decide(Some("4".into()), library_route),
-                Decision::Kept("4".into())
-            );
-            assert_eq!(
-                decide(Some(OsString::new()), library_route),
-                Decision::Kept(OsString::new())
-            );
-        }
+    fn a_value_the_user_set_is_kept() {
+        assert_eq!(decide(true, false), Decision::Kept);
+        assert_eq!(decide(true, true), Decision::Kept);
     }
 }

@@ -75,10 +75,12 @@ impl Report {
                 devices = Some(parse_devices(l, text));
             } else if let Some(l) = line.strip_prefix("runtime env: ") {
                 assert!(work_queues.is_none(), "two runtime env lines in\n{text}");
-                work_queues = Some(match l.strip_prefix("CUDA_DEVICE_MAX_CONNECTIONS") {
-                    Some(" unset") => None,
-                    Some(v) if v.starts_with('=') => Some(v[1..].to_owned()),
-                    _ => panic!("unknown runtime env line {line:?} in\n{text}"),
+                work_queues = Some(match l {
+                    "CUDA_DEVICE_MAX_CONNECTIONS unset" => None,
+                    _ => match l.strip_prefix("CUDA_DEVICE_MAX_CONNECTIONS=") {
+                        Some(value) => Some(value.to_owned()),
+                        None => panic!("unknown runtime env line {line:?} in\n{text}"),
+                    },
                 });
             } else if let Some(l) = line.strip_prefix("stats: ") {
                 stats = Some(parse_stats(l, text));
