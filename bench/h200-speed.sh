@@ -8,12 +8,15 @@
 # BIN_DIR holds aiscp (the build under test), and optionally aiscp-base (the build before,
 # run beside it), aiscp-w64 (a variant build with 64 MiB bounce windows), startup (hipfile-rs's
 # example), xcp, rawbw.c and refloop_cufile.c. Everything lands in $OUT: results.tsv (every run's row),
-# summary.md (tables), bench.log, check.log, debug.log, startup.tsv.
+# summary.md (tables), bench.log, check.log, debug.log, startup.tsv. TREE_ROUNDS=N (default 3)
+# sets the trees' rounds.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-speed.sh BIN_DIR}" && pwd)
 export AISCP_BIN=$B/aiscp BENCH_SHARED=$B XCP_BIN=$B/xcp
 out=${OUT:?set OUT}
+# Rounds of each tree (the 4 GiB rows take 3).
+TREE_ROUNDS=${TREE_ROUNDS:-3}
 t0=$SECONDS
 step() { echo "# [$((SECONDS - t0)) s] $*"; }
 
@@ -53,10 +56,10 @@ grep -E '===|bytes in' "$out/debug.log"
 step "trees, two RAM filesystems"
 textra=()
 [[ -x $B/aiscp-base ]] && textra+=(--extra "base=$B/aiscp-base")
-bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 4000 --size 256K --rounds 3 \
-    --budget 55 "${textra[@]}" | grep -v '^  '
-bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 64 --size 32M --rounds 3 \
-    --budget 45 "${textra[@]}" | grep -v '^  '
+bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 4000 --size 256K --rounds "$TREE_ROUNDS" \
+    --budget $((TREE_ROUNDS * 18)) "${textra[@]}" | grep -v '^  '
+bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 64 --size 32M --rounds "$TREE_ROUNDS" \
+    --budget $((TREE_ROUNDS * 16)) "${textra[@]}" | grep -v '^  '
 rm -rf "$S/t" "$D/t"
 
 step "4 GiB, one RAM filesystem"

@@ -272,6 +272,34 @@ fn debug_names_backend_and_route() {
         .stderr(predicates::str::contains("read direct, write direct"));
 }
 
+/// The library files named by AISCP_HIPFILE_LIB / AISCP_HIP_LIB are the ones read ahead of
+/// loading; the work-queue setting is CUDA's alone and not mentioned on hipFile.
+#[test]
+fn debug_names_the_library_files_read_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 5000, 2);
+    let report = dir.path().join("report");
+    let env = Backend::FakeGpu.env(&report);
+    let lib = |name: &str| {
+        let (_, value) = env.iter().find(|(k, _)| *k == name).expect(name);
+        value.clone()
+    };
+    let out = aiscp(Backend::FakeGpu, &report)
+        .arg("--debug")
+        .arg(&src)
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The fake is one file standing for both libraries: read once.
+    assert_eq!(lib("AISCP_HIP_LIB"), lib("AISCP_HIPFILE_LIB"));
+    let wanted = format!("read ahead: {}\n", lib("AISCP_HIP_LIB"));
+    assert!(stderr.contains(&wanted), "wanted `{wanted}` in {stderr}");
+    assert!(!stderr.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{stderr}");
+}
+
 /// What the GPU runtime finds in CUDA_DEVICE_MAX_CONNECTIONS when aiscp brings it up: 1 on
 /// the own bounce route unless the user chose a value; CUDA's default where cuFile's streams
 /// would do the copying (`--route library`, `--async`). The fake records the variable when

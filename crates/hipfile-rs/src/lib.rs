@@ -55,6 +55,7 @@ mod flavor;
 mod io_ops;
 mod library;
 mod load;
+mod readahead;
 mod runtime;
 mod runtime_ops;
 mod stream;

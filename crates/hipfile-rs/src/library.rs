@@ -3,7 +3,7 @@
 //! in [`crate::device`].
 
 use std::ffi::c_int;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{decode_file_error, Failure};
@@ -22,6 +22,7 @@ pub(crate) struct LibraryInner {
     runtime: Runtime,
     /// Dropped after `io`, which points into it.
     io_lib: load::Loaded,
+    read_ahead: Vec<PathBuf>,
 }
 
 impl Library {
@@ -34,6 +35,8 @@ impl Library {
     /// Loads the I/O library and the GPU runtime of `flavor`, each from its exact path in
     /// `paths` when given, else found by the search.
     pub fn load_from(flavor: Flavor, paths: &LibraryPaths) -> Result<Library, LoadError> {
+        // Before anything is mapped, so the reads overlap the loading.
+        let read_ahead = crate::readahead::start(flavor, paths);
         // The runtime first: the I/O library needs it, and on a machine with neither the
         // runtime is the more telling thing to report missing.
         let runtime = Runtime::load_from(flavor, paths.runtime.as_deref())?;
@@ -47,6 +50,7 @@ impl Library {
                 },
                 runtime,
                 io_lib,
+                read_ahead,
             }),
         })
     }
@@ -58,6 +62,11 @@ impl Library {
     /// Where libhipfile / libcufile was found.
     pub fn io_library_path(&self) -> &Path {
         &self.inner.io_lib.path
+    }
+
+    /// The files asked to be read ahead of loading (the likely runtime and I/O library).
+    pub fn read_ahead(&self) -> &[PathBuf] {
+        &self.inner.read_ahead
     }
 
     /// Where libamdhip64 / libcuda was found.

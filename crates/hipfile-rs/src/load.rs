@@ -29,16 +29,16 @@ impl LibraryPaths {
 }
 
 /// One library to find: names for the loader path and directories to look in after it.
-struct Wanted {
-    library: &'static str,
-    names: &'static [&'static str],
+pub(crate) struct Wanted {
+    pub(crate) library: &'static str,
+    pub(crate) names: &'static [&'static str],
 }
 
-const HIPFILE: Wanted = Wanted {
+pub(crate) const HIPFILE: Wanted = Wanted {
     library: "libhipfile",
     names: &["libhipfile.so.0", "libhipfile.so"],
 };
-const HIP: Wanted = Wanted {
+pub(crate) const HIP: Wanted = Wanted {
     library: "libamdhip64",
     names: &[
         "libamdhip64.so.7",
@@ -47,17 +47,17 @@ const HIP: Wanted = Wanted {
         "libamdhip64.so",
     ],
 };
-const CUFILE: Wanted = Wanted {
+pub(crate) const CUFILE: Wanted = Wanted {
     library: "libcufile",
     names: &["libcufile.so.0", "libcufile.so"],
 };
-const CUDA: Wanted = Wanted {
+pub(crate) const CUDA: Wanted = Wanted {
     library: "libcuda",
     names: &["libcuda.so.1", "libcuda.so"],
 };
 
 /// Directories searched after the loader path, per flavor.
-fn extra_dirs(flavor: Flavor) -> Vec<PathBuf> {
+pub(crate) fn extra_dirs(flavor: Flavor) -> Vec<PathBuf> {
     match flavor {
         Flavor::HipFile => {
             let mut dirs = Vec::new();
@@ -93,7 +93,7 @@ pub struct Loaded {
 
 /// The candidate list: the exact path alone when given, else loader-path names then
 /// directories.
-fn candidates(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn candidates(wanted: &Wanted, exact: Option<&Path>, dirs: &[PathBuf]) -> Vec<PathBuf> {
     if let Some(path) = exact {
         return vec![path.to_path_buf()];
     }

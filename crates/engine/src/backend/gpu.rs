@@ -116,10 +116,20 @@ impl GpuStaging {
         if let Some(&index) = indices.iter().find(|&&i| i >= count) {
             return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
         }
+        let read_ahead: Vec<String> = library
+            .read_ahead()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         diag(&format!(
-            "loaded {} and {}: {count} GPU(s)",
+            "loaded {} and {}: {count} GPU(s); read ahead: {}",
             library.io_library_path().display(),
             library.runtime_library_path().display(),
+            if read_ahead.is_empty() {
+                "none".to_owned()
+            } else {
+                read_ahead.join(", ")
+            },
         ));
         let (library_route, why) = super::resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
