@@ -373,6 +373,19 @@ fn refusing_only_the_destination_still_copies_through_device_memory() {
 }
 
 #[test]
+fn refusing_only_the_source_still_copies_through_device_memory() {
+    // The 1st registration is big's SRC: SRC bounces into the slot, DST is written from it
+    // by the library, which must find every upload landed.
+    for engine in ENGINES {
+        let scene = Scene::for_engine(10, engine);
+        let out = scene.run_all("register#1=5027");
+        let report = assert_clean_success(&scene, &out);
+        assert!(report.stats.htod_bytes >= BIG as u64 / 2, "{report:?}");
+        assert!(report.stats.write_bytes >= BIG as u64 / 2, "{report:?}");
+    }
+}
+
+#[test]
 fn device_allocation_failure_retries_with_a_smaller_chunk() {
     // 4 MiB slots do not fit; the engine halves the chunk to 1 MiB and the copy is whole.
     for engine in ENGINES {
