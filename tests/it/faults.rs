@@ -375,7 +375,8 @@ fn refusing_only_the_destination_still_copies_through_device_memory() {
 #[test]
 fn refusing_only_the_source_still_copies_through_device_memory() {
     // The 1st registration is big's SRC: SRC bounces into the slot, DST is written from it
-    // by the library, which must find every upload landed.
+    // by the library, which must find every upload landed (the fake runs queued copies only
+    // when their stream is synchronized).
     for engine in ENGINES {
         let scene = Scene::for_engine(10, engine);
         let out = scene.run_all("register#1=5027");

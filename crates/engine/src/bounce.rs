@@ -76,12 +76,8 @@ impl Ctx<'_> {
 
 /// Reads up to `len` bytes (from `at` for positional reads) into the slot from its start,
 /// a window at a time, alternating the two windows so that one travels to the slot while
-/// the other is read. Returns the bytes read: fewer only at EOF.
-///
-/// Uploads may still be queued on return. [`write_out`] needs no wait: it moves each
-/// window's bytes back through that same window, whose stream runs copies in order, so a
-/// file that fits in one window makes one trip to the GPU and one wait. Library I/O on the
-/// slot must [`settle`] first.
+/// the other is read. Returns the bytes read: fewer only at EOF. Every queued copy has
+/// finished on return, so library I/O may read the slot.
 pub(crate) fn read_in<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
@@ -121,18 +117,10 @@ pub(crate) fn read_in<S: Staging>(
             break;
         }
     }
-    Ok(got)
-}
-
-/// Waits until every upload [`read_in`] queued has reached the slot.
-pub(crate) fn settle<S: Staging>(
-    staging: &S,
-    slot: &mut S::Slot,
-    cx: &Ctx<'_>,
-) -> Result<(), CopyError> {
-    cx.clock
+    clock
         .time(Stage::CopyWait, || staging.settle(slot))
-        .map_err(|e| cx.names.read(e))
+        .map_err(|e| names.read(e))?;
+    Ok(got)
 }
 
 /// Writes the slot's first `len` bytes (to `at` for positional writes) back through the

@@ -220,7 +220,6 @@ fn copy_slice<S: Staging>(
     };
     match (route.dst_side, library) {
         (Side::Library(handle), Some(library)) => {
-            bounce::settle(staging, slot, cx)?;
             in_grains(to_write, cx, |at, n| {
                 cx.clock
                     .time(Stage::Write, || {

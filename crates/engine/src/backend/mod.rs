@@ -60,8 +60,7 @@ pub trait Staging: Sync {
         k: usize,
         slot_off: usize,
     ) -> Result<&'s mut [u8], Error>;
-    /// Queues the copy of window `k`'s first `len` bytes into the slot at `slot_off`. The
-    /// copies queued through one window run in the order they were queued.
+    /// Queues the copy of window `k`'s first `len` bytes into the slot at `slot_off`.
     fn upload(
         &self,
         slot: &mut Self::Slot,
