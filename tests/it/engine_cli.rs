@@ -272,6 +272,92 @@ fn debug_names_backend_and_route() {
         .stderr(predicates::str::contains("read direct, write direct"));
 }
 
+/// Staging holds 256 MiB by default on every route: eight slots of 32 MiB on a GPU's own
+/// bounce route, four of 64 MiB with host memory and on the library route; a flag given
+/// replaces only its own half.
+#[test]
+fn default_slots_follow_the_route_and_flags_override_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 5 << 20, 3);
+    let cases: [(Backend, &[&str], usize, u64); 6] = [
+        (Backend::FakeGpu, &["--route", "bounce"], 8, 32 << 20),
+        (Backend::FakeGpu, &["--route", "library"], 4, 64 << 20),
+        (Backend::Host, &[], 4, 64 << 20),
+        (
+            Backend::FakeGpu,
+            &["--route", "bounce", "--streams", "3"],
+            3,
+            32 << 20,
+        ),
+        (
+            Backend::FakeGpu,
+            &["--route", "bounce", "--chunk-size", "1M"],
+            8,
+            1 << 20,
+        ),
+        (
+            Backend::FakeGpu,
+            &["--route", "library", "--streams", "2"],
+            2,
+            64 << 20,
+        ),
+    ];
+    for (i, (backend, args, streams, chunk)) in cases.into_iter().enumerate() {
+        let report = dir.path().join(format!("report{i}"));
+        let dst = dir.path().join(format!("d{i}"));
+        let out = aiscp(backend, &report)
+            .arg("--debug")
+            .args(args)
+            .arg(&src)
+            .arg(&dst)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let wanted = format!("chunk {chunk} bytes, {streams} stream(s):");
+        assert!(
+            stderr.contains(&wanted),
+            "{args:?}: wanted `{wanted}` in {stderr}"
+        );
+        assert_same_bytes(&fs::read(&dst).unwrap(), &fs::read(&src).unwrap(), "copy");
+        if backend == Backend::FakeGpu {
+            let stats = Report::read(&report).stats;
+            assert_eq!(stats.max_alloc, chunk, "{args:?}: {stats:?}");
+        }
+    }
+}
+
+/// The bounce route's smaller default slots keep the same files in flight: up to 64 MiB,
+/// in rounds through one slot; a --chunk-size given is the limit itself.
+#[test]
+fn files_up_to_64_mib_go_in_flight_unless_a_chunk_size_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 48 << 20, 4);
+    for (args, wanted) in [
+        (&[][..], "in flight, read and write O_DIRECT"),
+        (&["--chunk-size", "32M"][..], "2 slice(s)"),
+    ] {
+        let report = dir.path().join("report");
+        let dst = dir.path().join("d");
+        let out = aiscp(Backend::FakeGpu, &report)
+            .args(["--debug", "--route", "bounce"])
+            .args(args)
+            .arg(&src)
+            .arg(&dst)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(wanted),
+            "{args:?}: wanted `{wanted}` in {stderr}"
+        );
+        assert_same_bytes(&fs::read(&dst).unwrap(), &fs::read(&src).unwrap(), "copy");
+    }
+}
+
 /// The library files named by AISCP_HIPFILE_LIB / AISCP_HIP_LIB are the ones read ahead of
 /// loading; the work-queue setting is CUDA's alone and not mentioned on hipFile.
 #[test]
