@@ -67,18 +67,17 @@ pub struct StagingArgs {
     )]
     pub route: RouteArg,
     /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
-    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE [default: 32M on a GPU's own
-    /// bounce route, 64M otherwise]
+    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE
     #[arg(
         long,
         value_name = "SIZE",
         value_parser = parse_chunk_size,
         allow_hyphen_values = true,
+        default_value_t = ChunkSize::DEFAULT,
         help_heading = "GPU staging"
     )]
-    pub chunk_size: Option<ChunkSize>,
-    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 8
-    /// on a GPU's own bounce route, 4 otherwise]
+    pub chunk_size: ChunkSize,
+    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]
     #[arg(
         long,
         value_name = "N",
@@ -312,7 +311,7 @@ mod tests {
         ])
         .unwrap();
         let c = aiscp_engine::Config::from(&only.staging);
-        assert_eq!(c.chunk_size.map(|c| c.bytes()), Some(1 << 20));
+        assert_eq!(c.chunk_size.bytes(), 1 << 20);
         assert_eq!(c.streams, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);

@@ -110,9 +110,8 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
     if !gpu_given {
         config.gpu = GpuChoice::Local(u32::try_from(local).unwrap_or(0));
     }
-    // Every route's default slots hold the same 256 MiB, so host memory's stand for all.
-    let (streams, chunk) = config.slots(false);
-    let piece = chunk.bytes() * streams as u64 * 2;
+    let streams = config.streams.unwrap_or(aiscp_engine::DEFAULT_STREAMS) as u64;
+    let piece = config.chunk_size.bytes() * streams * 2;
     if rank != 0 {
         worker::serve(&world, rank, config);
     }

@@ -12,13 +12,6 @@ use std::sync::Arc;
 /// ext4s, four slices 1.85 GB/s, two 1.63, eight 1.71; with host memory four beat two and
 /// one on the dev VM's virtio disk (0.401 vs 0.284 vs 0.309 GB/s). BENCHMARKS.md has the runs.
 pub const DEFAULT_STREAMS: usize = 4;
-/// Slots on a GPU's own bounce route unless configured: the same 256 MiB of device memory as
-/// four of 64 MiB, in eight slots of [`ChunkSize::GPU_BOUNCE`]. With files in flight, eight
-/// files hide one another's trips through the GPU: on the H200 machine 4,000 files of 256 KiB
-/// copied 12% faster in two runs of three, 64 of 32 MiB and a 4 GiB file as fast
-/// (BENCHMARKS.md, "Eight slots on the bounce route"). Host memory and the library route keep
-/// the four of 64 MiB they were measured with.
-pub const GPU_BOUNCE_STREAMS: usize = 8;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
 
@@ -31,8 +24,6 @@ impl ChunkSize {
     /// 64 MiB: on the H200 machine 64 MiB slices beat the reference's 2 GiB by 1.2-1.5x
     /// (bigger bounce windows did not help).
     pub const DEFAULT: ChunkSize = ChunkSize(64 << 20);
-    /// 32 MiB on a GPU's own bounce route (see [`GPU_BOUNCE_STREAMS`]).
-    pub const GPU_BOUNCE: ChunkSize = ChunkSize(32 << 20);
 
     pub fn new(bytes: u64) -> Result<ChunkSize, ChunkSizeError> {
         if bytes == 0 || bytes > MAX_CHUNK {
@@ -76,13 +67,12 @@ pub struct ChunkSizeError(pub u64);
 #[derive(Clone, Debug)]
 pub struct Config {
     pub backend: BackendChoice,
-    /// Bytes per slot; None = the default of the route the backend takes.
-    pub chunk_size: Option<ChunkSize>,
+    pub chunk_size: ChunkSize,
     /// Which GPU(s) stage the data (GPU backends only).
     pub gpu: GpuChoice,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
     pub route: RouteChoice,
-    /// Slices in flight; None = the default of the route the backend takes.
+    /// Slices in flight; None = the engine's default.
     pub streams: Option<usize>,
     pub async_io: bool,
     pub verify: bool,
@@ -93,19 +83,6 @@ pub struct Config {
 }
 
 impl Config {
-    /// Slots per GPU and bytes per slot: what was asked for, else the route's default
-    /// (`gpu_bounce`: a GPU backend moving files through its own bounce route).
-    pub fn slots(&self, gpu_bounce: bool) -> (usize, ChunkSize) {
-        let (streams, chunk) = match gpu_bounce {
-            true => (GPU_BOUNCE_STREAMS, ChunkSize::GPU_BOUNCE),
-            false => (DEFAULT_STREAMS, ChunkSize::DEFAULT),
-        };
-        (
-            self.streams.unwrap_or(streams),
-            self.chunk_size.unwrap_or(chunk),
-        )
-    }
-
     /// What the backend is asked for.
     pub fn request(&self) -> backend::Request {
         backend::Request {
@@ -121,7 +98,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             backend: BackendChoice::Auto,
-            chunk_size: None,
+            chunk_size: ChunkSize::DEFAULT,
             gpu: GpuChoice::default(),
             route: RouteChoice::Auto,
             streams: None,

@@ -34,9 +34,7 @@ pub mod verify;
 mod worker;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
-pub use config::{
-    ChunkSize, ChunkSizeError, Config, DEFAULT_STREAMS, GPU_BOUNCE_STREAMS, MAX_CHUNK,
-};
+pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_STREAMS, MAX_CHUNK};
 pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
@@ -135,9 +133,8 @@ impl Engine {
         if let Some(warning) = fell_back {
             diag.sink.warn(&warning);
         }
-        let gpu_bounce = matches!(&loaded, Loaded::Gpu(g) if g.library().is_none());
-        let (streams, chunk) = config.slots(gpu_bounce);
-        let chunk = chunk.bytes() as usize;
+        let chunk = config.chunk_size.bytes() as usize;
+        let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
         let mut spread = None;
         let backend = match loaded {
             Loaded::Host(h) => {
@@ -193,22 +190,15 @@ impl Engine {
         self.limits = limits;
     }
 
-    /// The largest file [`Engine::submit`] takes: a file that fits one slot (64 MiB when
-    /// --chunk-size is not given), on the bounce route (the library route and `--async` copy
-    /// files in turn). None: nothing is queued.
+    /// The largest file [`Engine::submit`] takes: a file that fits one slot, on the bounce
+    /// route (the library route and `--async` copy files in turn). None: nothing is queued.
     pub fn queue_max(&self) -> Option<u64> {
         let library = match &self.backend {
             Backend::Host(_) => false,
             Backend::Gpu(p) => p.staging.library().is_some() || p.async_io,
         };
-        let chunk = with_pipeline!(&self.backend, p => p.chunk) as u64;
-        // Without --chunk-size the same files go in flight on every route: up to host
-        // memory's 64 MiB slot, in rounds where the route's slots are smaller.
-        let max = match self.config.chunk_size {
-            None => chunk.max(ChunkSize::DEFAULT.bytes()),
-            Some(_) => chunk,
-        };
-        (self.limits.files > 0 && !library).then_some(max)
+        let chunk = with_pipeline!(&self.backend, p => p.chunk);
+        (self.limits.files > 0 && !library).then_some(chunk as u64)
     }
 
     /// Whether a file of `len` bytes may be queued now without going over the limits; when

@@ -177,7 +177,7 @@ fn child_process_entry() {
         "cancel_mid_copy" => {
             let config = Config {
                 backend: BackendChoice::HipFile,
-                chunk_size: Some(chunk_size(CHUNK)),
+                chunk_size: chunk_size(CHUNK),
                 streams: Some(1),
                 async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
                 ..Config::default()
