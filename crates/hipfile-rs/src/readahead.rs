@@ -3,9 +3,9 @@
 //! A GPU runtime is a large file (libcuda.so is ~96 MB) that the loader maps and the runtime's
 //! initialisation then touches page by page. With a cold page cache each first touch is a
 //! small read from disk. Reading the files on a thread of their own while the loader works
-//! turns those into large reads already under way: on the H200 machine a cold start came down
-//! by ~15 ms and trees, which pay one, copied 2-13% faster (BENCHMARKS.md, "Reading the
-//! runtime's file ahead"). It is a hint: a wrong guess costs only a read, never the load.
+//! turns those into large reads already under way: on the H200 machine a cold start had the
+//! GPU ready 26-57 ms sooner in two runs (BENCHMARKS.md, "Reading the runtime's file ahead").
+//! It is a hint: a wrong guess costs only a read, never the load.
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
