@@ -273,7 +273,7 @@ fn debug_names_backend_and_route() {
 }
 
 /// The library files named by AISCP_HIPFILE_LIB / AISCP_HIP_LIB are the ones read ahead of
-/// loading; the work-queue setting is CUDA's alone and not mentioned on hipFile.
+/// loading.
 #[test]
 fn debug_names_the_library_files_read_ahead() {
     let dir = tempfile::tempdir().unwrap();
@@ -297,6 +297,24 @@ fn debug_names_the_library_files_read_ahead() {
     assert_eq!(lib("AISCP_HIP_LIB"), lib("AISCP_HIPFILE_LIB"));
     let wanted = format!("read ahead: {}\n", lib("AISCP_HIP_LIB"));
     assert!(stderr.contains(&wanted), "wanted `{wanted}` in {stderr}");
+}
+
+/// The work-queue setting is CUDA's alone: --debug on hipFile does not mention it.
+#[test]
+fn debug_on_hipfile_says_nothing_of_cuda_work_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("s");
+    write_random(&src, 5000, 5);
+    let report = dir.path().join("report");
+    let out = aiscp(Backend::FakeGpu, &report)
+        .arg("--debug")
+        .arg(&src)
+        .arg(dir.path().join("d"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backend hipFile"), "{stderr}");
     assert!(!stderr.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{stderr}");
 }
 

@@ -22,7 +22,7 @@ pub(crate) struct LibraryInner {
     runtime: Runtime,
     /// Dropped after `io`, which points into it.
     io_lib: load::Loaded,
-    read_ahead: Vec<PathBuf>,
+    read_ahead: crate::readahead::ReadAhead,
 }
 
 impl Library {
@@ -35,7 +35,8 @@ impl Library {
     /// Loads the I/O library and the GPU runtime of `flavor`, each from its exact path in
     /// `paths` when given, else found by the search.
     pub fn load_from(flavor: Flavor, paths: &LibraryPaths) -> Result<Library, LoadError> {
-        // Before anything is mapped, so the reads overlap the loading.
+        // Before anything is mapped, so the reads overlap the loading; stopped on return if
+        // the load fails.
         let read_ahead = crate::readahead::start(flavor, paths);
         // The runtime first: the I/O library needs it, and on a machine with neither the
         // runtime is the more telling thing to report missing.
@@ -66,7 +67,7 @@ impl Library {
 
     /// The files asked to be read ahead of loading (the likely runtime and I/O library).
     pub fn read_ahead(&self) -> &[PathBuf] {
-        &self.inner.read_ahead
+        self.inner.read_ahead.files()
     }
 
     /// Where libamdhip64 / libcuda was found.
