@@ -272,19 +272,13 @@ fn debug_names_backend_and_route() {
         .stderr(predicates::str::contains("read direct, write direct"));
 }
 
-/// The library files named by AISCP_HIPFILE_LIB / AISCP_HIP_LIB are the ones read ahead of
-/// loading.
-#[test]
-fn debug_names_the_library_files_read_ahead() {
+/// Copies a small file on the fake GPU with --debug; returns the environment the fake was
+/// given and stderr.
+fn fake_gpu_debug_run() -> (Vec<(&'static str, String)>, String) {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("s");
     write_random(&src, 5000, 2);
     let report = dir.path().join("report");
-    let env = Backend::FakeGpu.env(&report);
-    let lib = |name: &str| {
-        let (_, value) = env.iter().find(|(k, _)| *k == name).expect(name);
-        value.clone()
-    };
     let out = aiscp(Backend::FakeGpu, &report)
         .arg("--debug")
         .arg(&src)
@@ -292,7 +286,19 @@ fn debug_names_the_library_files_read_ahead() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (Backend::FakeGpu.env(&report), stderr)
+}
+
+/// The library files named by AISCP_HIPFILE_LIB / AISCP_HIP_LIB are the ones read ahead of
+/// loading.
+#[test]
+fn debug_names_the_library_files_read_ahead() {
+    let (env, stderr) = fake_gpu_debug_run();
+    let lib = |name: &str| {
+        let (_, value) = env.iter().find(|(k, _)| *k == name).expect(name);
+        value.clone()
+    };
     // The fake is one file standing for both libraries: read once.
     assert_eq!(lib("AISCP_HIP_LIB"), lib("AISCP_HIPFILE_LIB"));
     let wanted = format!("read ahead: {}\n", lib("AISCP_HIP_LIB"));
@@ -302,18 +308,7 @@ fn debug_names_the_library_files_read_ahead() {
 /// The work-queue setting is CUDA's alone: --debug on hipFile does not mention it.
 #[test]
 fn debug_on_hipfile_says_nothing_of_cuda_work_queues() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("s");
-    write_random(&src, 5000, 5);
-    let report = dir.path().join("report");
-    let out = aiscp(Backend::FakeGpu, &report)
-        .arg("--debug")
-        .arg(&src)
-        .arg(dir.path().join("d"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = fake_gpu_debug_run();
     assert!(stderr.contains("backend hipFile"), "{stderr}");
     assert!(!stderr.contains("CUDA_DEVICE_MAX_CONNECTIONS"), "{stderr}");
 }
