@@ -154,7 +154,8 @@ impl Residency {
 
     /// Whether every page of `[at, at + n)` is in the page cache (`at` page-aligned).
     fn holds(&self, at: usize, n: usize) -> bool {
-        let page = 4096;
+        // SAFETY: sysconf reads a constant of the system.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         let mut pages = vec![0u8; n.div_ceil(page)];
         // SAFETY: the range lies inside the mapping (at + n <= len); `pages` has one byte per
         // page, as mincore wants.
