@@ -218,7 +218,9 @@ fn main() {
     let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
+    let stopping = std::time::Instant::now();
     drop(copier);
+    let engine = engine.map(|(info, stages)| (info, stages, stopping.elapsed()));
     let summary = progress.finish();
     if let Some(json) = stats_json {
         let report =

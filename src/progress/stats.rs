@@ -5,6 +5,7 @@ use super::line::human;
 use aiscp_engine::{EngineInfo, StageTimes};
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// Files per route in the summary.
 #[derive(Clone, Debug, Serialize)]
@@ -43,6 +44,11 @@ pub struct StatsReport {
     /// Thread time per pipeline stage, summed over the workers (null when no file had
     /// data to copy).
     pub stages: Option<StageSeconds>,
+    /// Seconds the engine took to come up (libraries loaded, GPU context made) and to shut
+    /// down (staging memory freed, context and libraries released): the fixed cost a GPU
+    /// run pays beside the copying. Null when no file had data to copy.
+    pub startup_seconds: Option<f64>,
+    pub shutdown_seconds: Option<f64>,
 }
 
 /// The engine's stage times in seconds: each stage's busy time summed over the threads that
@@ -70,14 +76,22 @@ impl From<StageTimes> for StageSeconds {
 }
 
 impl StatsReport {
+    /// `engine`: what it staged through, its stage times and how long its shutdown took.
     pub fn new(
         summary: Summary,
-        engine: Option<(EngineInfo, StageTimes)>,
+        engine: Option<(EngineInfo, StageTimes, Duration)>,
         failed: bool,
     ) -> StatsReport {
-        let (backend, library, gpus, stages) = match engine {
-            Some((e, t)) => (Some(e.backend), e.library, e.gpus, Some(t.into())),
-            None => (None, None, Vec::new(), None),
+        let (backend, library, gpus, stages, startup, shutdown) = match engine {
+            Some((e, t, stop)) => (
+                Some(e.backend),
+                e.library,
+                e.gpus,
+                Some(t.into()),
+                Some(e.startup.as_secs_f64()),
+                Some(stop.as_secs_f64()),
+            ),
+            None => (None, None, Vec::new(), None, None, None),
         };
         StatsReport {
             files: summary.files,
@@ -90,6 +104,8 @@ impl StatsReport {
             gpus,
             routes: summary.routes,
             stages,
+            startup_seconds: startup,
+            shutdown_seconds: shutdown,
         }
     }
 
@@ -135,6 +151,9 @@ impl StatsReport {
                  write {:.2} s",
                 t.open, t.read, t.copy_queue, t.copy_wait, t.write
             );
+        }
+        if let (Some(up), Some(down)) = (self.startup_seconds, self.shutdown_seconds) {
+            let _ = write!(line, "; start-up {up:.2} s, shutdown {down:.2} s");
         }
         if self.failed {
             line.push_str("; some operands failed");

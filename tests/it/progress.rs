@@ -342,6 +342,11 @@ fn stats_line_and_json_add_up() {
         }
         assert!(stages["read"].as_f64().unwrap() > 0.0, "{json}");
         assert!(stages["write"].as_f64().unwrap() > 0.0, "{json}");
+        // The engine came up and went down: both measured, neither taking the whole run.
+        for fixed in ["startup_seconds", "shutdown_seconds"] {
+            let secs = v[fixed].as_f64().unwrap();
+            assert!((0.0..60.0).contains(&secs), "{fixed}: {json}");
+        }
 
         let line = run("--stats", dir.path().join("b"));
         assert_eq!(line.lines().count(), 1, "{line}");
@@ -354,6 +359,8 @@ fn stats_line_and_json_add_up() {
         assert!(line.contains(&through), "{line}");
         assert!(line.contains("read/write routes: "), "{line}");
         assert!(line.contains("; thread time: open "), "{line}");
+        assert!(line.contains("; start-up "), "{line}");
+        assert!(line.contains(" s, shutdown "), "{line}");
     }
 }
 
@@ -372,6 +379,10 @@ fn stats_report_failures_and_bad_formats() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["failed"], true);
     assert_eq!(v["files"], 0, "a onto itself is refused before its data");
+    // No data moved, so no engine came up: nothing to time.
+    for unused in ["backend", "stages", "startup_seconds", "shutdown_seconds"] {
+        assert!(v[unused].is_null(), "{unused}: {v}");
+    }
 
     let out = Command::new(program())
         .args(["--stats=yaml", "a", "b"])

@@ -54,6 +54,8 @@ pub struct EngineInfo {
     pub backend: &'static str,
     pub library: Option<String>,
     pub gpus: Vec<u32>,
+    /// How long [`Engine::start`] took: loading the libraries and bringing the GPU up.
+    pub startup: Duration,
 }
 
 /// Failure to bring up the backend (fatal for the run).
@@ -101,6 +103,8 @@ pub struct Engine {
     diag: Diag,
     /// With several GPUs: how files are placed on them.
     spread: Option<devices::Spread>,
+    /// How long the start took (reported in the run's summary).
+    startup: Duration,
     /// The GPUs (positions) the file workers of the current flight have slots on.
     flying_on: Option<Vec<usize>>,
     /// Files in flight: the limits, and results received while landing the flight.
@@ -116,6 +120,23 @@ macro_rules! with_pipeline {
             Backend::Gpu($p) => $body,
         }
     };
+}
+
+impl Drop for Engine {
+    /// Frees the staging memory first and says how long that took (--debug), so a run's
+    /// shutdown can be told apart: memory here, the GPU context and libraries after.
+    fn drop(&mut self) {
+        let freeing = Instant::now();
+        with_pipeline!(&mut self.backend, p => p.free_slots());
+        let next = match self.backend {
+            Backend::Host(_) => "",
+            Backend::Gpu(_) => "; the GPU context and the libraries are released next",
+        };
+        self.diag.debug(&format!(
+            "stopping: staging memory freed in {:.3} s{next}",
+            freeing.elapsed().as_secs_f64()
+        ));
+    }
 }
 
 impl Engine {
@@ -175,6 +196,7 @@ impl Engine {
             chunk * streams * gpus
         ));
         Ok(Engine {
+            startup: diag.started.elapsed(),
             backend,
             config,
             diag,
@@ -299,11 +321,13 @@ impl Engine {
                 backend: self.backend_name(),
                 library: None,
                 gpus: Vec::new(),
+                startup: self.startup,
             },
             Backend::Gpu(p) => EngineInfo {
                 backend: self.backend_name(),
                 library: p.staging.version().map(str::to_owned),
                 gpus: p.staging.indices(),
+                startup: self.startup,
             },
         }
     }

@@ -65,6 +65,14 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 
+    /// Stops the workers and frees every slot (GPU buffers, pinned windows, streams), in
+    /// the order a drop would; the backend itself stays up.
+    pub(crate) fn free_slots(&mut self) {
+        self.threads = None;
+        self.flight = None;
+        self.slots.iter_mut().for_each(|slot| *slot = None);
+    }
+
     pub(crate) fn copy(
         &mut self,
         job: &DataJob<'_>,
