@@ -18,6 +18,9 @@
 # checked once against SRC's digest (all files' bytes in name order). Rows go to
 # OUT/results.tsv (same columns as bench/run.sh), a markdown table to stdout and
 # OUT/summary.md. AISCP_BIN is the aiscp under test (default target/release/aiscp).
+# aiscp runs with --stats=json: its start-up and shutdown seconds per round go to
+# OUT/fixed.tsv, and the summary adds the GPU route's ceiling in this run: the host
+# engine's time for the tree plus aiscp's own start-up and shutdown (medians).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -121,8 +124,8 @@ method_cmd() {
     case $1 in
         cp) CMD=(cp -r "$SRC" "$DST") ;;
         xcp) CMD=("$xcp" -r "$SRC" "$DST") ;;
-        aiscp) CMD=("$AISCP_BIN" --no-progress -r "$SRC" "$DST") ;;
-        aiscp_host) CMD=("$AISCP_BIN" --no-progress --backend host -r "$SRC" "$DST") ;;
+        aiscp) CMD=("$AISCP_BIN" --no-progress --stats=json -r "$SRC" "$DST") ;;
+        aiscp_host) CMD=("$AISCP_BIN" --no-progress --stats=json --backend host -r "$SRC" "$DST") ;;
         *)
             local words
             read -r -a words <<< "${extra_args[$1]}"
@@ -146,6 +149,8 @@ for m in "${methods[@]}"; do
 done
 say "tree $label: $shape in $SRC -> $DST ($(findmnt -no SOURCE --target "$src_dir") -> $(findmnt -no SOURCE --target "$dst_dir")), $rounds round(s), methods ${methods[*]}"
 results=$out/results.tsv
+fixed=$out/fixed.tsv
+[[ -s $fixed ]] || printf 'label\tround\tmethod\tstartup_s\tshutdown_s\n' > "$fixed"
 [[ -s $results ]] || printf 'label\tround\tmethod\tbytes\trc\twall_s\tgbps\tuser_s\tsys_s\tcpu_s_per_gib\tmaxrss_mib\tgpu_mib\tcheck\tcache\n' > "$results"
 declare -A checked
 n=${#methods[@]}
@@ -156,6 +161,7 @@ for ((r = 1; r <= rounds; r++)); do
         method_cmd "$m"
         rm -rf "$DST"
         echo "=== round $r $m: ${CMD[*]}" >> "$log"
+        log_at=$(stat -c %s "$log")
         # Evicting SRC's files one by one costs more than the copy; drop_caches covers them.
         line=$(python3 "$HERE/measure.py" "${drop[@]}" --sync "$dst_dir" --timeout 300 --log "$log" -- "${CMD[@]}")
         IFS=$'\t' read -r rc wall user sys rss gmib cache <<< "$line"
@@ -168,6 +174,8 @@ for ((r = 1; r <= rounds; r++)); do
             'BEGIN { printf "%.4f %.3f %.1f\n", (w > 0 ? b / w / 1e9 : 0), (u + s) / (b / 1073741824), m / 1024 }')
         printf '%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$r" "$m" "$total" \
             "$rc" "$wall" "$gbps" "$user" "$sys" "$cpug" "$rssm" "$gmib" "$check" "$cache" >> "$results"
+        # aiscp's --stats=json line, from what this run added to the log.
+        tail -c +$((log_at + 1)) "$log" | python3 "$HERE/fixed_costs.py" row "$label" "$r" "$m" >> "$fixed"
         printf '  %-14s %7.3f GB/s  %6.2f s  rss %6.0f MiB%s%s\n' "$m" "$gbps" "$wall" "$rssm" \
             "$([[ $check != - ]] && echo "  checksum $check")" "$([[ $rc != 0 ]] && echo "  FAILED rc=$rc (see $log)")"
     done
@@ -175,6 +183,7 @@ done
 rm -rf "$DST"
 {
     python3 "$HERE/stats.py" "$results" "$label" "$methods_tsv" "$out/medians.tsv"
+    python3 "$HERE/fixed_costs.py" ceiling "$results" "$fixed" "$label"
     echo "Commands ($shape tree, SRC $SRC, DST $DST):"
     echo
     while IFS=$'\t' read -r m _ c; do echo "- \`$m\`: \`$c\`"; done < "$methods_tsv"
