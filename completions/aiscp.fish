@@ -44,7 +44,7 @@ library\t''
 bounce\t''"
 complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE' -r
 complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
-complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU and the routes taken' -r -f -a "text\t''
+complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage\'s thread time, and the engine\'s start-up and shutdown' -r -f -a "text\t''
 json\t''"
 complete -c aiscp -l generate -d 'Write the man page or a shell completion script to stdout' -r -f -a "man\t''
 bash\t''

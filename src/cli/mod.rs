@@ -158,7 +158,8 @@ pub struct Cli {
     #[command(flatten)]
     pub staging: staging::StagingArgs,
     /// When done, print a summary on stdout: one line (text, the default) or one JSON object
-    /// (json) with files, bytes, seconds, rate, backend, library, GPU and the routes taken
+    /// (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each
+    /// stage's thread time, and the engine's start-up and shutdown
     #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
           default_missing_value = "text", value_parser = Choices(STATS_CHOICES),
           help_heading = "Reporting")]

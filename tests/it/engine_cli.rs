@@ -305,6 +305,19 @@ fn debug_names_the_library_files_read_ahead() {
     assert!(stderr.contains(&wanted), "wanted `{wanted}` in {stderr}");
 }
 
+/// The engine's last --debug line says the staging memory went first and the GPU follows,
+/// so a slow shutdown shows which part it is.
+#[test]
+fn debug_ends_with_the_engine_stopping() {
+    let (_, stderr) = fake_gpu_debug_run();
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("stopping: staging memory freed in ")
+            && last.ends_with(" s; the GPU context and the libraries are released next"),
+        "{stderr}"
+    );
+}
+
 /// The work-queue setting is CUDA's alone: --debug on hipFile does not mention it.
 #[test]
 fn debug_on_hipfile_says_nothing_of_cuda_work_queues() {

@@ -5,3 +5,6 @@
 # 5ae65cd (run 6's build), xcp 0.24.9, rawbw.c and refloop_cufile.c:
 mkdir -p /tmp/r10 && OUT=/tmp/r10 TREE_ROUNDS=5 timeout 570 bash bench/h200-speed.sh .final-carry2 > /tmp/r10/speed.log 2>&1
 tar czf $OUT/run10.tgz -C /tmp r10
+# check-9460ad0.log: a later device command on the same carry, with no deadline pressure:
+#   bash scripts/gpu-setup.sh --fastdisk 8G --mnt /mnt/fast
+#   AISCP_BIN=$PWD/.final-carry2/aiscp OUT= W=/mnt/fast/check bash scripts/gpu-check.sh --dir /mnt/fast/check --deadline 200 --no-roundtrip
