@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The GPU route's fixed costs in a tree run, and the ceiling they set.
 
-usage: fixed_costs.py row LABEL ROUND METHOD < LOG-PART   (prints one fixed.tsv row, or none)
+usage: fixed_costs.py row LABEL ROUND METHOD RC < LOG-PART   (one fixed.tsv row, or none)
        fixed_costs.py ceiling RESULTS.TSV FIXED.TSV LABEL  (prints the ceiling line)
 
 `row` reads what one run wrote (aiscp's --stats=json line among it) and prints LABEL,
-ROUND, METHOD, startup_s and shutdown_s; nothing when the run printed no engine times (a
-copy that moved no data, or not an aiscp).
+ROUND, METHOD, the backend, startup_s and shutdown_s; nothing when the run failed (RC not 0)
+or printed no engine times (a copy that moved no data, or not an aiscp).
 
 `ceiling`: a GPU run can at best take the host engine's time for the same bytes plus the
 GPU's start-up and shutdown, so the ceiling is the median wall time of aiscp_host plus the
-median of aiscp's own start-up + shutdown, both from this run; it is set against cp and xcp
-beside what aiscp reached.
+median of aiscp's own start-up + shutdown (rounds staged through a GPU; none when aiscp fell
+back to host memory), both from this run; it is set against cp and xcp beside what aiscp
+reached.
 """
 
 import json
@@ -19,13 +20,16 @@ import statistics as st
 import sys
 
 
-def row(label, rnd, method):
+def row(label, rnd, method, rc):
+    if rc != "0":
+        return
     for line in sys.stdin:
         if not line.startswith('{"files"'):
             continue
         d = json.loads(line)
         if d.get("startup_seconds") is not None:
-            print(f"{label}\t{rnd}\t{method}\t{d['startup_seconds']:.4f}\t{d['shutdown_seconds']:.4f}")
+            up, down = d["startup_seconds"], d["shutdown_seconds"]
+            print(f"{label}\t{rnd}\t{method}\t{d['backend']}\t{up:.4f}\t{down:.4f}")
 
 
 def table(path):
@@ -42,7 +46,7 @@ def ceiling(results, fixed, label):
     fixed_s = [
         float(r["startup_s"]) + float(r["shutdown_s"])
         for r in table(fixed)
-        if r["label"] == label and r["method"] == "aiscp"
+        if r["label"] == label and r["method"] == "aiscp" and r.get("backend") != "host memory"
     ]
     if not fixed_s or "aiscp_host" not in wall or "aiscp" not in wall:
         return
@@ -62,7 +66,7 @@ def ceiling(results, fixed, label):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "row":
+    if len(sys.argv) == 6 and sys.argv[1] == "row":
         row(*sys.argv[2:])
     elif len(sys.argv) == 5 and sys.argv[1] == "ceiling":
         ceiling(*sys.argv[2:])

@@ -18,9 +18,10 @@
 # checked once against SRC's digest (all files' bytes in name order). Rows go to
 # OUT/results.tsv (same columns as bench/run.sh), a markdown table to stdout and
 # OUT/summary.md. AISCP_BIN is the aiscp under test (default target/release/aiscp).
-# aiscp runs with --stats=json: its start-up and shutdown seconds per round go to
-# OUT/fixed.tsv, and the summary adds the GPU route's ceiling in this run: the host
-# engine's time for the tree plus aiscp's own start-up and shutdown (medians).
+# aiscp and aiscp_host run with --stats=json (--extra builds without: older builds lack the
+# fields); their start-up and shutdown seconds per round go to OUT/fixed.tsv, and the
+# summary adds the GPU route's ceiling in this run: the host engine's time for the tree plus
+# aiscp's own start-up and shutdown (medians).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -150,7 +151,7 @@ done
 say "tree $label: $shape in $SRC -> $DST ($(findmnt -no SOURCE --target "$src_dir") -> $(findmnt -no SOURCE --target "$dst_dir")), $rounds round(s), methods ${methods[*]}"
 results=$out/results.tsv
 fixed=$out/fixed.tsv
-[[ -s $fixed ]] || printf 'label\tround\tmethod\tstartup_s\tshutdown_s\n' > "$fixed"
+[[ -s $fixed ]] || printf 'label\tround\tmethod\tbackend\tstartup_s\tshutdown_s\n' > "$fixed"
 [[ -s $results ]] || printf 'label\tround\tmethod\tbytes\trc\twall_s\tgbps\tuser_s\tsys_s\tcpu_s_per_gib\tmaxrss_mib\tgpu_mib\tcheck\tcache\n' > "$results"
 declare -A checked
 n=${#methods[@]}
@@ -175,7 +176,7 @@ for ((r = 1; r <= rounds; r++)); do
         printf '%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$r" "$m" "$total" \
             "$rc" "$wall" "$gbps" "$user" "$sys" "$cpug" "$rssm" "$gmib" "$check" "$cache" >> "$results"
         # aiscp's --stats=json line, from what this run added to the log.
-        tail -c +$((log_at + 1)) "$log" | python3 "$HERE/fixed_costs.py" row "$label" "$r" "$m" >> "$fixed"
+        tail -c +$((log_at + 1)) "$log" | python3 "$HERE/fixed_costs.py" row "$label" "$r" "$m" "$rc" >> "$fixed"
         printf '  %-14s %7.3f GB/s  %6.2f s  rss %6.0f MiB%s%s\n' "$m" "$gbps" "$wall" "$rssm" \
             "$([[ $check != - ]] && echo "  checksum $check")" "$([[ $rc != 0 ]] && echo "  FAILED rc=$rc (see $log)")"
     done

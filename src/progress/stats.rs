@@ -44,10 +44,12 @@ pub struct StatsReport {
     /// Thread time per pipeline stage, summed over the workers (null when no file had
     /// data to copy).
     pub stages: Option<StageSeconds>,
-    /// Seconds the engine took to come up (libraries loaded, GPU context made) and to shut
-    /// down (staging memory freed, context and libraries released): the fixed cost a GPU
-    /// run pays beside the copying. Null when no file had data to copy.
+    /// Seconds the engine took to come up (libraries loaded, GPU context made): with the
+    /// shutdown, the fixed cost a GPU run pays beside the copying. Null when no file had
+    /// data to copy.
     pub startup_seconds: Option<f64>,
+    /// Seconds the run took to shut down once the last file was done (staging memory freed,
+    /// context and libraries released). Null when no file had data to copy.
     pub shutdown_seconds: Option<f64>,
 }
 

@@ -126,15 +126,14 @@ impl Drop for Engine {
     /// Frees the staging memory first and says how long that took (--debug), so a run's
     /// shutdown can be told apart: memory here, the GPU context and libraries after.
     fn drop(&mut self) {
-        let freeing = Instant::now();
-        with_pipeline!(&mut self.backend, p => p.free_slots());
+        let freed = with_pipeline!(&mut self.backend, p => p.free_slots());
         let next = match self.backend {
             Backend::Host(_) => "",
             Backend::Gpu(_) => "; the GPU context and the libraries are released next",
         };
         self.diag.debug(&format!(
             "stopping: staging memory freed in {:.3} s{next}",
-            freeing.elapsed().as_secs_f64()
+            freed.as_secs_f64()
         ));
     }
 }

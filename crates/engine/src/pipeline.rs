@@ -65,12 +65,20 @@ impl<S: Staging> Pipeline<S> {
         }
     }
 
-    /// Stops the workers and frees every slot (GPU buffers, pinned windows, streams), in
-    /// the order a drop would; the backend itself stays up.
-    pub(crate) fn free_slots(&mut self) {
+    /// Stops the workers, then frees every slot (GPU buffers, pinned windows, streams), in
+    /// the order a drop would; the backend itself stays up. Returns how long the freeing
+    /// took (not the wait for workers still copying).
+    pub(crate) fn free_slots(&mut self) -> Duration {
         self.threads = None;
-        self.flight = None;
+        // The file workers end once their queue is empty and hand their slots back.
+        if let Some(flight) = self.flight.take() {
+            for (i, slot) in flight.land() {
+                self.slots[i] = Some(slot);
+            }
+        }
+        let freeing = std::time::Instant::now();
         self.slots.iter_mut().for_each(|slot| *slot = None);
+        freeing.elapsed()
     }
 
     pub(crate) fn copy(
