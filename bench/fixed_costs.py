@@ -15,6 +15,7 @@ back to host memory), both from this run; it is set against cp and xcp beside wh
 reached.
 """
 
+import csv
 import json
 import statistics as st
 import sys
@@ -34,8 +35,7 @@ def row(label, rnd, method, rc):
 
 def table(path):
     with open(path) as f:
-        head = f.readline().rstrip("\n").split("\t")
-        return [dict(zip(head, line.rstrip("\n").split("\t"))) for line in f]
+        return list(csv.DictReader(f, delimiter="\t"))
 
 
 def ceiling(results, fixed, label):

@@ -9,7 +9,7 @@ use crate::CopyError;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 impl<S> Pipeline<S>
 where
@@ -137,5 +137,16 @@ where
         for (i, slot) in flight.land() {
             self.slots[i] = Some(slot);
         }
+    }
+
+    /// Stops every worker (the file workers once their files have landed), then frees every
+    /// slot (GPU buffers, pinned windows, streams), in the order a drop would; the backend
+    /// stays up. Returns how long the freeing took, not the wait for files still copying.
+    pub(crate) fn free_slots(&mut self) -> Duration {
+        self.threads = None;
+        self.land(&mut VecDeque::new());
+        let freeing = Instant::now();
+        self.slots.iter_mut().for_each(|slot| *slot = None);
+        freeing.elapsed()
     }
 }

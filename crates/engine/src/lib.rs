@@ -315,19 +315,15 @@ impl Engine {
 
     /// What the run stages through, for the summary.
     pub fn info(&self) -> EngineInfo {
-        match &self.backend {
-            Backend::Host(_) => EngineInfo {
-                backend: self.backend_name(),
-                library: None,
-                gpus: Vec::new(),
-                startup: self.startup,
-            },
-            Backend::Gpu(p) => EngineInfo {
-                backend: self.backend_name(),
-                library: p.staging.version().map(str::to_owned),
-                gpus: p.staging.indices(),
-                startup: self.startup,
-            },
+        let (library, gpus) = match &self.backend {
+            Backend::Host(_) => (None, Vec::new()),
+            Backend::Gpu(p) => (p.staging.version().map(str::to_owned), p.staging.indices()),
+        };
+        EngineInfo {
+            backend: self.backend_name(),
+            library,
+            gpus,
+            startup: self.startup,
         }
     }
 

@@ -22,7 +22,7 @@ pub(crate) struct Pipeline<S: Staging> {
     /// The worker threads: made for the first file that has more than one slice for them,
     /// then reused for every file of the run (each makes the device current again per file,
     /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
-    threads: Option<rayon::ThreadPool>,
+    pub(crate) threads: Option<rayon::ThreadPool>,
     /// Files in flight (see `queue`): workers holding slots lent from `slots`.
     pub(crate) flight: Option<crate::queue::Flight<S>>,
     /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
@@ -63,22 +63,6 @@ impl<S: Staging> Pipeline<S> {
             last_stages: StageTimes::default(),
             run_stages: StageTimes::default(),
         }
-    }
-
-    /// Stops the workers, then frees every slot (GPU buffers, pinned windows, streams), in
-    /// the order a drop would; the backend itself stays up. Returns how long the freeing
-    /// took (not the wait for workers still copying).
-    pub(crate) fn free_slots(&mut self) -> Duration {
-        self.threads = None;
-        // The file workers end once their queue is empty and hand their slots back.
-        if let Some(flight) = self.flight.take() {
-            for (i, slot) in flight.land() {
-                self.slots[i] = Some(slot);
-            }
-        }
-        let freeing = std::time::Instant::now();
-        self.slots.iter_mut().for_each(|slot| *slot = None);
-        freeing.elapsed()
     }
 
     pub(crate) fn copy(
