@@ -242,6 +242,7 @@ impl From<&StagingArgs> for Config {
             debug: a.debug,
             quiet: a.quiet,
             verify: a.verify,
+            pause: crate::test_hook::pause,
             ..Config::default()
         }
     }

@@ -13,7 +13,7 @@ use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
 use crate::copy::{DataMover, FileQueue};
 use crate::messages;
 use aiscp_engine::{
-    quote::quote, CopyError, DataJob, Engine, Finished, NoProgress, ProgressSink, QueueLimits,
+    quote::quote, CopyError, DataJob, Engine, Finished, PartEnd, ProgressSink, QueueLimits,
     QueuedJob, SourceKind, Ticket,
 };
 use mpi::topology::SimpleCommunicator;
@@ -34,7 +34,6 @@ pub struct Coordinator {
     size: i32,
     /// Bytes per part; larger files are cut into parts.
     piece: u64,
-    verify: bool,
     debug: bool,
     cancel: Arc<AtomicBool>,
     /// Files and bytes in flight on each rank at once (each rank's own engine limits).
@@ -65,7 +64,6 @@ impl Coordinator {
             world,
             size,
             piece,
-            verify: config.verify,
             debug: config.debug,
             cancel: config.cancel.clone(),
             limits: QueueLimits::default(),
@@ -122,6 +120,12 @@ impl Coordinator {
                 (Ok(end), true)
             }
             Outcome::Failed(why) => (Err(CopyError::Elsewhere(why)), true),
+            Outcome::Part(_) => (
+                Err(CopyError::Elsewhere(format!(
+                    "rank {rank}: a part's answer to a whole file"
+                ))),
+                true,
+            ),
             Outcome::Interrupted { started } => (Err(CopyError::Interrupted), started),
             Outcome::NoEngine(why) => no_engine(rank, &why),
             // Copied here in turn (see `copy::inflight`): nothing was written to DST.
@@ -259,12 +263,9 @@ impl DataMover for Coordinator {
             return engine.copy(job, progress);
         };
         files.sparse = job.sparse;
-        let dst_name = quote(job.dst_name);
-        // Parts leave holes unwritten: DST starts empty, as the engine makes it.
-        job.dst.set_len(0).map_err(|e| CopyError::Write {
-            name: dst_name.clone(),
-            source: e,
-        })?;
+        // DST is cut, once the staging its end needs exists; the parts copy their slices,
+        // and the engine ends the file as one process does.
+        engine.begin_parts(job)?;
         let parts: Vec<Range<u64>> = (0..len)
             .step_by(self.piece as usize)
             .map(|start| start..(start + self.piece).min(len))
@@ -272,39 +273,15 @@ impl DataMover for Coordinator {
         progress.file_started(job.src_name, Some(len));
         let results = self.copy_parts(engine, job, &files, &parts, progress);
         progress.file_finished();
-        // As one process would: the failure at the lowest offset, DST cut back to the parts
-        // before it; SOURCE ending early ends DST there.
-        let mut end = 0;
-        for (i, r) in results.into_iter().enumerate() {
-            match r {
-                Some(Ok(e)) => {
-                    end = e;
-                    if e < parts[i].end {
-                        break;
-                    }
-                }
-                Some(Err(e)) => {
-                    let _ = job.dst.set_len(parts[i].start);
-                    return Err(e);
-                }
-                None => {
-                    let _ = job.dst.set_len(parts[i].start);
-                    return Err(CopyError::Interrupted);
-                }
-            }
-        }
-        job.dst.set_len(end).map_err(|e| CopyError::Extend {
-            name: dst_name,
-            source: e,
-        })?;
-        if self.verify {
-            aiscp_engine::verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
-        }
-        Ok(end)
+        let ends = results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(CopyError::Interrupted)))
+            .collect();
+        engine.finish_parts(job, ends)
     }
 }
 
-type PartResult = Option<Result<u64, CopyError>>;
+type PartResult = Option<Result<PartEnd, CopyError>>;
 
 impl Coordinator {
     /// Hands `parts` to whichever rank is free, rank 0 copying one whenever none is, until
@@ -323,7 +300,7 @@ impl Coordinator {
         let mut by_rank = vec![0usize; self.size as usize];
         let mut busy = 0;
         let (mut next, mut stop) = (0, false);
-        let mut record = |i: usize, r: Result<u64, CopyError>, stop: &mut bool| {
+        let mut record = |i: usize, r: Result<PartEnd, CopyError>, stop: &mut bool| {
             match &r {
                 Ok(_) => progress.advanced(parts[i].end - parts[i].start),
                 Err(_) => *stop = true,
@@ -339,7 +316,6 @@ impl Coordinator {
                     id: next as u64,
                     files: files.clone(),
                     part: parts[next].clone(),
-                    last: next + 1 == count,
                 };
                 self.world
                     .process_at_rank(r)
@@ -352,7 +328,7 @@ impl Coordinator {
                 let i = next;
                 next += 1;
                 by_rank[0] += 1;
-                let r = engine.copy_part(job, parts[i].clone(), i + 1 == count, &NoProgress);
+                let r = engine.copy_part(job, parts[i].clone());
                 record(i, r, &mut stop);
             } else if busy == 0 {
                 break;
@@ -370,7 +346,11 @@ impl Coordinator {
                 idle.push(rank);
                 busy -= 1;
                 let r = match reply.outcome {
-                    Outcome::Copied(end) => Ok(end),
+                    Outcome::Part(end) => Ok(end),
+                    // A part's answer is a part's end; anything else is a rank's bug.
+                    Outcome::Copied(_) => Err(CopyError::Elsewhere(format!(
+                        "rank {rank}: a whole file's answer to a part"
+                    ))),
                     Outcome::Failed(why) => Err(CopyError::Elsewhere(why)),
                     Outcome::Interrupted { .. } => Err(CopyError::Interrupted),
                     Outcome::NoEngine(why) => no_engine(rank, &why),
@@ -378,7 +358,7 @@ impl Coordinator {
                         let i = reply.id as usize;
                         by_rank[rank as usize] -= 1;
                         by_rank[0] += 1;
-                        engine.copy_part(job, parts[i].clone(), i + 1 == count, &NoProgress)
+                        engine.copy_part(job, parts[i].clone())
                     }
                     Outcome::Moved(why) => Err(CopyError::Elsewhere(why)),
                 };

@@ -2,7 +2,7 @@
 //! Both ends are this same program, so the format is private and a malformed message is a
 //! bug (the decoder panics).
 
-use aiscp_engine::SparseMode;
+use aiscp_engine::{PartEnd, SparseMode};
 use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -33,12 +33,12 @@ pub struct Files {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Task {
     Stop,
-    /// Bytes `part` of a file cut into parts (DST's size is left to rank 0).
+    /// The aligned slices of bytes `part` of a file cut into parts (rank 0 ends the file:
+    /// its tail and DST's size).
     Part {
         id: u64,
         files: Files,
         part: Range<u64>,
-        last: bool,
     },
     /// A whole file, copied as one process copies a file in flight: DST cut first when
     /// `truncate`, its final size set, closed before the answer.
@@ -55,6 +55,8 @@ pub enum Task {
 pub enum Outcome {
     /// Copied up to this end (SOURCE may have ended early or grown).
     Copied(u64),
+    /// A part's slices copied, as far as they went (rank 0 ends the file).
+    Part(PartEnd),
     /// Failed; cp's message (without the program's name).
     Failed(String),
     /// The run was stopped; `started`: DST was touched.
@@ -79,18 +81,12 @@ impl Task {
         let mut e = Encoder::default();
         match self {
             Task::Stop => e.u8(0),
-            Task::Part {
-                id,
-                files,
-                part,
-                last,
-            } => {
+            Task::Part { id, files, part } => {
                 e.u8(1);
                 e.u64(*id);
                 e.files(files);
                 e.u64(part.start);
                 e.u64(part.end);
-                e.u8(u8::from(*last));
             }
             Task::Whole {
                 id,
@@ -119,7 +115,6 @@ impl Task {
                     id,
                     files,
                     part: start..end,
-                    last: d.u8() == 1,
                 }
             }
             _ => Task::Whole {
@@ -210,6 +205,12 @@ impl Encoder {
                 self.u8(4);
                 self.bytes(why.as_bytes());
             }
+            Outcome::Part(end) => {
+                self.u8(5);
+                self.u8(u8::from(end.good.is_some()));
+                self.u64(end.good.unwrap_or(0));
+                self.u8(u8::from(end.whole));
+            }
         }
     }
 }
@@ -262,7 +263,15 @@ impl Decoder<'_> {
                 started: self.u8() == 1,
             },
             3 => Outcome::NoEngine(self.text()),
-            _ => Outcome::Moved(self.text()),
+            4 => Outcome::Moved(self.text()),
+            _ => {
+                let some = self.u8() == 1;
+                let good = self.u64();
+                Outcome::Part(PartEnd {
+                    good: some.then_some(good),
+                    whole: self.u8() == 1,
+                })
+            }
         }
     }
 }
@@ -291,7 +300,6 @@ mod tests {
                 id: 7,
                 files: files(),
                 part: (3 << 30)..(5 << 30) + 17,
-                last: true,
             },
             Task::Whole {
                 id: u64::MAX - 1,
@@ -326,6 +334,14 @@ mod tests {
     fn replies_survive_the_wire() {
         for outcome in [
             Outcome::Copied(u64::MAX),
+            Outcome::Part(PartEnd {
+                good: None,
+                whole: false,
+            }),
+            Outcome::Part(PartEnd {
+                good: Some(u64::MAX),
+                whole: true,
+            }),
             Outcome::Failed("cannot open 'a\u{e9}' for reading: Permission denied".into()),
             Outcome::Interrupted { started: false },
             Outcome::Interrupted { started: true },

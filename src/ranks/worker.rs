@@ -156,12 +156,7 @@ impl Server<'_> {
                 self.config.cancel.store(true, Ordering::SeqCst);
                 return false;
             }
-            Task::Part {
-                id,
-                files,
-                part,
-                last,
-            } => {
+            Task::Part { id, files, part } => {
                 let outcome = match self.open(&files) {
                     Err(outcome) => outcome,
                     Ok((src, dst)) => {
@@ -173,7 +168,10 @@ impl Server<'_> {
                             dst_name: &files.dst_name,
                             sparse: files.sparse,
                         };
-                        outcome(self.engine.copy_part(&job, part, last, &NoProgress))
+                        match self.engine.copy_part(&job, part) {
+                            Ok(end) => Outcome::Part(end),
+                            Err(e) => outcome(Err(e)),
+                        }
                     }
                 };
                 reply(self.world, id, outcome);

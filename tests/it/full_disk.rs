@@ -208,3 +208,47 @@ fn an_atomic_removal_or_backup_onto_a_full_filesystem_keeps_the_old_dst() {
         }
     }
 }
+
+/// A write that does not fit is retried in order through the page cache, so DEST keeps
+/// exactly the longest prefix the filesystem takes: GNU cp's size, on every route (a whole
+/// O_DIRECT slice that cannot fit fails whole, which alone would leave less).
+#[test]
+fn a_full_disk_keeps_exactly_what_cp_keeps() {
+    let ways: [(Backend, &[&str]); 5] = [
+        (Backend::Host, &[]),
+        (Backend::Host, &["--chunk-size", "1M"]),
+        (Backend::FakeGpu, &["--route", "bounce"]),
+        (
+            Backend::FakeGpu,
+            &["--route", "library", "--chunk-size", "1M"],
+        ),
+        (Backend::FakeGpu, &["--route", "library", "--async"]),
+    ];
+    for (backend, args) in ways {
+        let Some(small) = SmallFs::mount() else {
+            return;
+        };
+        let data = random_bytes(TOO_BIG, 8);
+        fs::write(small.path("big"), &data).unwrap();
+        let cp = Command::new("cp")
+            .current_dir(small.path(""))
+            .args(["big", "mnt/big"])
+            .output()
+            .unwrap();
+        assert_eq!(cp.status.code(), Some(1), "cp fills the filesystem");
+        let cp_len = fs::metadata(small.mnt.join("big")).unwrap().len();
+        fs::remove_file(small.mnt.join("big")).unwrap();
+        let mut all = args.to_vec();
+        all.extend(["big", "mnt/big"]);
+        let out = small.aiscp(backend, &all);
+        assert_enospc(&out, "mnt/big");
+        let got = fs::read(small.mnt.join("big")).unwrap();
+        assert_eq!(
+            got.len() as u64,
+            cp_len,
+            "{backend:?} {args:?}: cp kept {cp_len}"
+        );
+        assert_same_bytes(&got, &data[..got.len()], "partial DST");
+        check_report(&small, backend);
+    }
+}

@@ -22,6 +22,7 @@ mod output;
 mod parity;
 mod progress;
 mod signals;
+mod source_changes;
 mod support;
 mod trees;
 mod verify;

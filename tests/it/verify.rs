@@ -1,7 +1,7 @@
 //! --verify end to end: a good copy verifies (and says so under --debug) on every backend;
 //! a copy that cannot be verified fails with one message instead of claiming success.
-//! Nothing here can make the copy itself wrong, so the mismatch path (the first differing
-//! offset, a short or padded DST) is unit-tested in crates/engine/src/verify.rs.
+//! A DEST changed at the pause before the read-back must fail it, on every route; the
+//! mismatch kinds (a short or padded DST) are unit-tested in crates/engine/src/verify.rs.
 
 use crate::support::{assert_same_bytes, program, write_random, Backend, Report, BACKENDS};
 use std::fs;
@@ -93,4 +93,88 @@ fn verify_checks_every_operand_and_the_atomic_temporary() {
     assert_eq!(fs::read(dir.path().join("out/a")).unwrap(), a);
     assert_eq!(fs::read(dir.path().join("out/c")).unwrap(), c);
     Report::read(&dir.path().join("report")).assert_clean();
+}
+
+/// A DEST changed between the copy and --verify's read-back: the copy fails, naming the
+/// first differing offset, on every route (one at a time, in flight, library, --async).
+#[test]
+fn a_dest_changed_before_the_read_back_fails_verification() {
+    let ways: [(Backend, &[&str]); 6] = [
+        (Backend::Host, &[]),
+        (Backend::Host, &["--chunk-size", "64K"]),
+        (Backend::FakeGpu, &["--route", "bounce"]),
+        (
+            Backend::FakeGpu,
+            &["--route", "bounce", "--chunk-size", "64K"],
+        ),
+        (
+            Backend::FakeGpu,
+            &["--route", "library", "--chunk-size", "64K"],
+        ),
+        (
+            Backend::FakeGpu,
+            &["--route", "library", "--async", "--chunk-size", "64K"],
+        ),
+    ];
+    for (backend, args) in ways {
+        for at in [0u64, 4095, 150_001, 299_999] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            write_random(&d.join("a"), 300_000, at);
+            let mut cmd = Command::new(program());
+            cmd.current_dir(d).args(args).args(["--verify", "a", "b"]);
+            backend.apply(&mut cmd, &d.join("report"));
+            let out = crate::support::paused_at(cmd, "verify", d, || {
+                let b = fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("b"))
+                    .unwrap();
+                let old = fs::read(d.join("a")).unwrap()[at as usize];
+                std::os::unix::fs::FileExt::write_all_at(&b, &[!old], at).unwrap();
+                b.sync_all().unwrap();
+            });
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{backend:?} {args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!(
+                    "verification failed: 'b' differs from 'a' at offset {at}"
+                )),
+                "{backend:?} {args:?}: {stderr}"
+            );
+            backend.assert_report_clean(&d.join("report"));
+        }
+    }
+}
+
+/// --verify reads DEST back with O_DIRECT (the disk's bytes, not the page cache the copy
+/// just filled): strace shows DEST reopened with it.
+#[test]
+fn verify_reads_dest_back_with_o_direct() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_random(&d.join("a"), 300_000, 1);
+    let log = d.join("strace.log");
+    let out = Command::new("strace")
+        .current_dir(d)
+        .args(["-f", "-e", "trace=openat", "-o"])
+        .arg(&log)
+        .arg(program())
+        .args(["--verify", "a", "b"])
+        .env("AISCP_BACKEND", "host")
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipped: strace is not installed");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = fs::read_to_string(&log).unwrap();
+    let reopen = log
+        .lines()
+        .find(|l| l.contains("/proc/self/fd/"))
+        .unwrap_or_else(|| panic!("DEST is not reopened:\n{log}"));
+    assert!(reopen.contains("O_DIRECT"), "{reopen}");
 }

@@ -13,7 +13,6 @@ use crate::stages::{Stage, StageClock};
 use crate::CopyError;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Names for messages, quoted once.
@@ -23,6 +22,13 @@ pub(crate) struct Names {
 }
 
 impl Names {
+    /// Both names quoted as cp quotes them.
+    pub(crate) fn of(src: &std::path::Path, dst: &std::path::Path) -> Names {
+        Names {
+            src: crate::quote::quote(src),
+            dst: crate::quote::quote(dst),
+        }
+    }
     /// A read failure, from an OS call or a GPU library call (hipfile-rs keeps the errno
     /// where there is one, the decoded text otherwise).
     pub(crate) fn read(&self, e: impl Into<io::Error>) -> CopyError {
@@ -63,6 +69,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) names: &'a Names,
     pub(crate) cancel: &'a AtomicBool,
     pub(crate) clock: &'a StageClock,
+    /// [`crate::Config::pause`].
+    pub(crate) pause: fn(&'static str),
 }
 
 impl Ctx<'_> {
@@ -125,7 +133,8 @@ pub(crate) fn read_in<S: Staging>(
 
 /// Writes the slot's first `len` bytes (to `at` for positional writes) back through the
 /// windows: the first two are queued at once, and each window is queued again as soon as
-/// it has been written out, so copies from the slot overlap the writes.
+/// it has been written out, so copies from the slot overlap the writes. A failure comes
+/// with how many of the `len` bytes are in place before it.
 pub(crate) fn write_out<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
@@ -133,7 +142,7 @@ pub(crate) fn write_out<S: Staging>(
     at: u64,
     len: usize,
     cx: &Ctx<'_>,
-) -> Result<(), CopyError> {
+) -> Result<(), (usize, CopyError)> {
     let (names, clock) = (cx.names, cx.clock);
     let window_len = staging.window_len(slot);
     let pieces = len.div_ceil(window_len);
@@ -142,19 +151,19 @@ pub(crate) fn write_out<S: Staging>(
         let (off, n) = piece(i);
         clock
             .time(Stage::CopyQueue, || staging.download(slot, i % 2, off, n))
-            .map_err(|e| names.write(e))
+            .map_err(|e| (off.saturating_sub(2 * window_len), names.write(e)))
     };
     for i in 0..pieces.min(2) {
         queue(slot, i)?;
     }
     for i in 0..pieces {
-        if i > 0 {
-            cx.check_cancel()?;
-        }
         let (off, n) = piece(i);
+        if i > 0 {
+            cx.check_cancel().map_err(|e| (off, e))?;
+        }
         let window = clock
             .time(Stage::CopyWait, || staging.window(slot, i % 2, off))
-            .map_err(|e| names.write(e))?;
+            .map_err(|e| (off, names.write(e)))?;
         let window = &window[..n];
         clock
             .time(Stage::Write, || match writer {
@@ -162,13 +171,33 @@ pub(crate) fn write_out<S: Staging>(
                     file,
                     skip_zeros: Some(block),
                 } => fileio::pwrite_skipping_zeros(file, window, at + off as u64, *block),
-                Writer::At { file, .. } => file.write_all_at(window, at + off as u64),
-                Writer::Stream(file) => (&**file).write_all(window),
+                Writer::At { file, .. } => fileio::pwrite_all(file, window, at + off as u64),
+                Writer::Stream(file) => (&**file).write_all(window).map_err(|e| (0, e)),
             })
-            .map_err(|e| names.write(e))?;
+            .map_err(|(done, e)| (off + done, names.write(e)))?;
         if i + 2 < pieces {
             queue(slot, i + 2)?;
         }
+    }
+    Ok(())
+}
+
+/// Allocates `slot`'s two windows (pinned host memory on GPU backends; on host memory the
+/// window is the slot), what its bounce route needs, and names a failure as what it is.
+pub(crate) fn ready_windows<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    src: &str,
+) -> Result<(), CopyError> {
+    let bytes = staging.window_len(slot);
+    for k in 0..2 {
+        staging.window(slot, k, 0).map_err(|e| CopyError::Alloc {
+            name: src.to_owned(),
+            bytes,
+            smallest: None,
+            memory: "pinned host memory",
+            message: e.to_string(),
+        })?;
     }
     Ok(())
 }

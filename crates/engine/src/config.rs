@@ -80,6 +80,11 @@ pub struct Config {
     pub quiet: bool,
     /// Set (by a signal handler) to stop the copy between slices: [`crate::CopyError::Interrupted`].
     pub cancel: Arc<AtomicBool>,
+    /// Called at named points of a file's copy ("slice": before a worker's first slice,
+    /// "between-slices": after it, "finish": before the finishing reads, "verify": before
+    /// --verify reads the files back), so that tests can change the files there; does
+    /// nothing by default.
+    pub pause: fn(&'static str),
 }
 
 impl Config {
@@ -107,6 +112,7 @@ impl Default for Config {
             debug: false,
             quiet: false,
             cancel: Arc::new(AtomicBool::new(false)),
+            pause: |_| {},
         }
     }
 }

@@ -171,16 +171,25 @@ pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Resu
 }
 
 /// Writes `buf` at `offset` except its all-zero blocks of `block` bytes, which stay holes.
-pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize) -> io::Result<()> {
+/// On failure, says how far from `offset` DEST is in place (the skipped blocks count).
+pub fn pwrite_skipping_zeros(
+    file: &File,
+    buf: &[u8],
+    offset: u64,
+    block: usize,
+) -> Result<(), (usize, io::Error)> {
     let mut run_start = None;
     let mut pos = 0;
+    let flush = |start: usize, end: usize| {
+        pwrite_all(file, &buf[start..end], offset + start as u64).map_err(|(n, e)| (start + n, e))
+    };
     while pos < buf.len() {
         let end = buf.len().min(pos + block);
         let zero = is_zero(&buf[pos..end]);
         match (zero, run_start) {
             (false, None) => run_start = Some(pos),
             (true, Some(start)) => {
-                file.write_all_at(&buf[start..pos], offset + start as u64)?;
+                flush(start, pos)?;
                 run_start = None;
             }
             _ => {}
@@ -188,7 +197,7 @@ pub fn pwrite_skipping_zeros(file: &File, buf: &[u8], offset: u64, block: usize)
         pos = end;
     }
     if let Some(start) = run_start {
-        file.write_all_at(&buf[start..], offset + start as u64)?;
+        flush(start, buf.len())?;
     }
     Ok(())
 }
@@ -233,4 +242,56 @@ pub fn data_extents(file: &File, len: u64) -> io::Result<Vec<Range<u64>>> {
         pos = end;
     }
     Ok(extents)
+}
+
+/// Where SOURCE's next data lies, seen from some offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextData {
+    /// Data from `.0` up to the hole at `.1`.
+    At(u64, u64),
+    /// No data at or after the offset (it may be at or past EOF).
+    None,
+    /// The filesystem cannot tell (no SEEK_DATA): read on to EOF.
+    Unknown,
+}
+
+/// SEEK_DATA from `pos`, then SEEK_HOLE from the data found.
+pub fn next_data(file: &File, pos: u64) -> io::Result<NextData> {
+    let fd = file.as_fd().as_raw_fd();
+    let seek = |off: u64, whence: libc::c_int| -> Result<u64, Errno> {
+        // SAFETY: lseek on an fd we borrow; the position is not used by positional I/O.
+        let r = unsafe { libc::lseek(fd, off as libc::off_t, whence) };
+        match r {
+            r if r >= 0 => Ok(r as u64),
+            _ => Err(Errno::last()),
+        }
+    };
+    let start = match seek(pos, libc::SEEK_DATA) {
+        Ok(s) => s,
+        Err(Errno::ENXIO) => return Ok(NextData::None),
+        Err(Errno::EINVAL | Errno::ESPIPE | Errno::EOPNOTSUPP) => return Ok(NextData::Unknown),
+        Err(e) => return Err(e.into()),
+    };
+    match seek(start, libc::SEEK_HOLE) {
+        Ok(hole) if hole > start => Ok(NextData::At(start, hole)),
+        // SOURCE shrank between the two calls: nothing is there now.
+        Ok(_) | Err(Errno::ENXIO) => Ok(NextData::None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes all of `buf` at `offset`, retrying short counts and EINTR. On failure, says how
+/// many bytes went in before it (a full disk takes part of a write, then refuses the rest).
+pub fn pwrite_all(file: &File, buf: &[u8], offset: u64) -> Result<(), (usize, io::Error)> {
+    let mut done = 0;
+    while done < buf.len() {
+        let end = buf.len().min(done + MAX_IO);
+        match file.write_at(&buf[done..end], offset + done as u64) {
+            Ok(0) => return Err((done, io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((done, e)),
+        }
+    }
+    Ok(())
 }

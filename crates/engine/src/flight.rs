@@ -5,9 +5,8 @@ use crate::backend::Staging;
 use crate::pipeline::Pipeline;
 use crate::queue::{no_workers, worker, Finished, Flight, QueueLimits, QueuedJob, Shared, Ticket};
 use crate::quote::quote;
-use crate::CopyError;
+use crate::{Config, CopyError};
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,13 +38,14 @@ where
         ticket: Ticket,
         job: QueuedJob,
         limits: &QueueLimits,
-        config: (&Arc<AtomicBool>, bool, Option<Instant>),
+        config: &Config,
+        debug_since: Option<Instant>,
         diag: &mut dyn FnMut(&str),
     ) -> Result<(), Box<(QueuedJob, CopyError)>> {
         if self.flight.is_none() {
             let want = self.chosen.len();
             let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
-                Ok(n) => n,
+                Ok(granted) => granted.slots,
                 Err(e) => return Err(Box::new((job, e))),
             };
             let (jobs_tx, jobs_rx) = mpsc::channel::<(Ticket, QueuedJob)>();
@@ -58,11 +58,12 @@ where
                 };
                 let shared = Shared {
                     staging: Arc::clone(&self.staging),
-                    cancel: Arc::clone(config.0),
+                    cancel: Arc::clone(&config.cancel),
                     chunk: self.chunk,
                     direct_from: limits.direct_from,
-                    verify: config.1,
-                    debug: config.2,
+                    verify: config.verify,
+                    pause: config.pause,
+                    debug: debug_since,
                 };
                 let (rx, tx) = (Arc::clone(&jobs_rx), done_tx.clone());
                 let spawned = std::thread::Builder::new()

@@ -20,6 +20,7 @@ pub mod chunk_plan;
 mod config;
 pub mod devices;
 mod error;
+mod file_copy;
 pub mod fileio;
 mod flight;
 mod job;
@@ -40,10 +41,12 @@ pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use quote::os_text;
 pub use stages::StageTimes;
+pub use worker::PartEnd;
 
 use crate::quote::quote;
 use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
+use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -163,10 +166,10 @@ impl Engine {
                     diag.sink
                         .warn("--async has no effect with host memory staging; using threads");
                 }
-                Backend::Host(Pipeline::new(h, chunk, streams))
+                Backend::Host(Pipeline::new(h, chunk, streams, config.pause))
             }
             Loaded::Gpu(g) => {
-                let mut pipeline = Pipeline::new(g, chunk, streams);
+                let mut pipeline = Pipeline::new(g, chunk, streams, config.pause);
                 if let (true, Some(library)) = (config.async_io, pipeline.staging.library()) {
                     match library.check_async() {
                         Ok(()) => {
@@ -241,11 +244,7 @@ impl Engine {
     /// thread could be started): copy it with [`Engine::copy`] instead.
     pub fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
         let ticket = Ticket(self.landed.next_ticket);
-        let config = (
-            &self.config.cancel,
-            self.config.verify,
-            self.config.debug.then_some(self.diag.started),
-        );
+        let started = self.config.debug.then_some(self.diag.started);
         let diag = &mut |line: &str| self.diag.debug(line);
         if let (Backend::Gpu(p), Some(spread)) = (&mut self.backend, &mut self.spread) {
             // Queued files take the slots of the GPUs nearest their storage (every GPU unless
@@ -262,7 +261,7 @@ impl Engine {
                 self.flying_on = Some(set);
             }
         }
-        with_pipeline!(&mut self.backend, p => p.submit(ticket, job, &self.limits, config, diag))?;
+        with_pipeline!(&mut self.backend, p => p.submit(ticket, job, &self.limits, &self.config, started, diag))?;
         self.landed.next_ticket += 1;
         Ok(ticket)
     }
@@ -346,36 +345,83 @@ impl Engine {
         }
     }
 
-    /// Copies the bytes of `part` of a regular file (its offsets aligned to the chunk size,
-    /// except where it ends at EOF), as one of several copiers of the same file (MPI ranks):
-    /// DST's size is neither cut nor set, that is left to the one that copies the whole file.
-    /// `last`: the part that ends the file, which copies its unaligned tail and whatever SRC
-    /// grew by. Returns the end of what was copied.
-    pub fn copy_part(
+    /// Copies the aligned slices of `part` of a regular file (its offsets aligned to the
+    /// chunk size, except where it ends at EOF), as one of several copiers of the same file
+    /// (MPI ranks): DST is neither cut nor sized and the unaligned tail is left, since the
+    /// copier that owns the file ends it with [`Engine::begin_parts`] before the parts and
+    /// [`Engine::finish_parts`] after them.
+    pub fn copy_part(&mut self, job: &DataJob<'_>, part: Range<u64>) -> Result<PartEnd, CopyError> {
+        self.land();
+        let cancel = &*self.config.cancel;
+        let diag = &mut |line: &str| self.diag.debug(line);
+        with_pipeline!(&mut self.backend, p => p.copy_part(job, part, cancel, diag))
+    }
+
+    /// Readies a file whose parts other copiers share: the staging its end needs, then DST
+    /// cut to 0 (only then, so a copy that cannot start leaves DST as it was).
+    pub fn begin_parts(&mut self, job: &DataJob<'_>) -> Result<(), CopyError> {
+        self.land();
+        self.prepare(job.src_name)?;
+        job.dst.set_len(0).map_err(|e| CopyError::Write {
+            name: quote(job.dst_name),
+            source: e,
+        })
+    }
+
+    /// Ends a file whose parts were copied by [`Engine::copy_part`] (here or by other
+    /// copiers), as one copier ends a whole file: `parts` in file order, each as it ended.
+    /// Returns DST's final size.
+    pub fn finish_parts(
         &mut self,
         job: &DataJob<'_>,
-        part: std::ops::Range<u64>,
-        last: bool,
-        progress: &dyn ProgressSink,
+        parts: Vec<Result<PartEnd, CopyError>>,
     ) -> Result<u64, CopyError> {
-        self.set_part(Some((part, last)));
-        let result = self.copy(job, progress);
-        self.set_part(None);
-        result
+        let started = Instant::now();
+        let names = bounce::Names::of(job.src_name, job.dst_name);
+        let clock = stages::StageClock::default();
+        let cx = bounce::Ctx {
+            names: &names,
+            cancel: &self.config.cancel,
+            clock: &clock,
+            pause: self.config.pause,
+        };
+        let file = file_copy::FileCopy {
+            src: job.src,
+            dst: job.dst,
+            names: &names,
+            sparse: job.sparse,
+        };
+        let end =
+            with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, &NoProgress))?;
+        self.conclude(job, end, started, clock.times())
     }
 
-    fn set_part(&mut self, part: Option<(std::ops::Range<u64>, bool)>) {
-        match &mut self.backend {
-            Backend::Host(p) => p.part = part,
-            Backend::Gpu(p) => p.part = part,
-        }
-    }
-
-    fn in_part(&self) -> bool {
-        match &self.backend {
-            Backend::Host(p) => p.part.is_some(),
-            Backend::Gpu(p) => p.part.is_some(),
-        }
+    /// The --debug line and --verify of a whole file copied here.
+    fn conclude(
+        &mut self,
+        job: &DataJob<'_>,
+        end: u64,
+        started: Instant,
+        stages: StageTimes,
+    ) -> Result<u64, CopyError> {
+        let ends = file_copy::Ends {
+            src: job.src,
+            src_name: job.src_name,
+            dst: job.dst,
+            dst_name: job.dst_name,
+        };
+        let diag = &mut self.diag;
+        file_copy::conclude(
+            &ends,
+            end,
+            started.elapsed().as_secs_f64(),
+            &stages,
+            None,
+            self.config.verify,
+            self.config.debug,
+            self.config.pause,
+            &mut |line| diag.debug(&line),
+        )
     }
 
     /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied
@@ -388,7 +434,6 @@ impl Engine {
         self.land();
         let cancel = &*self.config.cancel;
         let started = Instant::now();
-        let in_part = self.in_part();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {
             (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.last_stages),
@@ -405,20 +450,6 @@ impl Engine {
                 (end, p.last_stages)
             }
         };
-        let end = end?;
-        if self.config.debug {
-            let secs = started.elapsed().as_secs_f64();
-            diag(&format!(
-                "{}: {end} bytes in {secs:.3} s ({}/s); thread time: {}",
-                quote(job.dst_name),
-                humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY),
-                stages.describe()
-            ));
-        }
-        if self.config.verify && !in_part {
-            let checked = verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
-            diag(&checked.describe(job.dst_name));
-        }
-        Ok(end)
+        self.conclude(job, end?, started, stages)
     }
 }

@@ -11,15 +11,13 @@
 //! (their results are kept for `next_finished`) and takes the slots back.
 
 use crate::backend::Staging;
-use crate::bounce::{self, Ctx, Names, Reader, Writer};
-use crate::fileio::{self, MIN_ALIGN};
-use crate::quote::quote;
-use crate::stages::{Stage, StageClock, StageTimes};
+use crate::bounce::{ready_windows, Ctx, Names};
+use crate::file_copy::{conclude, opening, Ends, FileCopy};
+use crate::stages::{StageClock, StageTimes};
+use crate::worker::{run_worker, Route, Work};
 use crate::{CopyError, ProgressSink, SparseMode};
 use std::collections::VecDeque;
 use std::fs::File;
-use std::ops::Range;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -114,6 +112,7 @@ pub(crate) struct Shared<S> {
     pub(crate) chunk: usize,
     pub(crate) direct_from: u64,
     pub(crate) verify: bool,
+    pub(crate) pause: fn(&'static str),
     /// The engine's start, for --debug stamps; None without --debug.
     pub(crate) debug: Option<Instant>,
 }
@@ -182,31 +181,30 @@ pub(crate) fn worker<S: Staging>(
             false => Err(CopyError::Interrupted),
         };
         let stages = clock.times();
-        if let (Some(engine_start), Ok(end)) = (shared.debug, &result) {
-            let secs = began_at.elapsed().as_secs_f64();
+        if let Ok(end) = result {
             let gpu = match shared.staging.gpu_of(&slot) {
                 Some(g) => format!(" on GPU {g}"),
                 None => String::new(),
             };
-            debug.push((
-                engine_start.elapsed(),
-                format!(
-                    "{}: {end} bytes in {secs:.3} s (slot {index}{gpu}, in flight); thread \
-                     time: {}",
-                    quote(&job.dst_name),
-                    stages.describe()
-                ),
-            ));
-        }
-        if shared.verify && result.is_ok() {
-            result = crate::verify::verify(&job.src, &job.src_name, &job.dst, &job.dst_name)
-                .map(|checked| {
-                    if let Some(t0) = shared.debug {
-                        debug.push((t0.elapsed(), checked.describe(&job.dst_name)));
-                    }
-                    result.unwrap_or(0)
-                })
-                .map_err(CopyError::from);
+            let ends = Ends {
+                src: &job.src,
+                src_name: &job.src_name,
+                dst: &job.dst,
+                dst_name: &job.dst_name,
+            };
+            result = conclude(
+                &ends,
+                end,
+                began_at.elapsed().as_secs_f64(),
+                &stages,
+                Some(format!("slot {index}{gpu}, in flight")),
+                shared.verify,
+                shared.debug.is_some(),
+                shared.pause,
+                &mut |line| {
+                    debug.push((shared.debug.map(|t| t.elapsed()).unwrap_or_default(), line))
+                },
+            );
         }
         let finished = Finished {
             ticket,
@@ -222,9 +220,9 @@ pub(crate) fn worker<S: Staging>(
     }
 }
 
-/// Copies one queued file through `slot` and sets DST's size: the data extents in turn (the
-/// last one on to EOF, should SRC have grown), O_DIRECT for the aligned part of a file of at
-/// least `direct_from` bytes. On error DST is cut back to the bytes known to be copied.
+/// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and
+/// ends it, its slices all on this slot; O_DIRECT for a file of at least `direct_from`
+/// bytes. DST is cut (when it held old bytes) only once the slot's windows exist.
 fn copy_whole<S: Staging>(
     shared: &Shared<S>,
     slot: &mut S::Slot,
@@ -232,183 +230,86 @@ fn copy_whole<S: Staging>(
     clock: &StageClock,
     debug: &mut Vec<(Duration, String)>,
 ) -> Result<u64, CopyError> {
-    let names = Names {
-        src: quote(&job.src_name),
-        dst: quote(&job.dst_name),
-    };
+    let names = Names::of(&job.src_name, &job.dst_name);
     let cx = Ctx {
         names: &names,
         cancel: &shared.cancel,
         clock,
+        pause: shared.pause,
     };
-    if job.truncate {
-        job.dst.set_len(0).map_err(|e| names.write(e))?;
-    }
+    let staging = &*shared.staging;
+    cx.check_cancel()?;
+    opening(&cx, || {
+        staging.enter_worker(slot).map_err(|e| names.read(e))?;
+        ready_windows(staging, slot, &names.src)
+    })?;
+    let file = FileCopy {
+        src: &job.src,
+        dst: &job.dst,
+        names: &names,
+        sparse: job.sparse,
+    };
+    let plan = file
+        .plan(
+            0..job.len,
+            shared.chunk,
+            shared.direct_from,
+            staging.slot_alignment(),
+        )
+        .map_err(|e| names.read(e))?;
+    let sides = opening(&cx, || {
+        let src = file.open_side(staging, &job.src, plan.direct, None, &names.src, |e| {
+            names.read(e)
+        })?;
+        let dst = file.open_side(staging, &job.dst, plan.direct, None, &names.dst, |e| {
+            names.write(e)
+        })?;
+        file.begin(job.truncate)?;
+        Ok((src, dst))
+    });
+    let ((src_side, _), (dst_side, _)) = match sides {
+        Ok(sides) => sides,
+        Err(e) => {
+            let _ = file.end_direct();
+            return Err(e);
+        }
+    };
     let progress = &*job.progress;
     progress.file_started(&job.src_name, Some(job.len));
-    let result = copy_extents(shared, slot, job, &cx, debug);
-    progress.file_finished();
-    match result {
-        Ok(end) => {
-            job.dst.set_len(end).map_err(|e| CopyError::Extend {
-                name: names.dst.clone(),
-                source: e,
-            })?;
-            Ok(end)
-        }
-        Err((copied, e)) => {
-            // Never leave DST padded past what was copied; the copy error wins.
-            let _ = job.dst.set_len(copied);
-            Err(e)
-        }
-    }
-}
-
-fn copy_extents<S: Staging>(
-    shared: &Shared<S>,
-    slot: &mut S::Slot,
-    job: &QueuedJob,
-    cx: &Ctx<'_>,
-    debug: &mut Vec<(Duration, String)>,
-) -> Result<u64, (u64, CopyError)> {
-    let staging = &*shared.staging;
-    let names = cx.names;
-    cx.check_cancel().map_err(|e| (0, e))?;
-    cx.clock
-        .time(Stage::Open, || staging.enter_worker(slot))
-        .map_err(|e| (0, names.read(e)))?;
-    let len = job.len;
-    let extents = match job.sparse {
-        SparseMode::Never => std::iter::once(0..len).collect(),
-        _ => fileio::data_extents(&job.src, len).map_err(|e| (0, names.read(e)))?,
-    };
-    // O_DIRECT for the aligned part of a large file, where both files take it.
-    let (mut split, mut align_used) = (0, 0);
-    if len >= shared.direct_from && job.sparse != SparseMode::Always {
-        let align =
-            fileio::dio_alignment(job.src.as_fd()).max(fileio::dio_alignment(job.dst.as_fd()));
-        let aligned = len & !(align - 1);
-        if aligned > 0 && align <= staging.slot_alignment() && (shared.chunk as u64) >= align {
-            let on = cx.clock.time(Stage::Open, || -> std::io::Result<bool> {
-                if !fileio::set_direct(job.src.as_fd())? {
-                    return Ok(false);
-                }
-                if !fileio::set_direct(job.dst.as_fd())? {
-                    fileio::clear_direct(job.src.as_fd())?;
-                    return Ok(false);
-                }
-                Ok(true)
-            });
-            match on {
-                Ok(true) => (split, align_used) = (aligned, align),
-                Ok(false) => {}
-                Err(e) => return Err((0, names.read(e))),
-            }
-        }
-    }
-    let route = if split > 0 { "O_DIRECT" } else { "bounce" };
-    job.progress.route(route, route);
+    progress.route(src_side.describe(), dst_side.describe());
     if let Some(t0) = shared.debug {
         debug.push((
             t0.elapsed(),
             format!(
-                "{} -> {}: {len} bytes, {} extent(s), in flight, read and write {route}{}",
+                "{} -> {}: {} bytes, {} slice(s), in flight, read {}, write {}",
                 names.src,
                 names.dst,
-                extents.len(),
-                match split {
-                    0 => String::new(),
-                    s => format!(" to {s}, then bounce"),
-                }
+                job.len,
+                plan.slices.len(),
+                src_side.describe(),
+                dst_side.describe(),
             ),
         ));
     }
-    let mut span = Span {
-        staging,
-        slot,
-        job,
-        cx,
-        chunk: shared.chunk,
+    let route = Route {
+        src: &job.src,
+        dst: &job.dst,
+        src_side: &src_side,
+        dst_side: &dst_side,
+        cx: &cx,
+        skip_zeros: job.sparse == SparseMode::Always,
+        align: plan.align,
     };
-    if split > 0 {
-        let direct = span.copy(&clip(&extents, 0..split), align_used, None);
-        // Buffered again for the tail, and the files go back as they came.
-        let cleared = fileio::clear_direct(job.src.as_fd())
-            .map_err(|e| names.read(e))
-            .and_then(|()| fileio::clear_direct(job.dst.as_fd()).map_err(|e| names.write(e)));
-        let stopped = direct?;
-        cleared.map_err(|e| (stopped.unwrap_or(split), e))?;
-        if let Some(stop) = stopped {
-            // SRC shrank: the rest of what it has, buffered.
-            return span.copy(&[], 0, Some(stop)).map(|end| end.unwrap_or(stop));
-        }
-    }
-    // On past the last extent to EOF when it reaches SRC's end (SRC may have grown).
-    let tail = extents.last().is_none_or(|e| e.end >= len).then_some(len);
-    let end = span.copy(&clip(&extents, split..len), 0, tail)?;
-    Ok(end.unwrap_or(len))
-}
-
-/// `extents` cut to `within`.
-fn clip(extents: &[Range<u64>], within: Range<u64>) -> Vec<Range<u64>> {
-    extents
-        .iter()
-        .map(|e| e.start.max(within.start)..e.end.min(within.end))
-        .filter(|e| e.start < e.end)
-        .collect()
-}
-
-/// The slot and files one queued copy moves bytes between.
-struct Span<'a, S: Staging> {
-    staging: &'a S,
-    slot: &'a mut S::Slot,
-    job: &'a QueuedJob,
-    cx: &'a Ctx<'a>,
-    chunk: usize,
-}
-
-impl<S: Staging> Span<'_, S> {
-    /// Copies `ranges` a slot at a time, then with `tail_from` everything from there to EOF.
-    /// `direct`: the alignment of O_DIRECT fds (0: buffered), where a short read writes only
-    /// its aligned part. Returns where SRC ended (None when every range was whole and there
-    /// was no tail); errors come with the offset DST is good up to.
-    fn copy(
-        &mut self,
-        ranges: &[Range<u64>],
-        direct: u64,
-        tail_from: Option<u64>,
-    ) -> Result<Option<u64>, (u64, CopyError)> {
-        let reader = Reader::At {
-            file: &self.job.src,
-            direct: direct > 0,
-        };
-        let writer = Writer::At {
-            file: &self.job.dst,
-            skip_zeros: (self.job.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
-        };
-        let tail = tail_from.map(|from| from..u64::MAX);
-        for range in ranges.iter().cloned().chain(tail) {
-            let mut pos = range.start;
-            while pos < range.end {
-                let want = (range.end - pos).min(self.chunk as u64) as usize;
-                let got = bounce::read_in(self.staging, self.slot, &reader, pos, want, self.cx)
-                    .map_err(|e| (pos, e))?;
-                let put = match direct {
-                    0 => got,
-                    align if got < want => got & !(align as usize - 1),
-                    _ => got,
-                };
-                bounce::write_out(self.staging, self.slot, &writer, pos, put, self.cx)
-                    .map_err(|e| (pos, e))?;
-                self.job.progress.advanced(put as u64);
-                pos += put as u64;
-                if got < want {
-                    return Ok(Some(pos));
-                }
-            }
-        }
-        Ok(None)
-    }
+    let work = Work::new(&plan.slices, &shared.cancel);
+    let mut reported = 0;
+    run_worker(staging, slot, &route, &work, &mut |n| {
+        reported += n;
+        progress.advanced(n);
+    });
+    let phase = work.phase().or_failure(file.end_direct().err());
+    let end = file.finish(phase, reported, staging, slot, &cx, progress);
+    progress.file_finished();
+    end
 }
 
 /// The workers could not be started or have gone: the file is copied in turn instead.

@@ -3,6 +3,7 @@
 //! with fewer slots). Slots live for the run; only the first one is required.
 
 use crate::backend::{LibraryIo, Staging};
+use crate::bounce;
 use crate::fileio::MIN_ALIGN;
 use crate::pipeline::Pipeline;
 use crate::CopyError;
@@ -50,24 +51,37 @@ impl<S: Staging> Pipeline<S> {
     ) -> Result<(), CopyError> {
         self.ensure_slots(1, src, diag)?;
         let slot = self.slots[self.chosen[0]].as_mut().expect("ensured above");
-        let bytes = self.staging.window_len(slot);
-        // Only GPU backends allocate windows (pinned memory); the host window is the slot.
-        for k in 0..2 {
-            self.staging
-                .window(slot, k, 0)
-                .map_err(|e| CopyError::Alloc {
-                    name: src.to_owned(),
-                    bytes,
-                    smallest: None,
-                    memory: "pinned host memory",
-                    message: e.to_string(),
-                })?;
+        bounce::ready_windows(&*self.staging, slot, src)
+    }
+
+    /// Readies the windows of the first `n` chosen slots (the bounce route's pinned memory),
+    /// before DST is touched. A slot after the first whose windows cannot be had is given
+    /// up for the run; returns how many slots there are to use.
+    pub(crate) fn ready_windows(
+        &mut self,
+        n: usize,
+        src: &str,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<usize, CopyError> {
+        for k in 0..n.min(self.chosen.len()) {
+            let i = self.chosen[k];
+            let slot = self.slots[i].as_mut().expect("ensure_slots made it");
+            if let Err(e) = bounce::ready_windows(&*self.staging, slot, src) {
+                if k == 0 {
+                    return Err(e);
+                }
+                diag(&format!("slot {i}: {e}; going on with {k} slot(s)"));
+                self.usable[i] = false;
+                self.slots[i] = None;
+                self.chosen.truncate(k);
+                return Ok(k);
+            }
         }
-        Ok(())
+        Ok(n.min(self.chosen.len()))
     }
 
     /// Makes sure the first `n` slots exist; returns how many slots there are to use (at
-    /// least one, at most `n`).
+    /// least one, at most `n`) and the chunk they hold.
     ///
     /// A slot the device has no memory for at the current chunk size is retried at half the
     /// size, down to [`MIN_RETRY_CHUNK`]; the smaller chunk then holds for the rest of the run
@@ -78,7 +92,7 @@ impl<S: Staging> Pipeline<S> {
         n: usize,
         src: &str,
         diag: &mut dyn FnMut(&str),
-    ) -> Result<usize, CopyError> {
+    ) -> Result<Granted, CopyError> {
         let n = n.min(self.chosen.len());
         for k in 0..n {
             let i = self.chosen[k];
@@ -99,7 +113,10 @@ impl<S: Staging> Pipeline<S> {
                     diag(&format!("slot {i}: {e}; going on with {k} slot(s)"));
                     self.usable[i] = false;
                     self.chosen.truncate(k);
-                    return Ok(k);
+                    return Ok(Granted {
+                        slots: k,
+                        chunk: self.chunk,
+                    });
                 }
                 Err((first, e)) => {
                     return Err(CopyError::Alloc {
@@ -112,7 +129,10 @@ impl<S: Staging> Pipeline<S> {
                 }
             }
         }
-        Ok(n)
+        Ok(Granted {
+            slots: n,
+            chunk: self.chunk,
+        })
     }
 
     /// One slot of the current chunk size, halving it while memory runs out. The error
@@ -150,4 +170,12 @@ fn is_out_of_memory(e: &hipfile::Error) -> bool {
         hipfile::Error::Os(e) => e.kind() == io::ErrorKind::OutOfMemory,
         _ => false,
     }
+}
+
+/// What [`Pipeline::ensure_slots`] could make: how many slots, and the chunk each holds (the
+/// run's chunk, halved when device memory ran short).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Granted {
+    pub(crate) slots: usize,
+    pub(crate) chunk: usize,
 }

@@ -39,7 +39,7 @@ pub(crate) fn run_async_worker<S: Staging>(
             return;
         }
     };
-    take_slices(work, report, |slice| {
+    take_slices(work, report, route.cx.pause, |slice| {
         copy_slice_async(library, &mut stream, src, dst, route, slice)
     });
     // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and

@@ -10,7 +10,7 @@ use crate::transfer::{self, Way};
 use crate::CopyError;
 use std::fs::File;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// A registered file of backend `S`.
@@ -38,6 +38,81 @@ impl<H> Side<H> {
     }
 }
 
+/// How a scheduler's data phase ended.
+#[derive(Debug)]
+pub(crate) struct Phase {
+    /// DEST holds SOURCE's bytes (or holes SOURCE had) on `[0, good)`: the end of the last
+    /// slice of the leading run of whole slices (None: not even the first one is whole).
+    pub(crate) good: Option<u64>,
+    /// Every slice was copied whole (DEST holds nothing past `good` that needs cutting).
+    pub(crate) whole: bool,
+    /// The first failure, at the lowest offset.
+    pub(crate) error: Option<CopyError>,
+}
+
+/// How one part of a file's data phase ended, for schedulers that split a file between
+/// processes (MPI ranks) and end it with [`crate::Engine::finish_parts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartEnd {
+    /// The end of the last whole slice in the part's leading run; None when there was none.
+    pub good: Option<u64>,
+    /// Every slice of the part was copied whole.
+    pub whole: bool,
+}
+
+impl Phase {
+    /// The phase of a file whose parts ended as `parts` (in file order; an error ends it).
+    pub(crate) fn of_parts(parts: Vec<Result<PartEnd, CopyError>>) -> Phase {
+        let mut good = None;
+        for part in parts {
+            match part {
+                Ok(end) => {
+                    good = end.good.or(good);
+                    if !end.whole {
+                        return Phase {
+                            good,
+                            whole: false,
+                            error: None,
+                        };
+                    }
+                }
+                Err(e) => {
+                    return Phase {
+                        good,
+                        whole: false,
+                        error: Some(e),
+                    }
+                }
+            }
+        }
+        Phase {
+            good,
+            whole: true,
+            error: None,
+        }
+    }
+
+    /// The phase with `failure` as its error when it had none (a failure after the data
+    /// moved, such as handing the files back buffered).
+    pub(crate) fn or_failure(mut self, failure: Option<CopyError>) -> Phase {
+        if self.error.is_none() {
+            self.error = failure;
+        }
+        self
+    }
+
+    /// A part's end, as [`Phase::of_parts`] takes it back.
+    pub(crate) fn part_end(self) -> Result<PartEnd, CopyError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(PartEnd {
+                good: self.good,
+                whole: self.whole,
+            }),
+        }
+    }
+}
+
 /// State the workers of one file share.
 pub(crate) struct Work<'a> {
     slices: &'a [Range<u64>],
@@ -46,8 +121,6 @@ pub(crate) struct Work<'a> {
     done: Vec<AtomicBool>,
     stop: AtomicBool,
     cancel: &'a AtomicBool,
-    /// Lowest offset where SRC ended early (it shrank); u64::MAX if it did not.
-    eof_at: AtomicU64,
     error: Mutex<Option<(u64, CopyError)>>,
 }
 
@@ -60,17 +133,8 @@ impl<'a> Work<'a> {
             done: slices.iter().map(|_| AtomicBool::new(false)).collect(),
             stop: AtomicBool::new(false),
             cancel,
-            eof_at: AtomicU64::new(u64::MAX),
             error: Mutex::new(None),
         }
-    }
-    /// The error at the lowest offset, if any.
-    pub(crate) fn take_error(&self) -> Option<(u64, CopyError)> {
-        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-    /// Lowest offset where SRC ended early; u64::MAX if it did not.
-    pub(crate) fn eof_at(&self) -> u64 {
-        self.eof_at.load(Ordering::SeqCst)
     }
     pub(crate) fn fail(&self, offset: u64, e: CopyError) {
         self.stop.store(true, Ordering::SeqCst);
@@ -83,17 +147,28 @@ impl<'a> Work<'a> {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst) || self.cancel.load(Ordering::SeqCst)
     }
-    /// Where DST's contents stop being known-good: the end of the leading run of completed
-    /// slices (holes between them count as copied).
-    pub(crate) fn copied_prefix(&self) -> u64 {
-        let mut prefix = 0;
+    /// The end of the last slice of the leading run of whole slices (None: the first slice
+    /// is not whole), and whether every slice is whole.
+    fn leading_run(&self) -> (Option<u64>, bool) {
+        let mut good = None;
         for (slice, done) in self.slices.iter().zip(&self.done) {
             if !done.load(Ordering::SeqCst) {
-                return slice.start;
+                return (good, false);
             }
-            prefix = slice.end;
+            good = Some(slice.end);
         }
-        prefix
+        (good, true)
+    }
+
+    /// How the data phase of a whole file ended (the workers have stopped).
+    pub(crate) fn phase(&self) -> Phase {
+        let (good, whole) = self.leading_run();
+        let error = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let error = error.map(|(_, e)| e).or_else(|| {
+            let cancelled = self.cancel.load(Ordering::SeqCst) && !whole;
+            cancelled.then_some(CopyError::Interrupted)
+        });
+        Phase { good, whole, error }
     }
 }
 
@@ -121,7 +196,7 @@ pub(crate) fn run_worker<S: Staging>(
         work.fail(0, route.cx.names.read(e));
         return;
     }
-    take_slices(work, report, |slice| {
+    take_slices(work, report, route.cx.pause, |slice| {
         copy_slice(staging, slot, route, slice)
     });
 }
@@ -131,9 +206,13 @@ pub(crate) fn run_worker<S: Staging>(
 pub(crate) fn take_slices(
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
+    pause: fn(&'static str),
     mut copy: impl FnMut(Range<u64>) -> Result<u64, CopyError>,
 ) {
+    let mut first = true;
     while !work.stopping() {
+        pause(if first { "slice" } else { "between-slices" });
+        first = false;
         let index = work.next.fetch_add(1, Ordering::SeqCst);
         let Some(slice) = work.slices.get(index) else {
             break;
@@ -141,10 +220,9 @@ pub(crate) fn take_slices(
         match copy(slice.clone()) {
             Ok(n) => {
                 report(n);
+                // A short slice (SOURCE ended in it) is left to the file's finish.
                 if n == slice.end - slice.start {
                     work.done[index].store(true, Ordering::SeqCst);
-                } else {
-                    work.eof_at.fetch_min(slice.start + n, Ordering::SeqCst);
                 }
             }
             Err(e) => work.fail(slice.start, e),
@@ -178,7 +256,7 @@ fn in_grains(
 /// Reads `slice` into the slot and writes it out, each side by the library (a registered
 /// file and slot) or by the bounce route. Returns the bytes moved: fewer than the slice
 /// only when SRC ended early, and then only the aligned part of what was read is written
-/// (the sequential phase re-reads the rest).
+/// (the file's finish reads the rest again).
 fn copy_slice<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
@@ -236,7 +314,8 @@ fn copy_slice<S: Staging>(
                 file: route.dst,
                 skip_zeros: route.skip_zeros.then_some(align),
             };
-            bounce::write_out(staging, slot, &writer, slice.start, to_write, cx)?;
+            bounce::write_out(staging, slot, &writer, slice.start, to_write, cx)
+                .map_err(|(_, e)| e)?;
         }
     }
     Ok(to_write as u64)

@@ -311,6 +311,9 @@ impl Staging for GpuStaging {
             device,
         })
     }
+    fn slot_len(&self, slot: &GpuSlot) -> usize {
+        slot.device.buffer().len()
+    }
     fn window_len(&self, slot: &GpuSlot) -> usize {
         slot.window_len()
     }

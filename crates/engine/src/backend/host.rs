@@ -112,6 +112,9 @@ impl Staging for HostStaging {
     fn alloc_slot(&self, len: usize, _device: usize) -> Result<AlignedBuf, Error> {
         AlignedBuf::new(len)
     }
+    fn slot_len(&self, slot: &AlignedBuf) -> usize {
+        slot.len
+    }
     /// A window is the slot's memory, at most [`crate::fileio::STOP_GRAIN`] of it at a
     /// time: a slice is one read and one write up to that size, and the stop flag is looked
     /// at between windows.

@@ -49,6 +49,8 @@ pub trait Staging: Sync {
     fn enter_worker(&self, slot: &Self::Slot) -> Result<(), Error>;
     /// Allocates a slot of `len` bytes on device `device` (< [`Staging::devices`]).
     fn alloc_slot(&self, len: usize, device: usize) -> Result<Self::Slot, Error>;
+    /// Bytes the slot holds: the most one read into it may bring.
+    fn slot_len(&self, slot: &Self::Slot) -> usize;
     /// Bytes one window holds: the bounce route moves a slice in pieces of this size.
     fn window_len(&self, slot: &Self::Slot) -> usize;
     /// The host bytes for the piece at `slot_off`, in window `k` (0 or 1: the bounce route

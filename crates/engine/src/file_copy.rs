@@ -1,0 +1,410 @@
+//! One regular file's data, from the open descriptors to DEST's final size, written once for
+//! every scheduler. The pipeline (slices on many workers), the files in flight (a whole file
+//! on one worker's slot) and MPI ranks (a part of a file each) only schedule the data phase
+//! that [`FileCopy::plan`] hands out; everything else happens here:
+//!
+//! 1. **Plan**: the data extents (`--sparse`), the direct-I/O alignment, whether O_DIRECT is
+//!    used, and the aligned slices that cover the extents.
+//! 2. **Begin**: DEST is cut to 0 only now, once the caller's staging (device memory and
+//!    pinned windows) exists, so a copy that cannot get memory leaves DEST as it was.
+//! 3. **Data phase** (the scheduler's): each slice is read into a slot and written out; a
+//!    short read on an O_DIRECT descriptor writes only its aligned part.
+//! 4. **Finish**: from the end of what the data phase left good, SOURCE is read on to the
+//!    end that reads report (the unaligned tail, whatever SOURCE grew by, or everything
+//!    after a slice that found SOURCE shorter), with buffered I/O. DEST's size is then set.
+//!
+//! The rules that keep DEST correct, whatever SOURCE does meanwhile (README "Guarantees"):
+//! - DEST's size is where reading SOURCE ended, never the size fstat gave at open: a SOURCE
+//!   that shrinks ends at its new end, one that grows is copied on to its new end.
+//! - Every byte of DEST was read from SOURCE, or lies in a hole SOURCE had when it was looked
+//!   at: a trailing hole counts only when SOURCE still reached past it on a second look.
+//! - An unaligned end met on an O_DIRECT descriptor is finished by buffered reads (no EINVAL).
+//! - On failure DEST is cut back to the prefix known good; when the disk is full (ENOSPC,
+//!   EDQUOT) the rest is written again in order with buffered writes first, so DEST keeps
+//!   exactly the longest prefix the filesystem accepted, as cp does.
+//! - A SOURCE whose bytes change under the copy gives the bytes read, in order (no snapshot).
+
+use crate::backend::{LibraryIo, Staging};
+use crate::bounce::{self, Ctx, Names, Reader, Writer};
+use crate::chunk_plan::ChunkPlan;
+use crate::fileio::{self, MIN_ALIGN};
+use crate::quote::quote;
+use crate::stages::{Stage, StageTimes};
+use crate::worker::{Handle, Phase, Side};
+use crate::{CopyError, ProgressSink, SparseMode};
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+/// One regular SOURCE into one regular DEST.
+pub(crate) struct FileCopy<'a> {
+    pub(crate) src: &'a File,
+    pub(crate) dst: &'a File,
+    pub(crate) names: &'a Names,
+    pub(crate) sparse: SparseMode,
+}
+
+/// What the data phase is to do: aligned slices, and how the files are opened for them.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The direct-I/O alignment both files ask for (at least [`MIN_ALIGN`]).
+    pub(crate) align: u64,
+    /// Disjoint, ascending; aligned to `align` when `direct`.
+    pub(crate) slices: Vec<Range<u64>>,
+    /// The slices are read and written with O_DIRECT where the files take it.
+    pub(crate) direct: bool,
+}
+
+/// Where SOURCE's data goes on from some offset, as the finish reads it.
+enum Run {
+    /// Data from `.0`, up to the hole at `.1` (None: read on to EOF).
+    Data(u64, Option<u64>),
+    /// No data at or after the offset.
+    End,
+}
+
+/// How many looks at a trailing hole may disagree (SOURCE changing between them) before
+/// the hole is read instead of trusted.
+const HOLE_LOOKS: usize = 8;
+
+impl FileCopy<'_> {
+    /// The plan for SOURCE's bytes in `range` (the whole file: `0..len`, `len` its size at
+    /// open, which bounds the plan only). O_DIRECT is used for a range of at least
+    /// `direct_from` bytes holding an aligned slice, when the slot's memory is aligned enough
+    /// and the chunk holds an aligned block; the slices are then aligned, else they are cut
+    /// at chunk boundaries only.
+    pub(crate) fn plan(
+        &self,
+        range: Range<u64>,
+        chunk: usize,
+        direct_from: u64,
+        slot_alignment: u64,
+    ) -> io::Result<Plan> {
+        // A file shorter than the smallest alignment has no slice for direct I/O: skip the
+        // two statx calls that would only say how much larger it would have to be.
+        let align = if range.end < MIN_ALIGN {
+            MIN_ALIGN
+        } else {
+            fileio::dio_alignment(self.src.as_fd()).max(fileio::dio_alignment(self.dst.as_fd()))
+        };
+        let extents = match self.sparse {
+            SparseMode::Never => std::iter::once(0..range.end).collect(),
+            _ => fileio::data_extents(self.src, range.end)?,
+        };
+        let extents: Vec<Range<u64>> = extents
+            .iter()
+            .map(|e| e.start.max(range.start)..e.end.min(range.end))
+            .filter(|e| e.start < e.end)
+            .collect();
+        let chunk_aligned = (chunk as u64) & !(align - 1);
+        let aligned_end = range.end & !(align - 1);
+        let direct = range.end - range.start >= direct_from
+            && aligned_end > range.start
+            && chunk_aligned >= align
+            && align <= slot_alignment;
+        // Without O_DIRECT a slice may end anywhere: the last one reads to the end.
+        let (grain, chunk) = match direct {
+            true => (align, chunk_aligned),
+            false => (1, chunk as u64),
+        };
+        let mut slices = ChunkPlan::new(range.end, grain, chunk.max(grain), &extents).slices;
+        slices.retain(|s| s.start >= range.start);
+        Ok(Plan {
+            align,
+            slices,
+            direct,
+        })
+    }
+
+    /// Cuts DEST to 0 when it holds old bytes; call it once the staging the copy needs
+    /// exists, so that a copy which cannot start leaves DEST as it was.
+    pub(crate) fn begin(&self, truncate: bool) -> Result<(), CopyError> {
+        if truncate {
+            self.dst.set_len(0).map_err(|e| self.names.write(e))?;
+        }
+        Ok(())
+    }
+
+    /// Opens one side for the data phase: O_DIRECT when `direct`, then registration with the
+    /// library when `library` is given. Returns the side and, where it is not what was asked
+    /// for, why (for --debug).
+    pub(crate) fn open_side<'fd, S: Staging>(
+        &self,
+        staging: &S,
+        file: &'fd File,
+        direct: bool,
+        library: Option<&S::Library>,
+        name: &str,
+        io_err: impl Fn(io::Error) -> CopyError,
+    ) -> Result<(Side<Handle<'fd, S>>, &'static str), CopyError> {
+        if !direct {
+            return Ok((Side::Posix { direct: false }, "small or unaligned"));
+        }
+        if !fileio::set_direct(file.as_fd()).map_err(&io_err)? {
+            return Ok((Side::Posix { direct: false }, "O_DIRECT refused"));
+        }
+        let Some(library) = library else {
+            return Ok((Side::Posix { direct: true }, ""));
+        };
+        match library.register(file.as_fd()) {
+            Ok(Some(handle)) => Ok((Side::Library(handle), "")),
+            Ok(None) => {
+                fileio::clear_direct(file.as_fd()).map_err(&io_err)?;
+                Ok((Side::Posix { direct: false }, "registration refused"))
+            }
+            Err(e) => {
+                let _ = fileio::clear_direct(file.as_fd());
+                Err(CopyError::Register {
+                    name: name.to_owned(),
+                    library: staging.name(),
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Hands both files back buffered, as they came (the finishing reads need it).
+    pub(crate) fn end_direct(&self) -> Result<(), CopyError> {
+        fileio::clear_direct(self.src.as_fd()).map_err(|e| self.names.read(e))?;
+        fileio::clear_direct(self.dst.as_fd()).map_err(|e| self.names.write(e))
+    }
+
+    /// Ends the copy after its data phase: on a failure DEST is cut back to what is good
+    /// (after a full disk, first filled again in order as far as it goes); otherwise SOURCE is
+    /// read on from there to its end through `slot`, and DEST's size set. `reported`: the
+    /// bytes the data phase showed `progress` (holes are shown here). Returns DEST's final
+    /// size. Both files must be buffered again ([`FileCopy::end_direct`]).
+    pub(crate) fn finish<S: Staging>(
+        &self,
+        phase: Phase,
+        reported: u64,
+        staging: &S,
+        slot: &mut S::Slot,
+        cx: &Ctx<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, CopyError> {
+        let Phase { good, whole, error } = phase;
+        let good = good.unwrap_or(0);
+        // After a full disk the rest is written again in order, as far as it fits; the copy
+        // fails either way.
+        let disk_full = match error {
+            Some(e) if is_disk_full(&e) => Some(e),
+            Some(e) => {
+                // Never leave DEST padded past what was copied; the copy error wins.
+                let _ = self.dst.set_len(good);
+                return Err(e);
+            }
+            None => None,
+        };
+        if !whole {
+            // Slices copied past a gap are dropped: what follows `good` is read again in
+            // order, and a full disk must give back their blocks first.
+            self.dst.set_len(good).map_err(|e| self.names.write(e))?;
+        }
+        (cx.pause)("finish");
+        let mut read = 0;
+        let walked = self.read_on(staging, slot, good, cx, &mut |n| {
+            read += n;
+            progress.advanced(n);
+        });
+        let end = match walked {
+            Ok(end) => end,
+            Err((copied, e)) => {
+                let _ = self.dst.set_len(copied);
+                return Err(e);
+            }
+        };
+        if let Some(e) = disk_full {
+            let _ = self.dst.set_len(end);
+            return Err(e);
+        }
+        self.dst.set_len(end).map_err(|e| CopyError::Extend {
+            name: self.names.dst.clone(),
+            source: e,
+        })?;
+        if let Some(holes) = end.checked_sub(reported.saturating_add(read)) {
+            progress.advanced(holes);
+        }
+        Ok(end)
+    }
+
+    /// Reads SOURCE from `from` to its end through `slot`'s bounce route and writes it to
+    /// DEST at the same offsets, skipping the holes SOURCE has as it goes (unless
+    /// `--sparse=never`). Returns where SOURCE ended; errors come with the offset DEST is
+    /// good up to.
+    fn read_on<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        from: u64,
+        cx: &Ctx<'_>,
+        report: &mut dyn FnMut(u64),
+    ) -> Result<u64, (u64, CopyError)> {
+        let read_err = |at: u64| move |e: io::Error| (at, self.names.read(e));
+        staging
+            .enter_worker(slot)
+            .map_err(|e| (from, self.names.read(e)))?;
+        // `pos`: everything before it is in DEST. `looks`: looks at SOURCE's holes that
+        // found nothing to read (it changed meanwhile); past a few, holes are read as data.
+        let mut pos = from;
+        let mut looks = 0;
+        loop {
+            let holes = self.sparse != SparseMode::Never && looks < HOLE_LOOKS;
+            let run = match holes {
+                false => Run::Data(pos, None),
+                true => match self.next_data(pos).map_err(read_err(pos))? {
+                    NextData::At(start, hole) => Run::Data(start, Some(hole)),
+                    NextData::None => Run::End,
+                    NextData::Unknown => {
+                        looks = HOLE_LOOKS;
+                        continue;
+                    }
+                },
+            };
+            let (start, until) = match run {
+                Run::Data(start, until) => (start, until),
+                Run::End => match self.trailing_end(pos).map_err(read_err(pos))? {
+                    Some(end) => return Ok(end),
+                    None => {
+                        looks += 1;
+                        continue;
+                    }
+                },
+            };
+            let (end, at_eof) = self.copy_run(staging, slot, start, until, cx, report)?;
+            if end > start {
+                pos = end;
+            } else if start > pos {
+                // Nothing where SEEK_DATA saw data: the hole before it is not trusted
+                // without data after it; look again from the last byte read.
+                looks += 1;
+                continue;
+            }
+            if at_eof {
+                return Ok(pos);
+            }
+        }
+    }
+
+    /// SOURCE's end when no data lies at or after `pos`: `pos` itself when SOURCE is no
+    /// longer, else its size when a second look finds the same size and still no data (a
+    /// trailing hole); None when the looks disagree.
+    fn trailing_end(&self, pos: u64) -> io::Result<Option<u64>> {
+        let size = self.size_now()?;
+        if size <= pos {
+            return Ok(Some(pos));
+        }
+        let again = self.next_data(pos)?;
+        Ok((again == NextData::None && self.size_now()? == size).then_some(size))
+    }
+
+    /// Copies SOURCE from `start` up to `until` (None: to EOF), a slot at a time. Returns
+    /// where it stopped and whether SOURCE ended there.
+    fn copy_run<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        start: u64,
+        until: Option<u64>,
+        cx: &Ctx<'_>,
+        report: &mut dyn FnMut(u64),
+    ) -> Result<(u64, bool), (u64, CopyError)> {
+        let reader = Reader::At {
+            file: self.src,
+            direct: false,
+        };
+        let writer = Writer::At {
+            file: self.dst,
+            skip_zeros: (self.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
+        };
+        let round = staging.slot_len(slot);
+        let mut at = start;
+        loop {
+            let want = match until {
+                Some(end) if end <= at => return Ok((at, false)),
+                Some(end) => ((end - at) as usize).min(round),
+                None => round,
+            };
+            let got = bounce::read_in(staging, slot, &reader, at, want, cx).map_err(|e| (at, e))?;
+            if got > 0 {
+                bounce::write_out(staging, slot, &writer, at, got, cx)
+                    .map_err(|(done, e)| (at + done as u64, e))?;
+                report(got as u64);
+            }
+            at += got as u64;
+            if got < want {
+                return Ok((at, true));
+            }
+        }
+    }
+
+    /// The next data at or after `pos`, by SEEK_DATA/SEEK_HOLE.
+    fn next_data(&self, pos: u64) -> io::Result<NextData> {
+        fileio::next_data(self.src, pos)
+    }
+
+    fn size_now(&self) -> io::Result<u64> {
+        Ok(self.src.metadata()?.len())
+    }
+}
+
+/// What a whole file's copy ends with, wherever it ran: the --debug line (size, time, rate
+/// and thread times; `where_` when the scheduler has something to add, e.g. "slot 2 on
+/// GPU 0, in flight"), then --verify. Lines go to `line` only with --debug (`debug`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conclude(
+    job: &Ends<'_>,
+    end: u64,
+    secs: f64,
+    stages: &StageTimes,
+    where_: Option<String>,
+    verify: bool,
+    debug: bool,
+    pause: fn(&'static str),
+    line: &mut dyn FnMut(String),
+) -> Result<u64, CopyError> {
+    if debug {
+        line(format!(
+            "{}: {end} bytes in {secs:.3} s ({}/s{}); thread time: {}",
+            quote(job.dst_name),
+            humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY),
+            where_.map(|w| format!(", {w}")).unwrap_or_default(),
+            stages.describe()
+        ));
+    }
+    if verify {
+        pause("verify");
+        let checked = crate::verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
+        if debug {
+            line(checked.describe(job.dst_name));
+        }
+    }
+    Ok(end)
+}
+
+/// A whole file's two ends, by descriptor and by name, for [`conclude`].
+pub(crate) struct Ends<'a> {
+    pub(crate) src: &'a File,
+    pub(crate) src_name: &'a Path,
+    pub(crate) dst: &'a File,
+    pub(crate) dst_name: &'a Path,
+}
+
+use fileio::NextData;
+
+/// ENOSPC or EDQUOT on DEST: the failures after which DEST keeps the longest prefix that fits.
+fn is_disk_full(e: &CopyError) -> bool {
+    match e {
+        CopyError::Write { source, .. } => {
+            matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        }
+        _ => false,
+    }
+}
+
+/// Times `f` as the open stage on `cx`'s clock.
+pub(crate) fn opening<T>(cx: &Ctx<'_>, f: impl FnOnce() -> T) -> T {
+    cx.clock.time(Stage::Open, f)
+}

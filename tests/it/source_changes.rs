@@ -1,0 +1,344 @@
+//! A SOURCE that changes while aiscp copies it, on every route the fake library reaches:
+//! DEST ends where reading SOURCE ended, never at the size fstat gave when it was opened,
+//! and holds no byte that was not read from SOURCE (README "Guarantees").
+//!
+//! The changes are made at pause points (`AISCP_TEST_PAUSE`): when DEST is opened, before
+//! a worker's first slice, between slices, in flight, before the finishing reads. One test
+//! has no pause at all: another process rewrites a tree while `-r` copies it.
+
+use crate::support::{paused_at, program, random_bytes, Backend};
+use std::fs::{self, OpenOptions};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One way a file's bytes can go: the backend and the flags that pick the scheduler and
+/// the route.
+struct Way {
+    name: &'static str,
+    backend: Backend,
+    args: &'static [&'static str],
+}
+
+/// Files up to the chunk go in flight (a whole file on one slot); larger ones are cut
+/// into slices on the workers. `--chunk-size 64K` puts the 200,000-byte files here on the
+/// slices; `--streams 1` keeps one worker, so a pause between slices is between this file's.
+const WAYS: &[Way] = &[
+    Way {
+        name: "host, in flight",
+        backend: Backend::Host,
+        args: &[],
+    },
+    Way {
+        name: "host, slices",
+        backend: Backend::Host,
+        args: &["--chunk-size", "64K"],
+    },
+    Way {
+        name: "host, slices on one worker",
+        backend: Backend::Host,
+        args: &["--chunk-size", "64K", "--streams", "1"],
+    },
+    Way {
+        name: "bounce, in flight",
+        backend: Backend::FakeGpu,
+        args: &["--route", "bounce"],
+    },
+    Way {
+        name: "bounce, slices on one worker",
+        backend: Backend::FakeGpu,
+        args: &["--route", "bounce", "--chunk-size", "64K", "--streams", "1"],
+    },
+    Way {
+        name: "library, slices",
+        backend: Backend::FakeGpu,
+        args: &["--route", "library", "--chunk-size", "64K"],
+    },
+    Way {
+        name: "library, slices on one worker",
+        backend: Backend::FakeGpu,
+        args: &[
+            "--route",
+            "library",
+            "--chunk-size",
+            "64K",
+            "--streams",
+            "1",
+        ],
+    },
+    Way {
+        name: "async",
+        backend: Backend::FakeGpu,
+        args: &["--route", "library", "--async", "--chunk-size", "64K"],
+    },
+];
+
+const SPARSE: [&str; 3] = ["--sparse=auto", "--sparse=always", "--sparse=never"];
+
+/// Copies `a` to `b` in `dir` the `way` given, paused at `point` while `change` runs.
+fn copy_paused(dir: &Path, way: &Way, sparse: &str, point: &str, change: impl FnOnce()) -> Output {
+    let mut cmd = Command::new(program());
+    cmd.current_dir(dir).args(way.args).args([sparse, "a", "b"]);
+    way.backend.apply(&mut cmd, &dir.join("report"));
+    let out = paused_at(cmd, point, dir, change);
+    way.backend.assert_report_clean(&dir.join("report"));
+    out
+}
+
+/// What a change leaves SOURCE holding.
+enum Change {
+    /// Cut (or grown with zeros) to this size: the bytes before it stay.
+    Truncate(u64),
+    /// Rewritten whole (truncated, then written) with these bytes.
+    Rewrite(Vec<u8>),
+    /// These bytes added at the end.
+    Append(Vec<u8>),
+}
+
+impl Change {
+    fn apply(&self, path: &Path) {
+        match self {
+            Change::Truncate(len) => OpenOptions::new()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_len(*len)
+                .unwrap(),
+            Change::Rewrite(data) => fs::write(path, data).unwrap(),
+            Change::Append(data) => {
+                use std::io::Write;
+                let mut f = OpenOptions::new().append(true).open(path).unwrap();
+                f.write_all(data).unwrap();
+            }
+        }
+    }
+}
+
+/// For every way and --sparse mode: SOURCE of `len` random bytes, changed at `point`;
+/// DEST must hold exactly what SOURCE holds after the change, exit 0, nothing on stderr.
+/// `ways` picks the ways a point is reached on.
+fn assert_copies_the_changed_source(
+    len: usize,
+    point: &str,
+    ways: impl Fn(&Way) -> bool,
+    change: impl Fn() -> Change,
+) {
+    let mut tried = 0;
+    for (w, way) in WAYS.iter().filter(|w| ways(w)).enumerate() {
+        for (s, sparse) in SPARSE.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let old = random_bytes(len, (w * 10 + s) as u64);
+            fs::write(d.join("a"), &old).unwrap();
+            let change = change();
+            let out = copy_paused(d, way, sparse, point, || change.apply(&d.join("a")));
+            let what = format!("{} {sparse}, paused at {point}", way.name);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+            assert_eq!(stderr, "", "{what}");
+            let want = fs::read(d.join("a")).unwrap();
+            let got = fs::read(d.join("b")).unwrap();
+            assert_eq!(got.len(), want.len(), "{what}: DEST's size");
+            assert!(got == want, "{what}: DEST differs from SOURCE as changed");
+            tried += 1;
+        }
+    }
+    assert!(tried > 0, "no way reaches {point}");
+}
+
+fn every(_: &Way) -> bool {
+    true
+}
+
+/// The ways whose one worker takes a file's slices in order (a pause there is between this
+/// file's slices).
+fn one_worker(way: &Way) -> bool {
+    way.args.contains(&"--streams")
+}
+
+#[test]
+fn a_source_emptied_after_it_was_opened_gives_an_empty_copy() {
+    assert_copies_the_changed_source(200_000, "dest-open", every, || Change::Truncate(0));
+}
+
+#[test]
+fn a_source_cut_inside_its_direct_part_ends_at_the_cut() {
+    // 70,001: unaligned, inside the O_DIRECT part of a 200,000-byte file.
+    assert_copies_the_changed_source(200_000, "dest-open", every, || Change::Truncate(70_001));
+}
+
+#[test]
+fn a_source_cut_inside_its_first_block_ends_at_the_cut() {
+    assert_copies_the_changed_source(200_000, "dest-open", every, || {
+        Change::Rewrite(b"hello".to_vec())
+    });
+    assert_copies_the_changed_source(30_000, "dest-open", every, || {
+        Change::Rewrite(b"hello".to_vec())
+    });
+}
+
+#[test]
+fn a_source_that_grows_is_copied_to_its_new_end() {
+    assert_copies_the_changed_source(200_000, "dest-open", every, || {
+        Change::Append(random_bytes(100_001, 99))
+    });
+}
+
+#[test]
+fn a_source_rewritten_before_its_first_slice_gives_the_new_bytes() {
+    assert_copies_the_changed_source(200_000, "slice", one_worker, || {
+        Change::Rewrite(random_bytes(123_457, 98))
+    });
+    assert_copies_the_changed_source(200_000, "slice", one_worker, || Change::Truncate(4095));
+}
+
+#[test]
+fn a_source_cut_between_slices_ends_at_the_cut() {
+    // The first slice (64 KiB) is copied before the cut; the rest stops at it.
+    assert_copies_the_changed_source(200_000, "between-slices", one_worker, || {
+        Change::Truncate(100_001)
+    });
+    assert_copies_the_changed_source(200_000, "between-slices", one_worker, || {
+        Change::Truncate(65_536)
+    });
+}
+
+#[test]
+fn a_source_that_grows_before_the_finish_is_copied_to_its_new_end() {
+    assert_copies_the_changed_source(200_000, "finish", every, || {
+        Change::Append(random_bytes(5_000_001, 97))
+    });
+}
+
+#[test]
+fn a_source_changed_in_flight_gives_what_was_read() {
+    // Queued files are opened long before their worker copies them: the change comes
+    // when the file's worker is about to read it.
+    let in_flight = |w: &Way| !w.args.contains(&"--chunk-size");
+    assert_copies_the_changed_source(30_000, "slice", in_flight, || {
+        Change::Rewrite(b"hello".to_vec())
+    });
+    assert_copies_the_changed_source(200_000, "slice", in_flight, || Change::Truncate(70_001));
+    assert_copies_the_changed_source(200_000, "slice", in_flight, || Change::Truncate(0));
+}
+
+/// A sparse SOURCE cut inside its trailing hole: DEST ends at the new size, the data
+/// before the hole copied and the rest a hole.
+#[test]
+fn a_sparse_source_cut_inside_its_trailing_hole_ends_at_the_cut() {
+    for way in WAYS {
+        for sparse in SPARSE {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let head = random_bytes(8192, 5);
+            let f = fs::File::create(d.join("a")).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&f, &head, 0).unwrap();
+            f.set_len(4 << 20).unwrap();
+            let out = copy_paused(d, way, sparse, "dest-open", || {
+                Change::Truncate(1 << 20).apply(&d.join("a"))
+            });
+            let what = format!("{} {sparse}", way.name);
+            assert_eq!(out.status.code(), Some(0), "{what}");
+            let got = fs::read(d.join("b")).unwrap();
+            assert_eq!(got.len(), 1 << 20, "{what}");
+            assert!(got[..8192] == head[..], "{what}: the data");
+            assert!(got[8192..].iter().all(|&b| b == 0), "{what}: the hole");
+        }
+    }
+}
+
+/// No pause: another process rewrites every file of a tree, whole, in a loop, while `-r`
+/// copies it. Every version of a file is one byte value repeated (never 0), so whatever
+/// mix of versions the reads saw, a NUL byte in DEST is a byte SOURCE never held.
+#[test]
+fn a_tree_rewritten_during_the_copy_never_gains_nul_bytes() {
+    const FILES: usize = 300;
+    const LEN: usize = 40_000;
+    for way in WAYS
+        .iter()
+        .filter(|w| w.args.is_empty() || w.args == ["--route", "bounce"])
+    {
+        for round in 0..8 {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let src = d.join("src");
+            fs::create_dir(&src).unwrap();
+            for i in 0..FILES {
+                fs::write(src.join(format!("f{i:03}")), vec![1 + (i % 255) as u8; LEN]).unwrap();
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let rewriter = {
+                let (stop, src) = (Arc::clone(&stop), src.clone());
+                std::thread::spawn(move || {
+                    let mut v = 0u8;
+                    while !stop.load(Ordering::SeqCst) {
+                        for i in 0..FILES {
+                            v = v % 254 + 1;
+                            let _ = fs::write(src.join(format!("f{i:03}")), vec![v; LEN]);
+                        }
+                    }
+                })
+            };
+            let mut cmd = Command::new(program());
+            cmd.current_dir(d).args(way.args).args(["-r", "src", "dst"]);
+            way.backend.apply(&mut cmd, &d.join("report"));
+            let out = cmd.output().unwrap();
+            stop.store(true, Ordering::SeqCst);
+            rewriter.join().unwrap();
+            let what = format!("{}, round {round}", way.name);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for i in 0..FILES {
+                let got = fs::read(d.join(format!("dst/f{i:03}"))).unwrap();
+                assert!(got.len() <= LEN, "{what}: f{i:03} is {} bytes", got.len());
+                if let Some(at) = got.iter().position(|&b| b == 0) {
+                    panic!("{what}: f{i:03} has a NUL byte at {at} of {}", got.len());
+                }
+            }
+            way.backend.assert_report_clean(&d.join("report"));
+        }
+    }
+}
+
+/// Pinned host memory that cannot be had fails the file before DEST is touched: an
+/// existing DEST keeps its bytes, and the message says what ran out.
+#[test]
+fn pinned_memory_running_out_leaves_an_existing_dest_intact() {
+    for fault in ["hostmalloc#1=oom", "hostmalloc#3=oom"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("src")).unwrap();
+        fs::create_dir_all(d.join("dst")).unwrap();
+        let a = random_bytes(300_000, 1);
+        let b = random_bytes(200_000, 2);
+        fs::write(d.join("src/a"), &a).unwrap();
+        fs::write(d.join("src/b"), &b).unwrap();
+        let old = random_bytes(50_000, 3);
+        fs::write(d.join("dst/b"), &old).unwrap();
+        let mut cmd = Command::new(program());
+        cmd.current_dir(d)
+            .env("AISCP_FAKE_GPU_FAULTS", fault)
+            .args(["--route", "bounce", "-r", "src/.", "dst"]);
+        Backend::FakeGpu.apply(&mut cmd, &d.join("report"));
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{fault}: {stderr}");
+        assert!(stderr.contains("pinned host memory"), "{fault}: {stderr}");
+        assert!(!stderr.contains("error reading"), "{fault}: {stderr}");
+        let got = fs::read(d.join("dst/b")).unwrap();
+        assert!(
+            got == old || got == b,
+            "{fault}: dst/b is neither its old bytes nor a copy ({} bytes)",
+            got.len()
+        );
+        if stderr.contains("'src/./b'") {
+            assert!(got == old, "{fault}: dst/b failed yet lost its old bytes");
+        }
+        Backend::FakeGpu.assert_report_clean(&d.join("report"));
+    }
+}
