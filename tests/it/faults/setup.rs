@@ -5,8 +5,9 @@ use super::*;
 
 #[test]
 fn refused_file_registration_takes_the_bounce_route() {
-    // 5027 is what cuFile answers for tmpfs; 5008 and 5030 are other refusals.
-    for (code, engine) in [5027, 5030, 5008]
+    // 5027 is what cuFile answers for tmpfs; 5008 and 5030 are other refusals; 5019 what
+    // it answers for a SOURCE opened with O_NOFOLLOW (every file of `-r`).
+    for (code, engine) in [5027, 5030, 5008, 5019]
         .into_iter()
         .zip(ENGINES.into_iter().cycle())
     {

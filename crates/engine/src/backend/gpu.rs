@@ -24,11 +24,14 @@ pub fn nvidia_fs_present() -> bool {
 
 /// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
 /// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
-/// 5030 internal error (seen on FUSE and overlay filesystems).
-const BOUNCE_CODES: [i32; 3] = [
+/// 5030 internal error (seen on FUSE and overlay filesystems), 5019 unsupported open flags
+/// (cuFile refuses the O_NOFOLLOW that `-r` opens every SOURCE with; BENCHMARKS.md, "One
+/// file's copy in one place").
+const BOUNCE_CODES: [i32; 4] = [
     hipfile::sys::HANDLE_NOT_REGISTERED,
     hipfile::sys::IO_NOT_SUPPORTED,
     hipfile::sys::INTERNAL_ERROR,
+    hipfile::sys::INVALID_FILE_OPEN_FLAG,
 ];
 
 /// Why a GPU backend did not come up, by step: messages differ, and only a missing
