@@ -24,4 +24,5 @@ mod progress;
 mod signals;
 mod support;
 mod trees;
+mod vendor_cufile;
 mod verify;
