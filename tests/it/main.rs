@@ -25,4 +25,5 @@ mod signals;
 mod source_changes;
 mod support;
 mod trees;
+mod vendor_cufile;
 mod verify;

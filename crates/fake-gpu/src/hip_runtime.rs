@@ -26,6 +26,23 @@ pub const FAKE_RUNTIME_VERSION: c_int = 60_400_000;
 thread_local! {
     /// The current device is per thread in HIP; every thread starts on device 0.
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
+    /// The last failure of a runtime call on this thread, as HIP keeps it for
+    /// hipPeekAtLastError (AMD's hipFile wrappers read it after every read and write).
+    static LAST_ERROR: Cell<HipError> = const { Cell::new(HIP_SUCCESS) };
+}
+
+/// Passes `status` through, keeping it as the thread's last error when it is a failure.
+fn record(status: HipError) -> HipError {
+    if status != HIP_SUCCESS {
+        LAST_ERROR.set(status);
+    }
+    status
+}
+
+/// The thread's last runtime failure, left in place (hipGetLastError would clear it).
+#[no_mangle]
+pub unsafe extern "C" fn hipPeekAtLastError() -> HipError {
+    LAST_ERROR.get()
 }
 
 /// The calling thread's current device.
@@ -44,6 +61,11 @@ fn need_device() -> Result<(), HipError> {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipInit(_flags: c_uint) -> HipError {
+    // SAFETY: the caller keeps hipInit's contract.
+    record(unsafe { hip_init(_flags) })
+}
+
+unsafe fn hip_init(_flags: c_uint) -> HipError {
     match need_device() {
         Ok(()) => HIP_SUCCESS,
         Err(e) => e,
@@ -52,6 +74,11 @@ pub unsafe extern "C" fn hipInit(_flags: c_uint) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> HipError {
+    // SAFETY: the caller keeps hipGetDeviceCount's contract.
+    record(unsafe { hip_get_device_count(count) })
+}
+
+unsafe fn hip_get_device_count(count: *mut c_int) -> HipError {
     if count.is_null() {
         return HIP_ERROR_INVALID_VALUE;
     }
@@ -66,6 +93,11 @@ pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipSetDevice(device: c_int) -> HipError {
+    // SAFETY: the caller keeps hipSetDevice's contract.
+    record(unsafe { hip_set_device(device) })
+}
+
+unsafe fn hip_set_device(device: c_int) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
@@ -81,6 +113,11 @@ pub unsafe extern "C" fn hipSetDevice(device: c_int) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> HipError {
+    // SAFETY: the caller keeps hipGetDevice's contract.
+    record(unsafe { hip_get_device(device) })
+}
+
+unsafe fn hip_get_device(device: *mut c_int) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
@@ -93,6 +130,11 @@ pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipError {
+    // SAFETY: the caller keeps hipMalloc's contract.
+    record(unsafe { hip_malloc(ptr, size) })
+}
+
+unsafe fn hip_malloc(ptr: *mut *mut c_void, size: usize) -> HipError {
     let fake = fake();
     if let Err(e) = need_device() {
         return e;
@@ -125,6 +167,11 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipErr
 
 #[no_mangle]
 pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
+    // SAFETY: the caller keeps hipFree's contract.
+    record(unsafe { hip_free(ptr) })
+}
+
+unsafe fn hip_free(ptr: *mut c_void) -> HipError {
     if ptr.is_null() {
         return HIP_SUCCESS;
     }
@@ -163,6 +210,11 @@ pub unsafe extern "C" fn hipHostMalloc(
     size: usize,
     _flags: c_uint,
 ) -> HipError {
+    // SAFETY: the caller keeps hipHostMalloc's contract.
+    record(unsafe { hip_host_malloc(ptr, size, _flags) })
+}
+
+unsafe fn hip_host_malloc(ptr: *mut *mut c_void, size: usize, _flags: c_uint) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
@@ -190,6 +242,11 @@ pub unsafe extern "C" fn hipHostMalloc(
 
 #[no_mangle]
 pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> HipError {
+    // SAFETY: the caller keeps hipHostFree's contract.
+    record(unsafe { hip_host_free(ptr) })
+}
+
+unsafe fn hip_host_free(ptr: *mut c_void) -> HipError {
     if ptr.is_null() {
         return HIP_SUCCESS;
     }
@@ -213,6 +270,11 @@ pub unsafe extern "C" fn hipMemcpy(
     size: usize,
     kind: c_int,
 ) -> HipError {
+    // SAFETY: the caller keeps hipMemcpy's contract.
+    record(unsafe { hip_memcpy(dst, src, size, kind) })
+}
+
+unsafe fn hip_memcpy(dst: *mut c_void, src: *const c_void, size: usize, kind: c_int) -> HipError {
     match check_copy("hipMemcpy", dst, src, size, kind) {
         Ok(()) => {
             copy_now("hipMemcpy", dst as usize, src as usize, size, kind);
@@ -227,6 +289,17 @@ pub unsafe extern "C" fn hipMemcpy(
 /// at once.
 #[no_mangle]
 pub unsafe extern "C" fn hipMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    stream: HipStream,
+) -> HipError {
+    // SAFETY: the caller keeps hipMemcpyAsync's contract.
+    record(unsafe { hip_memcpy_async(dst, src, size, kind, stream) })
+}
+
+unsafe fn hip_memcpy_async(
     dst: *mut c_void,
     src: *const c_void,
     size: usize,
@@ -334,6 +407,11 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(
     stream: *mut HipStream,
     flags: c_uint,
 ) -> HipError {
+    // SAFETY: the caller keeps hipStreamCreateWithFlags's contract.
+    record(unsafe { hip_stream_create_with_flags(stream, flags) })
+}
+
+unsafe fn hip_stream_create_with_flags(stream: *mut HipStream, flags: c_uint) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
@@ -351,6 +429,11 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(
 /// which is what exposes a caller that freed them before synchronizing.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
+    // SAFETY: the caller keeps hipStreamSynchronize's contract.
+    record(unsafe { hip_stream_synchronize(stream) })
+}
+
+unsafe fn hip_stream_synchronize(stream: HipStream) -> HipError {
     let ops = {
         let mut reg = fake().registry();
         match reg.streams.get_mut(&(stream as usize)) {
@@ -390,6 +473,11 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
+    // SAFETY: the caller keeps hipStreamDestroy's contract.
+    record(unsafe { hip_stream_destroy(stream) })
+}
+
+unsafe fn hip_stream_destroy(stream: HipStream) -> HipError {
     let id = stream as usize;
     let mut reg = fake().registry();
     if id == 0 {
@@ -420,6 +508,11 @@ pub unsafe extern "C" fn hipGetErrorString(error: HipError) -> *const c_char {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipRuntimeGetVersion(version: *mut c_int) -> HipError {
+    // SAFETY: the caller keeps hipRuntimeGetVersion's contract.
+    record(unsafe { hip_runtime_get_version(version) })
+}
+
+unsafe fn hip_runtime_get_version(version: *mut c_int) -> HipError {
     if version.is_null() {
         return HIP_ERROR_INVALID_VALUE;
     }

@@ -95,7 +95,7 @@ pub fn scenario_identity(api: &Api) {
     }
     assert_eq!(
         text(unsafe { (api.op_error_string)(5027) }),
-        "file handle is not registered"
+        "File handle for GPU IO is not registered"
     );
     // Use count: explicit opens, plus an implicit one from registration at zero.
     assert_eq!(unsafe { (api.use_count)() }, 0);
