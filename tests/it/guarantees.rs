@@ -4,7 +4,7 @@
 //! strace, a final ftruncate refused by the file-size limit. GNU cp is the oracle where the
 //! situation can be made for it too.
 
-use crate::support::{paused_at, program, random_bytes, Backend, BACKENDS};
+use crate::support::{paused_at, program, random_bytes, skip, Backend, BACKENDS};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::symlink;
@@ -176,7 +176,7 @@ fn strace(backend: Backend, dir: &Path, args: &[&str]) -> Option<Vec<String>> {
         Ok(out) if out.status.success() => {}
         Ok(out) => panic!("{}", String::from_utf8_lossy(&out.stderr)),
         Err(_) => {
-            eprintln!("skipped: no strace");
+            skip("no strace", "");
             return None;
         }
     }

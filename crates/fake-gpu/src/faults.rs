@@ -463,14 +463,29 @@ mod tests {
         .unwrap();
         use RuntimeCall::*;
         assert_eq!(plan.runtime_fault(SetDevice, 1), None);
-        assert_eq!(plan.runtime_fault(SetDevice, 2), Some(RuntimeFault::Code(101)));
+        assert_eq!(
+            plan.runtime_fault(SetDevice, 2),
+            Some(RuntimeFault::Code(101))
+        );
         assert_eq!(plan.runtime_fault(SetDevice, 3), None);
-        assert_eq!(plan.runtime_fault(StreamCreate, 7), Some(RuntimeFault::Code(2)));
+        assert_eq!(
+            plan.runtime_fault(StreamCreate, 7),
+            Some(RuntimeFault::Code(2))
+        );
         assert_eq!(plan.runtime_fault(StreamSync, 2), None);
-        assert_eq!(plan.runtime_fault(StreamSync, 9), Some(RuntimeFault::Code(1)));
-        assert_eq!(plan.runtime_fault(DeviceToHost, 1), Some(RuntimeFault::Corrupt));
+        assert_eq!(
+            plan.runtime_fault(StreamSync, 9),
+            Some(RuntimeFault::Code(1))
+        );
+        assert_eq!(
+            plan.runtime_fault(DeviceToHost, 1),
+            Some(RuntimeFault::Corrupt)
+        );
         assert_eq!(plan.runtime_fault(HostToDevice, 1), None);
-        assert_eq!(plan.runtime_fault(HostToDevice, 2), Some(RuntimeFault::Code(1)));
+        assert_eq!(
+            plan.runtime_fault(HostToDevice, 2),
+            Some(RuntimeFault::Code(1))
+        );
         assert_eq!(plan.io_fault(IoOp::Write, 1, 0, 1), Some(IoFault::Corrupt));
     }
 

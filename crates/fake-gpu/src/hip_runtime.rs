@@ -4,10 +4,10 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::Ordering;
 
+use crate::faults::{RuntimeCall, RuntimeFault};
 use crate::io::{run_async, set_errno};
 use crate::memory;
 use crate::messages::*;
-use crate::faults::{RuntimeCall, RuntimeFault};
 use crate::state::{fake, Queued, Registry, StreamEntry};
 
 /// `hipError_t`.

@@ -112,13 +112,16 @@ pub fn scenario_corrupt_faults(api: &Api) {
     assert_eq!(device(8192), &data[..]);
     assert_eq!(api.write(dh, buf, 4096, 4096, 4096), 4096); // write 1: clean
     assert_eq!(api.write(dh, buf, 4096, 0, 0), 4096); // write 2: covers 0, corrupt
-    assert_eq!(device(8192), &data[..], "a corrupt write leaves its source alone");
+    assert_eq!(
+        device(8192),
+        &data[..],
+        "a corrupt write leaves its source alone"
+    );
     assert_eq!(fs::read(&dst_path).unwrap(), flipped(data.clone()));
     // Copies: htod 1 clean, htod 2 corrupt; dtoh 1 fails with 700, dtoh 2 corrupt (async).
     let mut host = data.clone();
-    let copy = |dst: *mut c_void, src: *const c_void, kind| unsafe {
-        (api.memcpy)(dst, src, 8192, kind)
-    };
+    let copy =
+        |dst: *mut c_void, src: *const c_void, kind| unsafe { (api.memcpy)(dst, src, 8192, kind) };
     assert_eq!(copy(buf, host.as_ptr().cast(), 1), 0);
     assert_eq!(copy(buf, host.as_ptr().cast(), 1), 0);
     assert_eq!(device(8192), &flipped(data.clone())[..]);
@@ -126,8 +129,7 @@ pub fn scenario_corrupt_faults(api: &Api) {
     assert_eq!(host, data, "a failed copy moves nothing");
     let mut stream: Stream = std::ptr::null_mut();
     assert_eq!(unsafe { (api.stream_create)(&mut stream, 0) }, 0);
-    let queued =
-        unsafe { (api.memcpy_async)(host.as_mut_ptr().cast(), buf, 8192, 2, stream) };
+    let queued = unsafe { (api.memcpy_async)(host.as_mut_ptr().cast(), buf, 8192, 2, stream) };
     assert_eq!(queued, 0);
     assert_eq!(host, data, "queued, not yet run");
     assert_eq!(unsafe { (api.stream_sync)(stream) }, 0);
@@ -173,15 +175,26 @@ const RUNTIME_FAULTS: &str = "setdevice#2=101;streamcreate#1=hiperr:2;streamsync
 
 #[test]
 fn corrupt_faults_flip_the_first_byte_in_transit() {
-    let out = run("corrupt_faults", &[("AISCP_FAKE_GPU_FAULTS", CORRUPT_FAULTS)]);
+    let out = run(
+        "corrupt_faults",
+        &[("AISCP_FAKE_GPU_FAULTS", CORRUPT_FAULTS)],
+    );
     out.assert_clean();
     assert_eq!(out.report().stats.htod_bytes, 2 * 8192);
-    assert_eq!(out.report().stats.dtoh_bytes, 8192, "the failed copy moved nothing");
+    assert_eq!(
+        out.report().stats.dtoh_bytes,
+        8192,
+        "the failed copy moved nothing"
+    );
 }
 
 #[test]
 fn runtime_faults_fire_as_selected() {
-    run("runtime_faults", &[("AISCP_FAKE_GPU_FAULTS", RUNTIME_FAULTS)]).assert_clean();
+    run(
+        "runtime_faults",
+        &[("AISCP_FAKE_GPU_FAULTS", RUNTIME_FAULTS)],
+    )
+    .assert_clean();
 }
 
 #[test]

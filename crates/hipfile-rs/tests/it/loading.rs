@@ -2,6 +2,7 @@
 //! (Debian's libamdhip64.so.5) on a machine without an AMD GPU.
 
 use std::path::{Path, PathBuf};
+use test_support::skip::skip;
 
 use hipfile::{Flavor, Library, LibraryPaths, LoadError, Runtime};
 
@@ -123,7 +124,10 @@ fn a_library_without_the_symbols_names_the_missing_one() {
 #[test]
 fn hipfile_path_pointing_at_libc_lacks_driver_open() {
     if !Path::new(REAL_HIP).exists() {
-        eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
+        skip(
+            "no libamdhip64-5",
+            &format!("{REAL_HIP} absent (apt-get install libamdhip64-5)"),
+        );
         return;
     }
     let libc = libc_path();
@@ -172,7 +176,10 @@ fn default_search_lists_every_candidate() {
 #[test]
 fn genuine_hip_runtime_reports_no_device() {
     if !Path::new(REAL_HIP).exists() {
-        eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
+        skip(
+            "no libamdhip64-5",
+            &format!("{REAL_HIP} absent (apt-get install libamdhip64-5)"),
+        );
         return;
     }
     let rt = Runtime::load_from(Flavor::HipFile, Some(Path::new(REAL_HIP)))
