@@ -57,7 +57,10 @@ fn a_symlink_planted_at_a_new_dest_is_not_written_through() {
             thread::sleep(Duration::from_millis(5));
         }
         symlink("victim", d.join("dst")).unwrap();
+        // Opened for reading too, so the FIFO keeps a reader: a program that rightly gives up
+        // at DEST may close its end before this write, which then must not fail with EPIPE.
         let mut w = fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .open(d.join("src"))
             .unwrap();

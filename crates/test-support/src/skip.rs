@@ -4,7 +4,8 @@
 //!
 //! A skip must never look like a pass. In CI (`CI=true`) a missing prerequisite fails the
 //! test: CI installs every one (.ci/run), so a missing one is a broken CI machine, not a
-//! reason to test less. Outside CI each skip prints one `skipped: REASON` line and appends
+//! reason to test less. Outside CI each skip prints one `skipped: TEST: REASON` line (past
+//! libtest's capture, so a passing test shows it too) and appends
 //! `TEST<TAB>REASON` to the skip log ([`log_path`]), which `scripts/skip-summary.sh` counts
 //! by reason at the end of a run.
 
@@ -54,11 +55,14 @@ fn record(reason: &str, detail: &str) {
         .name()
         .unwrap_or("unnamed test")
         .to_owned();
-    if detail.is_empty() {
-        eprintln!("skipped: {reason}");
+    // Straight to the process's stderr: libtest captures eprintln! of a passing test,
+    // which would make the skip silent.
+    let said = if detail.is_empty() {
+        format!("skipped: {test}: {reason}\n")
     } else {
-        eprintln!("skipped: {reason}: {detail}");
-    }
+        format!("skipped: {test}: {reason}: {detail}\n")
+    };
+    let _ = std::io::stderr().write_all(said.as_bytes());
     let line = format!("{test}\t{}\n", reason.replace(['\t', '\n'], " "));
     let path = log_path();
     // One short O_APPEND write per line, so parallel tests and test binaries never
