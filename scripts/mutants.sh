@@ -12,7 +12,9 @@
 #
 # Usage: scripts/mutants.sh engine|cp [cargo-mutants options...]
 #   e.g. scripts/mutants.sh cp --file src/same_file.rs --timeout 120
-#        scripts/mutants.sh engine --shard 1/4          (one quarter of the mutants)
+#        scripts/mutants.sh engine --shard 1/4 --sharding round-robin
+#          (a quarter of the mutants spread over every file; plain --shard takes a
+#          contiguous run, e.g. 0/20 of the cp layer is the first 33, all in src/attrs.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layer="${1:?usage: scripts/mutants.sh engine|cp [cargo-mutants options...]}"
