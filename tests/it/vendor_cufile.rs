@@ -20,12 +20,10 @@ const KILL_AFTER: Duration = Duration::from_secs(10);
 fn genuine_cufile() -> Option<String> {
     let lib = std::env::var(VENDOR_CUFILE).ok();
     if lib.is_none() {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI must set {VENDOR_CUFILE} (scripts/vendor-artefacts.sh)"
+        test_support::skip::skip(
+            "no vendor artefact",
+            &format!("{VENDOR_CUFILE} unset (scripts/vendor-artefacts.sh fetches it)"),
         );
-        eprintln!("skipped: {VENDOR_CUFILE} unset (scripts/vendor-artefacts.sh fetches it)");
     }
     lib
 }

@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::Ordering;
 
+use crate::faults::{RuntimeCall, RuntimeFault};
 use crate::io::{run_async, set_errno};
 use crate::memory;
 use crate::messages::*;
@@ -103,6 +104,10 @@ unsafe fn hip_set_device(device: c_int) -> HipError {
     }
     if device < 0 || device >= fake().devices {
         return HIP_ERROR_INVALID_DEVICE;
+    }
+    if let Some(RuntimeFault::Code(code)) = runtime_fault(RuntimeCall::SetDevice) {
+        // The thread's current device stays what it was.
+        return code;
     }
     CURRENT_DEVICE.set(device);
     // SAFETY: gettid has no preconditions.
@@ -275,13 +280,17 @@ pub unsafe extern "C" fn hipMemcpy(
 }
 
 unsafe fn hip_memcpy(dst: *mut c_void, src: *const c_void, size: usize, kind: c_int) -> HipError {
-    match check_copy("hipMemcpy", dst, src, size, kind) {
-        Ok(()) => {
-            copy_now("hipMemcpy", dst as usize, src as usize, size, kind);
-            HIP_SUCCESS
-        }
-        Err(e) => e,
+    if let Err(e) = check_copy("hipMemcpy", dst, src, size, kind) {
+        return e;
     }
+    let (dst, src) = (dst as usize, src as usize);
+    let corrupt = match copy_fault(dst, src, size, kind) {
+        Some(RuntimeFault::Code(code)) => return code,
+        Some(RuntimeFault::Corrupt) => true,
+        None => false,
+    };
+    copy_now("hipMemcpy", dst, src, size, kind, corrupt);
+    HIP_SUCCESS
 }
 
 /// Queues the copy on `stream` (run by hipStreamSynchronize, so a caller that reads the
@@ -310,8 +319,13 @@ unsafe fn hip_memcpy_async(
         return e;
     }
     let (dst, src) = (dst as usize, src as usize);
+    let corrupt = match copy_fault(dst, src, size, kind) {
+        Some(RuntimeFault::Code(code)) => return code,
+        Some(RuntimeFault::Corrupt) => true,
+        None => false,
+    };
     if stream.is_null() {
-        copy_now("hipMemcpyAsync", dst, src, size, kind);
+        copy_now("hipMemcpyAsync", dst, src, size, kind, corrupt);
         return HIP_SUCCESS;
     }
     let mut reg = fake().registry();
@@ -327,6 +341,7 @@ unsafe fn hip_memcpy_async(
         src,
         size,
         kind,
+        corrupt,
     });
     HIP_SUCCESS
 }
@@ -364,6 +379,23 @@ fn check_copy(
     Ok(())
 }
 
+/// Numbers the call of `call` and returns the fault a rule puts on it.
+fn runtime_fault(call: RuntimeCall) -> Option<RuntimeFault> {
+    let fake = fake();
+    fake.calls.runtime_fault(&fake.faults, call)
+}
+
+/// The fault on a checked copy, numbered among the copies of its direction (host to device
+/// or device to host; other directions have no rules).
+fn copy_fault(dst: usize, src: usize, size: usize, kind: c_int) -> Option<RuntimeFault> {
+    let sides = copy_sides(&fake().registry(), dst, src, size, kind);
+    match sides {
+        (true, false) => runtime_fault(RuntimeCall::HostToDevice),
+        (false, true) => runtime_fault(RuntimeCall::DeviceToHost),
+        _ => None,
+    }
+}
+
 /// Which sides of a copy of `kind` are device memory (hipMemcpyDefault: where they are).
 fn copy_sides(reg: &Registry, d: usize, s: usize, size: usize, kind: c_int) -> (bool, bool) {
     match kind {
@@ -379,7 +411,8 @@ fn copy_sides(reg: &Registry, d: usize, s: usize, size: usize, kind: c_int) -> (
 
 /// Performs a checked copy and counts its bytes by direction (and by device). A queued copy
 /// runs on the thread that synchronizes its stream, which has made the device current.
-fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int) {
+/// `corrupt` flips every bit of the first byte copied, once it has landed.
+fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int, corrupt: bool) {
     if size == 0 {
         return;
     }
@@ -400,6 +433,10 @@ fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int) {
     // SAFETY: checked by check_copy when the copy was asked for; the caller keeps both sides
     // alive until the copy has run (at once, or when its stream is synchronized).
     unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
+    if corrupt {
+        // SAFETY: `dst` holds at least `size` > 0 bytes, as above.
+        unsafe { *(dst as *mut u8) ^= 0xff };
+    }
 }
 
 #[no_mangle]
@@ -417,6 +454,9 @@ unsafe fn hip_stream_create_with_flags(stream: *mut HipStream, flags: c_uint) ->
     }
     if stream.is_null() || flags & !HIP_STREAM_NON_BLOCKING != 0 {
         return HIP_ERROR_INVALID_VALUE;
+    }
+    if let Some(RuntimeFault::Code(code)) = runtime_fault(RuntimeCall::StreamCreate) {
+        return code;
     }
     let mut reg = fake().registry();
     let id = reg.new_id();
@@ -437,7 +477,15 @@ unsafe fn hip_stream_synchronize(stream: HipStream) -> HipError {
     let ops = {
         let mut reg = fake().registry();
         match reg.streams.get_mut(&(stream as usize)) {
-            Some(entry) => std::mem::take(&mut entry.pending),
+            Some(entry) => {
+                let ops = std::mem::take(&mut entry.pending);
+                drop(reg);
+                if let Some(RuntimeFault::Code(code)) = runtime_fault(RuntimeCall::StreamSync) {
+                    // A failed stream: what was queued on it is lost, never run.
+                    return code;
+                }
+                ops
+            }
             None => {
                 reg.misuse(format!(
                     "hipStreamSynchronize of unknown stream {:#x}",
@@ -462,7 +510,8 @@ unsafe fn hip_stream_synchronize(stream: HipStream) -> HipError {
                 src,
                 size,
                 kind,
-            } => copy_now("hipMemcpyAsync", dst, src, size, kind),
+                corrupt,
+            } => copy_now("hipMemcpyAsync", dst, src, size, kind, corrupt),
         }
     }
     if let Some(e) = failed_errno {

@@ -332,12 +332,10 @@ mod tests {
     #[test]
     fn genuine_cufile_fills_the_table() {
         let Some(path) = std::env::var_os(VENDOR_CUFILE) else {
-            assert_ne!(
-                std::env::var("CI").as_deref(),
-                Ok("true"),
-                "CI must set {VENDOR_CUFILE}"
+            test_support::skip::skip(
+                "no vendor artefact",
+                &format!("{VENDOR_CUFILE} unset (scripts/vendor-artefacts.sh fetches it)"),
             );
-            eprintln!("skipped: {VENDOR_CUFILE} unset (scripts/vendor-artefacts.sh fetches it)");
             return;
         };
         let (table, loaded) = load_io(Flavor::CuFile, Some(Path::new(&path)))

@@ -312,9 +312,9 @@ fn o_direct_requires_4096_alignment() {
     let out = run("o_direct", &[]);
     out.assert_passed();
     if out.result == "skipped" {
-        println!(
-            "skipped: O_DIRECT not supported under {}",
-            env!("CARGO_TARGET_TMPDIR")
+        test_support::skip::skip(
+            "TMPDIR refuses O_DIRECT",
+            &format!("under {}", env!("CARGO_TARGET_TMPDIR")),
         );
         return;
     }
@@ -338,9 +338,9 @@ fn unaligned_short_counts_on_o_direct_move_aligned_amounts() {
     );
     out.assert_passed();
     if out.result == "skipped" {
-        println!(
-            "skipped: O_DIRECT not supported under {}",
-            env!("CARGO_TARGET_TMPDIR")
+        test_support::skip::skip(
+            "TMPDIR refuses O_DIRECT",
+            &format!("under {}", env!("CARGO_TARGET_TMPDIR")),
         );
         return;
     }
