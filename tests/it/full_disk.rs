@@ -255,3 +255,46 @@ fn a_full_disk_keeps_exactly_what_cp_keeps() {
         check_report(&small, backend);
     }
 }
+
+/// A full disk met at the first write after a hole: cp's lseek over the hole does not
+/// lengthen DEST, so DEST ends at the data that fitted; so does aiscp's, on every route and
+/// with holes kept (`auto`) or made (`always`).
+#[test]
+fn a_full_disk_after_a_hole_keeps_exactly_what_cp_keeps() {
+    use std::os::unix::fs::FileExt;
+    let ways: [(Backend, &[&str]); 3] = [
+        (Backend::Host, &[]),
+        (Backend::Host, &["--chunk-size", "1M"]),
+        (Backend::FakeGpu, &["--route", "bounce"]),
+    ];
+    for (backend, args) in ways {
+        for sparse in ["--sparse=auto", "--sparse=always"] {
+            let Some(small) = SmallFs::mount() else {
+                return;
+            };
+            // 4 MiB of data (all the filesystem takes), a 1 MiB hole, 1 MiB of data.
+            let f = fs::File::create(small.path("a")).unwrap();
+            f.write_all_at(&random_bytes(4 << 20, 1), 0).unwrap();
+            f.write_all_at(&random_bytes(1 << 20, 2), 5 << 20).unwrap();
+            drop(f);
+            let cp = Command::new("cp")
+                .current_dir(small.path(""))
+                .args([sparse, "a", "mnt/b"])
+                .output()
+                .unwrap();
+            assert_eq!(cp.status.code(), Some(1), "cp fills the filesystem");
+            let cp_len = fs::metadata(small.mnt.join("b")).unwrap().len();
+            fs::remove_file(small.mnt.join("b")).unwrap();
+            let mut all = args.to_vec();
+            all.extend([sparse, "a", "mnt/b"]);
+            let out = small.aiscp(backend, &all);
+            assert_enospc(&out, "mnt/b");
+            let len = fs::metadata(small.mnt.join("b")).unwrap().len();
+            assert_eq!(
+                len, cp_len,
+                "{backend:?} {args:?} {sparse}: cp kept {cp_len}"
+            );
+            check_report(&small, backend);
+        }
+    }
+}

@@ -248,6 +248,59 @@ fn a_sparse_source_cut_inside_its_trailing_hole_ends_at_the_cut() {
     }
 }
 
+/// A /proc/sys file reports size 0 and answers SEEK_DATA with ENXIO, yet holds bytes: DEST
+/// ends where reading ended, not where SEEK_DATA and fstat say the file does (cp reads it).
+#[test]
+fn a_proc_file_of_size_zero_is_copied_as_read() {
+    let src = "/proc/sys/kernel/ostype";
+    let want = fs::read(src).unwrap();
+    assert!(!want.is_empty());
+    for backend in [Backend::Host, Backend::FakeGpu] {
+        for sparse in SPARSE {
+            let dir = tempfile::tempdir().unwrap();
+            let mut cmd = Command::new(program());
+            cmd.args([sparse, src, "b"]).current_dir(dir.path());
+            backend.apply(&mut cmd, &dir.path().join("report"));
+            let out = cmd.output().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{backend:?} {sparse}");
+            let got = fs::read(dir.path().join("b")).unwrap();
+            assert_eq!(got, want, "{backend:?} {sparse}: DEST of {src}");
+        }
+    }
+}
+
+/// A sparse SOURCE whose holes are filled with data after the plan was made and before any
+/// slice was read: every byte read comes after the change, so DEST holds no zero where the
+/// plan saw a hole (cp looks for data again after each extent; so does the finish).
+#[test]
+fn a_sparse_source_filled_before_its_slices_are_read_gains_no_zeros() {
+    use std::os::unix::fs::FileExt;
+    for way in WAYS.iter().filter(|w| one_worker(w) || w.args.is_empty()) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let a = d.join("a");
+        let f = fs::File::create(&a).unwrap();
+        f.write_all_at(&random_bytes(65536, 1), 0).unwrap();
+        f.write_all_at(&random_bytes(65536, 2), 1 << 20).unwrap();
+        f.set_len(2 << 20).unwrap();
+        drop(f);
+        let out = copy_paused(d, way, "--sparse=auto", "slice", || {
+            // Written in place (no truncation): SOURCE has no hole from now on.
+            let f = OpenOptions::new().write(true).open(&a).unwrap();
+            f.write_all_at(&vec![0x5a; 2 << 20], 0).unwrap();
+        });
+        assert_eq!(out.status.code(), Some(0), "{}", way.name);
+        let got = fs::read(d.join("b")).unwrap();
+        assert_eq!(got.len(), 2 << 20, "{}", way.name);
+        let zero = got.iter().position(|&b| b == 0);
+        assert_eq!(
+            zero, None,
+            "{}: a zero SOURCE did not hold when read",
+            way.name
+        );
+    }
+}
+
 /// No pause: another process rewrites every file of a tree, whole, in a loop, while `-r`
 /// copies it. Every version of a file is one byte value repeated (never 0), so whatever
 /// mix of versions the reads saw, a NUL byte in DEST is a byte SOURCE never held.

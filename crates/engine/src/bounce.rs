@@ -133,8 +133,9 @@ pub(crate) fn read_in<S: Staging>(
 
 /// Writes the slot's first `len` bytes (to `at` for positional writes) back through the
 /// windows: the first two are queued at once, and each window is queued again as soon as
-/// it has been written out, so copies from the slot overlap the writes. A failure comes
-/// with how many of the `len` bytes are in place before it.
+/// it has been written out, so copies from the slot overlap the writes. Returns where the
+/// last bytes written end, from `at` (`len`, or less where --sparse=always left trailing
+/// zero blocks unwritten; 0 for none); a failure comes with the same measure up to it.
 pub(crate) fn write_out<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
@@ -142,44 +143,54 @@ pub(crate) fn write_out<S: Staging>(
     at: u64,
     len: usize,
     cx: &Ctx<'_>,
-) -> Result<(), (usize, CopyError)> {
+) -> Result<usize, (usize, CopyError)> {
     let (names, clock) = (cx.names, cx.clock);
     let window_len = staging.window_len(slot);
     let pieces = len.div_ceil(window_len);
     let piece = |i: usize| (i * window_len, window_len.min(len - i * window_len));
-    let queue = |slot: &mut S::Slot, i: usize| {
+    // Where the last bytes written end, from `at`.
+    let mut written = 0;
+    let queue = |slot: &mut S::Slot, i: usize, written: usize| {
         let (off, n) = piece(i);
         clock
             .time(Stage::CopyQueue, || staging.download(slot, i % 2, off, n))
-            .map_err(|e| (off.saturating_sub(2 * window_len), names.write(e)))
+            .map_err(|e| (written, names.write(e)))
     };
     for i in 0..pieces.min(2) {
-        queue(slot, i)?;
+        queue(slot, i, written)?;
     }
     for i in 0..pieces {
         let (off, n) = piece(i);
         if i > 0 {
-            cx.check_cancel().map_err(|e| (off, e))?;
+            cx.check_cancel().map_err(|e| (written, e))?;
         }
         let window = clock
             .time(Stage::CopyWait, || staging.window(slot, i % 2, off))
-            .map_err(|e| (off, names.write(e)))?;
+            .map_err(|e| (written, names.write(e)))?;
         let window = &window[..n];
-        clock
+        let ends = clock
             .time(Stage::Write, || match writer {
                 Writer::At {
                     file,
                     skip_zeros: Some(block),
                 } => fileio::pwrite_skipping_zeros(file, window, at + off as u64, *block),
-                Writer::At { file, .. } => fileio::pwrite_all(file, window, at + off as u64),
-                Writer::Stream(file) => (&**file).write_all(window).map_err(|e| (0, e)),
+                Writer::At { file, .. } => {
+                    fileio::pwrite_all(file, window, at + off as u64).map(|()| n)
+                }
+                Writer::Stream(file) => (&**file).write_all(window).map(|()| n).map_err(|e| (0, e)),
             })
-            .map_err(|(done, e)| (off + done, names.write(e)))?;
+            .map_err(|(end, e)| {
+                let end = if end > 0 { off + end } else { written };
+                (end, names.write(e))
+            })?;
+        if ends > 0 {
+            written = off + ends;
+        }
         if i + 2 < pieces {
-            queue(slot, i + 2)?;
+            queue(slot, i + 2, written)?;
         }
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Allocates `slot`'s two windows (pinned host memory on GPU backends; on host memory the

@@ -57,6 +57,24 @@ pub(crate) struct Plan {
     pub(crate) direct: bool,
 }
 
+/// The slot and the progress a file's finishing reads go through.
+struct Reading<'r, 's, S: Staging> {
+    staging: &'r S,
+    slot: &'s mut S::Slot,
+    cx: &'r Ctx<'r>,
+    report: &'r mut dyn FnMut(u64),
+}
+
+/// What lies past the last byte read when SEEK_DATA finds no more data.
+enum Trailing {
+    /// A hole up to SOURCE's end, at this size.
+    Hole(u64),
+    /// SOURCE changed between the looks.
+    Changed,
+    /// SOURCE claims no size past it: read on to see.
+    ReadOn,
+}
+
 /// Where SOURCE's data goes on from some offset, as the finish reads it.
 enum Run {
     /// Data from `.0`, up to the hole at `.1` (None: read on to EOF).
@@ -185,7 +203,12 @@ impl FileCopy<'_> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
-        let Phase { good, whole, error } = phase;
+        let Phase {
+            good,
+            whole,
+            error,
+            holes,
+        } = phase;
         let good = good.unwrap_or(0);
         // After a full disk the rest is written again in order, as far as it fits; the copy
         // fails either way.
@@ -205,10 +228,19 @@ impl FileCopy<'_> {
         }
         (cx.pause)("finish");
         let mut read = 0;
-        let walked = self.read_on(staging, slot, good, cx, &mut |n| {
+        let mut report = |n: u64| {
             read += n;
             progress.advanced(n);
-        });
+        };
+        let mut on = Reading {
+            staging,
+            slot,
+            cx,
+            report: &mut report,
+        };
+        let walked = self
+            .fill_holes(&mut on, &holes, good)
+            .and_then(|()| self.read_on(&mut on, good));
         let end = match walked {
             Ok(end) => end,
             Err((copied, e)) => {
@@ -230,25 +262,60 @@ impl FileCopy<'_> {
         Ok(end)
     }
 
-    /// Reads SOURCE from `from` to its end through `slot`'s bounce route and writes it to
+    /// Copies whatever data SOURCE now has in the holes the plan left before `good` (cp
+    /// looks for data again after each extent; a plan's holes are from before the slices
+    /// were read). Errors come with the offset DEST is good up to.
+    fn fill_holes<S: Staging>(
+        &self,
+        on: &mut Reading<'_, '_, S>,
+        holes: &[Range<u64>],
+        good: u64,
+    ) -> Result<(), (u64, CopyError)> {
+        if self.sparse == SparseMode::Never {
+            return Ok(());
+        }
+        for hole in holes.iter().filter(|h| h.start < good) {
+            let mut pos = hole.start;
+            while pos < hole.end {
+                let next = self.next_data(pos).map_err(|e| (pos, self.names.read(e)))?;
+                let NextData::At(start, end) = next else {
+                    break;
+                };
+                if start >= hole.end {
+                    break;
+                }
+                let mut written = start;
+                let (stop, at_eof) =
+                    self.copy_run(on, start, Some(end.min(hole.end)), &mut written)?;
+                if at_eof {
+                    // SOURCE is shorter now: the finishing reads find where it ends.
+                    return Ok(());
+                }
+                pos = stop;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads SOURCE from `from` to its end through the slot's bounce route and writes it to
     /// DEST at the same offsets, skipping the holes SOURCE has as it goes (unless
     /// `--sparse=never`). Returns where SOURCE ended; errors come with the offset DEST is
-    /// good up to.
+    /// good up to (never past the last bytes written: a hole skipped before a write that
+    /// failed does not lengthen DEST, as with cp).
     fn read_on<S: Staging>(
         &self,
-        staging: &S,
-        slot: &mut S::Slot,
+        on: &mut Reading<'_, '_, S>,
         from: u64,
-        cx: &Ctx<'_>,
-        report: &mut dyn FnMut(u64),
     ) -> Result<u64, (u64, CopyError)> {
         let read_err = |at: u64| move |e: io::Error| (at, self.names.read(e));
-        staging
-            .enter_worker(slot)
+        on.staging
+            .enter_worker(on.slot)
             .map_err(|e| (from, self.names.read(e)))?;
-        // `pos`: everything before it is in DEST. `looks`: looks at SOURCE's holes that
-        // found nothing to read (it changed meanwhile); past a few, holes are read as data.
+        // `pos`: everything before it is in DEST. `written`: where the last bytes written
+        // end. `looks`: looks at SOURCE's holes that found nothing to read (it changed
+        // meanwhile); past a few, holes are read as data.
         let mut pos = from;
+        let mut written = from;
         let mut looks = 0;
         loop {
             let holes = self.sparse != SparseMode::Never && looks < HOLE_LOOKS;
@@ -266,14 +333,18 @@ impl FileCopy<'_> {
             let (start, until) = match run {
                 Run::Data(start, until) => (start, until),
                 Run::End => match self.trailing_end(pos).map_err(read_err(pos))? {
-                    Some(end) => return Ok(end),
-                    None => {
+                    Trailing::Hole(end) => return Ok(end),
+                    // No data past `pos` by SEEK_DATA, and no size past it either: only a
+                    // read can say whether SOURCE ends here (a /proc file of size 0 holds
+                    // bytes all the same).
+                    Trailing::ReadOn => (pos, None),
+                    Trailing::Changed => {
                         looks += 1;
                         continue;
                     }
                 },
             };
-            let (end, at_eof) = self.copy_run(staging, slot, start, until, cx, report)?;
+            let (end, at_eof) = self.copy_run(on, start, until, &mut written)?;
             if end > start {
                 pos = end;
             } else if start > pos {
@@ -288,28 +359,30 @@ impl FileCopy<'_> {
         }
     }
 
-    /// SOURCE's end when no data lies at or after `pos`: `pos` itself when SOURCE is no
-    /// longer, else its size when a second look finds the same size and still no data (a
-    /// trailing hole); None when the looks disagree.
-    fn trailing_end(&self, pos: u64) -> io::Result<Option<u64>> {
+    /// What lies past `pos` when SEEK_DATA finds no data at or after it: a trailing hole up
+    /// to SOURCE's size when a second look agrees on both, nothing to trust when the looks
+    /// disagree, or no size past `pos` at all.
+    fn trailing_end(&self, pos: u64) -> io::Result<Trailing> {
         let size = self.size_now()?;
         if size <= pos {
-            return Ok(Some(pos));
+            return Ok(Trailing::ReadOn);
         }
         let again = self.next_data(pos)?;
-        Ok((again == NextData::None && self.size_now()? == size).then_some(size))
+        Ok(match again == NextData::None && self.size_now()? == size {
+            true => Trailing::Hole(size),
+            false => Trailing::Changed,
+        })
     }
 
-    /// Copies SOURCE from `start` up to `until` (None: to EOF), a slot at a time. Returns
-    /// where it stopped and whether SOURCE ended there.
+    /// Copies SOURCE from `start` up to `until` (None: to EOF), a slot at a time, keeping
+    /// `written` at the end of the last bytes written. Returns where it stopped and whether
+    /// SOURCE ended there.
     fn copy_run<S: Staging>(
         &self,
-        staging: &S,
-        slot: &mut S::Slot,
+        on: &mut Reading<'_, '_, S>,
         start: u64,
         until: Option<u64>,
-        cx: &Ctx<'_>,
-        report: &mut dyn FnMut(u64),
+        written: &mut u64,
     ) -> Result<(u64, bool), (u64, CopyError)> {
         let reader = Reader::At {
             file: self.src,
@@ -319,7 +392,7 @@ impl FileCopy<'_> {
             file: self.dst,
             skip_zeros: (self.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
         };
-        let round = staging.slot_len(slot);
+        let round = on.staging.slot_len(on.slot);
         let mut at = start;
         loop {
             let want = match until {
@@ -327,11 +400,16 @@ impl FileCopy<'_> {
                 Some(end) => ((end - at) as usize).min(round),
                 None => round,
             };
-            let got = bounce::read_in(staging, slot, &reader, at, want, cx).map_err(|e| (at, e))?;
+            let got = bounce::read_in(on.staging, on.slot, &reader, at, want, on.cx)
+                .map_err(|e| (*written, e))?;
             if got > 0 {
-                bounce::write_out(staging, slot, &writer, at, got, cx)
-                    .map_err(|(done, e)| (at + done as u64, e))?;
-                report(got as u64);
+                match bounce::write_out(on.staging, on.slot, &writer, at, got, on.cx) {
+                    Ok(0) => {}
+                    Ok(ends) => *written = at + ends as u64,
+                    Err((0, e)) => return Err((*written, e)),
+                    Err((ends, e)) => return Err((at + ends as u64, e)),
+                }
+                (on.report)(got as u64);
             }
             at += got as u64;
             if got < want {

@@ -106,10 +106,14 @@ fn readable_within(fd: BorrowedFd<'_>, ms: u16) -> io::Result<bool> {
 /// Reads into all of `buf` at `offset`; fewer bytes only at EOF. With `direct` (an O_DIRECT
 /// fd), a count that leaves the offset unaligned also means end of file: asking again there
 /// would be refused with EINVAL instead of answering 0.
+///
+/// A read refused with ENOMEM is asked again for half as much (down to [`MIN_ALIGN`]):
+/// /proc/sys files allocate the whole count in the kernel and refuse more than a few MiB.
 pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io::Result<usize> {
     let mut done = 0;
+    let mut most = MAX_IO;
     while done < buf.len() {
-        let end = buf.len().min(done + MAX_IO);
+        let end = buf.len().min(done + most);
         match file.read_at(&mut buf[done..end], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => {
@@ -119,10 +123,21 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if smaller(&e, &mut most, end - done) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(done)
+}
+
+/// For a read of `asked` bytes refused with ENOMEM: halves `most` (never below
+/// [`MIN_ALIGN`]) and says whether to try again.
+fn smaller(e: &io::Error, most: &mut usize, asked: usize) -> bool {
+    let retry = e.raw_os_error() == Some(libc::ENOMEM) && asked > MIN_ALIGN as usize;
+    if retry {
+        *most = (asked / 2).max(MIN_ALIGN as usize);
+    }
+    retry
 }
 
 /// How long a stream read waits in poll() before it looks at the cancel flag again.
@@ -144,6 +159,7 @@ const STREAM_GATHER_MAX: std::time::Duration = std::time::Duration::from_millis(
 pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
     use std::io::Read;
     let mut done = 0;
+    let mut most = MAX_IO;
     let mut first_byte: Option<std::time::Instant> = None;
     while done < buf.len() {
         let more = match first_byte {
@@ -156,7 +172,7 @@ pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Resu
         if !more {
             break;
         }
-        let end = buf.len().min(done + MAX_IO);
+        let end = buf.len().min(done + most);
         match (&*file).read(&mut buf[done..end]) {
             Ok(0) => break,
             Ok(n) => {
@@ -164,6 +180,7 @@ pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Resu
                 first_byte.get_or_insert_with(std::time::Instant::now);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if smaller(&e, &mut most, end - done) => {}
             Err(e) => return Err(e),
         }
     }
@@ -171,17 +188,28 @@ pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Resu
 }
 
 /// Writes `buf` at `offset` except its all-zero blocks of `block` bytes, which stay holes.
-/// On failure, says how far from `offset` DEST is in place (the skipped blocks count).
+/// Returns where the last bytes written end, from `offset` (0: all zeros, nothing written);
+/// a failure comes with the same measure up to it, since a hole skipped past the last write
+/// does not make DEST any longer (as cp's lseek over a hole does not).
 pub fn pwrite_skipping_zeros(
     file: &File,
     buf: &[u8],
     offset: u64,
     block: usize,
-) -> Result<(), (usize, io::Error)> {
+) -> Result<usize, (usize, io::Error)> {
     let mut run_start = None;
     let mut pos = 0;
-    let flush = |start: usize, end: usize| {
-        pwrite_all(file, &buf[start..end], offset + start as u64).map_err(|(n, e)| (start + n, e))
+    let mut written = 0;
+    let mut flush = |start: usize, end: usize| {
+        let done = pwrite_all(file, &buf[start..end], offset + start as u64);
+        match done {
+            Ok(()) => {
+                written = end;
+                Ok(())
+            }
+            Err((0, e)) => Err((written, e)),
+            Err((n, e)) => Err((start + n, e)),
+        }
     };
     while pos < buf.len() {
         let end = buf.len().min(pos + block);
@@ -199,7 +227,7 @@ pub fn pwrite_skipping_zeros(
     if let Some(start) = run_start {
         flush(start, buf.len())?;
     }
-    Ok(())
+    Ok(written)
 }
 
 pub fn is_zero(buf: &[u8]) -> bool {
@@ -294,4 +322,20 @@ pub fn pwrite_all(file: &File, buf: &[u8], offset: u64) -> Result<(), (usize, io
         }
     }
     Ok(())
+}
+
+/// The holes of `file` within `[0, end)`: the gaps between its data extents.
+pub fn holes(file: &File, end: u64) -> io::Result<Vec<Range<u64>>> {
+    let mut holes = Vec::new();
+    let mut pos = 0;
+    for extent in data_extents(file, end)? {
+        if extent.start > pos {
+            holes.push(pos..extent.start);
+        }
+        pos = extent.end;
+    }
+    if pos < end {
+        holes.push(pos..end);
+    }
+    Ok(holes)
 }

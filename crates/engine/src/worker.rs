@@ -48,6 +48,9 @@ pub(crate) struct Phase {
     pub(crate) whole: bool,
     /// The first failure, at the lowest offset.
     pub(crate) error: Option<CopyError>,
+    /// The holes the plan left before `good` (between its slices), as SOURCE had them when
+    /// the plan was made: looked at again before the file ends.
+    pub(crate) holes: Vec<Range<u64>>,
 }
 
 /// How one part of a file's data phase ended, for schedulers that split a file between
@@ -62,6 +65,8 @@ pub struct PartEnd {
 
 impl Phase {
     /// The phase of a file whose parts ended as `parts` (in file order; an error ends it).
+    /// Other copiers' plans are not known here: the holes to look at again are DEST's,
+    /// which the caller adds.
     pub(crate) fn of_parts(parts: Vec<Result<PartEnd, CopyError>>) -> Phase {
         let mut good = None;
         for part in parts {
@@ -73,6 +78,7 @@ impl Phase {
                             good,
                             whole: false,
                             error: None,
+                            holes: Vec::new(),
                         };
                     }
                 }
@@ -81,6 +87,7 @@ impl Phase {
                         good,
                         whole: false,
                         error: Some(e),
+                        holes: Vec::new(),
                     }
                 }
             }
@@ -89,6 +96,7 @@ impl Phase {
             good,
             whole: true,
             error: None,
+            holes: Vec::new(),
         }
     }
 
@@ -160,6 +168,19 @@ impl<'a> Work<'a> {
         (good, true)
     }
 
+    /// The gaps between the slices (and before the first), where the plan saw holes.
+    fn holes(&self) -> Vec<Range<u64>> {
+        let mut holes = Vec::new();
+        let mut end = 0;
+        for slice in self.slices {
+            if slice.start > end {
+                holes.push(end..slice.start);
+            }
+            end = slice.end;
+        }
+        holes
+    }
+
     /// How the data phase of a whole file ended (the workers have stopped).
     pub(crate) fn phase(&self) -> Phase {
         let (good, whole) = self.leading_run();
@@ -168,7 +189,12 @@ impl<'a> Work<'a> {
             let cancelled = self.cancel.load(Ordering::SeqCst) && !whole;
             cancelled.then_some(CopyError::Interrupted)
         });
-        Phase { good, whole, error }
+        Phase {
+            good,
+            whole,
+            error,
+            holes: self.holes(),
+        }
     }
 }
 

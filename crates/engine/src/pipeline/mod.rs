@@ -5,7 +5,7 @@
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::file_copy::{opening, FileCopy};
-use crate::fileio::MIN_ALIGN;
+use crate::fileio::{self, MIN_ALIGN};
 use crate::stages::{Stage, StageClock, StageTimes};
 use crate::worker::{run_worker, Handle, PartEnd, Phase, Route, Side, Work};
 use crate::{CopyError, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
@@ -179,15 +179,13 @@ impl<S: Staging> Pipeline<S> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
+        let mut phase = Phase::of_parts(parts);
+        // What the parts did not write is a hole in DEST: where SOURCE has data there now,
+        // the finish copies it.
+        phase.holes =
+            fileio::holes(file.dst, phase.good.unwrap_or(0)).map_err(|e| cx.names.write(e))?;
         let (staging, slot) = self.first_chosen();
-        file.finish(
-            Phase::of_parts(parts),
-            u64::MAX,
-            staging,
-            slot,
-            cx,
-            progress,
-        )
+        file.finish(phase, u64::MAX, staging, slot, cx, progress)
     }
 
     /// The staging and the first chosen slot, which takes every file's finish.
@@ -341,15 +339,21 @@ impl<S: Staging> Pipeline<S> {
             false => Writer::Stream(job.dst),
         };
         let round = staging.window_len(slot);
+        // `pos`: read so far; `written`: where the last bytes written to DEST end (a DEST
+        // cut back there never ends in a hole the copy skipped).
         let mut pos = 0;
+        let mut written = 0;
         let result = loop {
             let got = match bounce::read_in(staging, slot, &reader, pos, round, cx) {
                 Ok(0) => break Ok(pos),
                 Ok(got) => got,
                 Err(e) => break Err((pos, e)),
             };
-            if let Err((done, e)) = bounce::write_out(staging, slot, &writer, pos, got, cx) {
-                break Err((pos + done as u64, e));
+            match bounce::write_out(staging, slot, &writer, pos, got, cx) {
+                Ok(ends) if ends > 0 => written = pos + ends as u64,
+                Ok(_) => {}
+                Err((0, e)) => break Err((written, e)),
+                Err((ends, e)) => break Err((pos + ends as u64, e)),
             }
             pos += got as u64;
             progress.advanced(got as u64);
