@@ -38,7 +38,6 @@ Register-ArgumentCompleter -Native -CommandName 'aiscp' -ScriptBlock {
             [CompletionResult]::new('--chunk-size', '--chunk-size', [CompletionResultType]::ParameterName, 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE')
             [CompletionResult]::new('--streams', '--streams', [CompletionResultType]::ParameterName, 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]')
             [CompletionResult]::new('--stats', '--stats', [CompletionResultType]::ParameterName, 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage''s thread time, and the engine''s start-up and shutdown')
-            [CompletionResult]::new('--generate', '--generate', [CompletionResultType]::ParameterName, 'Write the man page or a shell completion script to stdout')
             [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
             [CompletionResult]::new('--archive', '--archive', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
             [CompletionResult]::new('--attributes-only', '--attributes-only', [CompletionResultType]::ParameterName, 'Don''t copy the file data, just the attributes')

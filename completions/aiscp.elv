@@ -35,7 +35,6 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --chunk-size 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE'
             cand --streams 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]'
             cand --stats 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage''s thread time, and the engine''s start-up and shutdown'
-            cand --generate 'Write the man page or a shell completion script to stdout'
             cand -a 'Same as -dR --preserve=all'
             cand --archive 'Same as -dR --preserve=all'
             cand --attributes-only 'Don''t copy the file data, just the attributes'

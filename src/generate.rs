@@ -2,7 +2,7 @@
 //! the command line (`aiscp --generate man|bash|zsh|fish|elvish|powershell`), so they can't
 //! drift from the real flags. `generated_files_are_current` (tests/it/cli.rs) fails when the committed files are stale.
 
-use clap::CommandFactory;
+use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 use std::io::{self, Write};
 
@@ -145,10 +145,135 @@ cp does. Messages, exit status and option semantics follow GNU cp."
     Ok(())
 }
 
-/// A completion script for `shell`.
+/// A completion script for `shell`: clap_complete's, from the options a user may give (the
+/// hidden ones left out), with the options whose value is optional completed only as
+/// `--opt=VALUE`. getopt reads `--stats json` as `--stats` and an operand `json`, so a value
+/// offered after a space would lead into "cannot stat 'json'".
 pub fn completion(shell: Shell, out: &mut dyn Write) {
-    let mut cmd = crate::cli::Cli::command();
-    clap_complete::generate(shell, &mut cmd, "aiscp", out);
+    let mut cmd = visible_command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "aiscp", &mut script);
+    let script = String::from_utf8(script).expect("clap_complete writes UTF-8");
+    let longs = ValueLongs::of(&cmd);
+    let script = match shell {
+        Shell::Bash => bash_equals(&script, &longs),
+        Shell::Zsh => zsh_equals(&script, &longs),
+        Shell::Fish => fish_equals(&script, &longs),
+        _ => script,
+    };
+    // Written to memory by the caller: a failed write is reported there.
+    let _ = out.write_all(script.as_bytes());
+}
+
+/// The command line as completions should offer it: every argument but the hidden ones
+/// (clap_complete lists those too).
+fn visible_command() -> Command {
+    let mut full = crate::cli::Cli::command();
+    full.build();
+    let mut cmd = Command::new("aiscp")
+        .disable_help_flag(true)
+        .disable_version_flag(true);
+    if let Some(about) = full.get_about() {
+        cmd = cmd.about(about.clone());
+    }
+    if full.get_version().is_some() {
+        cmd = cmd.version(env!("CARGO_PKG_VERSION"));
+    }
+    cmd.args(full.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+}
+
+/// The long options that take a value, split by whether the value may be left out.
+struct ValueLongs {
+    optional: Vec<String>,
+    required: Vec<String>,
+}
+
+impl ValueLongs {
+    fn of(cmd: &Command) -> ValueLongs {
+        let mut longs = ValueLongs {
+            optional: Vec::new(),
+            required: Vec::new(),
+        };
+        for arg in cmd.get_arguments().filter(|a| !a.is_positional()) {
+            let (Some(long), Some(n)) = (arg.get_long(), arg.get_num_args()) else {
+                continue;
+            };
+            match (n.takes_values(), n.min_values()) {
+                (false, _) => {}
+                (true, 0) => longs.optional.push(long.to_owned()),
+                (true, _) => longs.required.push(long.to_owned()),
+            }
+        }
+        longs
+    }
+}
+
+/// bash splits `--opt=VALUE` at the `=` (COMP_WORDBREAKS), so the word before the value is
+/// `=` and the option is two words back: the script looks there, an optional value is
+/// completed only after `=`, and a required one after `=` or a space.
+fn bash_equals(script: &str, longs: &ValueLongs) -> String {
+    const PREV: &str = "    prev=\"$3\"\n";
+    assert!(script.contains(PREV), "clap_complete's bash script changed");
+    let script = script.replacen(
+        PREV,
+        &format!(
+            "{PREV}    if [[ ${{prev}} == \"=\" && ${{COMP_CWORD}} -ge 2 ]]; then\n        \
+             prev=\"${{COMP_WORDS[COMP_CWORD-2]}}=\"\n    fi\n"
+        ),
+        1,
+    );
+    let mut out = String::with_capacity(script.len() + 1024);
+    for line in script.split_inclusive('\n') {
+        let label = line.trim_start();
+        let indent = &line[..line.len() - label.len()];
+        let long = label.strip_prefix("--").and_then(|l| l.strip_suffix(")\n"));
+        match long {
+            Some(l) if longs.optional.iter().any(|o| o == l) => {
+                out.push_str(&format!("{indent}--{l}=)\n"));
+            }
+            Some(l) if longs.required.iter().any(|o| o == l) => {
+                out.push_str(&format!("{indent}--{l}|--{l}=)\n"));
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// zsh's `--opt=` spec also takes the value as the next word; `--opt=-` only after `=`.
+/// A spec starts `'--opt=[`, or `'*--opt=[` for an option that may repeat.
+fn zsh_equals(script: &str, longs: &ValueLongs) -> String {
+    longs.optional.iter().fold(script.to_owned(), |s, l| {
+        let (once, many) = (format!("'--{l}=["), format!("'*--{l}=["));
+        assert!(
+            s.contains(&once) || s.contains(&many),
+            "no zsh spec for --{l}"
+        );
+        s.replace(&once, &format!("'--{l}=-["))
+            .replace(&many, &format!("'*--{l}=-["))
+    })
+}
+
+/// fish completes an option's values as the next word only when it "requires" one (`-r`);
+/// without it, only as `--opt=VALUE`.
+fn fish_equals(script: &str, longs: &ValueLongs) -> String {
+    script
+        .lines()
+        .map(|line| {
+            let optional = longs
+                .optional
+                .iter()
+                .any(|l| line.starts_with(&format!("complete -c aiscp -l {l} ")));
+            if optional {
+                let line = line.strip_suffix(" -r").unwrap_or(line);
+                line.replacen(" -r -f -a ", " -f -a ", 1)
+                    .replacen(" -r -F", " -F", 1)
+            } else {
+                line.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
 }
 
 /// Writes what `--generate WHAT` names to `out`; `choice` indexes

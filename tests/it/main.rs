@@ -4,6 +4,7 @@
 mod arg_fuzz;
 mod atomic;
 mod cli;
+mod completions;
 mod docs;
 mod doctor;
 mod engine_cli;
