@@ -33,6 +33,9 @@ Interrupted by SIGINT: in-flight I/O was finished, GPU resources given back, and
 .TP
 .B 143
 Terminated by SIGTERM, with the same clean-up.
+.TP
+.B 129
+Hung up (SIGHUP), with the same clean-up.
 .SH ENVIRONMENT
 .TP
 .B AISCP_BACKEND
@@ -82,6 +85,58 @@ wait until it is removed. Leave it unset.
 .TP
 .B LC_ALL, LC_CTYPE, LANG
 Whether names and quotes in messages are printed as UTF-8, as cp decides.
+.SH TROUBLESHOOTING
+.TP
+.B Why no GPU staging?
+\fBaiscp \-\-doctor\fR [\fIPATH\fR]... checks what a copy would: the kernel drivers and
+nvidia\-fs, each library (path, version), each GPU, whether a context and the I/O driver open
+on \fB\-\-gpu\fR, and for each PATH its filesystem, cuFile's udev record, O_DIRECT, whether
+the library registers a file there, and so the route \fB\-\-route auto\fR takes. It exits 0
+when a GPU route is possible.
+.TP
+.B "warning: no usable GPU I/O library ...; copying through host memory"
+No GPU library loaded (or no GPU driver is present), so data is copied through host memory.
+To silence it on a machine meant to have no GPU, give \fB\-q\fR or set
+\fBAISCP_BACKEND=host\fR; to insist on a GPU, \fB\-\-backend gpu\fR makes it an error.
+.TP
+.B Which library did it load?
+\fBaiscp \-\-debug\fR prints the backend, the library paths and versions, the GPU, the chunk
+size and slices, and for each file the route it took (library DMA, or bounce through pinned
+host memory), each line stamped with the seconds since the engine started.
+.TP
+.B Library search
+hipFile: libhipfile.so.0, then libhipfile.so, on the loader path, in $ROCM_PATH/lib,
+/opt/rocm/lib and /opt/rocm/core\-*/lib, with libamdhip64.so.7, .6 or .5. cuFile:
+libcufile.so.0 on the loader path, in /usr/local/cuda/lib64 and
+/usr/local/cuda/targets/x86_64\-linux/lib, with libcuda.so.1. \fBAISCP_HIPFILE_LIB\fR,
+\fBAISCP_HIP_LIB\fR, \fBAISCP_CUFILE_LIB\fR and \fBAISCP_CUDA_LIB\fR name exact paths
+instead; when nothing loads, the message lists every path tried. \fB\-\-backend auto\fR
+skips a vendor whose kernel driver (/dev/kfd, /dev/nvidiactl) is absent unless one of its
+overrides is set.
+.TP
+.B "cannot register 'x' with cuFile: ... (5027)"
+cuFile reads the block device's udev record (ID_FS_USAGE) before it registers a file; where no
+udev runs (many VMs and containers) it refuses. aiscp then stages the file through its bounce
+route (still through GPU memory) and goes on. To give cuFile its record, once, as root:
+.RS
+.nf
+mkdir \-p /run/udev/data
+printf 'E:ID_FS_USAGE=filesystem\\nE:ID_FS_TYPE=ext4\\n' > /run/udev/data/b$(mountpoint \-d /)
+.fi
+.RE
+.IP
+(\fB\-\-doctor PATH\fR prints the same line for PATH's device.)
+.TP
+.B cuFile compatibility mode
+Without the nvidia\-fs kernel module cuFile moves data with POSIX I/O inside the library;
+aiscp's \fB\-\-route auto\fR then takes its own bounce route. \fBCUFILE_LOGGING_LEVEL=INFO\fR
+makes cuFile log its path to ./cufile.log.
+.TP
+.B Filesystems without direct I/O
+A file whose filesystem refuses O_DIRECT, or that the library will not register (some FUSE,
+overlay and network filesystems; tmpfs before Linux 6.6), takes the bounce route
+automatically. \fBaiscp \-\-doctor PATH\fR says whether O_DIRECT opens there;
+\fB\-\-debug\fR names each file's route.
 .SH EXAMPLES
 .TP
 .B aiscp big.img /mnt/nvme/big.img

@@ -34,8 +34,9 @@ GPU library loads).",
     args_override_self = true,
     override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",
     after_help = "Exit status: 0 when every SOURCE was copied; 1 when any operand failed, on a usage \
-error, or when the staging backend cannot start; 130 after SIGINT and 143 after SIGTERM (the copy \
-stops cleanly)."
+error, or when the staging backend cannot start; 130 after SIGINT, 143 after SIGTERM and 129 after \
+SIGHUP (the copy stops cleanly). `aiscp --doctor` says why data does not go through a GPU; the man \
+page's TROUBLESHOOTING section has the fixes."
 )]
 pub struct Cli {
     /// Same as -dR --preserve=all

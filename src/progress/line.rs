@@ -2,12 +2,11 @@
 //! a given width (dropping ETA, then rate, then shortening the name) or written in full for
 //! a log.
 
-use humansize::{format_size, BINARY};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
+/// Binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
 pub fn human(n: u64) -> String {
-    format_size(n, BINARY)
+    aiscp_engine::units::size(n)
 }
 
 /// A snapshot of the run, formatted for the views.
