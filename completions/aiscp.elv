@@ -74,7 +74,7 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --atomic 'Write each file to a temporary name in DEST''s directory, fsync it and rename it over DEST, so readers never see a partial file'
             cand --fsync 'Flush each copied file (and, for new files, its directory) to stable storage before reporting success'
             cand --async 'Use hipFile''s asynchronous stream API (one stream per slice)'
-            cand --progress 'Show the run''s progress on stderr: one line redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs) [default: only when stderr is a terminal]'
+            cand --progress 'Show the run''s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
             cand --no-progress 'Never show progress'
             cand --verify 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
             cand --debug 'Report the backend, library, GPU, chunk, streams and each file''s route on stderr'
