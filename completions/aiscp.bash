@@ -7,6 +7,9 @@ _aiscp() {
         cur="${COMP_WORDS[COMP_CWORD]}"
     fi
     prev="$3"
+    if [[ ${prev} == "=" && ${COMP_CWORD} -ge 2 ]]; then
+        prev="${COMP_WORDS[COMP_CWORD-2]}="
+    fi
     cmd=""
     opts=""
 
@@ -23,37 +26,37 @@ _aiscp() {
 
     case "${cmd}" in
         aiscp)
-            opts="-a -b -d -f -i -H -l -L -n -P -p -r -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --stats --generate --doctor --help --version"
+            opts="-a -b -d -f -i -H -l -L -n -P -p -r -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --stats --doctor --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --backup)
+                --backup=)
                     COMPREPLY=($(compgen -W "none off simple never existing nil numbered t" -- "${cur}"))
                     return 0
                     ;;
-                --preserve)
+                --preserve=)
                     COMPREPLY=($(compgen -W "mode timestamps ownership links context xattr all" -- "${cur}"))
                     return 0
                     ;;
-                --no-preserve)
+                --no-preserve|--no-preserve=)
                     COMPREPLY=($(compgen -W "mode timestamps ownership links context xattr all" -- "${cur}"))
                     return 0
                     ;;
-                --reflink)
+                --reflink=)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
                     return 0
                     ;;
-                --sparse)
+                --sparse|--sparse=)
                     COMPREPLY=($(compgen -W "never auto always" -- "${cur}"))
                     return 0
                     ;;
-                --context)
+                --context=)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --suffix)
+                --suffix|--suffix=)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -61,7 +64,7 @@ _aiscp() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --target-directory)
+                --target-directory|--target-directory=)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -75,36 +78,32 @@ _aiscp() {
                     fi
                     return 0
                     ;;
-                --update)
+                --update=)
                     COMPREPLY=($(compgen -W "all none none-fail older" -- "${cur}"))
                     return 0
                     ;;
-                --backend)
+                --backend|--backend=)
                     COMPREPLY=($(compgen -W "auto gpu hipfile cufile host" -- "${cur}"))
                     return 0
                     ;;
-                --gpu)
+                --gpu|--gpu=)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --route)
+                --route|--route=)
                     COMPREPLY=($(compgen -W "auto library bounce" -- "${cur}"))
                     return 0
                     ;;
-                --chunk-size)
+                --chunk-size|--chunk-size=)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --streams)
+                --streams|--streams=)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --stats)
+                --stats=)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
-                    return 0
-                    ;;
-                --generate)
-                    COMPREPLY=($(compgen -W "man bash zsh fish elvish powershell" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -1,4 +1,4 @@
-complete -c aiscp -l backup -d 'Make a backup of each existing destination file' -r -f -a "none\t''
+complete -c aiscp -l backup -d 'Make a backup of each existing destination file' -f -a "none\t''
 off\t''
 simple\t''
 never\t''
@@ -6,7 +6,7 @@ existing\t''
 nil\t''
 numbered\t''
 t\t''"
-complete -c aiscp -l preserve -d 'Preserve the specified attributes (default: mode,ownership,timestamps), if possible additional attributes: context, links, xattr, all' -r -f -a "mode\t''
+complete -c aiscp -l preserve -d 'Preserve the specified attributes (default: mode,ownership,timestamps), if possible additional attributes: context, links, xattr, all' -f -a "mode\t''
 timestamps\t''
 ownership\t''
 links\t''
@@ -20,16 +20,16 @@ links\t''
 context\t''
 xattr\t''
 all\t''"
-complete -c aiscp -l reflink -d 'Control clone/CoW copies; data always passes through the GPU, so only auto and never can be honoured' -r -f -a "auto\t''
+complete -c aiscp -l reflink -d 'Control clone/CoW copies; data always passes through the GPU, so only auto and never can be honoured' -f -a "auto\t''
 always\t''
 never\t''"
 complete -c aiscp -l sparse -d 'Control creation of sparse files (auto: stage only the data extents, keep holes)' -r -f -a "never\t''
 auto\t''
 always\t''"
-complete -c aiscp -l context -d 'Like -Z, or with CTX set the context to CTX (ignored with a warning, like cp on a kernel without SELinux)' -r
+complete -c aiscp -l context -d 'Like -Z, or with CTX set the context to CTX (ignored with a warning, like cp on a kernel without SELinux)'
 complete -c aiscp -s S -l suffix -d 'Override the usual backup suffix' -r
 complete -c aiscp -s t -l target-directory -d 'Copy all SOURCE arguments into DIRECTORY' -r -f -a "(__fish_complete_directories)"
-complete -c aiscp -l update -d 'Control which existing files are updated (-u: older)' -r -f -a "all\t''
+complete -c aiscp -l update -d 'Control which existing files are updated (-u: older)' -f -a "all\t''
 none\t''
 none-fail\t''
 older\t''"
@@ -44,14 +44,8 @@ library\t''
 bounce\t''"
 complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE' -r
 complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
-complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage\'s thread time, and the engine\'s start-up and shutdown' -r -f -a "text\t''
+complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage\'s thread time, and the engine\'s start-up and shutdown' -f -a "text\t''
 json\t''"
-complete -c aiscp -l generate -d 'Write the man page or a shell completion script to stdout' -r -f -a "man\t''
-bash\t''
-zsh\t''
-fish\t''
-elvish\t''
-powershell\t''"
 complete -c aiscp -s a -l archive -d 'Same as -dR --preserve=all'
 complete -c aiscp -l attributes-only -d 'Don\'t copy the file data, just the attributes'
 complete -c aiscp -s b -d 'Like --backup but does not accept an argument'
@@ -78,7 +72,7 @@ complete -c aiscp -s x -l one-file-system -d 'Stay on this file system'
 complete -c aiscp -l atomic -d 'Write each file to a temporary name in DEST\'s directory, fsync it and rename it over DEST, so readers never see a partial file'
 complete -c aiscp -l fsync -d 'Flush each copied file (and, for new files, its directory) to stable storage before reporting success'
 complete -c aiscp -l async -d 'Use hipFile\'s asynchronous stream API (one stream per slice)'
-complete -c aiscp -l progress -d 'Show the run\'s progress on stderr: one line redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs) [default: only when stderr is a terminal]'
+complete -c aiscp -l progress -d 'Show the run\'s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
 complete -c aiscp -l no-progress -d 'Never show progress'
 complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
 complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, streams and each file\'s route on stderr'

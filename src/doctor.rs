@@ -245,21 +245,28 @@ fn fs_name(magic: i64) -> String {
 }
 
 /// What cuFile looks up before it registers a file on a block device: the udev record's
-/// ID_FS_USAGE (without it, registration fails with 5027).
-fn udev_record(dev: u64) -> String {
+/// ID_FS_USAGE (without it, registration fails with 5027). Where it is missing, the fix is
+/// given in full: an installed aiscp has no README to point to.
+fn udev_record(dev: u64, fs: &str) -> String {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     if major == 0 {
         return "none needed (not a block device)".to_owned();
     }
     let path = format!("/run/udev/data/b{major}:{minor}");
+    // udev's name for the type; ext2, ext3 and ext4 share one magic number.
+    let fs = if fs == "ext2/3/4" { "ext4" } else { fs };
     match std::fs::read_to_string(&path) {
         Ok(text) if text.lines().any(|l| l.starts_with("E:ID_FS_USAGE=")) => {
             format!("{path} has ID_FS_USAGE")
         }
-        Ok(_) => format!("{path} lacks ID_FS_USAGE: cuFile would refuse registration (5027)"),
+        Ok(_) => format!(
+            "{path} lacks ID_FS_USAGE: cuFile would refuse registration (5027); to add it, as \
+             root: echo E:ID_FS_USAGE=filesystem >> {path}"
+        ),
         Err(_) => format!(
-            "{path} missing: cuFile would refuse registration (5027); README's Troubleshooting \
-             shows the one-line fix"
+            "{path} missing: cuFile would refuse registration (5027); to make it, as root: \
+             mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem\\nE:ID_FS_TYPE={fs}\\n' \
+             > {path}"
         ),
     }
 }
@@ -332,7 +339,7 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         Err(e) => format!("unknown ({})", crate::messages::os_text(&e)),
     };
     let _ = writeln!(out, "  filesystem: {fs}");
-    let _ = writeln!(out, "  udev record: {}", udev_record(meta.dev()));
+    let _ = writeln!(out, "  udev record: {}", udev_record(meta.dev(), &fs));
     let direct = open_direct(path, dir);
     let direct = match direct {
         Ok(f) => {

@@ -2,7 +2,7 @@
 //! the command line (`aiscp --generate man|bash|zsh|fish|elvish|powershell`), so they can't
 //! drift from the real flags. `generated_files_are_current` (tests/it/cli.rs) fails when the committed files are stale.
 
-use clap::CommandFactory;
+use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 use std::io::{self, Write};
 
@@ -33,6 +33,9 @@ Interrupted by SIGINT: in-flight I/O was finished, GPU resources given back, and
 .TP
 .B 143
 Terminated by SIGTERM, with the same clean-up.
+.TP
+.B 129
+Hung up (SIGHUP), with the same clean-up.
 .SH ENVIRONMENT
 .TP
 .B AISCP_BACKEND
@@ -82,6 +85,58 @@ wait until it is removed. Leave it unset.
 .TP
 .B LC_ALL, LC_CTYPE, LANG
 Whether names and quotes in messages are printed as UTF-8, as cp decides.
+.SH TROUBLESHOOTING
+.TP
+.B Why no GPU staging?
+\fBaiscp \-\-doctor\fR [\fIPATH\fR]... checks what a copy would: the kernel drivers and
+nvidia\-fs, each library (path, version), each GPU, whether a context and the I/O driver open
+on \fB\-\-gpu\fR, and for each PATH its filesystem, cuFile's udev record, O_DIRECT, whether
+the library registers a file there, and so the route \fB\-\-route auto\fR takes. It exits 0
+when a GPU route is possible.
+.TP
+.B "warning: no usable GPU I/O library ...; copying through host memory"
+No GPU library loaded (or no GPU driver is present), so data is copied through host memory.
+To silence it on a machine meant to have no GPU, give \fB\-q\fR or set
+\fBAISCP_BACKEND=host\fR; to insist on a GPU, \fB\-\-backend gpu\fR makes it an error.
+.TP
+.B Which library did it load?
+\fBaiscp \-\-debug\fR prints the backend, the library paths and versions, the GPU, the chunk
+size and slices, and for each file the route it took (library DMA, or bounce through pinned
+host memory), each line stamped with the seconds since the engine started.
+.TP
+.B Library search
+hipFile: libhipfile.so.0, then libhipfile.so, on the loader path, in $ROCM_PATH/lib,
+/opt/rocm/lib and /opt/rocm/core\-*/lib, with libamdhip64.so.7, .6 or .5. cuFile:
+libcufile.so.0 on the loader path, in /usr/local/cuda/lib64 and
+/usr/local/cuda/targets/x86_64\-linux/lib, with libcuda.so.1. \fBAISCP_HIPFILE_LIB\fR,
+\fBAISCP_HIP_LIB\fR, \fBAISCP_CUFILE_LIB\fR and \fBAISCP_CUDA_LIB\fR name exact paths
+instead; when nothing loads, the message lists every path tried. \fB\-\-backend auto\fR
+skips a vendor whose kernel driver (/dev/kfd, /dev/nvidiactl) is absent unless one of its
+overrides is set.
+.TP
+.B "cannot register 'x' with cuFile: ... (5027)"
+cuFile reads the block device's udev record (ID_FS_USAGE) before it registers a file; where no
+udev runs (many VMs and containers) it refuses. aiscp then stages the file through its bounce
+route (still through GPU memory) and goes on. To give cuFile its record, once, as root:
+.RS
+.nf
+mkdir \-p /run/udev/data
+printf 'E:ID_FS_USAGE=filesystem\\nE:ID_FS_TYPE=ext4\\n' > /run/udev/data/b$(mountpoint \-d /)
+.fi
+.RE
+.IP
+(\fB\-\-doctor PATH\fR prints the same line for PATH's device.)
+.TP
+.B cuFile compatibility mode
+Without the nvidia\-fs kernel module cuFile moves data with POSIX I/O inside the library;
+aiscp's \fB\-\-route auto\fR then takes its own bounce route. \fBCUFILE_LOGGING_LEVEL=INFO\fR
+makes cuFile log its path to ./cufile.log.
+.TP
+.B Filesystems without direct I/O
+A file whose filesystem refuses O_DIRECT, or that the library will not register (some FUSE,
+overlay and network filesystems; tmpfs before Linux 6.6), takes the bounce route
+automatically. \fBaiscp \-\-doctor PATH\fR says whether O_DIRECT opens there;
+\fB\-\-debug\fR names each file's route.
 .SH EXAMPLES
 .TP
 .B aiscp big.img /mnt/nvme/big.img
@@ -145,10 +200,135 @@ cp does. Messages, exit status and option semantics follow GNU cp."
     Ok(())
 }
 
-/// A completion script for `shell`.
+/// A completion script for `shell`: clap_complete's, from the options a user may give (the
+/// hidden ones left out), with the options whose value is optional completed only as
+/// `--opt=VALUE`. getopt reads `--stats json` as `--stats` and an operand `json`, so a value
+/// offered after a space would lead into "cannot stat 'json'".
 pub fn completion(shell: Shell, out: &mut dyn Write) {
-    let mut cmd = crate::cli::Cli::command();
-    clap_complete::generate(shell, &mut cmd, "aiscp", out);
+    let mut cmd = visible_command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "aiscp", &mut script);
+    let script = String::from_utf8(script).expect("clap_complete writes UTF-8");
+    let longs = ValueLongs::of(&cmd);
+    let script = match shell {
+        Shell::Bash => bash_equals(&script, &longs),
+        Shell::Zsh => zsh_equals(&script, &longs),
+        Shell::Fish => fish_equals(&script, &longs),
+        _ => script,
+    };
+    // Written to memory by the caller: a failed write is reported there.
+    let _ = out.write_all(script.as_bytes());
+}
+
+/// The command line as completions should offer it: every argument but the hidden ones
+/// (clap_complete lists those too).
+fn visible_command() -> Command {
+    let mut full = crate::cli::Cli::command();
+    full.build();
+    let mut cmd = Command::new("aiscp")
+        .disable_help_flag(true)
+        .disable_version_flag(true);
+    if let Some(about) = full.get_about() {
+        cmd = cmd.about(about.clone());
+    }
+    if full.get_version().is_some() {
+        cmd = cmd.version(env!("CARGO_PKG_VERSION"));
+    }
+    cmd.args(full.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+}
+
+/// The long options that take a value, split by whether the value may be left out.
+struct ValueLongs {
+    optional: Vec<String>,
+    required: Vec<String>,
+}
+
+impl ValueLongs {
+    fn of(cmd: &Command) -> ValueLongs {
+        let mut longs = ValueLongs {
+            optional: Vec::new(),
+            required: Vec::new(),
+        };
+        for arg in cmd.get_arguments().filter(|a| !a.is_positional()) {
+            let (Some(long), Some(n)) = (arg.get_long(), arg.get_num_args()) else {
+                continue;
+            };
+            match (n.takes_values(), n.min_values()) {
+                (false, _) => {}
+                (true, 0) => longs.optional.push(long.to_owned()),
+                (true, _) => longs.required.push(long.to_owned()),
+            }
+        }
+        longs
+    }
+}
+
+/// bash splits `--opt=VALUE` at the `=` (COMP_WORDBREAKS), so the word before the value is
+/// `=` and the option is two words back: the script looks there, an optional value is
+/// completed only after `=`, and a required one after `=` or a space.
+fn bash_equals(script: &str, longs: &ValueLongs) -> String {
+    const PREV: &str = "    prev=\"$3\"\n";
+    assert!(script.contains(PREV), "clap_complete's bash script changed");
+    let script = script.replacen(
+        PREV,
+        &format!(
+            "{PREV}    if [[ ${{prev}} == \"=\" && ${{COMP_CWORD}} -ge 2 ]]; then\n        \
+             prev=\"${{COMP_WORDS[COMP_CWORD-2]}}=\"\n    fi\n"
+        ),
+        1,
+    );
+    let mut out = String::with_capacity(script.len() + 1024);
+    for line in script.split_inclusive('\n') {
+        let label = line.trim_start();
+        let indent = &line[..line.len() - label.len()];
+        let long = label.strip_prefix("--").and_then(|l| l.strip_suffix(")\n"));
+        match long {
+            Some(l) if longs.optional.iter().any(|o| o == l) => {
+                out.push_str(&format!("{indent}--{l}=)\n"));
+            }
+            Some(l) if longs.required.iter().any(|o| o == l) => {
+                out.push_str(&format!("{indent}--{l}|--{l}=)\n"));
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// zsh's `--opt=` spec also takes the value as the next word; `--opt=-` only after `=`.
+/// A spec starts `'--opt=[`, or `'*--opt=[` for an option that may repeat.
+fn zsh_equals(script: &str, longs: &ValueLongs) -> String {
+    longs.optional.iter().fold(script.to_owned(), |s, l| {
+        let (once, many) = (format!("'--{l}=["), format!("'*--{l}=["));
+        assert!(
+            s.contains(&once) || s.contains(&many),
+            "no zsh spec for --{l}"
+        );
+        s.replace(&once, &format!("'--{l}=-["))
+            .replace(&many, &format!("'*--{l}=-["))
+    })
+}
+
+/// fish completes an option's values as the next word only when it "requires" one (`-r`);
+/// without it, only as `--opt=VALUE`.
+fn fish_equals(script: &str, longs: &ValueLongs) -> String {
+    script
+        .lines()
+        .map(|line| {
+            let optional = longs
+                .optional
+                .iter()
+                .any(|l| line.starts_with(&format!("complete -c aiscp -l {l} ")));
+            if optional {
+                let line = line.strip_suffix(" -r").unwrap_or(line);
+                line.replacen(" -r -f -a ", " -f -a ", 1)
+                    .replacen(" -r -F", " -F", 1)
+            } else {
+                line.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
 }
 
 /// Writes what `--generate WHAT` names to `out`; `choice` indexes

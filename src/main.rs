@@ -114,8 +114,18 @@ fn raise_open_file_limit() {
 }
 
 fn main() {
-    let command = cli::Cli::command();
-    let args = cli::expand_cp_prefixes(&command, std::env::args_os().collect());
+    let mut command = cli::Cli::command();
+    command.build();
+    let args = match cli::getopt::expand_prefixes(&command, std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(ambiguous) => {
+            // getopt stops at the first bad option: one before this prefix is reported instead.
+            if let Err(e) = command.clone().try_get_matches_from(&ambiguous.before) {
+                clap_exit(e);
+            }
+            usage_exit(&UsageError::new(ambiguous.to_string()))
+        }
+    };
     let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => clap_exit(e),

@@ -116,7 +116,8 @@ pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usiz
             if *name == value {
                 return Ok(gi);
             }
-            if !value.is_empty() && name.starts_with(value) {
+            // An empty value is a prefix of every choice: ambiguous, as GNU's argmatch says.
+            if name.starts_with(value) {
                 match found {
                     None => found = Some(gi),
                     Some(f) if f != gi => ambiguous = true,

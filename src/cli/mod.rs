@@ -2,11 +2,12 @@
 //! shell completions. Option values that GNU cp validates with `argmatch` (abbreviations,
 //! its exact error text) are taken as strings here and checked in `options`.
 
+pub mod getopt;
 pub mod staging;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{ArgAction, Parser, ValueHint};
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -31,11 +32,11 @@ pub fn program() -> &'static str {
 byte of file data staged through GPU memory (AMD hipFile or NVIDIA cuFile; host memory where no \
 GPU library loads).",
     args_override_self = true,
-    infer_long_args = true,
     override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",
     after_help = "Exit status: 0 when every SOURCE was copied; 1 when any operand failed, on a usage \
-error, or when the staging backend cannot start; 130 after SIGINT and 143 after SIGTERM (the copy \
-stops cleanly)."
+error, or when the staging backend cannot start; 130 after SIGINT, 143 after SIGTERM and 129 after \
+SIGHUP (the copy stops cleanly). `aiscp --doctor` says why data does not go through a GPU; the man \
+page's TROUBLESHOOTING section has the fixes."
 )]
 pub struct Cli {
     /// Same as -dR --preserve=all
@@ -92,7 +93,8 @@ pub struct Cli {
           value_parser = Choices(PRESERVE_CHOICES))]
     pub no_preserve: Vec<String>,
     /// Use full source file name under DIRECTORY
-    #[arg(long, action = ArgAction::SetTrue)]
+    // --path: cp's deprecated spelling, still accepted.
+    #[arg(long, alias = "path", action = ArgAction::SetTrue)]
     pub parents: bool,
     /// Copy directories recursively
     #[arg(short = 'R', visible_short_alias = 'r', long, action = ArgAction::SetTrue)]
@@ -250,49 +252,4 @@ impl TypedValueParser for Choices {
             self.0.iter().flat_map(|g| g.iter()).map(PossibleValue::new),
         ))
     }
-}
-
-/// GNU getopt takes any unambiguous prefix of a long option. aiscp's own options (GPU
-/// staging, durability) must not make a prefix of one of cp's ambiguous: `--b` is cp's
-/// --backup even though --backend starts the same way. Such a prefix is spelled out here;
-/// everything else is left to clap.
-pub fn expand_cp_prefixes(cmd: &clap::Command, args: Vec<OsString>) -> Vec<OsString> {
-    let longs = |cp_only: bool| -> Vec<&str> {
-        cmd.get_arguments()
-            .filter(|a| !cp_only || (a.get_help_heading().is_none() && !a.is_hide_set()))
-            .filter_map(|a| a.get_long())
-            .collect()
-    };
-    let (all, cp) = (longs(false), longs(true));
-    let mut out = Vec::with_capacity(args.len());
-    let mut rest = args.into_iter();
-    out.extend(rest.next());
-    for arg in rest.by_ref() {
-        let Some(s) = arg.to_str().and_then(|s| s.strip_prefix("--")) else {
-            out.push(arg);
-            continue;
-        };
-        if s.is_empty() {
-            out.push(arg);
-            break; // "--": operands follow
-        }
-        let (name, value) = match s.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (s, None),
-        };
-        let matching = |set: &[&str]| set.iter().filter(|l| l.starts_with(name)).count();
-        let cp_match: Vec<&&str> = cp.iter().filter(|l| l.starts_with(name)).collect();
-        if !all.contains(&name) && matching(&all) > 1 && cp_match.len() == 1 {
-            let mut full = format!("--{}", cp_match[0]);
-            if let Some(v) = value {
-                full.push('=');
-                full.push_str(v);
-            }
-            out.push(full.into());
-        } else {
-            out.push(arg);
-        }
-    }
-    out.extend(rest);
-    out
 }

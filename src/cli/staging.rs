@@ -8,9 +8,13 @@ use std::io::IsTerminal;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
     Off,
-    /// One line redrawn in place on the terminal on stderr.
-    Terminal,
-    /// Plain lines on stderr every `progress::LINE_INTERVAL` (stderr is a file or a pipe).
+    /// One line redrawn in place on the terminal on stderr; `keep`: its last state stays on
+    /// screen at the end (`--progress` asked for it), else it is wiped as cp leaves nothing.
+    Terminal {
+        keep: bool,
+    },
+    /// Plain lines on stderr every `progress::LINE_INTERVAL` (stderr is a file or a pipe),
+    /// and a last one at the end.
     Lines,
 }
 
@@ -89,8 +93,9 @@ pub struct StagingArgs {
     /// Use hipFile's asynchronous stream API (one stream per slice)
     #[arg(long = "async", help_heading = "GPU staging")]
     pub async_io: bool,
-    /// Show the run's progress on stderr: one line redrawn in place on a terminal, a plain
-    /// line every 2 seconds otherwise (for logs) [default: only when stderr is a terminal]
+    /// Show the run's progress on stderr: a bar with the percentage, bytes, files, rate and
+    /// ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs);
+    /// asked for, its last line stays at the end [default: only when stderr is a terminal]
     #[arg(long, overrides_with = "no_progress", help_heading = "Reporting")]
     pub progress: bool,
     /// Never show progress
@@ -114,7 +119,7 @@ impl StagingArgs {
     pub fn progress_view(&self, stderr_is_terminal: bool) -> View {
         match (self.progress, self.no_progress, stderr_is_terminal) {
             (false, true, _) => View::Off,
-            (_, _, true) => View::Terminal,
+            (keep, _, true) => View::Terminal { keep },
             (true, _, false) => View::Lines,
             (false, false, false) => View::Off,
         }
@@ -325,9 +330,12 @@ mod tests {
                 .progress_view(tty)
         };
         assert_eq!(view(&["--progress", "--no-progress"], true), View::Off);
-        assert_eq!(view(&["--no-progress", "--progress"], true), View::Terminal);
+        assert_eq!(
+            view(&["--no-progress", "--progress"], true),
+            View::Terminal { keep: true }
+        );
         assert_eq!(view(&["--no-progress", "--progress"], false), View::Lines);
-        assert_eq!(view(&[], true), View::Terminal);
+        assert_eq!(view(&[], true), View::Terminal { keep: false });
         assert_eq!(view(&[], false), View::Off);
     }
 

@@ -323,7 +323,10 @@ impl Copier<'_> {
     fn debug(&self, line: &str) {
         if self.config.debug {
             crate::progress::suspend(|| {
-                crate::messages::to_stderr_raw(&format!("aiscp: debug: {line}\n"));
+                crate::messages::to_stderr_raw(&format!(
+                    "{}: debug: {line}\n",
+                    crate::messages::program()
+                ));
             });
         }
     }

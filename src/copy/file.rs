@@ -303,7 +303,8 @@ impl aiscp_engine::Diagnostics for StderrDiagnostics {
         // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
         crate::progress::suspend(|| {
             crate::messages::to_stderr_raw(&format!(
-                "aiscp: debug: +{:.3}s {line}\n",
+                "{}: debug: +{:.3}s {line}\n",
+                crate::messages::program(),
                 since_start.as_secs_f64()
             ));
         });

@@ -1,13 +1,12 @@
-//! What a progress line says: a snapshot of the run's counters, laid out for a terminal of
-//! a given width (dropping ETA, then rate, then shortening the name) or written in full for
-//! a log.
+//! What a progress line says: a snapshot of the run's counters, laid out around indicatif's
+//! bar for a terminal of a given width (the name shortened, then dropped first; the rate and
+//! ETA last) or written in full for a log.
 
-use humansize::{format_size, BINARY};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
+/// Binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
 pub fn human(n: u64) -> String {
-    format_size(n, BINARY)
+    aiscp_engine::units::size(n)
 }
 
 /// A snapshot of the run, formatted for the views.
@@ -17,16 +16,29 @@ pub(super) struct Snapshot {
     pub(super) files_done: u64,
     pub(super) files_total: u64,
     pub(super) counting: bool,
+    /// Files of unknown size (streams) are in the run: there is no byte total to show.
+    pub(super) sizeless: bool,
     /// Bytes per second, once measured.
     pub(super) rate: Option<f64>,
     pub(super) name: String,
 }
 
 impl Snapshot {
+    /// Whether the byte total is final: the walk has ended and every file has a size.
+    fn total_known(&self) -> bool {
+        !self.counting && !self.sizeless && self.bytes_total > 0
+    }
+
+    /// Percent of the bytes done, once the total is known.
+    pub(super) fn percent(&self) -> Option<u64> {
+        self.total_known()
+            .then(|| (self.bytes_done as u128 * 100 / self.bytes_total as u128) as u64)
+    }
+
     /// Seconds left at the current rate, once the total is final and a rate is known.
     fn eta(&self) -> Option<u64> {
         let rate = self.rate.filter(|r| *r > 0.0)?;
-        if self.counting {
+        if !self.total_known() || self.bytes_done >= self.bytes_total {
             return None;
         }
         Some(((self.bytes_total - self.bytes_done) as f64 / rate).ceil() as u64)
@@ -36,8 +48,13 @@ impl Snapshot {
     /// end when they do not fit.
     fn parts(&self) -> Vec<String> {
         let more = if self.counting { "+" } else { "" };
+        let bytes = match self.sizeless {
+            // A stream has no size: only what is done means anything.
+            true => human(self.bytes_done),
+            false => format!("{}{more}", fraction(self.bytes_done, self.bytes_total)),
+        };
         let mut parts = vec![
-            format!("{}{more}", fraction(self.bytes_done, self.bytes_total)),
+            bytes,
             format!("{}/{}{more} files", self.files_done, self.files_total),
         ];
         if let Some(rate) = self.rate {
@@ -49,30 +66,71 @@ impl Snapshot {
         parts
     }
 
-    /// One line of at most `width` columns: the parts, dropping ETA then rate until the
-    /// name gets [`MIN_NAME`] columns, then the name shortened from the left (its end is
-    /// the telling part).
-    pub(super) fn line(&self, width: usize) -> String {
-        let mut parts = self.parts();
+    /// The text before and after indicatif's bar on a terminal of `width` columns, and
+    /// whether the bar is drawn (only once the total is known). As the terminal narrows the
+    /// name is shortened and then dropped, then the files, then the bar; the rate and the
+    /// ETA go last. Without a bar the text is padded to the width, so the bar gets none.
+    pub(super) fn around_bar(&self, width: usize) -> (String, String) {
+        let percent = self.percent();
+        let parts = self.parts();
+        let (bytes, files) = (&parts[0], &parts[1]);
+        let speed: Vec<&String> = parts[2..].iter().collect();
+        let mut show = (true, percent.is_some(), speed.len());
+        let pre = |bar: bool| match (percent, bar) {
+            (Some(p), true) => format!("{p:>3}% ["),
+            (Some(p), false) => format!("{p:>3}%  "),
+            (None, _) => String::new(),
+        };
+        let post = |(files_shown, bar, speeds): (bool, bool, usize)| {
+            let mut text = if bar { "] ".to_owned() } else { String::new() };
+            text.push_str(bytes);
+            if files_shown {
+                text.push_str("  ");
+                text.push_str(files);
+            }
+            for s in &speed[..speeds] {
+                text.push_str("  ");
+                text.push_str(s);
+            }
+            text
+        };
+        let need = |s: (bool, bool, usize)| {
+            pre(s.1).width() + post(s).width() + if s.1 { MIN_BAR } else { 0 }
+        };
+        while need(show) > width {
+            show = match show {
+                (true, bar, n) => (false, bar, n),
+                (false, true, n) => (false, false, n),
+                (false, false, n) if n > 0 => (false, false, n - 1),
+                _ => break,
+            };
+        }
+        let (pre, mut post) = (pre(show.1), post(show));
+        let room = width.saturating_sub(need(show) + 2);
         let min_name = MIN_NAME.min(self.name.width());
-        let mut head = parts.join("  ");
-        while parts.len() > 2 && head.width() + 2 + min_name > width {
-            parts.pop();
-            head = parts.join("  ");
+        if !self.name.is_empty() && room >= min_name && show.0 {
+            // The name takes what it needs of the room, up to half of it; the bar the rest.
+            let share = if show.1 {
+                (room / 2).max(min_name)
+            } else {
+                room
+            };
+            post.push_str("  ");
+            post.push_str(&shorten_left(&self.name, share));
         }
-        let room = width.saturating_sub(head.width() + 2);
-        if self.name.is_empty() || room < min_name {
-            return truncate_end(&head, width);
+        if !show.1 {
+            let used = pre.width() + post.width();
+            post = truncate_end(&post, width.saturating_sub(pre.width()));
+            post.push_str(&" ".repeat(width.saturating_sub(used)));
         }
-        format!("{head}  {}", shorten_left(&self.name, room))
+        (pre, post)
     }
 
     /// The plain line for logs: everything, the name in full.
     pub(super) fn log_line(&self) -> String {
         let mut line = self.parts().join(", ");
-        if self.bytes_total > 0 && !self.counting {
-            let pct = self.bytes_done as f64 * 100.0 / self.bytes_total as f64;
-            line.push_str(&format!(" ({pct:.0}%)"));
+        if let Some(pct) = self.percent() {
+            line.push_str(&format!(" ({pct}%)"));
         }
         if !self.name.is_empty() {
             line.push_str(&format!(", {}", self.name));
@@ -83,6 +141,8 @@ impl Snapshot {
 
 /// The fewest columns worth giving the file name on the terminal.
 const MIN_NAME: usize = 10;
+/// The fewest columns worth drawing the bar in.
+const MIN_BAR: usize = 10;
 
 /// "3.04/8.00 GiB", or "512 MiB/8 GiB" when the units differ.
 fn fraction(done: u64, total: u64) -> String {
@@ -147,38 +207,61 @@ mod tests {
             files_done: 12,
             files_total: 200,
             counting,
+            sizeless: false,
             rate,
             name: name.into(),
         }
     }
 
     #[test]
-    fn line_fits_the_width_and_keeps_the_name_end() {
+    fn the_bar_narrows_name_first_rate_and_eta_last() {
         let name = "very/long/directory/name/that/goes/on/and/on/model-00001-of-00008.safetensors";
-        for width in [20, 40, 59, 79, 200] {
-            let line = snap(name, false, Some(1e9)).line(width);
-            assert!(line.width() <= width, "{width}: {line:?}");
-        }
-        let line = snap(name, false, Some(1e9)).line(79);
+        let s = snap(name, false, Some(1e9));
+        let (pre, post) = s.around_bar(99);
+        assert_eq!(pre, " 37% [");
         assert!(
-            line.starts_with("3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
-            "{line}"
+            post.starts_with("] 3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
+            "{post}"
         );
-        assert!(line.ends_with("-00008.safetensors"), "{line}");
-        // Narrower, the ETA goes first, then the rate, so the name keeps some room.
-        let line = snap(name, false, Some(1e9)).line(50);
+        assert!(post.ends_with("0008.safetensors"), "{post}");
+        assert!(pre.width() + post.width() + MIN_BAR <= 99);
+        // Narrower: no name, then no files, then no bar; the rate and ETA stay.
+        let (pre, post) = s.around_bar(66);
+        assert_eq!(
+            (pre.as_str(), post.as_str()),
+            (" 37% [", "] 3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06")
+        );
+        let (pre, post) = s.around_bar(50);
+        assert_eq!(pre, " 37% [");
+        assert_eq!(post, "] 3/8 GiB  953.67 MiB/s  ETA 0:06");
+        let (pre, post) = s.around_bar(37);
+        assert_eq!(pre, " 37%  ");
+        assert_eq!(post.trim_end(), "3/8 GiB  953.67 MiB/s  ETA 0:06");
+        assert_eq!(
+            pre.width() + post.width(),
+            37,
+            "padded so the bar gets nothing"
+        );
+        // A stream: no total, so no bar, percentage or ETA.
+        let mut stream = snap("fifo", false, Some(1e6));
+        stream.sizeless = true;
+        let (pre, post) = stream.around_bar(99);
+        assert_eq!(pre, "");
         assert!(
-            line.starts_with("3/8 GiB  12/200 files  953.67 MiB/s  …"),
-            "{line}"
+            post.starts_with("3 GiB  12/200 files  976.56 KiB/s  fifo"),
+            "{post}"
         );
-        let line = snap(name, false, Some(1e9)).line(40);
-        assert!(line.starts_with("3/8 GiB  12/200 files  …"), "{line}");
     }
 
     #[test]
     fn no_rate_or_eta_before_they_are_known() {
         let s = snap("a", true, None);
         assert_eq!(s.parts(), ["3/8 GiB+", "12/200+ files"]);
+        assert_eq!(
+            s.percent(),
+            None,
+            "no percentage while the total still grows"
+        );
         assert_eq!(fraction(512 << 20, 8 << 30), "512 MiB/8 GiB");
         let s = snap("a", true, Some(1024.0));
         assert_eq!(s.eta(), None, "no ETA while the total still grows");

@@ -1,11 +1,12 @@
 //! The run's progress and its summary, fed by the engine's events (it never reaches into the
 //! engine).
 //!
-//! One view for the whole run: bytes done of the run's total, files done of the total, the
-//! rate once measured, the overall ETA once the total is known, and the file being copied,
-//! shortened to the terminal's width. On a terminal it is one indicatif line redrawn in
-//! place; off a terminal (`--progress` with stderr in a log) it is a plain line every
-//! [`LINE_INTERVAL`]. The totals come from the command-line operands (stat'ed up front) and,
+//! One view for the whole run: once the total is known indicatif's bar and the percentage,
+//! bytes done of the run's total, files done of the total, the rate once measured, the
+//! overall ETA, and the file being copied, fitted to the terminal's width. Streams have no
+//! size: a run with one shows bytes and rate only. On a terminal it is one indicatif line
+//! redrawn in place; off a terminal (`--progress` with stderr in a log) it is a plain line
+//! every [`LINE_INTERVAL`]. Asked for with `--progress`, a last line stays at the end. The totals come from the command-line operands (stat'ed up front) and,
 //! for trees, from one counting thread that walks them while the copy runs, so the total
 //! grows until the walk ends. The same counters feed `--stats`.
 //!
@@ -55,6 +56,10 @@ struct Counters {
     files_total: AtomicU64,
     /// Set while the counting thread still walks a tree: the totals are lower bounds.
     counting: AtomicBool,
+    /// Files counted with no size (streams): the byte total is unknown.
+    sizeless: AtomicU64,
+    /// The run is over: the view shows the run's average rate, no ETA and no name.
+    ended: AtomicBool,
     /// Asks the counting thread and the line writer to stop.
     stop: AtomicBool,
     /// The file being copied, as given on the command line or found in a tree.
@@ -140,6 +145,8 @@ type Wake = (Mutex<bool>, Condvar);
 pub struct Progress {
     counters: Arc<Counters>,
     started: Instant,
+    /// The last line stays (`--progress` asked for the view).
+    keep: bool,
     bar: Option<ProgressBar>,
     lines: Option<(Arc<Wake>, JoinHandle<()>)>,
     walker: Option<JoinHandle<()>>,
@@ -153,6 +160,7 @@ impl Progress {
         let mut progress = Progress {
             counters: Arc::clone(&counters),
             started: Instant::now(),
+            keep: matches!(view, View::Terminal { keep: true } | View::Lines),
             bar: None,
             lines: None,
             walker: None,
@@ -193,7 +201,7 @@ impl Progress {
                 .ok();
         }
         match view {
-            View::Terminal => progress.bar = Some(terminal_bar(&counters)),
+            View::Terminal { .. } => progress.bar = Some(terminal_bar(&counters, progress.started)),
             View::Lines => {
                 let wake = Arc::new((Mutex::new(false), Condvar::new()));
                 let w = Arc::clone(&wake);
@@ -235,17 +243,33 @@ impl Progress {
 
     fn stop(&mut self) {
         self.counters.stop.store(true, Relaxed);
+        if let Some(handle) = self.walker.take() {
+            let _ = handle.join();
+        }
+        // The last line shows the run as it ended.
+        self.counters.ended.store(true, Relaxed);
         if let Some(bar) = self.bar.take() {
             *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            bar.finish_and_clear();
+            match self.keep {
+                true => {
+                    set_length(&bar, &self.counters);
+                    bar.finish();
+                }
+                false => bar.finish_and_clear(),
+            }
         }
         if let Some((wake, handle)) = self.lines.take() {
             *wake.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
             wake.1.notify_all();
             let _ = handle.join();
-        }
-        if let Some(handle) = self.walker.take() {
-            let _ = handle.join();
+            let c = &self.counters;
+            let rate = average(c, self.started);
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}: progress: {}",
+                program(),
+                Snapshot::take(c, Some(rate)).log_line()
+            );
         }
     }
 }
@@ -264,6 +288,7 @@ fn count_file(c: &Counters, m: &fs::Metadata, walk: Walk) {
         c.bytes_total.fetch_add(m.len(), Relaxed);
     } else if (!walk.recursive || walk.copy_contents) && !m.file_type().is_symlink() {
         c.files_total.fetch_add(1, Relaxed);
+        c.sizeless.fetch_add(1, Relaxed);
     }
 }
 
@@ -296,29 +321,59 @@ fn count_tree(c: &Counters, dir: &Path, dev: u64, walk: Walk) {
     }
 }
 
-/// The terminal view: one indicatif line whose text is drawn by [`Snapshot::line`], so the
-/// name can be shortened to the width left over. One ticker thread for the run.
-fn terminal_bar(c: &Arc<Counters>) -> ProgressBar {
-    let counters = Arc::clone(c);
+/// The terminal view: indicatif's bar between the texts [`Snapshot::around_bar`] lays out
+/// for the terminal's width (the bar gets what they leave). One ticker thread for the run.
+fn terminal_bar(c: &Arc<Counters>, started: Instant) -> ProgressBar {
     let window = Arc::new(Mutex::new(RateWindow::default()));
-    let style = ProgressStyle::with_template("{view}")
+    // Both sides come from one snapshot per draw: `pre` takes it, `post` uses it.
+    let drawn: Arc<Mutex<(String, String)>> = Arc::default();
+    let (counters, d) = (Arc::clone(c), Arc::clone(&drawn));
+    let style = ProgressStyle::with_template("{pre}{wide_bar}{post}")
         .expect("static template")
+        .progress_chars("=> ")
         .with_key(
-            "view",
+            "pre",
             move |s: &ProgressState, w: &mut dyn std::fmt::Write| {
                 let done = counters.bytes_done.load(Relaxed);
-                let rate = window
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .rate(Instant::now(), done)
-                    .filter(|_| s.elapsed() >= RATE_AFTER && done > 0);
-                let _ = w.write_str(&Snapshot::take(&counters, rate).line(term_width()));
+                let rate = match counters.ended.load(Relaxed) {
+                    true => Some(average(&counters, started)),
+                    false => window
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .rate(Instant::now(), done)
+                        .filter(|_| s.elapsed() >= RATE_AFTER && done > 0),
+                };
+                let texts = Snapshot::take(&counters, rate).around_bar(term_width());
+                let _ = w.write_str(&texts.0);
+                *d.lock().unwrap_or_else(|p| p.into_inner()) = texts;
+            },
+        )
+        .with_key(
+            "post",
+            move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&drawn.lock().unwrap_or_else(|p| p.into_inner()).1);
+                // The terminal's last column stays empty: writing into it makes some wrap.
+                let _ = w.write_char(' ');
             },
         );
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()).with_style(style);
+    set_length(&bar, c);
     bar.enable_steady_tick(TICK);
     *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
     bar
+}
+
+/// Gives the bar the run's byte total once it is known (the bar's fill is done / total).
+fn set_length(bar: &ProgressBar, c: &Counters) {
+    let (bytes, _) = c.totals();
+    if !c.counting.load(Relaxed) && c.sizeless.load(Relaxed) == 0 && bytes > 0 {
+        bar.set_length(bytes);
+    }
+}
+
+/// The run's average rate so far, for the last line.
+fn average(c: &Counters, started: Instant) -> f64 {
+    c.bytes_done.load(Relaxed) as f64 / started.elapsed().as_secs_f64().max(1e-9)
 }
 
 /// The rate over the last [`RATE_WINDOW`], from the samples the redraws take. indicatif's
@@ -393,6 +448,7 @@ impl ProgressSink for Sink {
     fn advanced(&self, bytes: u64) {
         self.counters.bytes_done.fetch_add(bytes, Relaxed);
         if let Some(bar) = &self.bar {
+            set_length(bar, &self.counters);
             bar.inc(bytes);
         }
     }
@@ -420,8 +476,13 @@ impl Snapshot {
             files_done: c.files_done.load(Relaxed),
             files_total,
             counting: c.counting.load(Relaxed),
+            sizeless: c.sizeless.load(Relaxed) > 0,
             rate,
-            name: c.current().clone(),
+            // The last line is about the run, not one file.
+            name: match c.ended.load(Relaxed) {
+                true => String::new(),
+                false => c.current().clone(),
+            },
         }
     }
 }

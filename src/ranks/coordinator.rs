@@ -211,7 +211,8 @@ impl FileQueue for Coordinator {
         self.send_task(rank, &task.encode());
         if self.debug {
             messages::to_stderr_raw(&format!(
-                "aiscp: debug: {}: {} bytes, whole, to rank {rank}\n",
+                "{}: debug: {}: {} bytes, whole, to rank {rank}\n",
+                messages::program(),
                 quote(&job.src_name),
                 job.len
             ));
@@ -376,7 +377,8 @@ impl Coordinator {
                 .map(|(r, n)| format!("rank {r}: {n}"))
                 .collect();
             messages::to_stderr_raw(&format!(
-                "aiscp: debug: {}: {count} parts of {} bytes ({})\n",
+                "{}: debug: {}: {count} parts of {} bytes ({})\n",
+                messages::program(),
                 quote(job.src_name),
                 self.piece,
                 shares.join(", ")

@@ -291,7 +291,8 @@ impl Diagnostics for RankDiagnostics {
     }
     fn debug(&mut self, since_start: Duration, line: &str) {
         messages::to_stderr_raw(&format!(
-            "aiscp: debug: rank {}: +{:.3}s {line}\n",
+            "{}: debug: rank {}: +{:.3}s {line}\n",
+            messages::program(),
             self.rank,
             since_start.as_secs_f64()
         ));

@@ -424,3 +424,46 @@ fn backup_onto_the_source_through_a_symlinked_directory_is_refused_on_purpose() 
     assert_eq!(std::fs::read(d.join("d/a")).unwrap(), b"precious\n");
     assert!(!d.join("d/a~").exists());
 }
+
+/// One name per run: warnings, --debug lines (the engine's and the cp layer's), progress
+/// lines and errors all start with argv[0] as invoked, as GNU's messages do.
+#[test]
+fn one_program_name_in_every_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), vec![7u8; 70_000]).unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    let renamed = dir.path().join("mycp");
+    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("aiscp"), &renamed).unwrap();
+    for (env_backend, extra) in [("auto", &["--gpu", "0"][..]), ("host", &["--atomic"][..])] {
+        let out = std::process::Command::new(&renamed)
+            .current_dir(dir.path())
+            .env("AISCP_BACKEND", env_backend)
+            .env("LC_ALL", "C.UTF-8")
+            .env_remove("AISCP_HIPFILE_LIB")
+            .env_remove("AISCP_CUFILE_LIB")
+            .args(["--debug", "--progress"])
+            .args(extra)
+            .args(["a", "missing", "d/"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let prefix = format!("{}: ", renamed.display());
+        assert!(stderr.lines().count() >= 4, "{stderr}");
+        for line in stderr.lines() {
+            assert!(
+                line.starts_with(&prefix),
+                "{env_backend}: {line:?} in {stderr}"
+            );
+        }
+        // Sizes in binary units, as README promises, lengths also exact.
+        assert!(
+            stderr.contains(": debug: +")
+                && stderr.contains("s chunk 64 MiB, 4 stream(s): up to 256 MiB of staging memory"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("'d/a': 68.36 KiB (70000 bytes) in "),
+            "{stderr}"
+        );
+    }
+}

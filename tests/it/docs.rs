@@ -5,6 +5,7 @@
 use crate::support::program;
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -109,10 +110,44 @@ fn man_page_has_usage_exit_status_and_environment() {
     assert!(synopsis.contains("\\fIDIRECTORY\\fR"), "{synopsis}");
     let exit = man.split(".SH \"EXIT STATUS\"").nth(1).unwrap();
     let exit = exit.split(".SH").next().unwrap();
-    for code in ["0", "1", "130", "143"] {
+    let help = Command::new(program()).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for (code, signal) in [
+        ("0", ""),
+        ("1", ""),
+        ("130", "SIGINT"),
+        ("143", "SIGTERM"),
+        ("129", "SIGHUP"),
+    ] {
         assert!(
             exit.contains(&format!(".B {code}\n")),
             "exit status {code}: {exit}"
+        );
+        if !signal.is_empty() {
+            assert!(
+                help.contains(&format!("{code} after {signal}")),
+                "--help lacks exit status {code}: {help}"
+            );
+        }
+    }
+    // What --doctor and the warnings point to is in the page itself, not only the README.
+    let trouble = man
+        .split(".SH TROUBLESHOOTING")
+        .nth(1)
+        .expect("TROUBLESHOOTING");
+    let trouble = trouble.split("\n.SH").next().unwrap();
+    for needed in [
+        "\\-\\-doctor",
+        "\\fB\\-q\\fR",
+        "AISCP_BACKEND=host",
+        "/run/udev/data",
+        "ID_FS_USAGE=filesystem",
+        "O_DIRECT",
+        "AISCP_CUFILE_LIB",
+    ] {
+        assert!(
+            trouble.contains(needed),
+            "TROUBLESHOOTING lacks {needed}: {trouble}"
         );
     }
     // Every AISCP_* variable the code reads, in the man page's ENVIRONMENT and the README.
@@ -265,4 +300,42 @@ fn readme_paths_exist() {
         named += 1;
     }
     assert!(named > 20, "{named} paths read from README");
+}
+
+/// README's sentence on tmpfs and O_DIRECT (tmpfs takes it from Linux 6.6 on) holds on the
+/// running kernel, and says how to check.
+#[test]
+fn readme_on_tmpfs_direct_io_holds_here() {
+    let readme = read("README.md");
+    let para = readme
+        .split("**tmpfs and other filesystems without direct I/O.**")
+        .nth(1)
+        .expect("the tmpfs paragraph");
+    let para = para.split("\n\n").next().unwrap();
+    assert!(para.contains("before Linux 6.6"), "{para}");
+    assert!(para.contains("aiscp --doctor"), "no way to check: {para}");
+    let release = nix::sys::utsname::uname().unwrap();
+    let release = release.release().to_string_lossy().into_owned();
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let version = (numbers.next().unwrap(), numbers.next().unwrap());
+    let shm = Path::new("/dev/shm");
+    let on_tmpfs = nix::sys::statfs::statfs(shm)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    if !on_tmpfs {
+        eprintln!("skipped: /dev/shm is not tmpfs");
+        return;
+    }
+    let probe = tempfile::NamedTempFile::new_in(shm).unwrap();
+    let direct = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(probe.path());
+    assert_eq!(
+        direct.is_ok(),
+        version >= (6, 6),
+        "Linux {release}: O_DIRECT on tmpfs {:?}",
+        direct.err()
+    );
 }

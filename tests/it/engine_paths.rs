@@ -197,7 +197,7 @@ fn a_copy_after_files_in_flight_reuses_their_slots() {
     let err = stderr(&out);
     assert!(err.contains("in flight"), "files went in flight: {err}");
     assert!(
-        err.contains("'big' -> 'out/big': 5000000 bytes, 5 slice(s)"),
+        err.contains("'big' -> 'out/big': 4.77 MiB (5000000 bytes), 5 slice(s)"),
         "{err}"
     );
     for (name, data) in names.iter().zip(&files) {
@@ -289,7 +289,7 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             Route::Host,
             "",
             "src",
-            "1 slice(s) aligned to 4096, read O_DIRECT, write O_DIRECT",
+            "1 slice(s) aligned to 4 KiB, read O_DIRECT, write O_DIRECT",
             "O_DIRECT",
             "O_DIRECT",
         ),
@@ -297,7 +297,7 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             Route::Library,
             "",
             "src",
-            "1 slice(s) aligned to 4096, read direct, write direct",
+            "1 slice(s) aligned to 4 KiB, read direct, write direct",
             "direct",
             "direct",
         ),
@@ -305,7 +305,7 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             Route::Bounce,
             "",
             "src",
-            "1 slice(s) aligned to 4096, read O_DIRECT, write O_DIRECT",
+            "1 slice(s) aligned to 4 KiB, read O_DIRECT, write O_DIRECT",
             "O_DIRECT",
             "O_DIRECT",
         ),
@@ -313,7 +313,7 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             Route::Async,
             "",
             "src",
-            "1 slice(s) aligned to 4096, read direct, write direct, async streams",
+            "1 slice(s) aligned to 4 KiB, read direct, write direct, async streams",
             "direct",
             "direct",
         ),
@@ -321,7 +321,7 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             Route::Library,
             "register#1=5027",
             "src",
-            "1 slice(s) aligned to 4096, read bounce (registration refused), write direct",
+            "1 slice(s) aligned to 4 KiB, read bounce (registration refused), write direct",
             "bounce",
             "direct",
         ),
@@ -329,7 +329,7 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             Route::Library,
             "",
             sysfs,
-            "1 slice(s) aligned to 4096, read bounce (O_DIRECT refused), write direct",
+            "1 slice(s) aligned to 4 KiB, read bounce (O_DIRECT refused), write direct",
             "bounce",
             "direct",
         ),
@@ -351,12 +351,17 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
             out
         };
         let out = run("--stats");
-        let line = format!("'{src}' -> 'dst': {len} bytes, {described}");
+        // The size in binary units, then exactly: "292.97 KiB (300000 bytes)".
+        let (head, tail) = (
+            format!("'{src}' -> 'dst': "),
+            format!(" ({len} bytes), {described}"),
+        );
         let err = stderr(&out);
         assert!(
-            err.lines()
-                .any(|l| l.split_once("s ").is_some_and(|(_, rest)| rest == line)),
-            "{what}: no line `{line}` in\n{err}"
+            err.lines().any(|l| l
+                .split_once("s ")
+                .is_some_and(|(_, rest)| rest.starts_with(&head) && rest.ends_with(&tail))),
+            "{what}: no line `{head}SIZE{tail}` in\n{err}"
         );
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let routes = format!("; read/write routes: 1 {read}/{write}; thread time:");

@@ -38,7 +38,10 @@ fn gpu_index_without_a_gpu_warns_or_fails() {
     let err = stderr(&out);
     assert!(
         err.contains("warning: no usable GPU I/O library (")
-            && err.ends_with("; --gpu 7 ignored, copying through host memory (--backend auto)\n"),
+            && err.ends_with(
+                "; --gpu 7 ignored, copying through host memory (--backend auto; -q or \
+                 AISCP_BACKEND=host silences this)\n"
+            ),
         "{err}"
     );
     assert_eq!(fs::read(dir.path().join("a")).unwrap(), data);

@@ -5,6 +5,7 @@ mod arg_fuzz;
 mod atomic;
 mod big_slices;
 mod cli;
+mod completions;
 mod docs;
 mod doctor;
 mod engine_cli;

@@ -192,7 +192,7 @@ fn a_tree_matches_one_process_and_gnu_cp() {
         let err = text(&ranks.stderr);
         let line = err
             .lines()
-            .find(|l| l.starts_with("aiscp: debug: 'src/big': 38 parts of 262144 bytes ("))
+            .find(|l| l.contains(": debug: 'src/big': 38 parts of 262144 bytes ("))
             .unwrap_or_else(|| panic!("{err}"));
         assert!(line.matches("rank ").count() >= 3, "{line}");
         if backend == "fake-gpu" {

@@ -176,10 +176,11 @@ fn one_view_for_the_run_on_a_terminal() {
             assert!(f.contains('…'), "{backend:?}: name not shortened: {f:?}");
         }
         assert!(during_fifo.iter().any(|f| f.contains("31/32 files")));
-        // Progress moves within the FIFO's copy, from the tree's bytes on.
+        // Progress moves within the FIFO's copy, from the tree's bytes on. A stream has no
+        // size: bytes done without a made-up total, no percentage, no bar, no ETA.
         let fields: std::collections::BTreeSet<&str> = during_fifo
             .iter()
-            .map(|f| f.split("  ").next().unwrap())
+            .map(|f| f.trim_start().split("  ").next().unwrap())
             .collect();
         assert!(
             fields.len() >= 2,
@@ -188,15 +189,19 @@ fn one_view_for_the_run_on_a_terminal() {
         let tree_mib = bytes as f64 / (1 << 20) as f64;
         for f in &fields {
             assert!(f.ends_with(" MiB"), "{backend:?}: {f}");
-            let done: f64 = f.split('/').next().unwrap().parse().unwrap();
+            let done: f64 = f.trim_end_matches(" MiB").parse().unwrap();
             assert!(done >= tree_mib - 0.01, "{backend:?}: {f} < {tree_mib} MiB");
         }
-        // 2.5 s of FIFO: the rate is measured by then, and the total is final.
+        for f in &during_fifo {
+            assert!(
+                !f.contains("ETA") && !f.contains('%') && !f.contains('['),
+                "{backend:?}: {f:?}"
+            );
+        }
+        // 2.5 s of FIFO: the rate is measured by then.
         assert!(
-            during_fifo
-                .iter()
-                .any(|f| f.contains("/s") && f.contains("ETA")),
-            "{backend:?}: no rate or ETA: {during_fifo:?}"
+            during_fifo.iter().any(|f| f.contains("/s")),
+            "{backend:?}: no rate: {during_fifo:?}"
         );
         // The message is on a line of its own: the view is wiped while it prints.
         let message = format!(
@@ -249,7 +254,13 @@ fn progress_off_a_terminal_writes_plain_lines() {
     assert!(status.success());
     let text = fs::read_to_string(&log).unwrap();
     assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
-    let lines: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<&str> = text.lines().collect();
+    // --progress leaves a last line for the whole run: every file, no name.
+    let last = lines.pop().unwrap();
+    assert!(
+        last.contains(": progress: ") && last.contains(", 7/7 files, ") && last.ends_with("/s"),
+        "{last}"
+    );
     assert!(lines.len() >= 2, "{text}");
     let done = progress_size(bytes);
     for l in &lines {
@@ -272,7 +283,9 @@ fn progress_off_a_terminal_writes_plain_lines() {
         .collect();
     assert!(fields.windows(2).all(|w| w[0] != w[1]), "{fields:?}");
     let tree: f64 = done.split(' ').next().unwrap().parse().unwrap();
-    let first: f64 = fields[0].split('/').next().unwrap().parse().unwrap();
+    // A stream is in the run: bytes done, no total.
+    assert!(fields.iter().all(|f| !f.contains('/')), "{fields:?}");
+    let first: f64 = fields[0].split(' ').next().unwrap().parse().unwrap();
     assert!(first >= tree, "{fields:?} vs {done}");
 
     // Without --progress, nothing off a terminal.
@@ -410,4 +423,101 @@ fn stats_report_failures_and_bad_formats() {
     );
     assert!(err.contains("for ") && err.contains("--stats"), "{err}");
     assert!(err.contains("json"), "{err}");
+}
+
+/// `--progress` on a terminal of 100 and of 40 columns, over a run held before its first
+/// --verify read-back (the files' data in flight is done by then): indicatif's bar with the percentage once the total is known, the name only where
+/// it fits, and a last line that stays. Off a terminal, a copy shorter than the log interval
+/// still leaves its line.
+#[test]
+fn asked_for_progress_draws_a_bar_and_leaves_its_last_line() {
+    let long = "a-file-name-long-enough-to-be-dropped-on-a-narrow-terminal.bin";
+    for cols in [100u16, 40] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        fs::create_dir(&src).unwrap();
+        write_random(&src.join(long), 3 << 20, 1);
+        write_random(&src.join("b"), 1 << 20, 2);
+        write_random(&src.join("c"), 5000, 3);
+        let flag = dir.path().join("paused");
+        let out = dir.path().join("out");
+        let args: Vec<std::ffi::OsString> = vec![
+            "-r".into(),
+            "--progress".into(),
+            "--verify".into(),
+            "--backend".into(),
+            "host".into(),
+            src.clone().into(),
+            out.clone().into(),
+        ];
+        let env = vec![("AISCP_TEST_PAUSE", format!("verify:{}", flag.display()))];
+        let run = thread::spawn(move || {
+            let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+            run_on_pty(&args, cols, &env)
+        });
+        while !flag.exists() {
+            thread::sleep(Duration::from_millis(10));
+        }
+        // Held mid-copy long enough for a measured rate.
+        thread::sleep(Duration::from_millis(1600));
+        fs::remove_file(&flag).unwrap();
+        let (raw, code) = run.join().unwrap();
+        assert_eq!(code, 0, "{cols}: {raw}");
+        let frames: Vec<String> = frames(&raw)
+            .into_iter()
+            .filter(|f| !f.trim().is_empty())
+            .collect();
+        for f in &frames {
+            assert!(f.trim_end().width() < cols as usize, "{cols}: {f:?}");
+        }
+        let mid: Vec<&String> = frames[..frames.len() - 1]
+            .iter()
+            .filter(|f| f.contains("/s"))
+            .collect();
+        assert!(
+            !mid.is_empty(),
+            "{cols}: no frame with a rate mid-run: {frames:?}"
+        );
+        for f in &mid {
+            assert!(f.contains('%') && f.contains(" MiB"), "{cols}: {f:?}");
+        }
+        let last = frames.last().unwrap();
+        assert!(
+            last.contains("100%") && last.contains("4.00/4.00 MiB") && last.contains("/s"),
+            "{cols}: the last line does not stay: {last:?} in {frames:?}"
+        );
+        if cols == 100 {
+            assert!(
+                mid.iter().all(|f| f.contains("% [") && f.contains("] ")),
+                "{mid:?}"
+            );
+            assert!(mid.iter().any(|f| f.contains("/3 files")), "{mid:?}");
+            assert!(
+                last.contains("[====") && last.contains("3/3 files"),
+                "{last:?}"
+            );
+            assert!(!last.contains("ETA"), "nothing left: {last:?}");
+        } else {
+            assert!(
+                mid.iter().all(|f| !f.contains("src/")),
+                "no room for the name: {mid:?}"
+            );
+        }
+    }
+
+    // Off a terminal, shorter than the 2 s between lines: one line, for the whole run.
+    let dir = tempfile::tempdir().unwrap();
+    write_random(&dir.path().join("a"), 5000, 1);
+    let out = Command::new(program())
+        .args(["--progress", "--backend", "host", "a", "b"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(": progress: 4.88/4.88 KiB, 1/1 files, ") && err.contains("(100%)"),
+        "{err}"
+    );
 }

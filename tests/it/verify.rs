@@ -22,9 +22,19 @@ fn aiscp(dir: &Path, backend: Backend, args: &[&str], faults: &str) -> Output {
 fn a_good_copy_verifies_on_every_backend() {
     for backend in BACKENDS {
         // Sizes across the alignment and slice boundaries (64 KiB slices).
-        for (i, len) in [0usize, 1, 4095, 4096, 4097, 65535, 65537, 300_000]
-            .into_iter()
-            .enumerate()
+        // Each with its length as --debug writes it: binary units, exact where they round.
+        for (i, (len, shown)) in [
+            (0usize, "0 bytes"),
+            (1, "1 byte"),
+            (4095, "4.00 KiB (4095 bytes)"),
+            (4096, "4 KiB (4096 bytes)"),
+            (4097, "4.00 KiB (4097 bytes)"),
+            (65535, "64.00 KiB (65535 bytes)"),
+            (65537, "64.00 KiB (65537 bytes)"),
+            (300_000, "292.97 KiB (300000 bytes)"),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let dir = tempfile::tempdir().unwrap();
             let data = write_random(&dir.path().join("a"), len, i as u64);
@@ -38,7 +48,7 @@ fn a_good_copy_verifies_on_every_backend() {
             assert!(out.status.success(), "{backend:?} {len}: {stderr}");
             assert_same_bytes(&fs::read(dir.path().join("b")).unwrap(), &data, "b");
             assert!(
-                stderr.contains(&format!("verified 'b': {len} bytes")),
+                stderr.contains(&format!("verified 'b': {shown},")),
                 "{backend:?} {len}: no verification line in {stderr}"
             );
             backend.assert_report_clean(&dir.path().join("report"));
@@ -88,8 +98,11 @@ fn verify_checks_every_operand_and_the_atomic_temporary() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("verified 'out/a': 70000 bytes"), "{stderr}");
-    assert!(stderr.contains("verified 'out/c': 5 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("verified 'out/a': 68.36 KiB (70000 bytes),"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("verified 'out/c': 5 bytes,"), "{stderr}");
     assert_eq!(fs::read(dir.path().join("out/a")).unwrap(), a);
     assert_eq!(fs::read(dir.path().join("out/c")).unwrap(), c);
     Report::read(&dir.path().join("report")).assert_clean();

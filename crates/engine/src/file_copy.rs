@@ -445,9 +445,10 @@ pub(crate) fn conclude(
 ) -> Result<u64, CopyError> {
     if debug {
         line(format!(
-            "{}: {end} bytes in {secs:.3} s ({}/s{}); thread time: {}",
+            "{}: {} in {secs:.3} s ({}{}); thread time: {}",
             quote(job.dst_name),
-            humansize::format_size((end as f64 / secs.max(1e-9)) as u64, humansize::BINARY),
+            crate::units::length(end),
+            crate::units::rate(end as f64 / secs.max(1e-9)),
             where_.map(|w| format!(", {w}")).unwrap_or_default(),
             stages.describe()
         ));

@@ -29,6 +29,7 @@ pub mod quote;
 mod stages;
 mod streams;
 mod transfer;
+pub mod units;
 pub mod verify;
 mod worker;
 
@@ -188,12 +189,13 @@ impl Engine {
         };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         diag.debug(&format!(
-            "chunk {chunk} bytes, {streams} stream(s){}: up to {} bytes of staging memory",
+            "chunk {}, {streams} stream(s){}: up to {} of staging memory",
+            units::size(chunk as u64),
             match gpus {
                 1 => String::new(),
                 n => format!(" on each of {n} GPUs"),
             },
-            chunk * streams * gpus
+            units::size((chunk * streams * gpus) as u64)
         ));
         Ok(Engine {
             startup: diag.started.elapsed(),

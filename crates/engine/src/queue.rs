@@ -281,10 +281,10 @@ fn copy_whole<S: Staging>(
         debug.push((
             t0.elapsed(),
             format!(
-                "{} -> {}: {} bytes, {} slice(s), in flight, read {}, write {}",
+                "{} -> {}: {}, {} slice(s), in flight, read {}, write {}",
                 names.src,
                 names.dst,
-                job.len,
+                crate::units::length(job.len),
                 plan.slices.len(),
                 src_side.describe(),
                 dst_side.describe(),

@@ -49,9 +49,9 @@ impl Verified {
             DstRead::Buffered(why) => format!("read back through the page cache ({why})"),
         };
         format!(
-            "verified {}: {} bytes, xxh3-128 {:032x}, {how}",
+            "verified {}: {}, xxh3-128 {:032x}, {how}",
             quote(dst_name),
-            self.bytes,
+            crate::units::length(self.bytes),
             self.digest
         )
     }

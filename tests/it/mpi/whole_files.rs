@@ -74,7 +74,7 @@ fn handed_out(stderr: &str) -> BTreeMap<String, usize> {
     stderr
         .lines()
         .filter_map(|l| {
-            let rest = l.strip_prefix("aiscp: debug: 'src/")?;
+            let rest = l.split_once(": debug: 'src/")?.1;
             let (name, tail) = rest.split_once("': ")?;
             let rank = tail.split_once(", whole, to rank ")?.1;
             Some((name.to_owned(), rank.parse().ok()?))
@@ -96,8 +96,15 @@ fn assert_copied_by_other_ranks(stderr: &str, files: &[(String, usize)], dst: &s
             .unwrap_or_else(|| panic!("{name} ({len} bytes) was not handed out:\n{stderr}"));
         assert!((1..4).contains(rank), "{name}: rank {rank}");
         let copied = stderr.lines().any(|l| {
-            l.starts_with(&format!("aiscp: debug: rank {rank}: "))
-                && l.contains(&format!(" '{dst}/{name}': {len} bytes in "))
+            // The length in binary units and exact: "68.36 KiB (70000 bytes)", "5 bytes".
+            let exact = match len {
+                1 => "1 byte".to_owned(),
+                0..1024 => format!(": {len} bytes"),
+                _ => format!(" ({len} bytes)"),
+            };
+            l.contains(&format!(": debug: rank {rank}: "))
+                && l.contains(&format!(" '{dst}/{name}': "))
+                && l.contains(&format!("{exact} in "))
         });
         assert!(
             copied,
@@ -248,10 +255,7 @@ fn a_rank_that_cannot_read_a_whole_file_fails_it_alone() {
     );
     let err = ranks_stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    let not_debug: Vec<&str> = err
-        .lines()
-        .filter(|l| !l.starts_with("aiscp: debug: "))
-        .collect();
+    let not_debug: Vec<&str> = err.lines().filter(|l| !l.contains(": debug: ")).collect();
     assert_eq!(
         not_debug,
         [format!(

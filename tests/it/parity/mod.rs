@@ -96,6 +96,22 @@ scenarios! {
     hard_and_symbolic: sc(AB, "-l -s a b");
     reflink_always_with_sparse: sc(AB, "--reflink=always --sparse=never a b");
     abbreviated_long_option: sc("dir d\nfile d/f 5", "--recur d x");
+    // getopt's messages: ambiguous prefixes listed in cp's table order (the whole word
+    // quoted, value and all), missing and unwanted arguments, empty choices.
+    ambiguous_long_option: sc(AB, "--no a b");
+    ambiguous_long_option_with_value: sc(AB, "--co=x a b");
+    ambiguous_listed_in_cp_order: sc(AB, "--s a b");
+    ambiguous_listed_in_cp_order_2: sc(AB, "--re a b");
+    ambiguous_listed_once_per_option: sc(AB, "--p a b");
+    ambiguous_help_and_version: sc(AB, "--ver a b");
+    ambiguous_before_other_errors: sc(AB, "-j --a a b");
+    long_option_needs_argument: sc(AB, "a b --suffix");
+    short_option_in_cluster_needs_argument: sc(AB, "a b -vS");
+    long_option_takes_no_argument: sc(AB, "--archive=1 a b");
+    empty_choice_is_ambiguous: sc(AB, "--sparse= a b");
+    empty_preserve_is_ambiguous: sc(AB, "--preserve= a b");
+    deprecated_path_option: sc("dir p/q\nfile p/q/f 100\ndir t", "-v --path p/q/f t");
+    option_value_that_looks_like_an_option: sc(AB, "-b --suffix --no a b");
 
     // Directories
     directory_without_r: sc("dir d", "d x");

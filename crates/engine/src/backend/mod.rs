@@ -394,7 +394,8 @@ pub fn load(
         BackendChoice::Auto => Ok((
             Loaded::Host(host::HostStaging::new()),
             Some(format!(
-                "{what} ({looked_for}); {ignored}copying through host memory (--backend auto)"
+                "{what} ({looked_for}); {ignored}copying through host memory (--backend auto; \
+                 -q or AISCP_BACKEND=host silences this)"
             )),
         )),
         BackendChoice::Gpu => Err(NoBackend(format!("{what}: {looked_for}"))),

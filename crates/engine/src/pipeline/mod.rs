@@ -284,15 +284,15 @@ impl<S: Staging> Pipeline<S> {
         let use_async =
             self.async_io && matches!((&src_side, &dst_side), (Side::Library(_), Side::Library(_)));
         diag(&format!(
-            "{} -> {}: {} bytes, {} slice(s) aligned to {}, read {}{}, write {}{}{}",
+            "{} -> {}: {}, {} slice(s) aligned to {}, read {}{}, write {}{}{}",
             names.src,
             names.dst,
-            range.end - range.start,
+            crate::units::length(range.end - range.start),
             plan.slices.len(),
-            match plan.direct {
+            crate::units::size(match plan.direct {
                 true => plan.align,
                 false => 1,
-            },
+            }),
             src_side.describe(),
             paren(src_why),
             dst_side.describe(),

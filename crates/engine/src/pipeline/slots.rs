@@ -149,8 +149,9 @@ impl<S: Staging> Pipeline<S> {
                 Err(e) if is_out_of_memory(&e) && self.chunk > MIN_RETRY_CHUNK => {
                     let smaller = (self.chunk / 2).max(MIN_RETRY_CHUNK) & !(MIN_ALIGN as usize - 1);
                     diag(&format!(
-                        "cannot allocate {} bytes ({e}); chunk now {smaller} bytes",
-                        self.chunk
+                        "cannot allocate {} ({e}); chunk now {}",
+                        crate::units::size(self.chunk as u64),
+                        crate::units::size(smaller as u64)
                     ));
                     self.chunk = smaller;
                 }
