@@ -442,7 +442,7 @@ pub fn make_temp<T>(
 }
 
 /// Removes the temporary file unless disarmed; registered meanwhile for removal by a
-/// second, killing signal.
+/// killing signal.
 struct TempGuard<'a> {
     dir: &'a OpenDir,
     name: Option<OsString>,

@@ -280,6 +280,7 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         match Engine::start(config.clone(), diagnostics) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
+                crate::signals::die_if_stopped();
                 error(&e.to_string());
                 crate::messages::exit(1);
             }

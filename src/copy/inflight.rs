@@ -33,9 +33,12 @@ enum Until {
     All,
 }
 
-/// What comes out next: a held message, or a queued file's ending.
+/// What comes out next: a held message, a queued file's own -v line, or its ending.
 enum Item {
     Said(Held),
+    /// Out only once the file's copy is known to have begun: -v names no file a stop left
+    /// untouched (or removed again).
+    Line(Ticket, Held),
     File(Ticket),
 }
 
@@ -184,10 +187,23 @@ impl Copier<'_> {
         *self.inflight.reading.entry(opened.id()).or_default() += 1;
         *self.inflight.writing.entry(dst_now.id()).or_default() += 1;
         self.inflight.pending.insert(ticket, pending);
-        self.inflight
-            .order
-            .borrow_mut()
-            .push_back(Item::File(ticket));
+        let mut order = self.inflight.order.borrow_mut();
+        if opts.verbose {
+            // The file's -v line is the last line for stdout held since the previous file
+            // ("removed 'DEST'" comes before it).
+            let since = order
+                .iter()
+                .rposition(|i| matches!(i, Item::File(_)))
+                .map_or(0, |i| i + 1);
+            let own = (since..order.len())
+                .rev()
+                .find(|&i| matches!(order[i], Item::Said(Held::Stdout(_))));
+            if let Some(Item::Said(line)) = own.and_then(|i| order.remove(i)) {
+                order.push_back(Item::Line(ticket, line));
+            }
+        }
+        order.push_back(Item::File(ticket));
+        drop(order);
         if !self.inflight.holding {
             let order = Rc::clone(&self.inflight.order);
             messages::hold(Some(Box::new(move |h| {
@@ -247,30 +263,33 @@ impl Copier<'_> {
                     }
                     return finished_one;
                 }
-                Some(Item::Said(held)) if !self.inflight.cut_off => messages::release(held),
-                Some(Item::Said(_)) => {}
+                Some(Item::Said(held)) => {
+                    if !self.inflight.cut_off {
+                        messages::release(held);
+                    }
+                }
+                Some(Item::Line(..)) if self.inflight.cut_off => {}
+                Some(Item::Line(ticket, held)) => {
+                    let block = blocks(until, finished_one);
+                    match self.result_of(ticket, block) {
+                        Some(f) if !never_began(f) => messages::release(held),
+                        Some(_) => {}
+                        None if block => messages::release(held), // never silent on a loss
+                        None => {
+                            let mut order = self.inflight.order.borrow_mut();
+                            order.push_front(Item::Line(ticket, held));
+                            return finished_one;
+                        }
+                    }
+                }
                 Some(Item::File(ticket)) => {
-                    let block = match until {
-                        Until::Nothing => false,
-                        Until::OneFile => !finished_one,
-                        Until::All => true,
-                    };
-                    let finished = loop {
-                        if let Some(f) = self.inflight.finished.remove(&ticket) {
-                            break Some(f);
-                        }
-                        match self.file_queue().and_then(|q| q.next_finished(block)) {
-                            Some(f) => {
-                                self.inflight.finished.insert(f.ticket, f);
-                            }
-                            None if block => break None,
-                            None => {
-                                let mut order = self.inflight.order.borrow_mut();
-                                order.push_front(Item::File(ticket));
-                                return finished_one;
-                            }
-                        }
-                    };
+                    let block = blocks(until, finished_one);
+                    if self.result_of(ticket, block).is_none() && !block {
+                        let mut order = self.inflight.order.borrow_mut();
+                        order.push_front(Item::File(ticket));
+                        return finished_one;
+                    }
+                    let finished = self.inflight.finished.remove(&ticket);
                     finished_one = true;
                     let pending = self.inflight.pending.remove(&ticket);
                     // Its own messages come out now, in its turn.
@@ -294,6 +313,16 @@ impl Copier<'_> {
         }
     }
 
+    /// The result of the queued file `ticket`, taking what has ended from the queue (waiting
+    /// for it if `block`); None if it has not ended (or the queue lost it).
+    fn result_of(&mut self, ticket: Ticket, block: bool) -> Option<&Finished> {
+        while !self.inflight.finished.contains_key(&ticket) {
+            let f = self.file_queue().and_then(|q| q.next_finished(block))?;
+            self.inflight.finished.insert(f.ticket, f);
+        }
+        self.inflight.finished.get(&ticket)
+    }
+
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
     /// the error, or the attributes.
     fn finish_file(&mut self, p: Pending, f: Finished) {
@@ -311,7 +340,7 @@ impl Copier<'_> {
         let ok = match &f.result {
             // Stopped before its turn: a DEST made for it by this run goes again (it was
             // never written; cp would not have made it), checked to be the file made.
-            Err(CopyError::Interrupted) if !f.started => {
+            Err(CopyError::Interrupted) if never_began(&f) => {
                 self.inflight.cut_off = true;
                 let ours = std::fs::symlink_metadata(&p.dst_path).is_ok_and(|m| {
                     use std::os::unix::fs::MetadataExt;
@@ -377,4 +406,19 @@ impl Copier<'_> {
         )
         .is_ok()
     }
+}
+
+/// Whether [`Copier::finish_in_turn`] waits for a file's result, `until` says, once
+/// `finished_one` file has been finished.
+fn blocks(until: Until, finished_one: bool) -> bool {
+    match until {
+        Until::Nothing => false,
+        Until::OneFile => !finished_one,
+        Until::All => true,
+    }
+}
+
+/// A file the run was stopped before its turn came.
+fn never_began(f: &Finished) -> bool {
+    matches!(f.result, Err(CopyError::Interrupted)) && !f.started
 }
