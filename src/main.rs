@@ -158,6 +158,10 @@ fn main() {
         Ok(o) => o,
         Err(e) => usage_exit(&e),
     };
+    if let Err(msg) = copy::check_in_flight_setting() {
+        error(&msg);
+        messages::exit(1);
+    }
     let jobs = match plan::plan(&cli.operands, &opts) {
         Ok(j) => j,
         Err(PlanError::Usage(e)) => usage_exit(&e),

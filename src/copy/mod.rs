@@ -26,6 +26,7 @@ use aiscp_engine::{
     Ticket,
 };
 use atomic::Aside;
+pub use inflight::check_in_flight_setting;
 #[cfg(feature = "mpi")]
 pub use inflight::queue_limits;
 use nix::sys::stat::Mode;

@@ -2,12 +2,17 @@
 //! a given width (dropping ETA, then rate, then shortening the name) or written in full for
 //! a log.
 
-use humansize::{format_size, BINARY};
+use humansize::{format_size, FormatSizeOptions, BINARY};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
+/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints:
+/// always two decimals past bytes ("2.00 GiB", not "2 GiB"), so a figure that lands on a
+/// whole unit does not read as rounded next to "2.70 GiB".
 pub fn human(n: u64) -> String {
-    format_size(n, BINARY)
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    format_size(n, FormatSizeOptions::from(BINARY).decimal_zeroes(2))
 }
 
 /// A snapshot of the run, formatted for the views.
@@ -84,7 +89,7 @@ impl Snapshot {
 /// The fewest columns worth giving the file name on the terminal.
 const MIN_NAME: usize = 10;
 
-/// "3.04/8.00 GiB", or "512 MiB/8 GiB" when the units differ.
+/// "3.04/8.00 GiB", or "512.00 MiB/8.00 GiB" when the units differ.
 fn fraction(done: u64, total: u64) -> String {
     let (d, t) = (human(done), human(total));
     match (d.split_once(' '), t.split_once(' ')) {
@@ -161,28 +166,37 @@ mod tests {
         }
         let line = snap(name, false, Some(1e9)).line(79);
         assert!(
-            line.starts_with("3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
+            line.starts_with("3.00/8.00 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
             "{line}"
         );
         assert!(line.ends_with("-00008.safetensors"), "{line}");
         // Narrower, the ETA goes first, then the rate, so the name keeps some room.
-        let line = snap(name, false, Some(1e9)).line(50);
+        let line = snap(name, false, Some(1e9)).line(59);
         assert!(
-            line.starts_with("3/8 GiB  12/200 files  953.67 MiB/s  …"),
+            line.starts_with("3.00/8.00 GiB  12/200 files  953.67 MiB/s  …"),
             "{line}"
         );
-        let line = snap(name, false, Some(1e9)).line(40);
-        assert!(line.starts_with("3/8 GiB  12/200 files  …"), "{line}");
+        let line = snap(name, false, Some(1e9)).line(50);
+        assert!(line.starts_with("3.00/8.00 GiB  12/200 files  …"), "{line}");
     }
 
     #[test]
     fn no_rate_or_eta_before_they_are_known() {
         let s = snap("a", true, None);
-        assert_eq!(s.parts(), ["3/8 GiB+", "12/200+ files"]);
-        assert_eq!(fraction(512 << 20, 8 << 30), "512 MiB/8 GiB");
+        assert_eq!(s.parts(), ["3.00/8.00 GiB+", "12/200+ files"]);
+        assert_eq!(fraction(512 << 20, 8 << 30), "512.00 MiB/8.00 GiB");
         let s = snap("a", true, Some(1024.0));
         assert_eq!(s.eta(), None, "no ETA while the total still grows");
         assert_eq!(snap("a", false, Some(0.0)).eta(), None);
+    }
+
+    #[test]
+    fn sizes_keep_two_decimals() {
+        assert_eq!(fraction(2 << 30, 2900 << 20), "2.00/2.83 GiB");
+        assert_eq!(human(2 << 30), "2.00 GiB");
+        assert_eq!(human(1536), "1.50 KiB");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(0), "0 B");
     }
 
     #[test]
