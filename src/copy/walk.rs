@@ -52,7 +52,7 @@ pub(super) struct DirFrame {
     /// SOURCE's side; None when its contents are not copied (-x, or it could not be opened).
     src: Option<Side>,
     dst: Side,
-    /// The entries still to copy, in inode order.
+    /// The entries still to copy, in inode order (readdir order among names of one inode).
     entries: std::vec::IntoIter<(u64, OsString)>,
     new_dir: bool,
     ok: bool,
@@ -290,9 +290,10 @@ impl Copier<'_> {
             }),
             None => Vec::new(),
         };
-        // GNU reads directories in inode order (fast on ext4); keep the same order so -v
-        // output and the first of a hard-linked set match.
-        entries.sort();
+        // GNU reads a directory whole and sorts it by inode (fast on ext4), stably: names of
+        // one inode keep their readdir order. The same order makes -v output, the first of
+        // a hard-linked set and which DEST is written in place or unlinked match.
+        entries.sort_by_key(|&(ino, _)| ino);
         self.active.push((src_meta.id(), dst.path.to_path_buf()));
         self.entered = Some(DirFrame {
             src_path: src.path.to_path_buf(),

@@ -336,6 +336,20 @@ scenarios! {
     in_flight_same_dest_inode: sc("file a 70000\nfile b 50000\nfile c 3000\ndir t\ntext t/a x\nhard t/b t/a", "-v a b c t");
     in_flight_dest_is_a_later_source: sc("file x 70000\nfile y 50000\nfile z 9000\ndir d\nhard d/x y", "-v x y z d");
     in_flight_tree: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nfile s/d/f 5000 0600\nfile s/g 9000 0750", "-rv s t").merged().unordered_stdout();
+    // Walk order: a directory's entries sorted stably by inode, so two names of one inode
+    // come in readdir order (on ext4 here "b" before "a"), in -v and in which DEST is
+    // written in place and which is unlinked and linked to it.
+    walk_order_names_of_one_inode: sc("dir s\ntext s/a x\nhard s/b s/a\nhard s/c s/a\ntext s/d y", "-rv s o");
+    walk_order_links_over_existing_dests: sc("dir s\ntext s/a x\nhard s/b s/a\ndir o\ndir o/s\ntext o/s/a old\ntext o/s/b old\nhard o/s/keep o/s/a", "-rv --preserve=links s o");
+    // -H follows symlinks on the command line only: below it a DEST in the way of a symlink
+    // or FIFO is unlinked first, as under -P.
+    h_is_p_below_the_command_line: sc("dir src\nsym src/l target\nfifo src/p\ndir dst\ndir dst/src\ntext dst/src/l hi\ntext dst/src/p hi", "-rHv src dst").unordered_stdout();
+    h_follows_command_line_symlinks: sc("dir d\ntext d/f x\nsym dl d\ndir dst\ndir dst/dl\nsym dst/dl/f nowhere", "-rHv dl dst");
+    // --preserve=links: a directory reached a second time where no symlink was followed to
+    // it (here h is a symlink to "." followed on the command line, and h/f is f again).
+    preserve_links_directory_reached_twice: sc("dir s\ndir s/f\ntext s/f/x x\nsym s/h .\ndir out", "-rH --preserve=links s/f s/h out");
+    preserve_links_directory_reached_twice_a: sc("dir s\ndir s/f\ntext s/f/x x\nsym s/h .\ndir out", "-aH s/f s/h out");
+    preserve_links_directory_reached_again_through_l: sc("dir s\ndir s/f\ntext s/f/x x\ndir s/g\nsym s/g/f ../f\ndir out", "-rL --preserve=links s/f s/g out");
 }
 
 /// Files and a directory carrying user xattrs.
