@@ -255,6 +255,9 @@ scenarios! {
     atomic_setgid_kept_without_group_exec: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 2664 b", "a b").nobody().ours(&["--atomic"]);
     atomic_owner_kept: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 640 b", "a b").ours(&["--atomic"]);
     atomic_mode_kept: sc("file a 5000 0600\nfile b 10 0751", "a b").ours(&["--atomic"]);
+    // -p over the user's own file of a group the user is not in: cp writes in place and
+    // gives it SOURCE's group, which the new file can have too.
+    atomic_preserve_over_a_foreign_group: sc("text a new\ntext b old\nsh chown nobody:nogroup a && chown nobody:root b", "-p a b").nobody().ours(&["--atomic"]);
     atomic_mode_preserved: sc("file a 5000 0600\nfile b 10 0751", "-p a b").ours(&["--atomic"]);
     atomic_backup_simple: sc("text a new\ntext b old\ntext b~ older", "-bv a b").ours(&["--atomic"]);
     atomic_backup_numbered: sc("text a new\ntext b old\ntext b.~1~ older", "--backup=numbered a b").ours(&["--atomic"]);
@@ -385,6 +388,31 @@ fn xattrs_like_gnu() {
     for args in cases {
         for backend in BACKENDS {
             check(&with_xattrs(args), backend);
+        }
+    }
+}
+
+/// --atomic replaces DEST with a new file that keeps what the old one had, as cp's in-place
+/// write keeps it: an ACL denying a user (who must still be denied), user xattrs, and no
+/// ACL inherited from the directory's default where DEST had none. Run as a user (nobody).
+#[test]
+fn atomic_keeps_acls_and_xattrs_like_gnu() {
+    if let Err(why) = tree::acls_supported().and_then(|()| tree::user_xattrs_supported()) {
+        println!("skipped: {why}");
+        return;
+    }
+    let cases = [
+        // u:daemon:--- on a 0644 file: daemon may not read it, before or after.
+        "text a new\ntext b old\nacl b 1 0\nsh chown nobody:nogroup b",
+        "text a new\ntext b old\nxattr b user.k v\nxattr b user.other w\nsh chown nobody:nogroup b",
+        // The directory's default ACL came after DEST: DEST has none, nor may its replacement.
+        "text a new\ntext b old\nsh chown nobody:nogroup b\ndacl . 1 0",
+    ];
+    for setup in cases {
+        for args in ["a b", "-p a b"] {
+            for backend in BACKENDS {
+                check(&sc(setup, args).nobody().ours(&["--atomic"]), backend);
+            }
         }
     }
 }
