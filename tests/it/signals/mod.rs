@@ -271,16 +271,18 @@ fn sigterm_stops_the_copy_and_dies_of_it() {
 }
 
 /// The largest --chunk-size (0x7ffff000: one slice of almost 2 GiB) still stops within a
-/// second of SIGINT, on the host route and the fake GPU's library and bounce routes: no
+/// second of SIGINT, on the host route and the fake GPU's library, bounce and --async routes: no
 /// single read, write or library call is asked for more than 64 MiB, and the stop flag is
 /// looked at between them. (A 3 GiB hole read with --sparse=never: zeros, without disk
 /// reads, yet every byte goes through the slot.)
 #[test]
 fn the_largest_chunk_stops_within_a_second() {
     for (backend, route) in [
-        (Backend::Host, "auto"),
-        (Backend::FakeGpu, "library"),
-        (Backend::FakeGpu, "bounce"),
+        (Backend::Host, &["--route", "auto"][..]),
+        (Backend::FakeGpu, &["--route", "library"]),
+        (Backend::FakeGpu, &["--route", "bounce"]),
+        // --async: each part of the slice its own queued read and write.
+        (Backend::FakeGpu, &["--route", "library", "--async"]),
     ] {
         let dir = tempfile::tempdir().unwrap();
         fs::File::create(dir.path().join("src"))
@@ -290,7 +292,9 @@ fn the_largest_chunk_stops_within_a_second() {
         let mut cmd = Command::new(program());
         cmd.current_dir(dir.path())
             .args(["-q", "--chunk-size", "0x7ffff000", "--streams", "1"])
-            .args(["--sparse=never", "--route", route, "src", "dst"])
+            .arg("--sparse=never")
+            .args(route)
+            .args(["src", "dst"])
             .stdin(Stdio::null())
             .stderr(Stdio::piped());
         backend.apply(&mut cmd, &dir.path().join("report"));
