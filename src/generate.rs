@@ -27,12 +27,10 @@ Every SOURCE was copied (with \fB\-\-doctor\fR: a GPU route is possible).
 An operand failed (each failure is reported on standard error and the other operands are
 still copied), a usage error, or the staging backend could not start.
 .TP
-.B 130
-Interrupted by SIGINT: in-flight I/O was finished, GPU resources given back, and
-\fB\-\-atomic\fR's temporary file removed.
-.TP
-.B 143
-Terminated by SIGTERM, with the same clean-up.
+.B 130, 143, 129
+Killed by SIGINT, SIGTERM or SIGHUP, as a shell shows it: aiscp first finishes the in-flight
+I/O, gives back the GPU resources and removes \fB\-\-atomic\fR's temporary file, then dies of
+the signal, as cp does, so a calling script or loop stops too. Nothing is printed.
 .SH ENVIRONMENT
 .TP
 .B AISCP_BACKEND
@@ -74,7 +72,7 @@ Backup suffix when \fB\-S\fR is not given (default ~).
 FILES[,BYTES[,DIRECT_FROM]]: how many files (and bytes) a tree copy keeps in flight at once,
 and the size from which a file in flight is read and written with O_DIRECT (below it, through
 the page cache); 0 files copies one file at a time. For measuring; the defaults (64 files,
-256 MiB, 64 KiB) are chosen in BENCHMARKS.md.
+256 MiB, 64 KiB) are chosen in BENCHMARKS.md. Any other value is refused, exit 1.
 .TP
 .B AISCP_TEST_PAUSE
 For aiscp's own test suite only: POINT:PATH makes the copy create PATH on reaching POINT and

@@ -34,8 +34,8 @@ GPU library loads).",
     infer_long_args = true,
     override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",
     after_help = "Exit status: 0 when every SOURCE was copied; 1 when any operand failed, on a usage \
-error, or when the staging backend cannot start; 130 after SIGINT and 143 after SIGTERM (the copy \
-stops cleanly)."
+error, or when the staging backend cannot start. SIGINT, SIGTERM and SIGHUP stop the copy cleanly, \
+then aiscp dies of the signal, as cp does (a shell shows 130, 143, 129)."
 )]
 pub struct Cli {
     /// Same as -dR --preserve=all
