@@ -27,10 +27,16 @@ Every SOURCE was copied (with \fB\-\-doctor\fR: a GPU route is possible).
 An operand failed (each failure is reported on standard error and the other operands are
 still copied), a usage error, or the staging backend could not start.
 .TP
-.B 130, 143, 129
-Killed by SIGINT, SIGTERM or SIGHUP, as a shell shows it: aiscp first finishes the in-flight
-I/O, gives back the GPU resources and removes \fB\-\-atomic\fR's temporary file, then dies of
-the signal, as cp does, so a calling script or loop stops too. Nothing is printed.
+.B 130
+Killed by SIGINT, as a shell shows it: aiscp first finishes the in-flight I/O, gives back the
+GPU resources and removes \fB\-\-atomic\fR's temporary file, then dies of the signal, as cp
+does, so a calling script or loop stops too. Nothing is printed.
+.TP
+.B 143
+Killed by SIGTERM, after the same clean-up.
+.TP
+.B 129
+Killed by SIGHUP, after the same clean-up.
 .SH ENVIRONMENT
 .TP
 .B AISCP_BACKEND
