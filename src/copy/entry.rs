@@ -73,7 +73,7 @@ impl Copier<'_> {
     /// None: nothing more to do for it.
     fn check_source(&mut self, src: At<'_>, top: bool) -> Result<Option<Stat>, Reported> {
         if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Reported); // interrupted: main says so once
+            return Err(Reported); // interrupted: main dies of the signal, silently
         }
         let src_meta = src
             .dir
@@ -190,7 +190,7 @@ impl Copier<'_> {
                     match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                         Some(true) => {}
                         Some(false) => return Ok(Next::Done),
-                        None => return Err(Reported), // interrupted: main says so once
+                        None => return Err(Reported), // interrupted: main dies of the signal, silently
                     }
                 }
             }

@@ -397,7 +397,7 @@ impl Copier<'_> {
                 }
                 false
             }
-            // main reports the interruption once, after the engine has stopped.
+            // Interrupted: main dies of the signal once the engine has stopped.
             Err(CopyError::Interrupted) => false,
             // Not copied where it was sent (an MPI rank no longer found it by name): copied
             // here in turn, through the descriptors this process holds, as it would have been.
