@@ -278,6 +278,48 @@ fn copy_acls(src: &XattrFile, to: &XattrFile, dst: &Path, is_dir: bool) -> Resul
     Ok(())
 }
 
+/// Extended attributes a write to a file removes (file capabilities go as set-user-ID goes,
+/// for root too): a replacement does not take them from the file it replaces.
+const DROPPED_BY_A_WRITE: &[&[u8]] = &[b"security.capability"];
+
+/// What an --atomic replacement takes from the file it replaces (`old`, open), so that it
+/// grants what an in-place write would have left: every extended attribute this process can
+/// read (the access ACL, user.*, and trusted.* as root...), less those a write removes, set
+/// on `new`; an access ACL `new` inherited from its directory that `old` lacks is removed.
+/// Err: one could not be read or set, before any data moved.
+pub fn carry_to_replacement(old: &File, new: &File) -> io::Result<()> {
+    let ofd = old.as_raw_fd();
+    let (from, to) = (XattrFile::Fd(ofd), XattrFile::Fd(new.as_raw_fd()));
+    // SAFETY: the buffer is valid for `len` bytes or null with len 0.
+    let names = match sized_read(|buf, len| unsafe { libc::flistxattr(ofd, buf.cast(), len) }) {
+        Ok(names) => names,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let names: Vec<&[u8]> = names
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty() && !DROPPED_BY_A_WRITE.contains(n))
+        .collect();
+    for name in &names {
+        let cname = CString::new(*name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        match from.get(&cname) {
+            Ok(val) => to.set(&cname, &val)?,
+            // Removed since it was listed.
+            Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if !names.contains(&ACL_ACCESS.to_bytes()) {
+        match to.remove(ACL_ACCESS) {
+            Err(e) if !matches!(e.raw_os_error(), Some(libc::ENODATA | libc::ENOTSUP)) => {
+                return Err(e)
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Names --preserve=xattr leaves alone, from libattr's /etc/xattr.conf that GNU cp follows:
 /// ACLs travel with the mode (above), the rest are private to a filesystem or written only by
 /// the kernel; and the SELinux label, which only --preserve=context copies (not supported

@@ -330,16 +330,43 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         }
     };
     let dir = meta.is_dir();
-    let fs = match File::open(path).and_then(|f| {
-        nix::sys::statfs::fstatfs(f.as_fd())
-            .map(|s| s.filesystem_type().0)
-            .map_err(std::io::Error::from)
-    }) {
-        Ok(magic) => fs_name(magic),
-        Err(e) => format!("unknown ({})", crate::messages::os_text(&e)),
+    // By name, not through an opened file: opening a FIFO waits for a writer.
+    let fs = match nix::sys::statfs::statfs(path) {
+        Ok(s) => fs_name(s.filesystem_type().0),
+        Err(e) => format!("unknown ({})", crate::messages::os_text(&e.into())),
     };
     let _ = writeln!(out, "  filesystem: {fs}");
     let _ = writeln!(out, "  udev record: {}", udev_record(meta.dev(), &fs));
+    if !dir && !meta.is_file() {
+        // Described, never opened: a FIFO's open() would wait for a writer, a device's
+        // could have effects. A copy reads such a file as a stream.
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        let kind = if t.is_fifo() {
+            "FIFO"
+        } else if t.is_char_device() {
+            "character device"
+        } else if t.is_block_device() {
+            "block device"
+        } else if t.is_socket() {
+            "socket"
+        } else {
+            "not a regular file"
+        };
+        let _ = writeln!(
+            out,
+            "  type: {kind} (not opened: a copy reads it as a stream, without O_DIRECT)"
+        );
+        let route = match ready.first() {
+            Some(first) => format!(
+                "bounce through {} GPU memory with buffered POSIX I/O (not a regular file)",
+                first.flavor.name()
+            ),
+            None => "host memory (no GPU library came up)".to_owned(),
+        };
+        let _ = writeln!(out, "  route: {route}");
+        return;
+    }
     let direct = open_direct(path, dir);
     let direct = match direct {
         Ok(f) => {

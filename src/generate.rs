@@ -28,14 +28,15 @@ An operand failed (each failure is reported on standard error and the other oper
 still copied), a usage error, or the staging backend could not start.
 .TP
 .B 130
-Interrupted by SIGINT: in-flight I/O was finished, GPU resources given back, and
-\fB\-\-atomic\fR's temporary file removed.
+Killed by SIGINT, as a shell shows it: aiscp first finishes the in-flight I/O, gives back the
+GPU resources and removes \fB\-\-atomic\fR's temporary file, then dies of the signal, as cp
+does, so a calling script or loop stops too. Nothing is printed.
 .TP
 .B 143
-Terminated by SIGTERM, with the same clean-up.
+Killed by SIGTERM, after the same clean-up.
 .TP
 .B 129
-Hung up (SIGHUP), with the same clean-up.
+Killed by SIGHUP, after the same clean-up.
 .SH ENVIRONMENT
 .TP
 .B AISCP_BACKEND
@@ -77,7 +78,7 @@ Backup suffix when \fB\-S\fR is not given (default ~).
 FILES[,BYTES[,DIRECT_FROM]]: how many files (and bytes) a tree copy keeps in flight at once,
 and the size from which a file in flight is read and written with O_DIRECT (below it, through
 the page cache); 0 files copies one file at a time. For measuring; the defaults (64 files,
-256 MiB, 64 KiB) are chosen in BENCHMARKS.md.
+256 MiB, 64 KiB) are chosen in BENCHMARKS.md. Any other value is refused, exit 1.
 .TP
 .B AISCP_TEST_PAUSE
 For aiscp's own test suite only: POINT:PATH makes the copy create PATH on reaching POINT and

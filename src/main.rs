@@ -168,6 +168,10 @@ fn main() {
         Ok(o) => o,
         Err(e) => usage_exit(&e),
     };
+    if let Err(msg) = copy::check_in_flight_setting() {
+        error(&msg);
+        messages::exit(1);
+    }
     let jobs = match plan::plan(&cli.operands, &opts) {
         Ok(j) => j,
         Err(PlanError::Usage(e)) => usage_exit(&e),
@@ -242,12 +246,9 @@ fn main() {
     match signals.received() {
         // cp dies of SIGPIPE silently; so does aiscp, once the copy has stopped cleanly.
         Some(libc::SIGPIPE) => signals::die_of_sigpipe(),
-        // 128 + the signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP): what a shell
-        // shows for a process that signal killed.
-        Some(sig) => {
-            error("interrupted");
-            messages::exit(128 + sig);
-        }
+        // Dies of the signal, silently, as cp does: a calling shell then stops its loop or
+        // script as it would for cp, and shows 128 + the signal as the status.
+        Some(sig) => signals::die_by(sig),
         None => messages::exit(i32::from(failed)),
     }
 }

@@ -53,8 +53,37 @@ fn errno_of(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// A standard descriptor written with write(2) directly, not through std's handles, whose
+/// write_all and flush retry EINTR: after a stop signal a write blocked on a stalled pipe
+/// must give up, or the run would never get to stop.
+pub struct StdFd(i32);
+
+impl Write for StdFd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        let n = unsafe { libc::write(self.0, buf.as_ptr().cast(), buf.len()) };
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write(buf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted && !signals::stop_asked() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Writes to stdout with `write`, unless stdout already failed; records the first failure.
-pub fn to_stdout(write: impl FnOnce(&mut io::StdoutLock<'_>) -> io::Result<()>) {
+pub fn to_stdout(write: impl FnOnce(&mut StdFd) -> io::Result<()>) {
     if STDOUT_ERRNO.load(Ordering::SeqCst) != 0 {
         return;
     }
@@ -63,8 +92,9 @@ pub fn to_stdout(write: impl FnOnce(&mut io::StdoutLock<'_>) -> io::Result<()>) 
     } else {
         // The progress line is wiped while this prints: stdout may be the same terminal.
         crate::progress::suspend(|| {
-            let mut out = io::stdout().lock();
-            write(&mut out).and_then(|()| out.flush())
+            // What std's handle buffered (clap's --help) goes first.
+            io::stdout().flush()?;
+            write(&mut StdFd(1))
         })
     };
     if let Err(e) = res {
@@ -87,7 +117,8 @@ pub fn say(line: fmt::Arguments<'_>) {
     if holding() {
         return hold_back(Held::Stdout(format!("{line}\n")));
     }
-    to_stdout(|out| writeln!(out, "{line}"));
+    // One write per line, as std's line-buffered stdout made it.
+    to_stdout(|out| out.write_all(format!("{line}\n").as_bytes()));
 }
 
 /// A message this thread printed while its output was held (see [`hold`]).
@@ -145,18 +176,21 @@ fn to_stderr(text: &str, counts: bool) -> bool {
 }
 
 /// [`to_stderr`] past any hold.
+///
+/// Nothing is written once a stop signal has arrived: cp, dying at it, says nothing more, and
+/// what fails after it (a library load cut short by EINTR) is the stop's doing.
 fn write_stderr(text: &str, counts: bool) -> bool {
     if STDERR_FAILED.load(Ordering::SeqCst) {
         return false;
+    }
+    if signals::stop_asked() {
+        return true;
     }
     let res = if closed_at_exec(2) {
         Err(io::Error::from_raw_os_error(libc::EBADF))
     } else {
         // The progress line is wiped while this prints, so a message never lands on it.
-        crate::progress::suspend(|| {
-            let mut err = io::stderr().lock();
-            err.write_all(text.as_bytes()).and_then(|()| err.flush())
-        })
+        crate::progress::suspend(|| StdFd(2).write_all(text.as_bytes()))
     };
     if res.is_err() && counts {
         STDERR_FAILED.store(true, Ordering::SeqCst);

@@ -8,7 +8,7 @@
 //! other views (the link itself, what it names) a case needs is looked up then.
 
 use crate::open_dir::At;
-use crate::options::{Deref, Options};
+use crate::options::Options;
 use crate::stat::{FileId, Stat};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -26,7 +26,8 @@ pub enum Verdict {
 
 /// GNU's same_file_ok for cp (never mv): `src_sb` and `dst_sb` are the stats cp made of
 /// SOURCE and DEST; `backups` says whether DEST is backed up (off for `cp -fb a a`, which
-/// copies to the backup's name instead).
+/// copies to the backup's name instead); `follows` whether symlinks are followed at this
+/// level (-H follows none below the command line: GNU's DEREF_NEVER there).
 pub fn check(
     src: At<'_>,
     src_sb: &Stat,
@@ -34,13 +35,14 @@ pub fn check(
     dst_sb: &Stat,
     opts: &Options,
     backups: bool,
+    follows: bool,
 ) -> Verdict {
     use Verdict::*;
     let same = src_sb.id() == dst_sb.id();
     if same && opts.hard_link {
         return Done;
     }
-    let deref_never = opts.deref == Deref::Never;
+    let deref_never = !follows;
     let (src_l, dst_l, same_link);
     if deref_never {
         same_link = same;

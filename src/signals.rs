@@ -1,20 +1,31 @@
 //! Signals that end a run: SIGINT, SIGTERM and SIGHUP ask the copy to stop, a second one ends
-//! the process; SIGPIPE stops the copy and then ends the process by SIGPIPE, as it ends cp.
+//! the process; SIGPIPE stops the copy and then ends the process by SIGPIPE, as it ends cp;
+//! the other signals whose default is to end the process (SIGUSR1, SIGALRM, SIGXFSZ...) end
+//! it at once, as they end cp, after removing the registered --atomic temporaries.
 //!
-//! cp dies where it stands. aiscp cannot: a worker may have DMA in flight into a device
-//! buffer, and registered handles and buffers must be given back. So the first signal only
+//! cp dies where it stands. aiscp cannot at once: a worker may have DMA in flight into a
+//! device buffer, and registered handles and buffers must be given back. So the first signal
 //! sets the engine's cancel flag; the engine finishes the I/O in flight, returns
 //! `Interrupted`, the copier drops the engine (deregister, free, close the driver) and
-//! removes an --atomic temporary, and `main` prints "interrupted" and exits 128 + the signal
-//! number, as a shell reports a process killed by that signal. A second signal while
-//! stopping removes the registered temporaries (see [`TempRegistration`]) and terminates at
-//! once, for a user who would rather lose the rest of the cleanup than wait.
+//! removes an --atomic temporary, and `main` then dies of the same signal ([`die_by`]):
+//! default action restored, signal raised. A shell running aiscp in a loop (or xargs, make)
+//! sees what cp gives it, a child killed by SIGINT, and stops; an exit status of 130 would
+//! tell it the child handled the signal. A second signal while stopping removes the
+//! registered temporaries (see [`TempRegistration`]) and terminates at once, for a user who
+//! would rather lose the rest of the cleanup than wait.
+//!
+//! The handlers do not restart interrupted system calls (no SA_RESTART): a thread blocked in
+//! open() of a FIFO, in dlopen, or in a write to a stalled pipe gets EINTR and looks at the
+//! stop flag, where a restarted call would wait on for ever.
 //!
 //! A signal the process inherited as ignored (`nohup`, `trap '' INT`, a shell's background
 //! job) stays ignored, as it does for cp. The Rust runtime ignores SIGPIPE before `main`
 //! runs, so the disposition it had at exec is read earlier, by an `.init_array` function.
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGPIPE, SIGTERM};
+use signal_hook::consts::{
+    SIGALRM, SIGHUP, SIGINT, SIGPIPE, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGVTALRM,
+    SIGXCPU, SIGXFSZ,
+};
 use signal_hook::flag;
 use signal_hook::low_level;
 use std::cell::UnsafeCell;
@@ -22,11 +33,48 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// The signals that stop a copy and, sent twice, end the process.
 const STOP_SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// Signals whose default action ends the process and that aiscp neither uses nor gets from
+/// its own faults (SIGSEGV, SIGBUS... stay the runtime's): they end the run at once, as they
+/// end cp, once the registered temporaries are removed.
+const FATAL_SIGNALS: [i32; 8] = [
+    SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ,
+];
+
+/// The first stop signal (0: none yet), for code with no engine flag at hand (output
+/// writes, a failed start).
+static FIRST_STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Whether a stop signal has arrived: a system call that failed with EINTR is then not
+/// restarted.
+pub fn stop_asked() -> bool {
+    FIRST_STOP.load(Ordering::SeqCst) != 0
+}
+
+/// Dies of the first stop signal, if one has arrived: where a step failed because the
+/// signal cut it short (a library load's open() got EINTR), cp would have died silently.
+pub fn die_if_stopped() {
+    match FIRST_STOP.load(Ordering::SeqCst) {
+        0 => {}
+        sig => die_by(sig),
+    }
+}
+
+/// Records `sig` as the first stop signal, from its handler.
+fn note_stop(sig: i32) -> io::Result<()> {
+    // SAFETY: a compare-exchange on an atomic is async-signal-safe.
+    unsafe {
+        low_level::register(sig, move || {
+            let _ = FIRST_STOP.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+        })?;
+    }
+    Ok(())
+}
 
 /// Whether SIGPIPE was ignored when the program was executed.
 static SIGPIPE_IGNORED_AT_EXEC: AtomicBool = AtomicBool::new(false);
@@ -58,22 +106,67 @@ pub fn sigpipe_kills() -> bool {
 
 /// Ends the process by SIGPIPE, as the kernel would have ended cp.
 pub fn die_of_sigpipe() -> ! {
-    let _ = low_level::emulate_default_handler(SIGPIPE);
-    std::process::exit(128 + SIGPIPE)
+    die_by(SIGPIPE)
+}
+
+/// The signal the process is to die of once the exit handlers have run (0: none).
+static DYING_OF: AtomicI32 = AtomicI32::new(0);
+/// Whether [`raise_at_exit`] is registered.
+static RAISES_AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+/// Registered with atexit before any GPU library is loaded, so it runs after theirs (exit
+/// handlers run last-registered first): a library's own exit work (the fake GPU's leak
+/// report) is done before the process dies.
+extern "C" fn raise_at_exit() {
+    let sig = DYING_OF.load(Ordering::SeqCst);
+    if sig != 0 {
+        let _ = low_level::emulate_default_handler(sig);
+    }
+}
+
+/// Ends the process by `sig`: the exit handlers run, then its default action is restored and
+/// the signal raised, so the parent sees a death by that signal, as cp's; 128 + `sig` only
+/// if that did not end it.
+pub fn die_by(sig: i32) -> ! {
+    if RAISES_AT_EXIT.load(Ordering::SeqCst) {
+        DYING_OF.store(sig, Ordering::SeqCst);
+    } else {
+        let _ = low_level::emulate_default_handler(sig);
+    }
+    std::process::exit(128 + sig)
+}
+
+/// Makes `sig`'s installed handler interrupt system calls instead of restarting them
+/// (signal-hook installs it with SA_RESTART).
+fn interrupt_system_calls(sig: i32) -> io::Result<()> {
+    // SAFETY: `act` is a valid sigaction, filled by the first call and passed back unchanged
+    // but for the flag.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut act) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        act.sa_flags &= !libc::SA_RESTART;
+        if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The installed handlers' shared state.
 pub struct Signals {
     cancel: Arc<AtomicBool>,
-    /// The signal that arrived first (0: none).
-    which: Arc<AtomicUsize>,
 }
 
 impl Signals {
     /// Installs the handlers; they set `cancel` (the engine's `Config::cancel`). Signals
     /// inherited as ignored are left ignored.
     pub fn install(cancel: Arc<AtomicBool>) -> io::Result<Signals> {
-        let which = Arc::new(AtomicUsize::new(0));
+        // SAFETY: `raise_at_exit` is a plain extern "C" fn with no arguments.
+        if unsafe { libc::atexit(raise_at_exit) } == 0 {
+            RAISES_AT_EXIT.store(true, Ordering::SeqCst);
+        }
         for sig in STOP_SIGNALS {
             if is_ignored(sig) {
                 continue;
@@ -92,17 +185,31 @@ impl Signals {
                     }
                 })?;
             }
-            remember_first(sig, &which)?;
+            note_stop(sig)?;
             flag::register(sig, Arc::clone(&cancel))?;
+            interrupt_system_calls(sig)?;
+        }
+        for sig in FATAL_SIGNALS {
+            if is_ignored(sig) {
+                continue;
+            }
+            // SAFETY: as for the second stop signal above.
+            unsafe {
+                low_level::register(sig, move || {
+                    remove_registered_temporaries();
+                    let _ = low_level::emulate_default_handler(sig);
+                })?;
+            }
         }
         if sigpipe_kills() {
             // A write into a closed pipe (a -v listing piped into `head`, a FIFO DEST whose
             // reader left): stop as for SIGINT, then die of SIGPIPE in `main`. No
             // second-signal kill: each later write into the same pipe raises it again.
-            remember_first(SIGPIPE, &which)?;
+            note_stop(SIGPIPE)?;
             flag::register(SIGPIPE, Arc::clone(&cancel))?;
+            interrupt_system_calls(SIGPIPE)?;
         }
-        Ok(Signals { cancel, which })
+        Ok(Signals { cancel })
     }
 
     /// Whether a stop was asked for.
@@ -112,24 +219,11 @@ impl Signals {
 
     /// The signal that asked the copy to stop, if one did.
     pub fn received(&self) -> Option<i32> {
-        match self.which.load(Ordering::SeqCst) {
+        match FIRST_STOP.load(Ordering::SeqCst) {
             0 => None,
-            sig => i32::try_from(sig).ok(),
+            sig => Some(sig),
         }
     }
-}
-
-/// Keeps the number of the first signal that arrives.
-fn remember_first(sig: i32, which: &Arc<AtomicUsize>) -> io::Result<()> {
-    let which = Arc::clone(which);
-    let num = sig as usize;
-    // SAFETY: a compare-exchange on an atomic is async-signal-safe.
-    unsafe {
-        low_level::register(sig, move || {
-            let _ = which.compare_exchange(0, num, Ordering::SeqCst, Ordering::SeqCst);
-        })?;
-    }
-    Ok(())
 }
 
 /// Longest name a slot holds (NAME_MAX and its NUL).
@@ -141,7 +235,8 @@ const READY: u8 = 2;
 /// Taken by the signal handler, which ends the process.
 const REMOVING: u8 = 3;
 
-/// A temporary file the second signal removes before the process dies: a directory
+/// A temporary file a killing signal (the second stop signal, or SIGUSR1 and the like)
+/// removes before the process dies: a directory
 /// descriptor and a name in it. The state moves FREE -> BUSY -> READY (registered) and
 /// READY -> BUSY -> FREE (deregistered) in the copying thread, or READY -> REMOVING in the
 /// handler; each side touches the name only while it holds the slot, so neither reads a
@@ -166,14 +261,14 @@ const EMPTY_SLOT: TempSlot = TempSlot {
 /// nothing.
 static TEMP_SLOTS: [TempSlot; 4] = [EMPTY_SLOT; 4];
 
-/// A temporary file that a second, killing signal removes first. Dropping it deregisters
+/// A temporary file that a killing signal removes first. Dropping it deregisters
 /// it; drop it before the directory descriptor closes.
 pub struct TempRegistration {
     slot: &'static TempSlot,
 }
 
 /// Registers `name` inside the directory `dir` (a descriptor, or AT_FDCWD) for removal if
-/// the process is killed by a second signal. None when every slot is taken or the name is
+/// the process is killed by a signal. None when every slot is taken or the name is
 /// too long to hold (the temporary is then only removed by the normal unwinding).
 pub fn register_temporary(dir: RawFd, name: &OsStr) -> Option<TempRegistration> {
     let bytes = name.as_bytes();

@@ -34,9 +34,10 @@ GPU library loads).",
     args_override_self = true,
     override_usage = "aiscp [OPTION]... [-T] SOURCE DEST\n       aiscp [OPTION]... SOURCE... DIRECTORY\n       aiscp [OPTION]... -t DIRECTORY SOURCE...",
     after_help = "Exit status: 0 when every SOURCE was copied; 1 when any operand failed, on a usage \
-error, or when the staging backend cannot start; 130 after SIGINT, 143 after SIGTERM and 129 after \
-SIGHUP (the copy stops cleanly). `aiscp --doctor` says why data does not go through a GPU; the man \
-page's TROUBLESHOOTING section has the fixes."
+error, or when the staging backend cannot start. SIGINT, SIGTERM and SIGHUP stop the copy cleanly, \
+then aiscp dies of the signal, as cp does: a shell shows 130 after SIGINT, 143 after SIGTERM and \
+129 after SIGHUP. `aiscp --doctor` says why data does not go through a GPU; the man page's \
+TROUBLESHOOTING section has the fixes."
 )]
 pub struct Cli {
     /// Same as -dR --preserve=all

@@ -69,8 +69,9 @@ pub struct AtomicPlan {
     name: OsString,
     /// That name as messages give it.
     path: PathBuf,
-    /// The file replaced, as opened for writing: its owner, group and mode carry over.
-    old: Option<Stat>,
+    /// The file replaced, as opened for writing: its owner, group, mode and extended
+    /// attributes (ACLs included) carry over.
+    old: Option<(Stat, File)>,
     how: Commit,
 }
 
@@ -152,7 +153,7 @@ impl Copier<'_> {
                     dir,
                     name,
                     path,
-                    old: Some(old),
+                    old: Some((old, f)),
                     how: Commit::Replace { removed: false },
                 }))
             }
@@ -187,12 +188,21 @@ impl Copier<'_> {
         let flags =
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW;
         let (tmp, tmp_file) =
-            make_temp(at, |n| at.dir.open_file(n, flags, 0o600)).map_err(|e| {
-                fail_os(
+            make_temp(at, |n| at.dir.open_file(n, flags, 0o600)).map_err(|e| match plan.old {
+                // Where cp could write DEST in place but the directory takes no new name (a
+                // 0555 directory), --atomic refuses rather than give up its promise, and
+                // says which of the two it could not do.
+                Some(_) => fail(format!(
+                    "cannot replace {} atomically: cannot create temporary file in {}: {}",
+                    quote(dst.path),
+                    quote(parent_path(&plan.path)),
+                    os_text(&e)
+                )),
+                None => fail_os(
                     "cannot create temporary file in",
                     parent_path(&plan.path),
                     &e,
-                )
+                ),
             })?;
         let guard = TempGuard {
             dir: &plan.dir,
@@ -200,20 +210,29 @@ impl Copier<'_> {
             _on_kill: crate::signals::register_temporary(plan.dir.raw_at(), &tmp),
         };
         let fd = tmp_file.as_raw_fd();
-        if let Some(old) = &plan.old {
-            // Owner and group first: where they cannot be kept, nothing has been copied yet.
+        if let Some((old, old_file)) = &plan.old {
+            // Owner, group and extended attributes first: where they cannot be kept, nothing
+            // has been copied yet.
+            let cannot_keep = |what: &str, e: &io::Error| {
+                fail(format!(
+                    "cannot replace {} atomically keeping its {what}: {}",
+                    quote(dst.path),
+                    os_text(e)
+                ))
+            };
+            let chown = |uid: u32, gid: u32| {
+                nix::unistd::fchown(fd, Some(uid.into()), Some(gid.into())).map_err(io::Error::from)
+            };
+            // -p gives DEST SOURCE's owner and group in place too: where the new file can
+            // have them, the old ones do not matter.
+            let preserved =
+                opts.preserve.ownership && chown(src_meta.uid(), src_meta.gid()).is_ok();
             let now = Stat::of(&tmp_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
-            if (now.uid(), now.gid()) != (old.uid(), old.gid()) {
-                nix::unistd::fchown(fd, Some(old.uid().into()), Some(old.gid().into())).map_err(
-                    |e| {
-                        fail(format!(
-                            "cannot replace {} atomically keeping its owner and group: {}",
-                            quote(dst.path),
-                            os_text(&e.into())
-                        ))
-                    },
-                )?;
+            if !preserved && (now.uid(), now.gid()) != (old.uid(), old.gid()) {
+                chown(old.uid(), old.gid()).map_err(|e| cannot_keep("owner and group", &e))?;
             }
+            attrs::carry_to_replacement(old_file, &tmp_file)
+                .map_err(|e| cannot_keep("extended attributes and ACLs", &e))?;
         }
         self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
         let set_mode = |m: u32| {
@@ -227,7 +246,7 @@ impl Copier<'_> {
         };
         let created = plan.old.is_none();
         match &plan.old {
-            Some(old) => set_mode(kept_mode(old))?,
+            Some((old, _)) => set_mode(kept_mode(old))?,
             None => set_mode(attrs::new_mode(src_meta, &opts.preserve, self.umask))?,
         }
         attrs::apply(
@@ -445,7 +464,7 @@ pub fn make_temp<T>(
 }
 
 /// Removes the temporary file unless disarmed; registered meanwhile for removal by a
-/// second, killing signal.
+/// killing signal.
 struct TempGuard<'a> {
     dir: &'a OpenDir,
     name: Option<OsString>,

@@ -54,6 +54,21 @@ impl Copier<'_> {
                     return Ok(());
                 }
             }
+            if self.remembers_link(src_meta, top) {
+                if let Some(earlier) = self.dir_links.get(&src_meta.id()) {
+                    // Reached again through a followed symlink (-L, or -H on the command
+                    // line), cp copies it again; otherwise it refuses.
+                    if !follow {
+                        return Err(fail(format!(
+                            "will not create hard link {} to directory {}",
+                            quote(dst.path),
+                            quote(earlier)
+                        )));
+                    }
+                } else {
+                    self.dir_links.insert(src_meta.id(), dst.path.to_path_buf());
+                }
+            }
             let dst_meta = if found.new { None } else { found.sb.as_ref() };
             return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
         }

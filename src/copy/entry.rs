@@ -58,8 +58,7 @@ impl Copier<'_> {
             if self.check_existing(src, dst, &src_meta, dm, top)? == Next::Done {
                 return Ok(());
             }
-            let atomic = self.writes_atomically(&src_meta, top);
-            self.make_room(src, dst, &src_meta, dm, atomic, &mut found)?;
+            self.make_room(src, dst, &src_meta, dm, top, &mut found)?;
         }
         self.refuse_created_symlink(src, dst, top, &look)?;
         let result = self.create(src, dst, &src_meta, &found, top, parent_dev);
@@ -74,7 +73,7 @@ impl Copier<'_> {
     /// None: nothing more to do for it.
     fn check_source(&mut self, src: At<'_>, top: bool) -> Result<Option<Stat>, Reported> {
         if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Reported); // interrupted: main says so once
+            return Err(Reported); // interrupted: main dies of the signal, silently
         }
         let src_meta = src
             .dir
@@ -160,7 +159,8 @@ impl Copier<'_> {
         let src_kind = src_meta.kind();
         let mut done = false;
         if opts.clobber != Clobber::SkipSilently {
-            match same_file::check(src, src_meta, dst, dm, opts, self.backup.is_some()) {
+            let follows = self.follows(top);
+            match same_file::check(src, src_meta, dst, dm, opts, self.backup.is_some(), follows) {
                 Verdict::Proceed => {}
                 Verdict::Done => done = true,
                 Verdict::Refuse => {
@@ -190,7 +190,7 @@ impl Copier<'_> {
                     match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                         Some(true) => {}
                         Some(false) => return Ok(Next::Done),
-                        None => return Err(Reported), // interrupted: main says so once
+                        None => return Err(Reported), // interrupted: main dies of the signal, silently
                     }
                 }
             }
@@ -229,17 +229,18 @@ impl Copier<'_> {
 
     /// Makes room for the new DEST where the old one (`dm`) must go first: renamed to its
     /// backup name, or unlinked (-f's removal, --remove-destination, --preserve=links,
-    /// special files). Under --atomic (`atomic`) either is left to the rename, in `found`.
+    /// special files). Under --atomic either is left to the rename, in `found`.
     fn make_room(
         &mut self,
         src: At<'_>,
         dst: At<'_>,
         src_meta: &Stat,
         dm: &Stat,
-        atomic: bool,
+        top: bool,
         found: &mut Found,
     ) -> Step {
         let opts = self.opts;
+        let atomic = self.writes_atomically(src_meta, top);
         let src_kind = src_meta.kind();
         let src_base = same_file::last_component(src.path.as_os_str());
         let dot_or_dotdot = src_base == "." || src_base == "..";
@@ -269,9 +270,11 @@ impl Copier<'_> {
             && (opts.remove_destination
                 || (!opts.attributes_only
                     && ((opts.preserve.links && dm.nlink() > 1)
-                        || (opts.deref == Deref::Never && src_kind != FileKind::File))))
+                        || (!self.follows(top) && src_kind != FileKind::File))))
         {
             // Unlinked first: with --preserve=links DEST's other names keep their data.
+            // (Not following here includes -H below the command line, where GNU copies
+            // with DEREF_NEVER.)
             // (-v says so here, in cp's order, also when --atomic removes it at the rename.)
             if atomic {
                 found.aside = Aside::Remove;

@@ -57,7 +57,7 @@ impl Copier<'_> {
             // Wait for the writer as cp's open() would, before DEST is touched.
             let fd = src_file.as_fd();
             if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
-                return Err(Reported); // interrupted: main says so once
+                return Err(Reported); // interrupted: main dies of the signal, silently
             }
             fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
         }
@@ -132,7 +132,7 @@ impl Copier<'_> {
                 match dst.dir.open_file(dst.name, flags, 0) {
                     Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
                         if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
-                            return Err(Reported); // interrupted: main says so once
+                            return Err(Reported); // interrupted: main dies of the signal, silently
                         }
                         std::thread::sleep(std::time::Duration::from_millis(100));
                     }
@@ -263,7 +263,7 @@ impl Copier<'_> {
             None => engine.copy(&job, &*self.progress),
         };
         res.map(|_| ()).map_err(|e| match e {
-            // main reports the interruption once, after the engine has stopped.
+            // Interrupted: main dies of the signal once the engine has stopped.
             aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),
         })
@@ -280,6 +280,7 @@ fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut En
         match Engine::start(config.clone(), diagnostics) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
+                crate::signals::die_if_stopped();
                 error(&e.to_string());
                 crate::messages::exit(1);
             }

@@ -33,9 +33,12 @@ enum Until {
     All,
 }
 
-/// What comes out next: a held message, or a queued file's ending.
+/// What comes out next: a held message, a queued file's own -v line, or its ending.
 enum Item {
     Said(Held),
+    /// Out only once the file's copy is known to have begun: -v names no file a stop left
+    /// untouched (or removed again).
+    Line(Ticket, Held),
     File(Ticket),
 }
 
@@ -68,42 +71,88 @@ pub(super) struct Inflight {
     cut_off: bool,
 }
 
+/// The variable that overrides the engine's files-in-flight limits.
+const IN_FLIGHT_VAR: &str = "AISCP_IN_FLIGHT";
+
+/// AISCP_IN_FLIGHT's value: FILES[,BYTES[,DIRECT_FROM]], each a whole number.
+struct InFlightSetting {
+    files: u64,
+    bytes: Option<u64>,
+    direct_from: Option<u64>,
+}
+
+/// Parses AISCP_IN_FLIGHT's value; Err is the message refusing it.
+fn parse_in_flight(value: &std::ffi::OsStr) -> Result<InFlightSetting, String> {
+    let refuse = || {
+        format!(
+            "invalid value {} for {IN_FLIGHT_VAR}: expected FILES[,BYTES[,DIRECT_FROM]], \
+             whole numbers",
+            crate::quote::quote(value)
+        )
+    };
+    let text = value.to_str().ok_or_else(refuse)?;
+    let numbers = text
+        .split(',')
+        .map(|p| p.trim().parse::<u64>().map_err(|_| refuse()))
+        .collect::<Result<Vec<u64>, String>>()?;
+    match numbers[..] {
+        [files] => Ok(InFlightSetting {
+            files,
+            bytes: None,
+            direct_from: None,
+        }),
+        [files, bytes] => Ok(InFlightSetting {
+            files,
+            bytes: Some(bytes),
+            direct_from: None,
+        }),
+        [files, bytes, direct_from] => Ok(InFlightSetting {
+            files,
+            bytes: Some(bytes),
+            direct_from: Some(direct_from),
+        }),
+        _ => Err(refuse()),
+    }
+}
+
+/// Refuses a malformed AISCP_IN_FLIGHT before anything is copied, as every other bad setting
+/// is refused: a value silently ignored would measure the defaults under another name.
+pub fn check_in_flight_setting() -> Result<(), String> {
+    match std::env::var_os(IN_FLIGHT_VAR) {
+        Some(v) => parse_in_flight(&v).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 /// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
 /// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
 /// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
-/// and none under a limit below 64.
+/// and none under a limit below 64. (`main` has refused a malformed value.)
 pub fn queue_limits() -> QueueLimits {
     let mut limits = QueueLimits::default();
-    let limits_cap = |mut l: QueueLimits| {
-        let mut rl = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes the struct it is given.
-        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
-            // Under a tight limit the walk's own descriptors (two per open level) need
-            // them all: one file at a time, as cp.
-            l.files = match rl.rlim_cur {
-                n if n < 64 => 0,
-                n => l.files.min((n / 8) as usize),
-            };
-        }
-        l
-    };
-    if let Some(v) = std::env::var_os("AISCP_IN_FLIGHT") {
-        let v = v.to_string_lossy();
-        let mut parts = v.split(',').map(|p| p.trim().parse::<u64>().ok());
-        if let Some(Some(files)) = parts.next() {
-            limits.files = files as usize;
-        }
-        if let Some(Some(bytes)) = parts.next() {
+    if let Some(Ok(set)) = std::env::var_os(IN_FLIGHT_VAR).map(|v| parse_in_flight(&v)) {
+        limits.files = usize::try_from(set.files).unwrap_or(usize::MAX);
+        if let Some(bytes) = set.bytes {
             limits.bytes = bytes;
         }
-        if let Some(Some(direct_from)) = parts.next() {
+        if let Some(direct_from) = set.direct_from {
             limits.direct_from = direct_from;
         }
     }
-    limits_cap(limits)
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        // Under a tight limit the walk's own descriptors (two per open level) need them
+        // all: one file at a time, as cp.
+        limits.files = match rl.rlim_cur {
+            n if n < 64 => 0,
+            n => limits.files.min((n / 8) as usize),
+        };
+    }
+    limits
 }
 
 impl Copier<'_> {
@@ -184,10 +233,23 @@ impl Copier<'_> {
         *self.inflight.reading.entry(opened.id()).or_default() += 1;
         *self.inflight.writing.entry(dst_now.id()).or_default() += 1;
         self.inflight.pending.insert(ticket, pending);
-        self.inflight
-            .order
-            .borrow_mut()
-            .push_back(Item::File(ticket));
+        let mut order = self.inflight.order.borrow_mut();
+        if opts.verbose {
+            // The file's -v line is the last line for stdout held since the previous file
+            // ("removed 'DEST'" comes before it).
+            let since = order
+                .iter()
+                .rposition(|i| matches!(i, Item::File(_)))
+                .map_or(0, |i| i + 1);
+            let own = (since..order.len())
+                .rev()
+                .find(|&i| matches!(order[i], Item::Said(Held::Stdout(_))));
+            if let Some(Item::Said(line)) = own.and_then(|i| order.remove(i)) {
+                order.push_back(Item::Line(ticket, line));
+            }
+        }
+        order.push_back(Item::File(ticket));
+        drop(order);
         if !self.inflight.holding {
             let order = Rc::clone(&self.inflight.order);
             messages::hold(Some(Box::new(move |h| {
@@ -247,30 +309,33 @@ impl Copier<'_> {
                     }
                     return finished_one;
                 }
-                Some(Item::Said(held)) if !self.inflight.cut_off => messages::release(held),
-                Some(Item::Said(_)) => {}
+                Some(Item::Said(held)) => {
+                    if !self.inflight.cut_off {
+                        messages::release(held);
+                    }
+                }
+                Some(Item::Line(..)) if self.inflight.cut_off => {}
+                Some(Item::Line(ticket, held)) => {
+                    let block = blocks(until, finished_one);
+                    match self.result_of(ticket, block) {
+                        Some(f) if !never_began(f) => messages::release(held),
+                        Some(_) => {}
+                        None if block => messages::release(held), // never silent on a loss
+                        None => {
+                            let mut order = self.inflight.order.borrow_mut();
+                            order.push_front(Item::Line(ticket, held));
+                            return finished_one;
+                        }
+                    }
+                }
                 Some(Item::File(ticket)) => {
-                    let block = match until {
-                        Until::Nothing => false,
-                        Until::OneFile => !finished_one,
-                        Until::All => true,
-                    };
-                    let finished = loop {
-                        if let Some(f) = self.inflight.finished.remove(&ticket) {
-                            break Some(f);
-                        }
-                        match self.file_queue().and_then(|q| q.next_finished(block)) {
-                            Some(f) => {
-                                self.inflight.finished.insert(f.ticket, f);
-                            }
-                            None if block => break None,
-                            None => {
-                                let mut order = self.inflight.order.borrow_mut();
-                                order.push_front(Item::File(ticket));
-                                return finished_one;
-                            }
-                        }
-                    };
+                    let block = blocks(until, finished_one);
+                    if self.result_of(ticket, block).is_none() && !block {
+                        let mut order = self.inflight.order.borrow_mut();
+                        order.push_front(Item::File(ticket));
+                        return finished_one;
+                    }
+                    let finished = self.inflight.finished.remove(&ticket);
                     finished_one = true;
                     let pending = self.inflight.pending.remove(&ticket);
                     // Its own messages come out now, in its turn.
@@ -294,6 +359,16 @@ impl Copier<'_> {
         }
     }
 
+    /// The result of the queued file `ticket`, taking what has ended from the queue (waiting
+    /// for it if `block`); None if it has not ended (or the queue lost it).
+    fn result_of(&mut self, ticket: Ticket, block: bool) -> Option<&Finished> {
+        while !self.inflight.finished.contains_key(&ticket) {
+            let f = self.file_queue().and_then(|q| q.next_finished(block))?;
+            self.inflight.finished.insert(f.ticket, f);
+        }
+        self.inflight.finished.get(&ticket)
+    }
+
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
     /// the error, or the attributes.
     fn finish_file(&mut self, p: Pending, f: Finished) {
@@ -311,7 +386,7 @@ impl Copier<'_> {
         let ok = match &f.result {
             // Stopped before its turn: a DEST made for it by this run goes again (it was
             // never written; cp would not have made it), checked to be the file made.
-            Err(CopyError::Interrupted) if !f.started => {
+            Err(CopyError::Interrupted) if never_began(&f) => {
                 self.inflight.cut_off = true;
                 let ours = std::fs::symlink_metadata(&p.dst_path).is_ok_and(|m| {
                     use std::os::unix::fs::MetadataExt;
@@ -322,7 +397,7 @@ impl Copier<'_> {
                 }
                 false
             }
-            // main reports the interruption once, after the engine has stopped.
+            // Interrupted: main dies of the signal once the engine has stopped.
             Err(CopyError::Interrupted) => false,
             // Not copied where it was sent (an MPI rank no longer found it by name): copied
             // here in turn, through the descriptors this process holds, as it would have been.
@@ -377,4 +452,19 @@ impl Copier<'_> {
         )
         .is_ok()
     }
+}
+
+/// Whether [`Copier::finish_in_turn`] waits for a file's result, `until` says, once
+/// `finished_one` file has been finished.
+fn blocks(until: Until, finished_one: bool) -> bool {
+    match until {
+        Until::Nothing => false,
+        Until::OneFile => !finished_one,
+        Until::All => true,
+    }
+}
+
+/// A file the run was stopped before its turn came.
+fn never_began(f: &Finished) -> bool {
+    matches!(f.result, Err(CopyError::Interrupted)) && !f.started
 }

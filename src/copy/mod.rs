@@ -26,6 +26,7 @@ use aiscp_engine::{
     Ticket,
 };
 use atomic::Aside;
+pub use inflight::check_in_flight_setting;
 #[cfg(feature = "mpi")]
 pub use inflight::queue_limits;
 use nix::sys::stat::Mode;
@@ -67,6 +68,10 @@ pub struct Copier<'a> {
     umask: u32,
     /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
     links: HashMap<FileId, FirstCopy>,
+    /// --preserve=links: each SOURCE directory copied, by inode, and the DEST made of it: a
+    /// directory reached again where no symlink was followed to it would be a hard link to
+    /// a directory, which cp refuses.
+    dir_links: HashMap<FileId, PathBuf>,
     /// Files this run created, keyed with their name: cp won't overwrite them from another source.
     created: HashSet<(FileId, PathBuf)>,
     /// Command-line sources already copied (warn when one is named twice).
@@ -173,6 +178,7 @@ impl<'a> Copier<'a> {
             progress: progress.into(),
             umask,
             links: HashMap::new(),
+            dir_links: HashMap::new(),
             created: HashSet::new(),
             seen_sources: HashSet::new(),
             made_dirs: HashSet::new(),

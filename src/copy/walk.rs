@@ -8,7 +8,9 @@
 //! directory it was (device and inode) — or, where ".." leads elsewhere (a directory reached
 //! through a symlink under -L), by its names from the nearest open level, each checked the
 //! same way. So, like GNU's fts, a copy of 2,000 nested directories runs in a few dozen
-//! descriptors, and a directory moved mid-run is noticed instead of followed.
+//! descriptors, and a directory moved mid-run is noticed instead of followed. Under a tight
+//! open-file limit fewer levels stay open, down to the one being copied (see
+//! [`open_window`]): a tree then copies in seven descriptors, two more than cp needs.
 //!
 //! A directory that is its own ancestor is refused with cp's messages: "cannot copy cyclic
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
@@ -33,6 +35,33 @@ use std::sync::atomic::Ordering;
 /// going back up one closed level costs two openat and two fstat calls.
 const OPEN_LEVELS: usize = 8;
 
+/// Descriptors left to everything but the walk's open levels: the three standard ones, a
+/// directory being listed, a file's SOURCE and DEST.
+const OTHER_DESCRIPTORS: u64 = 6;
+
+/// How many of the deepest levels (the one being copied included) keep their descriptors,
+/// and whether the top level keeps its own too: [`OPEN_LEVELS`] and the top where the
+/// open-file limit has room for them, fewer under a tight limit (`ulimit -n 7`, where cp
+/// copies a tree with 5), down to only the level being copied.
+fn open_window() -> (usize, bool) {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let limit = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        rl.rlim_cur
+    } else {
+        libc::RLIM_INFINITY
+    };
+    let levels = usize::try_from(limit.saturating_sub(OTHER_DESCRIPTORS) / 2).unwrap_or(usize::MAX);
+    if levels > OPEN_LEVELS + 1 {
+        (OPEN_LEVELS + 1, true)
+    } else {
+        (levels.max(1), false)
+    }
+}
+
 /// One side (SOURCE or DEST) of a directory being copied.
 struct Side {
     /// None while given back (see the module comment).
@@ -52,8 +81,11 @@ pub(super) struct DirFrame {
     /// SOURCE's side; None when its contents are not copied (-x, or it could not be opened).
     src: Option<Side>,
     dst: Side,
-    /// The entries still to copy, in inode order.
+    /// The entries still to copy, in inode order (readdir order among names of one inode).
     entries: std::vec::IntoIter<(u64, OsString)>,
+    /// SOURCE's entries are still to be read: after the levels above have given back their
+    /// descriptors, so reading them never needs one more than copying a file does.
+    unlisted: bool,
     new_dir: bool,
     ok: bool,
 }
@@ -150,6 +182,34 @@ fn reopen_top(stack: &mut [DirFrame], child: &DirFrame) {
     }
 }
 
+/// Reads the SOURCE entries of `frame` if they are still to be read; a failure is reported
+/// and the level's copy fails.
+fn list_entries(frame: &mut DirFrame) {
+    if !std::mem::take(&mut frame.unlisted) {
+        return;
+    }
+    let Some(dir) = frame.src.as_ref().and_then(|s| s.dir.as_ref()) else {
+        return;
+    };
+    match dir.entries() {
+        Ok(mut entries) => {
+            // GNU reads a directory whole and sorts it by inode (fast on ext4), stably: names
+            // of one inode keep their readdir order. The same order makes -v output, the
+            // first of a hard-linked set and which DEST is written in place or unlinked match.
+            entries.sort_by_key(|&(ino, _)| ino);
+            frame.entries = entries.into_iter();
+        }
+        Err(e) => {
+            error(&format!(
+                "cannot access {}: {}",
+                quote(&frame.src_path),
+                os_text(&e)
+            ));
+            frame.ok = false;
+        }
+    }
+}
+
 impl Copier<'_> {
     /// Copies SRC to DST, walking a directory SRC with an explicit stack.
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
@@ -158,6 +218,8 @@ impl Copier<'_> {
             return first;
         };
         let mut stack = vec![frame];
+        let (deepest, top_kept) = open_window();
+        stack.iter_mut().for_each(list_entries);
         let mut result = Ok(());
         loop {
             let stop = self.into_itself || self.config.cancel.load(Ordering::SeqCst);
@@ -170,14 +232,16 @@ impl Copier<'_> {
                 top.ok &= ok;
                 if let Some(child) = self.entered.take() {
                     stack.push(child);
-                    // Give back the descriptors of the level that just left the open window.
-                    if let Some(i) = stack.len().checked_sub(OPEN_LEVELS + 2) {
-                        let far = &mut stack[i + 1];
+                    // Give back the descriptors of the levels that left the open window.
+                    let first = usize::from(top_kept);
+                    let end = stack.len().saturating_sub(deepest);
+                    for far in stack.iter_mut().take(end).skip(first) {
                         far.dst.dir = None;
                         if let Some(s) = &mut far.src {
                             s.dir = None;
                         }
                     }
+                    stack.last_mut().into_iter().for_each(list_entries);
                 }
                 continue;
             }
@@ -185,8 +249,10 @@ impl Copier<'_> {
                 break;
             };
             self.active.pop();
+            // Finished before the level above is opened again: setting its attributes
+            // takes a descriptor, which then is not needed beside that level's two.
+            let res = self.finish_dir(&done);
             reopen_top(&mut stack, &done);
-            let res = self.finish_dir(done);
             match stack.last_mut() {
                 Some(parent) => parent.ok &= res.is_ok(),
                 None => result = res,
@@ -278,21 +344,6 @@ impl Copier<'_> {
                 }
             }
         };
-        let mut entries = match &src_dir {
-            Some(d) => d.entries().unwrap_or_else(|e| {
-                error(&format!(
-                    "cannot access {}: {}",
-                    quote(src.path),
-                    os_text(&e)
-                ));
-                ok = false;
-                Vec::new()
-            }),
-            None => Vec::new(),
-        };
-        // GNU reads directories in inode order (fast on ext4); keep the same order so -v
-        // output and the first of a hard-linked set match.
-        entries.sort();
         self.active.push((src_meta.id(), dst.path.to_path_buf()));
         self.entered = Some(DirFrame {
             src_path: src.path.to_path_buf(),
@@ -310,7 +361,8 @@ impl Copier<'_> {
                 name: dst.name.to_os_string(),
                 follow: false,
             },
-            entries: entries.into_iter(),
+            entries: Vec::new().into_iter(),
+            unlisted: true,
             new_dir,
             ok,
         });
@@ -318,7 +370,7 @@ impl Copier<'_> {
     }
 
     /// Ends a directory's copy: DEST's mode and attributes set on its descriptor.
-    fn finish_dir(&mut self, frame: DirFrame) -> Step {
+    fn finish_dir(&mut self, frame: &DirFrame) -> Step {
         let opts = self.opts;
         let (new_dir, ok) = (frame.new_dir, frame.ok);
         let p = opts.preserve;

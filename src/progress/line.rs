@@ -2,11 +2,17 @@
 //! bar for a terminal of a given width (the name shortened, then dropped first; the rate and
 //! ETA last) or written in full for a log.
 
+use humansize::{format_size, FormatSizeOptions, BINARY};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-/// Binary units (KiB, MiB, GiB), the one convention of every size aiscp prints.
+/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints:
+/// always two decimals past bytes ("2.00 GiB", not "2 GiB"), so a figure that lands on a
+/// whole unit does not read as rounded next to "2.70 GiB".
 pub fn human(n: u64) -> String {
-    aiscp_engine::units::size(n)
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    format_size(n, FormatSizeOptions::from(BINARY).decimal_zeroes(2))
 }
 
 /// A snapshot of the run, formatted for the views.
@@ -144,7 +150,7 @@ const MIN_NAME: usize = 10;
 /// The fewest columns worth drawing the bar in.
 const MIN_BAR: usize = 10;
 
-/// "3.04/8.00 GiB", or "512 MiB/8 GiB" when the units differ.
+/// "3.04/8.00 GiB", or "512.00 MiB/8.00 GiB" when the units differ.
 fn fraction(done: u64, total: u64) -> String {
     let (d, t) = (human(done), human(total));
     match (d.split_once(' '), t.split_once(' ')) {
@@ -220,26 +226,29 @@ mod tests {
         let (pre, post) = s.around_bar(99);
         assert_eq!(pre, " 37% [");
         assert!(
-            post.starts_with("] 3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
+            post.starts_with("] 3.00/8.00 GiB  12/200 files  953.67 MiB/s  ETA 0:06  …"),
             "{post}"
         );
-        assert!(post.ends_with("0008.safetensors"), "{post}");
+        assert!(post.ends_with("8.safetensors"), "{post}");
         assert!(pre.width() + post.width() + MIN_BAR <= 99);
         // Narrower: no name, then no files, then no bar; the rate and ETA stay.
-        let (pre, post) = s.around_bar(66);
+        let (pre, post) = s.around_bar(72);
         assert_eq!(
             (pre.as_str(), post.as_str()),
-            (" 37% [", "] 3/8 GiB  12/200 files  953.67 MiB/s  ETA 0:06")
+            (
+                " 37% [",
+                "] 3.00/8.00 GiB  12/200 files  953.67 MiB/s  ETA 0:06"
+            )
         );
-        let (pre, post) = s.around_bar(50);
+        let (pre, post) = s.around_bar(56);
         assert_eq!(pre, " 37% [");
-        assert_eq!(post, "] 3/8 GiB  953.67 MiB/s  ETA 0:06");
-        let (pre, post) = s.around_bar(37);
+        assert_eq!(post, "] 3.00/8.00 GiB  953.67 MiB/s  ETA 0:06");
+        let (pre, post) = s.around_bar(43);
         assert_eq!(pre, " 37%  ");
-        assert_eq!(post.trim_end(), "3/8 GiB  953.67 MiB/s  ETA 0:06");
+        assert_eq!(post.trim_end(), "3.00/8.00 GiB  953.67 MiB/s  ETA 0:06");
         assert_eq!(
             pre.width() + post.width(),
-            37,
+            43,
             "padded so the bar gets nothing"
         );
         // A stream: no total, so no bar, percentage or ETA.
@@ -248,7 +257,7 @@ mod tests {
         let (pre, post) = stream.around_bar(99);
         assert_eq!(pre, "");
         assert!(
-            post.starts_with("3 GiB  12/200 files  976.56 KiB/s  fifo"),
+            post.starts_with("3.00 GiB  12/200 files  976.56 KiB/s  fifo"),
             "{post}"
         );
     }
@@ -256,16 +265,25 @@ mod tests {
     #[test]
     fn no_rate_or_eta_before_they_are_known() {
         let s = snap("a", true, None);
-        assert_eq!(s.parts(), ["3/8 GiB+", "12/200+ files"]);
+        assert_eq!(s.parts(), ["3.00/8.00 GiB+", "12/200+ files"]);
         assert_eq!(
             s.percent(),
             None,
             "no percentage while the total still grows"
         );
-        assert_eq!(fraction(512 << 20, 8 << 30), "512 MiB/8 GiB");
+        assert_eq!(fraction(512 << 20, 8 << 30), "512.00 MiB/8.00 GiB");
         let s = snap("a", true, Some(1024.0));
         assert_eq!(s.eta(), None, "no ETA while the total still grows");
         assert_eq!(snap("a", false, Some(0.0)).eta(), None);
+    }
+
+    #[test]
+    fn sizes_keep_two_decimals() {
+        assert_eq!(fraction(2 << 30, 2900 << 20), "2.00/2.83 GiB");
+        assert_eq!(human(2 << 30), "2.00 GiB");
+        assert_eq!(human(1536), "1.50 KiB");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(0), "0 B");
     }
 
     #[test]

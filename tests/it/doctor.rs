@@ -107,3 +107,36 @@ fn doctor_without_a_library_says_so_and_exits_1() {
     assert!(text.contains("verdict: no GPU route"), "{text}");
     assert!(text.contains("nvidia-fs: "), "{text}");
 }
+
+/// A FIFO (or any file that is not regular) is described, never opened: its open() would
+/// wait for a writer that never comes.
+#[test]
+fn doctor_describes_a_fifo_without_opening_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let mut cmd = Command::new("timeout");
+    cmd.args(["5"])
+        .arg(program())
+        .env_remove("AISCP_BACKEND")
+        .arg("--doctor")
+        .arg(&fifo);
+    for (k, v) in fake_env() {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_ne!(out.status.code(), Some(124), "--doctor blocked on the FIFO");
+    assert!(
+        text.contains(&format!("path '{}':\n  filesystem: ", fifo.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("  type: FIFO (not opened: a copy reads it as a stream, without O_DIRECT)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  route: bounce through hipFile GPU memory with buffered POSIX I/O"),
+        "{text}"
+    );
+}

@@ -41,3 +41,41 @@ fn a_file_that_fails_at_once_is_not_just_created() {
         backend.assert_report_clean(&d.join("report"));
     }
 }
+
+/// A malformed AISCP_IN_FLIGHT is refused before anything is copied, with the value named,
+/// exit 1, as a bad --backend or AISCP_ROUTE is; a well-formed one is taken.
+#[test]
+fn a_bad_in_flight_setting_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a"), b"hi\n").unwrap();
+    for value in ["-1", "abc", "99999999999999999999999", ",,,", "", "1,2,3,4"] {
+        let out = Command::new(program())
+            .current_dir(dir.path())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_IN_FLIGHT", value)
+            .args(["a", "b"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{value:?}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "{}: invalid value '{value}' for AISCP_IN_FLIGHT: expected \
+                 FILES[,BYTES[,DIRECT_FROM]], whole numbers\n",
+                program().display()
+            ),
+            "{value:?}"
+        );
+        assert!(!dir.path().join("b").exists(), "{value:?}: copied anyway");
+    }
+    for value in ["0", "4,1048576", "4, 1048576, 65536"] {
+        let out = Command::new(program())
+            .current_dir(dir.path())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_IN_FLIGHT", value)
+            .args(["a", "b"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{value:?}: {out:?}");
+    }
+}

@@ -521,3 +521,36 @@ fn asked_for_progress_draws_a_bar_and_leaves_its_last_line() {
         "{err}"
     );
 }
+
+/// A size that lands on a whole unit keeps its two decimals ("1.00 MiB", not "1 MiB"), in the
+/// plain progress lines and in --stats. The FIFO's writer sends nothing for 2.5 s, so the
+/// progress line shows exactly the 1 MiB file done (bytes only: a run with a stream has no
+/// total).
+#[test]
+fn whole_sizes_keep_two_decimals() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a"), vec![7u8; 1 << 20]).unwrap();
+    let fifo = dir.path().join("f");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let writer = {
+        let fifo = fifo.clone();
+        thread::spawn(move || {
+            let _w = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+            thread::sleep(Duration::from_millis(2500));
+        })
+    };
+    let out = dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let output = Command::new(program())
+        .current_dir(dir.path())
+        .args(["--progress", "--stats", "--backend", "host", "-q", "a", "f"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    writer.join().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert!(err.contains(": progress: 1.00 MiB, 1/2 files, "), "{err}");
+    let stats = String::from_utf8(output.stdout).unwrap();
+    assert!(stats.starts_with("2 files, 1.00 MiB in "), "{stats}");
+}

@@ -40,10 +40,40 @@ pub(crate) fn run_async_worker<S: Staging>(
         }
     };
     take_slices(work, report, route.cx.pause, |slice| {
-        copy_slice_async(library, &mut stream, src, dst, route, slice)
+        copy_slice_in_grains(library, &mut stream, src, dst, route, slice)
     });
     // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and
     // destroys it before the slot can be used again.
+}
+
+/// Copies `slice` a [`fileio::STOP_GRAIN`] at a time (each part its own ReadAsync,
+/// WriteAsync and synchronize, into and out of its own place in the slot), looking at the
+/// stop flag between parts: one pair of ops for a whole slice of --chunk-size 0x7ffff000
+/// ran for seconds after SIGINT, where the threaded routes stop within a part. Returns the
+/// bytes in place, as [`copy_slice_async`] does: a part that comes back short (EOF) ends it.
+fn copy_slice_in_grains<'s, L: StreamIo>(
+    staging: &L,
+    stream: &mut L::Stream<'s>,
+    src: &'s L::Handle<'_>,
+    dst: &'s L::Handle<'_>,
+    route: &Route<'_, L::Handle<'_>>,
+    slice: Range<u64>,
+) -> Result<u64, CopyError> {
+    let len = slice.end - slice.start;
+    let mut done = 0;
+    while done < len {
+        if done > 0 {
+            route.cx.check_cancel()?;
+        }
+        let n = (len - done).min(fileio::STOP_GRAIN as u64);
+        let at = slice.start + done;
+        let got = copy_slice_async(staging, stream, src, dst, route, at..at + n, done as usize)?;
+        done += got;
+        if got < n {
+            break;
+        }
+    }
+    Ok(done)
 }
 
 /// One queued op, synchronized on its own: its count, or its error.
@@ -66,8 +96,9 @@ fn one_op<'s, L: StreamIo>(
         .expect("one op was queued")
 }
 
-/// Copies `slice` with the stream: ReadAsync then WriteAsync (stream order makes the write
-/// see the read; no host sync between them), one synchronize, then the counts checked.
+/// Copies `slice` with the stream through the slot from `slot_base`: ReadAsync then
+/// WriteAsync (stream order makes the write see the read; no host sync between them), one
+/// synchronize, then the counts checked.
 ///
 /// The write runs whatever the read did, so after a short or failed read it has written
 /// stale slot bytes to this slice of DST. A failed read fails the copy, and DST is cut back
@@ -81,14 +112,15 @@ fn copy_slice_async<'s, L: StreamIo>(
     dst: &'s L::Handle<'_>,
     route: &Route<'_, L::Handle<'_>>,
     slice: Range<u64>,
+    slot_base: usize,
 ) -> Result<u64, CopyError> {
     let names = route.cx.names;
     let len = (slice.end - slice.start) as usize;
     let align = route.align as usize;
     staging
-        .submit_read(stream, src, len, slice.start, 0)
+        .submit_read(stream, src, len, slice.start, slot_base)
         .map_err(|e| names.read(e))?;
-    if let Err(e) = staging.submit_write(stream, dst, len, slice.start, 0) {
+    if let Err(e) = staging.submit_write(stream, dst, len, slice.start, slot_base) {
         // Let the queued read finish before the error goes up (and the slot with it).
         let _ = staging.sync_stream(stream);
         return Err(names.write(e));
@@ -128,7 +160,7 @@ fn copy_slice_async<'s, L: StreamIo>(
                         src,
                         want,
                         slice.start + at as u64,
-                        at,
+                        slot_base + at,
                     )
                 },
             )
@@ -151,7 +183,7 @@ fn copy_slice_async<'s, L: StreamIo>(
                     dst,
                     want,
                     slice.start + at as u64,
-                    at,
+                    slot_base + at,
                 )
             },
         )

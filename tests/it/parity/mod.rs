@@ -271,6 +271,9 @@ scenarios! {
     atomic_setgid_kept_without_group_exec: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 2664 b", "a b").nobody().ours(&["--atomic"]);
     atomic_owner_kept: sc("text a new\ntext b old\nsh chown nobody:nogroup b && chmod 640 b", "a b").ours(&["--atomic"]);
     atomic_mode_kept: sc("file a 5000 0600\nfile b 10 0751", "a b").ours(&["--atomic"]);
+    // -p over the user's own file of a group the user is not in: cp writes in place and
+    // gives it SOURCE's group, which the new file can have too.
+    atomic_preserve_over_a_foreign_group: sc("text a new\ntext b old\nsh chown nobody:nogroup a && chown nobody:root b", "-p a b").nobody().ours(&["--atomic"]);
     atomic_mode_preserved: sc("file a 5000 0600\nfile b 10 0751", "-p a b").ours(&["--atomic"]);
     atomic_backup_simple: sc("text a new\ntext b old\ntext b~ older", "-bv a b").ours(&["--atomic"]);
     atomic_backup_numbered: sc("text a new\ntext b old\ntext b.~1~ older", "--backup=numbered a b").ours(&["--atomic"]);
@@ -352,6 +355,20 @@ scenarios! {
     in_flight_same_dest_inode: sc("file a 70000\nfile b 50000\nfile c 3000\ndir t\ntext t/a x\nhard t/b t/a", "-v a b c t");
     in_flight_dest_is_a_later_source: sc("file x 70000\nfile y 50000\nfile z 9000\ndir d\nhard d/x y", "-v x y z d");
     in_flight_tree: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nfile s/d/f 5000 0600\nfile s/g 9000 0750", "-rv s t").merged().unordered_stdout();
+    // Walk order: a directory's entries sorted stably by inode, so two names of one inode
+    // come in readdir order (on ext4 here "b" before "a"), in -v and in which DEST is
+    // written in place and which is unlinked and linked to it.
+    walk_order_names_of_one_inode: sc("dir s\ntext s/a x\nhard s/b s/a\nhard s/c s/a\ntext s/d y", "-rv s o");
+    walk_order_links_over_existing_dests: sc("dir s\ntext s/a x\nhard s/b s/a\ndir o\ndir o/s\ntext o/s/a old\ntext o/s/b old\nhard o/s/keep o/s/a", "-rv --preserve=links s o");
+    // -H follows symlinks on the command line only: below it a DEST in the way of a symlink
+    // or FIFO is unlinked first, as under -P.
+    h_is_p_below_the_command_line: sc("dir src\nsym src/l target\nfifo src/p\ndir dst\ndir dst/src\ntext dst/src/l hi\ntext dst/src/p hi", "-rHv src dst").unordered_stdout();
+    h_follows_command_line_symlinks: sc("dir d\ntext d/f x\nsym dl d\ndir dst\ndir dst/dl\nsym dst/dl/f nowhere", "-rHv dl dst");
+    // --preserve=links: a directory reached a second time where no symlink was followed to
+    // it (here h is a symlink to "." followed on the command line, and h/f is f again).
+    preserve_links_directory_reached_twice: sc("dir s\ndir s/f\ntext s/f/x x\nsym s/h .\ndir out", "-rH --preserve=links s/f s/h out");
+    preserve_links_directory_reached_twice_a: sc("dir s\ndir s/f\ntext s/f/x x\nsym s/h .\ndir out", "-aH s/f s/h out");
+    preserve_links_directory_reached_again_through_l: sc("dir s\ndir s/f\ntext s/f/x x\ndir s/g\nsym s/g/f ../f\ndir out", "-rL --preserve=links s/f s/g out");
 }
 
 /// Files and a directory carrying user xattrs.
@@ -387,6 +404,31 @@ fn xattrs_like_gnu() {
     for args in cases {
         for backend in BACKENDS {
             check(&with_xattrs(args), backend);
+        }
+    }
+}
+
+/// --atomic replaces DEST with a new file that keeps what the old one had, as cp's in-place
+/// write keeps it: an ACL denying a user (who must still be denied), user xattrs, and no
+/// ACL inherited from the directory's default where DEST had none. Run as a user (nobody).
+#[test]
+fn atomic_keeps_acls_and_xattrs_like_gnu() {
+    if let Err(why) = tree::acls_supported().and_then(|()| tree::user_xattrs_supported()) {
+        println!("skipped: {why}");
+        return;
+    }
+    let cases = [
+        // u:daemon:--- on a 0644 file: daemon may not read it, before or after.
+        "text a new\ntext b old\nacl b 1 0\nsh chown nobody:nogroup b",
+        "text a new\ntext b old\nxattr b user.k v\nxattr b user.other w\nsh chown nobody:nogroup b",
+        // The directory's default ACL came after DEST: DEST has none, nor may its replacement.
+        "text a new\ntext b old\nsh chown nobody:nogroup b\ndacl . 1 0",
+    ];
+    for setup in cases {
+        for args in ["a b", "-p a b"] {
+            for backend in BACKENDS {
+                check(&sc(setup, args).nobody().ours(&["--atomic"]), backend);
+            }
         }
     }
 }

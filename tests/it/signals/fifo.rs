@@ -14,7 +14,7 @@ fn one_signal_stops_a_copy_waiting_for_a_fifo_reader() {
         let mut child = start_waiting(backend, dir.path());
         kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
         let (status, stderr) = exit_within(&mut child);
-        assert_interrupted(status, &stderr, 130);
+        assert_interrupted(status, &stderr, Signal::SIGINT);
     }
 }
 
