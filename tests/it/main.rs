@@ -21,6 +21,7 @@ mod multi_gpu;
 mod output;
 mod parity;
 mod progress;
+mod service;
 mod signals;
 mod source_changes;
 mod support;
