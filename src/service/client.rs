@@ -187,16 +187,24 @@ impl ServiceClient {
             protocol: wire::PROTOCOL,
             version: wire::VERSION.to_owned(),
         };
-        wire::send(sock.as_fd(), &hello, &[]).map_err(|e| Some(e.to_string()))?;
-        let welcome = match wait_readable(&sock, WELCOME_TIMEOUT) {
-            true => wire::receive::<Reply>(sock.as_fd()),
-            false => return Err(Some("no answer".into())),
+        // A service that refuses at once (too many clients) says why and closes before the
+        // hello arrives: its answer is read even when the hello could not be sent.
+        let sent = wire::send(sock.as_fd(), &hello, &[]);
+        let wait = match sent {
+            Ok(()) => WELCOME_TIMEOUT,
+            Err(_) => Duration::ZERO,
         };
-        let welcome = match welcome {
-            Ok((Reply::Welcome(w), _)) => w,
-            Ok((Reply::Refused { why }, _)) => return Err(Some(format!("refused: {why}"))),
-            Ok(_) => return Err(Some("unexpected answer".into())),
-            Err(e) => return Err(Some(e.to_string())),
+        let welcome = match wait_readable(&sock, wait) {
+            true => wire::receive::<Reply>(sock.as_fd()),
+            false => Err(WireError::Closed),
+        };
+        let welcome = match (welcome, sent) {
+            (Ok((Reply::Welcome(w), _)), Ok(())) => w,
+            (Ok((Reply::Refused { why }, _)), _) => return Err(Some(format!("refused: {why}"))),
+            (Err(_), Err(e)) => return Err(Some(messages::os_text(&e))),
+            (Err(WireError::Closed), Ok(())) => return Err(Some("no answer".into())),
+            (Err(e), Ok(())) => return Err(Some(e.to_string())),
+            (Ok(_), _) => return Err(Some("unexpected answer".into())),
         };
         if welcome.protocol != wire::PROTOCOL || welcome.version != wire::VERSION {
             return Err(Some(format!(

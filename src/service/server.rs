@@ -268,6 +268,7 @@ fn accept_loop(
     seats: Arc<AtomicUsize>,
 ) {
     let uid = nix::unistd::getuid().as_raw();
+    let greeting = Arc::new(AtomicUsize::new(0));
     let mut next: ClientId = 1;
     loop {
         let conn = match socket::accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
@@ -280,37 +281,52 @@ fn accept_loop(
                 continue;
             }
         };
-        if seats.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-            seats.fetch_sub(1, Ordering::SeqCst);
-            let why = format!("busy: {MAX_CLIENTS} clients already");
-            let _ = wire::send(conn.as_fd(), &Reply::Refused { why }, &[]);
+        // Connections still saying hello are bounded too; past that they are closed unheard.
+        if greeting.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+            greeting.fetch_sub(1, Ordering::SeqCst);
             continue;
         }
-        let seat = Seat(Arc::clone(&seats));
+        let greeted = Seat(Arc::clone(&greeting));
+        let seats = Arc::clone(&seats);
         let (id, events, welcome) = (next, events.clone(), Arc::clone(&welcome));
         next += 1;
         let spawned = std::thread::Builder::new()
             .name(format!("aiscp-client-{id}"))
-            .spawn(move || read_client(id, conn, seat, uid, &events, &welcome));
+            .spawn(move || {
+                let seat = greet(conn, uid, &seats, &welcome, greeted);
+                if let Some((conn, seat, pid)) = seat {
+                    read_client(id, conn, seat, pid, &events);
+                }
+            });
         if spawned.is_err() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
 
-/// One client's requests: the handshake, then each file checked and handed to the
-/// scheduler. Anything malformed ends the connection (the client then copies in-process).
-fn read_client(
-    id: ClientId,
+/// The handshake: the client's hello is read first (so a refusal is read by the client, not
+/// lost to a connection reset), then its uid, its version and a free seat are checked.
+/// Returns the connection, its seat and the client's pid when it is to be served.
+fn greet(
     conn: OwnedFd,
-    seat: Seat,
     uid: u32,
-    events: &Sender<Event>,
+    seats: &Arc<AtomicUsize>,
     welcome: &Welcome,
-) {
+    _greeting: Seat,
+) -> Option<(OwnedFd, Seat, i32)> {
     let refuse = |why: String| {
         let _ = wire::send(conn.as_fd(), &Reply::Refused { why }, &[]);
+        None
     };
+    let timeout = |t: Option<Duration>| {
+        let tv = nix::sys::time::TimeVal::new(
+            t.map_or(0, |t| t.as_secs() as libc::time_t),
+            t.map_or(0, |t| t.subsec_micros() as libc::suseconds_t),
+        );
+        socket::setsockopt(&conn, socket::sockopt::ReceiveTimeout, &tv)
+    };
+    timeout(Some(HELLO_TIMEOUT)).ok()?;
+    let hello = wire::receive::<Request>(conn.as_fd());
     let (pid, peer_uid) = match super::peer(&conn) {
         Ok(p) => p,
         Err(e) => return refuse(format!("cannot tell who is connecting: {e}")),
@@ -320,17 +336,7 @@ fn read_client(
             "uid {peer_uid} may not use this service (it serves uid {uid} only)"
         ));
     }
-    let timeout = |t: Option<Duration>| {
-        let tv = nix::sys::time::TimeVal::new(
-            t.map_or(0, |t| t.as_secs() as libc::time_t),
-            t.map_or(0, |t| t.subsec_micros() as libc::suseconds_t),
-        );
-        socket::setsockopt(&conn, socket::sockopt::ReceiveTimeout, &tv)
-    };
-    if timeout(Some(HELLO_TIMEOUT)).is_err() {
-        return;
-    }
-    match wire::receive::<Request>(conn.as_fd()) {
+    match hello {
         Ok((Request::Hello { protocol, version }, _))
             if protocol == wire::PROTOCOL && version == wire::VERSION => {}
         Ok((Request::Hello { protocol, version }, _)) => {
@@ -343,13 +349,21 @@ fn read_client(
         }
         Ok(_) => return refuse("the first message must be hello".into()),
         Err(WireError::Malformed(m)) => return refuse(m),
-        Err(_) => return,
+        Err(_) => return None,
     }
-    if timeout(None).is_err()
-        || wire::send(conn.as_fd(), &Reply::Welcome(welcome.clone()), &[]).is_err()
-    {
-        return;
+    if seats.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+        seats.fetch_sub(1, Ordering::SeqCst);
+        return refuse(format!("busy: {MAX_CLIENTS} clients already"));
     }
+    let seat = Seat(Arc::clone(seats));
+    timeout(None).ok()?;
+    wire::send(conn.as_fd(), &Reply::Welcome(welcome.clone()), &[]).ok()?;
+    Some((conn, seat, pid))
+}
+
+/// One client's requests after its welcome: each file checked and handed to the scheduler.
+/// Anything malformed ends the connection (the client then copies in-process).
+fn read_client(id: ClientId, conn: OwnedFd, seat: Seat, pid: i32, events: &Sender<Event>) {
     let sock = Arc::new(conn);
     let cancel = Arc::new(AtomicBool::new(false));
     let unanswered = Arc::new(AtomicUsize::new(0));

@@ -676,3 +676,101 @@ fn auto_starts_a_service_that_later_clients_share() {
         fs::read(d.path().join("c")).unwrap()
     );
 }
+
+#[test]
+fn a_service_of_another_version_or_overloaded_is_not_used() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = run.join("old.sock");
+    // A stand-in for an older service: it welcomes every client as version 0.0.1.
+    let listener = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    socket::bind(listener.as_raw_fd(), &UnixAddr::new(&socket).unwrap()).unwrap();
+    socket::listen(&listener, socket::Backlog::new(8).unwrap()).unwrap();
+    std::thread::spawn(move || loop {
+        let Ok(fd) = socket::accept(listener.as_raw_fd()) else {
+            return;
+        };
+        // SAFETY: accept returned a new descriptor owned by nothing else.
+        let conn = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let _ = read_message(&conn);
+        let old = br#"{"type":"welcome","protocol":1,"version":"0.0.1","pid":1,"backend":"host memory","library":null,"gpus":[],"queue_max":65536}"#;
+        send_raw(&conn, old, &[]);
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    let src = d.path().join("a");
+    write_random(&src, 90_000, 8);
+    let copy = |sock: &Path, to: &str| {
+        let out = Command::new(program())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_SERVICE", sock)
+            .arg(&src)
+            .arg(d.path().join(to))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            fs::read(&src).unwrap(),
+            fs::read(d.path().join(to)).unwrap()
+        );
+        stderr
+    };
+    let stderr = copy(&socket, "b");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("another version (aiscp 0.0.1"), "{stderr}");
+    // The real service refuses a client of another version the same way.
+    let svc = Service::start(Backend::Host, d.path(), &[], &[]);
+    let sock = dial(&svc.socket).unwrap();
+    send_raw(
+        &sock,
+        br#"{"type":"hello","protocol":1,"version":"0.0.1"}"#,
+        &[],
+    );
+    let answer = read_message(&sock);
+    assert!(answer.contains("another version"), "{answer}");
+    // Overloaded: every seat taken by clients that said hello, the next copy is refused.
+    let hello = format!(
+        r#"{{"type":"hello","protocol":1,"version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    let seats: Vec<OwnedFd> = (0..64)
+        .map(|_| {
+            let s = dial(&svc.socket).unwrap();
+            send_raw(&s, hello.as_bytes(), &[]);
+            assert!(read_message(&s).contains("welcome"));
+            s
+        })
+        .collect();
+    let stderr = copy(&svc.socket, "c");
+    assert!(
+        stderr.contains("refused: busy: 64 clients already"),
+        "{stderr}"
+    );
+    drop(seats);
+    // Seats come back when those clients go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = svc
+            .client()
+            .arg("--debug")
+            .arg(&src)
+            .arg(d.path().join("e"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("through the staging service") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{stderr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(svc.stop().success());
+}
