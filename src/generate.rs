@@ -40,7 +40,9 @@ A client copies in-process, with one warning, when the service is unreachable, o
 version, refuses, or dies mid-run (kill \-9): files it had are cut back and copied again from
 their start, and the exit status is what it would have been. SIGINT at a client stops its files
 within a second; the service serves on. \fB\-\-stats\fR and \fB\-\-debug\fR say "through the
-staging service (pid N)", with the time to connect in place of the start-up.
+staging service (pid N)", with the time to connect in place of the start-up; \fB\-\-doctor\fR
+reports the service a copy would use (socket, pid, uptime, GPUs, clients, files copied, staging
+memory).
 .SH "EXIT STATUS"
 .TP
 .B 0

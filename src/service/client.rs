@@ -178,40 +178,7 @@ impl ServiceClient {
             }
             Err(e) => return Err(Some(format!("cannot connect: {}", messages::os_text(&e)))),
         };
-        let (_, uid) = super::peer(&sock).map_err(|e| Some(e.to_string()))?;
-        let me = nix::unistd::getuid().as_raw();
-        if uid != me && uid != 0 {
-            return Err(Some(format!("it runs as uid {uid}, not {me}")));
-        }
-        let hello = Request::Hello {
-            protocol: wire::PROTOCOL,
-            version: wire::VERSION.to_owned(),
-        };
-        // A service that refuses at once (too many clients) says why and closes before the
-        // hello arrives: its answer is read even when the hello could not be sent.
-        let sent = wire::send(sock.as_fd(), &hello, &[]);
-        let wait = match sent {
-            Ok(()) => WELCOME_TIMEOUT,
-            Err(_) => Duration::ZERO,
-        };
-        let welcome = match wait_readable(&sock, wait) {
-            true => wire::receive::<Reply>(sock.as_fd()),
-            false => Err(WireError::Closed),
-        };
-        let welcome = match (welcome, sent) {
-            (Ok((Reply::Welcome(w), _)), Ok(())) => w,
-            (Ok((Reply::Refused { why }, _)), _) => return Err(Some(format!("refused: {why}"))),
-            (Err(_), Err(e)) => return Err(Some(messages::os_text(&e))),
-            (Err(WireError::Closed), Ok(())) => return Err(Some("no answer".into())),
-            (Err(e), Ok(())) => return Err(Some(e.to_string())),
-            (Ok(_), _) => return Err(Some("unexpected answer".into())),
-        };
-        if welcome.protocol != wire::PROTOCOL || welcome.version != wire::VERSION {
-            return Err(Some(format!(
-                "another version (aiscp {}, protocol {})",
-                welcome.version, welcome.protocol
-            )));
-        }
+        let welcome = handshake(&sock).map_err(Some)?;
         // A run that names its backend gets that backend: a service of another one is not
         // used (without a warning: the user asked for exactly this).
         let fits = match self.config.backend {
@@ -642,6 +609,61 @@ impl DataMover for ServiceClient {
     }
 }
 
+/// Asks the service at `path` how it is doing (for `--doctor`).
+pub fn status(path: &Path) -> Result<wire::Status, String> {
+    let sock = dial(path).map_err(|e| messages::os_text(&e))?;
+    handshake(&sock)?;
+    wire::send(sock.as_fd(), &Request::Status, &[]).map_err(|e| messages::os_text(&e))?;
+    if !wait_readable(&sock, WELCOME_TIMEOUT) {
+        return Err("no answer".into());
+    }
+    match wire::receive::<Reply>(sock.as_fd()) {
+        Ok((Reply::Status(s), _)) => Ok(s),
+        Ok(_) => Err("unexpected answer".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Checks who serves on `sock` (this uid or root), says hello and takes the welcome; a
+/// service of another version is an error.
+fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
+    let (_, uid) = super::peer(sock).map_err(|e| e.to_string())?;
+    let me = nix::unistd::getuid().as_raw();
+    if uid != me && uid != 0 {
+        return Err(format!("it runs as uid {uid}, not {me}"));
+    }
+    let hello = Request::Hello {
+        protocol: wire::PROTOCOL,
+        version: wire::VERSION.to_owned(),
+    };
+    // A service that refuses at once (too many clients) says why and closes before the
+    // hello arrives: its answer is read even when the hello could not be sent.
+    let sent = wire::send(sock.as_fd(), &hello, &[]);
+    let wait = match sent {
+        Ok(()) => WELCOME_TIMEOUT,
+        Err(_) => Duration::ZERO,
+    };
+    let welcome = match wait_readable(sock, wait) {
+        true => wire::receive::<Reply>(sock.as_fd()),
+        false => Err(WireError::Closed),
+    };
+    let welcome = match (welcome, sent) {
+        (Ok((Reply::Welcome(w), _)), Ok(())) => w,
+        (Ok((Reply::Refused { why }, _)), _) => return Err(format!("refused: {why}")),
+        (Err(_), Err(e)) => return Err(messages::os_text(&e)),
+        (Err(WireError::Closed), Ok(())) => return Err("no answer".into()),
+        (Err(e), Ok(())) => return Err(e.to_string()),
+        (Ok(_), _) => return Err("unexpected answer".into()),
+    };
+    if welcome.protocol != wire::PROTOCOL || welcome.version != wire::VERSION {
+        return Err(format!(
+            "another version (aiscp {}, protocol {})",
+            welcome.version, welcome.protocol
+        ));
+    }
+    Ok(welcome)
+}
+
 /// The route names the engine reports, as the progress keeps them (static).
 fn route_name(s: &str) -> &'static str {
     match s {
@@ -653,7 +675,7 @@ fn route_name(s: &str) -> &'static str {
     }
 }
 
-fn gpus_text(gpus: &[u32]) -> String {
+pub fn gpus_text(gpus: &[u32]) -> String {
     match gpus {
         [] => String::new(),
         [g] => format!(" on GPU {g}"),

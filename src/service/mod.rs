@@ -11,7 +11,7 @@
 
 pub mod client;
 pub mod server;
-mod wire;
+pub mod wire;
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::ffi::OsString;
@@ -50,6 +50,16 @@ impl Choice {
             Some(v) if v == "off" => Choice::Off,
             Some(v) if v == "auto" => Choice::Auto(default_socket()),
             Some(v) => Choice::Path(PathBuf::from(v)),
+        }
+    }
+}
+
+impl Choice {
+    /// The socket this choice looks at (None: off).
+    pub fn socket(&self) -> Option<&Path> {
+        match self {
+            Choice::Off => None,
+            Choice::WhenThere(p) | Choice::Path(p) | Choice::Auto(p) => Some(p),
         }
     }
 }

@@ -13,7 +13,7 @@
 //! message at most [`wire::MAX_MESSAGE`] bytes, so a client costs at most about
 //! MAX_PENDING x MAX_MESSAGE bytes and 2 x MAX_PENDING descriptors.
 
-use super::wire::{self, Handover, Outcome, Reply, Request, Welcome, WireError};
+use super::wire::{self, Handover, Outcome, Reply, Request, Status, Welcome, WireError};
 use crate::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
@@ -28,7 +28,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +72,8 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
         }
     }
     let (quiet, debug) = (config.quiet, config.debug);
+    let slots_bytes =
+        config.chunk_size.bytes() * config.streams.unwrap_or(aiscp_engine::DEFAULT_STREAMS) as u64;
     let diag = Box::new(ServiceDiagnostics { quiet });
     let mut engine = match Engine::start(config, diag) {
         Ok(e) => e,
@@ -94,7 +96,7 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
         },
     };
     let info = engine.info();
-    let welcome = Arc::new(Welcome {
+    let welcome = Welcome {
         protocol: wire::PROTOCOL,
         version: wire::VERSION.to_owned(),
         pid: std::process::id(),
@@ -102,6 +104,14 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
         library: info.library.clone(),
         gpus: info.gpus.clone(),
         queue_max: engine.queue_max(),
+    };
+    let shared = Arc::new(Shared {
+        staging_bytes: slots_bytes * info.gpus.len().max(1) as u64,
+        welcome,
+        seats: Arc::new(AtomicUsize::new(0)),
+        started: Instant::now(),
+        files: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
     });
     if !quiet {
         let gpus = match info.gpus.len() {
@@ -122,10 +132,12 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
         ));
     }
     let (events_tx, events_rx) = mpsc::channel();
-    let seats = Arc::new(AtomicUsize::new(0));
-    let accepting = std::thread::Builder::new()
-        .name("aiscp-accept".into())
-        .spawn(move || accept_loop(listener, events_tx, welcome, seats));
+    let accepting = {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("aiscp-accept".into())
+            .spawn(move || accept_loop(listener, events_tx, &shared))
+    };
     if let Err(e) = accepting {
         messages::error(&format!("cannot start the service's threads: {e}"));
         return 1;
@@ -137,6 +149,7 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
         last_served: 0,
         limits,
         debug,
+        shared,
     };
     scheduler.serve(&events_rx, &stop, args.idle_exit);
     // Every client's files stop; dropping the engine lands them and releases the GPU.
@@ -223,6 +236,38 @@ fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
 
 type ClientId = u64;
 
+/// What every thread of the service reads: what clients are told, and the counts
+/// `--doctor` shows.
+struct Shared {
+    welcome: Welcome,
+    seats: Arc<AtomicUsize>,
+    started: Instant,
+    files: AtomicU64,
+    bytes: AtomicU64,
+    staging_bytes: u64,
+}
+
+impl Shared {
+    /// Counts a file copied.
+    fn count(&self, outcome: &Outcome) {
+        if let Outcome::Copied { end, .. } = outcome {
+            self.files.fetch_add(1, Ordering::SeqCst);
+            self.bytes.fetch_add(*end, Ordering::SeqCst);
+        }
+    }
+
+    fn status(&self) -> Status {
+        Status {
+            welcome: self.welcome.clone(),
+            uptime_secs: self.started.elapsed().as_secs_f64(),
+            clients: self.seats.load(Ordering::SeqCst),
+            files: self.files.load(Ordering::SeqCst),
+            bytes: self.bytes.load(Ordering::SeqCst),
+            staging_bytes: self.staging_bytes,
+        }
+    }
+}
+
 /// What the reader threads tell the scheduler.
 enum Event {
     Join(ClientId, Joined),
@@ -261,12 +306,7 @@ struct Job {
     handover: Handover,
 }
 
-fn accept_loop(
-    listener: OwnedFd,
-    events: Sender<Event>,
-    welcome: Arc<Welcome>,
-    seats: Arc<AtomicUsize>,
-) {
+fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc<Shared>) {
     let uid = nix::unistd::getuid().as_raw();
     let greeting = Arc::new(AtomicUsize::new(0));
     let mut next: ClientId = 1;
@@ -287,15 +327,14 @@ fn accept_loop(
             continue;
         }
         let greeted = Seat(Arc::clone(&greeting));
-        let seats = Arc::clone(&seats);
-        let (id, events, welcome) = (next, events.clone(), Arc::clone(&welcome));
+        let (id, events, shared) = (next, events.clone(), Arc::clone(shared));
         next += 1;
         let spawned = std::thread::Builder::new()
             .name(format!("aiscp-client-{id}"))
             .spawn(move || {
-                let seat = greet(conn, uid, &seats, &welcome, greeted);
+                let seat = greet(conn, uid, &shared, greeted);
                 if let Some((conn, seat, pid)) = seat {
-                    read_client(id, conn, seat, pid, &events);
+                    read_client(id, conn, seat, pid, &events, &shared);
                 }
             });
         if spawned.is_err() {
@@ -310,8 +349,7 @@ fn accept_loop(
 fn greet(
     conn: OwnedFd,
     uid: u32,
-    seats: &Arc<AtomicUsize>,
-    welcome: &Welcome,
+    shared: &Shared,
     _greeting: Seat,
 ) -> Option<(OwnedFd, Seat, i32)> {
     let refuse = |why: String| {
@@ -351,19 +389,27 @@ fn greet(
         Err(WireError::Malformed(m)) => return refuse(m),
         Err(_) => return None,
     }
+    let seats = &shared.seats;
     if seats.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
         seats.fetch_sub(1, Ordering::SeqCst);
         return refuse(format!("busy: {MAX_CLIENTS} clients already"));
     }
     let seat = Seat(Arc::clone(seats));
     timeout(None).ok()?;
-    wire::send(conn.as_fd(), &Reply::Welcome(welcome.clone()), &[]).ok()?;
+    wire::send(conn.as_fd(), &Reply::Welcome(shared.welcome.clone()), &[]).ok()?;
     Some((conn, seat, pid))
 }
 
 /// One client's requests after its welcome: each file checked and handed to the scheduler.
 /// Anything malformed ends the connection (the client then copies in-process).
-fn read_client(id: ClientId, conn: OwnedFd, seat: Seat, pid: i32, events: &Sender<Event>) {
+fn read_client(
+    id: ClientId,
+    conn: OwnedFd,
+    seat: Seat,
+    pid: i32,
+    events: &Sender<Event>,
+    shared: &Shared,
+) {
     let sock = Arc::new(conn);
     let cancel = Arc::new(AtomicBool::new(false));
     let unanswered = Arc::new(AtomicUsize::new(0));
@@ -409,6 +455,13 @@ fn read_client(id: ClientId, conn: OwnedFd, seat: Seat, pid: i32, events: &Sende
             Ok((Request::Cancel, _)) => {
                 cancel.store(true, Ordering::SeqCst);
                 Ok(Event::Cancel(id))
+            }
+            Ok((Request::Status, _)) => {
+                let status = Reply::Status(shared.status());
+                match wire::send(sock.as_fd(), &status, &[]) {
+                    Ok(()) => continue,
+                    Err(_) => break,
+                }
             }
             Ok((Request::Hello { .. }, _)) => Err("hello twice".to_owned()),
             Err(WireError::Malformed(m)) => Err(m),
@@ -507,6 +560,7 @@ struct Scheduler {
     last_served: ClientId,
     limits: QueueLimits,
     debug: bool,
+    shared: Arc<Shared>,
 }
 
 impl Scheduler {
@@ -604,6 +658,7 @@ impl Scheduler {
                 continue;
             };
             let outcome = recorder.outcome(f.result, f.started, wire::stage_secs(&f.stages));
+            self.count(&outcome);
             // Closed before the answer: the client sets DEST's attributes next.
             drop(f.job);
             if let Some(c) = self.clients.get_mut(&client) {
@@ -747,12 +802,18 @@ impl Scheduler {
                 }
                 c.files += 1;
                 let stages = wire::stage_secs(&self.engine.last_stages());
-                recorder.outcome(result, true, stages)
+                let outcome = recorder.outcome(result, true, stages);
+                self.shared.count(&outcome);
+                outcome
             }
         };
         drop(job.src);
         drop(job.dst);
         answer(c, job.id, outcome);
+    }
+
+    fn count(&self, outcome: &Outcome) {
+        self.shared.count(outcome);
     }
 
     /// Forgets clients that have gone and whose files have all ended.

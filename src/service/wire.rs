@@ -83,6 +83,8 @@ pub enum Request {
     },
     /// Stop every file of this client (SIGINT at the client); each is still answered.
     Cancel,
+    /// How the service is doing (`aiscp --doctor`).
+    Status,
 }
 
 /// What the service is, told to each client it welcomes.
@@ -98,6 +100,21 @@ pub struct Welcome {
     pub gpus: Vec<u32>,
     /// The largest file it keeps in flight (None: every file in turn).
     pub queue_max: Option<u64>,
+}
+
+/// The service's state, for `aiscp --doctor`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    pub welcome: Welcome,
+    pub uptime_secs: f64,
+    /// Clients connected now, the one asking included.
+    pub clients: usize,
+    /// Files and bytes copied since it started.
+    pub files: u64,
+    pub bytes: u64,
+    /// The staging memory its slots may hold (streams x chunk x GPUs).
+    pub staging_bytes: u64,
 }
 
 /// How one file ended in the service.
@@ -131,6 +148,7 @@ pub enum Reply {
         id: u64,
         outcome: Outcome,
     },
+    Status(Status),
 }
 
 /// Stage times as the wire carries them.

@@ -497,6 +497,20 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
         stderr.contains("through the staging service (pid"),
         "{stderr}"
     );
+    // --doctor reports it.
+    let doctor = Command::new(program())
+        .args(["--doctor", "--backend", "host"])
+        .env("AISCP_SERVICE", &socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let serving = format!("  serving: pid {}, up ", svc.pid());
+    assert!(text.contains(&serving), "{text}");
+    assert!(
+        text.contains("host memory; 1 client(s) connected"),
+        "{text}"
+    );
+    assert!(text.contains("1 file(s), 68.36 KiB copied"), "{text}");
     // A second service on the same socket refuses to start.
     let second = Command::new(program())
         .args(["--serve", "--backend", "host", "--socket"])
