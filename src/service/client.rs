@@ -55,6 +55,13 @@ struct Up {
     connected_in: Duration,
 }
 
+/// What the service said about a file.
+enum Answer {
+    Done(u64, Outcome),
+    /// Bytes of a file copied in turn, since the last report.
+    Progress(u64, u64),
+}
+
 /// Why a wait for an answer ended without one.
 enum Lost {
     /// The service is gone or spoke nonsense: redo its files here.
@@ -301,7 +308,7 @@ impl ServiceClient {
 
     /// Waits (up to `wait`; None: until one comes) for the next answer. Sends Cancel once
     /// after SIGINT, and gives the files up when the service does not stop them in time.
-    fn next_reply(&mut self, wait: Option<Duration>) -> Option<(u64, Outcome)> {
+    fn next_reply(&mut self, wait: Option<Duration>) -> Option<Answer> {
         let until = wait.map(|w| Instant::now() + w);
         loop {
             let State::Up(up) = &self.state else {
@@ -328,7 +335,10 @@ impl ServiceClient {
             };
             if wait_readable(&up.sock, slice) {
                 match wire::receive::<Reply>(up.sock.as_fd()) {
-                    Ok((Reply::Done { id, outcome }, _)) => return Some((id, outcome)),
+                    Ok((Reply::Done { id, outcome }, _)) => return Some(Answer::Done(id, outcome)),
+                    Ok((Reply::Progress { id, bytes }, _)) => {
+                        return Some(Answer::Progress(id, bytes))
+                    }
                     Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
                     Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
                     Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
@@ -374,14 +384,13 @@ impl ServiceClient {
         self.out_bytes = 0;
     }
 
-    /// What a file's answer means here: its progress reported, --verify done, the result.
+    /// What a file's answer means here: its progress reported (past the `shown` bytes the
+    /// service's reports already showed), --verify done, the result.
     fn conclude(
         &mut self,
         outcome: Outcome,
-        src: &File,
-        src_name: &Path,
-        dst: &File,
-        dst_name: &Path,
+        (src, src_name, dst, dst_name): (&File, &Path, &File, &Path),
+        shown: u64,
         progress: &dyn ProgressSink,
     ) -> (Result<u64, CopyError>, bool, StageTimes) {
         match outcome {
@@ -389,7 +398,8 @@ impl ServiceClient {
                 if let Some((r, w)) = route {
                     progress.route(route_name(&r), route_name(&w));
                 }
-                progress.advanced(end);
+                // What the progress reports during the copy did not show yet (holes too).
+                progress.advanced(end.saturating_sub(shown));
                 progress.file_finished();
                 let stages = wire::stage_times(&stages);
                 self.stages.add(&stages);
@@ -428,14 +438,8 @@ impl ServiceClient {
         let job = self.out.remove(&id)?;
         self.out_bytes = self.out_bytes.saturating_sub(job.len);
         let progress = std::sync::Arc::clone(&job.progress);
-        let (result, started, stages) = self.conclude(
-            outcome,
-            &job.src,
-            &job.src_name,
-            &job.dst,
-            &job.dst_name,
-            &*progress,
-        );
+        let ends = (&job.src, &*job.src_name, &job.dst, &*job.dst_name);
+        let (result, started, stages) = self.conclude(outcome, ends, 0, &*progress);
         let mut f = Finished::elsewhere(Ticket(id), job, result, started);
         f.stages = stages;
         Some(f)
@@ -491,11 +495,12 @@ impl FileQueue for ServiceClient {
             }
             let wait = (!block).then_some(Duration::ZERO);
             match self.next_reply(wait) {
-                Some((id, outcome)) => {
+                Some(Answer::Done(id, outcome)) => {
                     if let Some(f) = self.finished(id, outcome) {
                         return Some(f);
                     }
                 }
+                Some(Answer::Progress(..)) => {}
                 None if !block => return self.landed.pop_front(),
                 None => {}
             }
@@ -547,20 +552,20 @@ impl DataMover for ServiceClient {
             Err(_) => return engine.get().copy(job, progress),
         };
         progress.file_started(job.src_name, len);
+        let mut shown = 0;
         loop {
             match self.next_reply(None) {
-                Some((got, outcome)) if got == id => {
-                    let (result, _, _) = self.conclude(
-                        outcome,
-                        job.src,
-                        job.src_name,
-                        job.dst,
-                        job.dst_name,
-                        progress,
-                    );
+                Some(Answer::Progress(got, bytes)) if got == id => {
+                    shown += bytes;
+                    progress.advanced(bytes);
+                }
+                Some(Answer::Progress(..)) => {}
+                Some(Answer::Done(got, outcome)) if got == id => {
+                    let ends = (job.src, job.src_name, job.dst, job.dst_name);
+                    let (result, _, _) = self.conclude(outcome, ends, shown, progress);
                     return result;
                 }
-                Some((got, outcome)) => {
+                Some(Answer::Done(got, outcome)) => {
                     if let Some(f) = self.finished(got, outcome) {
                         self.landed.push_back(f);
                     }

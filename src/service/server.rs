@@ -520,16 +520,45 @@ struct Client {
     bytes: u64,
 }
 
-/// The route the engine reports for a file, kept for its answer.
+/// The route the engine reports for a file, kept for its answer; for a file copied in turn,
+/// also its progress, sent to the client every [`PROGRESS_EVERY`].
 #[derive(Default)]
-struct Recorder(Mutex<Option<(&'static str, &'static str)>>);
+struct Recorder {
+    route: Mutex<Option<(&'static str, &'static str)>>,
+    progress: Option<ProgressTo>,
+}
+
+/// Where a file's progress goes, and what has not been sent yet.
+struct ProgressTo {
+    sock: Arc<OwnedFd>,
+    id: u64,
+    unsent: Mutex<(Instant, u64)>,
+}
+
+/// How often a file copied in turn reports its progress.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 impl ProgressSink for Recorder {
     fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, _: u64) {}
+    fn advanced(&self, bytes: u64) {
+        let Some(to) = &self.progress else {
+            return;
+        };
+        let mut unsent = to.unsent.lock().unwrap_or_else(|p| p.into_inner());
+        unsent.1 += bytes;
+        if unsent.0.elapsed() >= PROGRESS_EVERY {
+            let reply = Reply::Progress {
+                id: to.id,
+                bytes: unsent.1,
+            };
+            // A client that is gone stops the copy through its cancel flag, not here.
+            let _ = wire::send(to.sock.as_fd(), &reply, &[]);
+            *unsent = (Instant::now(), 0);
+        }
+    }
     fn file_finished(&self) {}
     fn route(&self, read: &'static str, write: &'static str) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, write));
+        *self.route.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, write));
     }
 }
 
@@ -537,7 +566,7 @@ impl Recorder {
     fn outcome(&self, result: Result<u64, CopyError>, started: bool, stages: [f64; 5]) -> Outcome {
         match result {
             Ok(end) => {
-                let route = *self.0.lock().unwrap_or_else(|p| p.into_inner());
+                let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
                 Outcome::Copied {
                     end,
                     route: route.map(|(r, w)| (r.to_owned(), w.to_owned())),
@@ -766,7 +795,14 @@ impl Scheduler {
         let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
-        let recorder = Recorder::default();
+        let recorder = Recorder {
+            route: Mutex::default(),
+            progress: Some(ProgressTo {
+                sock: Arc::clone(&c.joined.sock),
+                id: job.id,
+                unsent: Mutex::new((Instant::now(), 0)),
+            }),
+        };
         let (src_kind, truncate) = match job.handover {
             Handover::InFlight { len: 0, truncate } => (SourceKind::Stream, truncate),
             Handover::InFlight { len, truncate } => (SourceKind::Regular { len }, truncate),

@@ -148,6 +148,12 @@ pub enum Reply {
         id: u64,
         outcome: Outcome,
     },
+    /// Bytes of a file copied in turn since the last report (a few a second), so the
+    /// client's progress moves during a large file.
+    Progress {
+        id: u64,
+        bytes: u64,
+    },
     Status(Status),
 }
 
