@@ -4,7 +4,7 @@
 //! (an owner the new file could not keep). The end states cp also reaches are compared with
 //! GNU cp in tests/it/parity (the atomic_* scenarios).
 
-use crate::support::{program, random_bytes, Backend, BACKENDS};
+use crate::support::{program, random_bytes, skip, Backend, BACKENDS};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -182,7 +182,7 @@ fn a_fifo_dst_is_written_in_place() {
 #[test]
 fn an_owner_that_cannot_be_kept_is_refused() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to give a file away");
+        skip("not root", "needs root to give a file away");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -253,7 +253,7 @@ fn a_new_dst_never_replaces_what_appeared_meanwhile() {
 #[test]
 fn no_room_beside_a_symlinks_target_is_refused() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to run as another user");
+        skip("not root", "needs root to run as another user");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! The CLI beyond parity: where aiscp differs from GNU cp 9.1 on purpose, --atomic, --fsync,
 //! the program name in messages, and the generated man page and completions.
 
+use crate::support::skip;
 use assert_cmd::Command;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -345,7 +346,7 @@ fn man_page_renders() {
         .current_dir(root)
         .output()
     else {
-        eprintln!("skipped: man is not installed");
+        skip("no man", "man is not installed");
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout);

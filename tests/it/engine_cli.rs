@@ -144,7 +144,7 @@ fn has_gpu_driver() -> bool {
 #[test]
 fn gpu_backend_skips_vendors_whose_kernel_driver_is_absent() {
     if has_gpu_driver() {
-        eprintln!("skipped: this machine has a GPU kernel driver");
+        not_here("this machine has a GPU kernel driver");
         return;
     }
     let (out, dir) = without_overrides("gpu");
@@ -198,7 +198,7 @@ fn a_backend_that_cannot_start_leaves_an_existing_dst_untouched() {
 #[test]
 fn an_explicit_backend_tries_its_libraries_even_without_the_driver() {
     if has_gpu_driver() {
-        eprintln!("skipped: this machine has a GPU kernel driver");
+        not_here("this machine has a GPU kernel driver");
         return;
     }
     for backend in ["hipfile", "cufile"] {
@@ -215,7 +215,7 @@ fn an_explicit_backend_tries_its_libraries_even_without_the_driver() {
 #[test]
 fn an_override_makes_auto_try_that_vendor_anyway() {
     if has_gpu_driver() {
-        eprintln!("skipped: this machine has a GPU kernel driver");
+        not_here("this machine has a GPU kernel driver");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

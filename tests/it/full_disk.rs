@@ -5,7 +5,7 @@
 //! Mounting needs root (CI and the dev machines run as root); where the mount is refused
 //! the tests print why and pass without checking anything.
 
-use crate::support::{assert_same_bytes, program, random_bytes, Backend, BACKENDS};
+use crate::support::{assert_same_bytes, program, random_bytes, skip, Backend, BACKENDS};
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -39,14 +39,17 @@ impl SmallFs {
         match out {
             Ok(o) if o.status.success() => Some(SmallFs { dir, mnt }),
             Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a {FS_SIZE} tmpfs: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
+                skip(
+                    "no mount rights",
+                    &format!(
+                        "cannot mount a {FS_SIZE} tmpfs: {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ),
                 );
                 None
             }
             Err(e) => {
-                eprintln!("skipped: cannot run mount: {e}");
+                skip("no mount", &format!("cannot run mount: {e}"));
                 None
             }
         }

@@ -3,10 +3,12 @@
 
 mod arg_fuzz;
 mod atomic;
+mod big_slices;
 mod cli;
 mod docs;
 mod doctor;
 mod engine_cli;
+mod engine_paths;
 mod engine_route;
 mod faults;
 mod flags;
@@ -21,9 +23,11 @@ mod multi_gpu;
 mod output;
 mod parity;
 mod progress;
+mod routes;
 mod service;
 mod signals;
 mod source_changes;
 mod support;
 mod trees;
+mod vendor_cufile;
 mod verify;

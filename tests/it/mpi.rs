@@ -40,6 +40,19 @@ fn mpirun_with(
     of: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
     args: &[&str],
 ) -> Output {
+    mpirun_command(ranks, dir, env, of, args)
+        .output()
+        .expect("mpirun (Open MPI) must be installed for the mpi feature's tests")
+}
+
+/// The `mpirun` command [`mpirun_with`] runs, not yet started.
+fn mpirun_command(
+    ranks: usize,
+    dir: &Path,
+    env: &[(&str, String)],
+    of: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
+    args: &[&str],
+) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--allow-run-as-root", "--oversubscribe"])
         .current_dir(dir)
@@ -59,8 +72,7 @@ fn mpirun_with(
         }
         cmd.arg(program()).args(args);
     }
-    cmd.output()
-        .expect("mpirun (Open MPI) must be installed for the mpi feature's tests")
+    cmd
 }
 
 /// The same command as one process.
@@ -259,6 +271,60 @@ fn one_large_file_by_many_ranks() {
         }
         if backend == "fake-gpu" {
             assert_rank_reports_clean(dir);
+        }
+    }
+}
+
+/// A large file cut to an unaligned size inside its parts, or grown, after rank 0 opened
+/// it: the ranks copy the parts they were given as far as SOURCE goes, and rank 0 ends the
+/// file as one process does (DEST is SOURCE as changed, never padded to the size at open).
+#[test]
+fn a_file_changed_while_its_parts_are_copied_ends_where_reading_ended() {
+    for backend in ["host", "fake-gpu"] {
+        for new_len in [0, 20 * PART + 777, 61 * PART + 12345 + 3 * PART + 1] {
+            let t = tempfile::tempdir().unwrap();
+            let dir = t.path();
+            let old_len = 61 * PART + 12345;
+            write_random(&dir.join("s"), old_len, 9);
+            let env = if backend == "host" {
+                host()
+            } else {
+                fake_gpu(dir)
+            };
+            let mut args = SMALL_PARTS.to_vec();
+            args.extend(["s", "d"]);
+            let cmd = mpirun_command(
+                4,
+                dir,
+                &env,
+                |r| {
+                    let report = ("AISCP_FAKE_GPU_REPORT".into(), format!("report{r}"));
+                    (vec![], vec![report])
+                },
+                &args,
+            );
+            let out = paused_at(cmd, "dest-open", dir, || {
+                let f = fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("s"))
+                    .unwrap();
+                if new_len > old_len {
+                    let more = random_bytes(new_len - old_len, 10);
+                    std::os::unix::fs::FileExt::write_all_at(&f, &more, old_len as u64).unwrap();
+                } else {
+                    f.set_len(new_len as u64).unwrap();
+                }
+            });
+            let what = format!("{backend}, {old_len} -> {new_len}");
+            assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+            assert_same_bytes(
+                &fs::read(dir.join("d")).unwrap(),
+                &fs::read(dir.join("s")).unwrap(),
+                &what,
+            );
+            if backend == "fake-gpu" {
+                assert_rank_reports_clean(dir);
+            }
         }
     }
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "mpi")] // only the mpi suite makes one
 pub use test_support::data::write_sparse;
 pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
+/// Every skip goes through these: loud, logged, and a failure in CI (see the module).
+pub use test_support::skip::{not_here, skip};
 
 /// The aiscp binary under test.
 pub fn program() -> PathBuf {

@@ -3,7 +3,7 @@
 //! level is reached through a symlink. GNU cp is the oracle for messages, exit status and
 //! the resulting tree, on both backends.
 
-use crate::support::{listing, program, random_bytes, Backend, BACKENDS};
+use crate::support::{listing, program, random_bytes, skip, Backend, BACKENDS};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -92,7 +92,7 @@ fn a_bind_mount_inside_itself_ends_with_cps_message() {
     }
     let probe = tempfile::tempdir().unwrap();
     if bind(probe.path()).is_none() {
-        eprintln!("skipped: no right to bind-mount here");
+        skip("no mount rights", "cannot bind-mount here");
         return;
     }
     let setup = |dir: &Path| bind(dir).expect("mount worked for the probe");

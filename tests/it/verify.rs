@@ -163,7 +163,7 @@ fn verify_reads_dest_back_with_o_direct() {
         .env("AISCP_BACKEND", "host")
         .output();
     let Ok(out) = out else {
-        eprintln!("skipped: strace is not installed");
+        test_support::skip::skip("no strace", "strace is not installed");
         return;
     };
     assert!(

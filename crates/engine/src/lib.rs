@@ -22,12 +22,10 @@ pub mod devices;
 mod error;
 mod file_copy;
 pub mod fileio;
-mod flight;
 mod job;
 mod pipeline;
 mod queue;
 pub mod quote;
-mod slots;
 mod stages;
 mod streams;
 mod transfer;
@@ -172,10 +170,10 @@ impl Engine {
             }
             Loaded::Gpu(g) => {
                 let mut pipeline = Pipeline::new(g, chunk, streams, config.pause);
-                if let (true, Some(library)) = (config.async_io, pipeline.staging.library()) {
+                if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {
                         Ok(()) => {
-                            pipeline.async_io = true;
+                            pipeline.use_async();
                             diag.debug(&format!(
                                 "async: one stream per worker, registered with flags {:#x}",
                                 backend::gpu::STREAM_FLAGS
@@ -186,7 +184,7 @@ impl Engine {
                         )),
                     }
                 }
-                spread = devices::Spread::new(&config.gpu, &pipeline.staging);
+                spread = devices::Spread::new(&config.gpu, pipeline.staging());
                 Backend::Gpu(pipeline)
             }
         };
@@ -221,9 +219,9 @@ impl Engine {
     pub fn queue_max(&self) -> Option<u64> {
         let library = match &self.backend {
             Backend::Host(_) => false,
-            Backend::Gpu(p) => p.staging.library().is_some() || p.async_io,
+            Backend::Gpu(p) => p.staging().library().is_some() || p.async_io(),
         };
-        let chunk = with_pipeline!(&self.backend, p => p.chunk);
+        let chunk = with_pipeline!(&self.backend, p => p.chunk());
         (self.limits.files > 0 && !library).then_some(chunk as u64)
     }
 
@@ -310,25 +308,19 @@ impl Engine {
 
     /// Where the time of the last file copied went, stage by stage.
     pub fn last_stages(&self) -> StageTimes {
-        match &self.backend {
-            Backend::Host(p) => p.last_stages,
-            Backend::Gpu(p) => p.last_stages,
-        }
+        with_pipeline!(&self.backend, p => p.stages().0)
     }
 
     /// Where the time of every file copied so far went, stage by stage.
     pub fn run_stages(&self) -> StageTimes {
-        match &self.backend {
-            Backend::Host(p) => p.run_stages,
-            Backend::Gpu(p) => p.run_stages,
-        }
+        with_pipeline!(&self.backend, p => p.stages().1)
     }
 
     /// The staging backend's name: "hipFile", "cuFile" or "host memory".
     pub fn backend_name(&self) -> &'static str {
         match &self.backend {
-            Backend::Host(p) => p.staging.name(),
-            Backend::Gpu(p) => p.staging.name(),
+            Backend::Host(p) => p.staging().name(),
+            Backend::Gpu(p) => p.staging().name(),
         }
     }
 
@@ -336,7 +328,10 @@ impl Engine {
     pub fn info(&self) -> EngineInfo {
         let (library, gpus) = match &self.backend {
             Backend::Host(_) => (None, Vec::new()),
-            Backend::Gpu(p) => (p.staging.version().map(str::to_owned), p.staging.indices()),
+            Backend::Gpu(p) => (
+                p.staging().version().map(str::to_owned),
+                p.staging().indices(),
+            ),
         };
         EngineInfo {
             backend: self.backend_name(),
@@ -467,8 +462,8 @@ impl Engine {
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {
-            (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.last_stages),
-            (Backend::Gpu(p), None) => (p.copy(job, progress, cancel, diag), p.last_stages),
+            (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.stages().0),
+            (Backend::Gpu(p), None) => (p.copy(job, progress, cancel, diag), p.stages().0),
             (Backend::Gpu(p), Some(spread)) => {
                 let (set, why) = spread.place(job);
                 p.choose(&set);
@@ -478,7 +473,7 @@ impl Engine {
                     quote(job.src_name),
                     spread.describe(&p.devices_used())
                 ));
-                (end, p.last_stages)
+                (end, p.stages().0)
             }
         };
         self.conclude(job, end?, started, stages)

@@ -73,7 +73,7 @@ fn one_op<'s, L: StreamIo>(
 /// stale slot bytes to this slice of DST. A failed read fails the copy, and DST is cut back
 /// to before this slice; a short read is completed from its aligned-down count, one op per
 /// synchronize, and the part the write had covered from there is written again. A short
-/// write is completed the same way. Returns the bytes in place, as [`crate::pipeline`]'s `copy_slice` does.
+/// write is completed the same way. Returns the bytes in place, as the threaded worker's `copy_slice` does.
 fn copy_slice_async<'s, L: StreamIo>(
     staging: &L,
     stream: &mut L::Stream<'s>,

@@ -20,6 +20,10 @@ pub enum IoFault {
     /// Sleep this many milliseconds inside the call, then proceed normally: a call that
     /// blocks, out of reach of the caller's stop flag.
     Stall(u64),
+    /// Move the bytes, then flip every bit of the first byte moved as it lands (a read: in
+    /// device memory; a write: in the file, device memory left as it was): data damaged in
+    /// transit that only a read-back can catch.
+    Corrupt,
 }
 
 /// Which calls a rule applies to.
@@ -64,6 +68,53 @@ pub struct CodeRule {
     pub code: i32,
 }
 
+/// The HIP runtime calls a rule can fail besides hipMalloc/hipHostMalloc: the ones a copy's
+/// workers make, so that a caller swallowing their errors shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeCall {
+    /// hipSetDevice.
+    SetDevice,
+    /// hipStreamCreateWithFlags.
+    StreamCreate,
+    /// hipStreamSynchronize.
+    StreamSync,
+    /// hipMemcpy / hipMemcpyAsync host to device (numbered together, when issued).
+    HostToDevice,
+    /// hipMemcpy / hipMemcpyAsync device to host (numbered together, when issued).
+    DeviceToHost,
+}
+
+impl RuntimeCall {
+    const ALL: [(&'static str, RuntimeCall); 5] = [
+        ("setdevice", RuntimeCall::SetDevice),
+        ("streamcreate", RuntimeCall::StreamCreate),
+        ("streamsync", RuntimeCall::StreamSync),
+        ("htod", RuntimeCall::HostToDevice),
+        ("dtoh", RuntimeCall::DeviceToHost),
+    ];
+
+    /// Index into the per-call counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What a runtime rule does to the call it selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeFault {
+    /// Return this `hipError_t`, doing nothing.
+    Code(i32),
+    /// A copy runs, then every bit of its first byte is flipped in the destination.
+    Corrupt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeRule {
+    pub call: RuntimeCall,
+    pub selector: Selector,
+    pub fault: RuntimeFault,
+}
+
 /// Every rule from `AISCP_FAKE_GPU_FAULTS`, grouped by the call they affect.
 #[derive(Debug, Default)]
 pub struct FaultPlan {
@@ -77,6 +128,8 @@ pub struct FaultPlan {
     pub malloc_calls: Vec<Selector>,
     /// `hostmalloc#N=oom` rules, the same for hipHostMalloc (pinned host memory).
     pub hostmalloc_calls: Vec<Selector>,
+    /// `setdevice`, `streamcreate`, `streamsync`, `htod` and `dtoh` rules.
+    pub runtime: Vec<RuntimeRule>,
 }
 
 /// The errno names a rule may use.
@@ -185,7 +238,32 @@ impl FaultPlan {
                     self.hostmalloc_calls.push(selector);
                 }
             }
-            _ => return Err(format!("unknown call `{name}`")),
+            _ => {
+                let Some(&(_, call)) = RuntimeCall::ALL.iter().find(|(n, _)| *n == name) else {
+                    return Err(format!("unknown call `{name}`"));
+                };
+                if matches!(selector, Selector::Offset { .. }) {
+                    return Err(format!("`{name}` takes no @OFFSET selector"));
+                }
+                let copy = matches!(call, RuntimeCall::HostToDevice | RuntimeCall::DeviceToHost);
+                let fault = if rhs == "corrupt" {
+                    if !copy {
+                        return Err(format!("only htod and dtoh take `corrupt`, not `{name}`"));
+                    }
+                    RuntimeFault::Corrupt
+                } else {
+                    let code = number(rhs.strip_prefix("hiperr:").unwrap_or(rhs))?;
+                    if code == 0 || code > i32::MAX as u64 {
+                        return Err(format!("`{rhs}` is not a nonzero hipError_t"));
+                    }
+                    RuntimeFault::Code(code as i32)
+                };
+                self.runtime.push(RuntimeRule {
+                    call,
+                    selector,
+                    fault,
+                });
+            }
         }
         Ok(())
     }
@@ -219,6 +297,14 @@ impl FaultPlan {
             .iter()
             .find(|rule| selects_call(rule.selector, call))
             .map(|rule| rule.code)
+    }
+
+    /// The fault for the `n`th call of `call`, if any rule selects it.
+    pub fn runtime_fault(&self, call: RuntimeCall, n: u64) -> Option<RuntimeFault> {
+        self.runtime
+            .iter()
+            .find(|rule| rule.call == call && selects_call(rule.selector, n))
+            .map(|rule| rule.fault)
     }
 
     /// Whether the `call`th hipHostMalloc fails.
@@ -269,6 +355,9 @@ fn io_fault(text: &str) -> Result<IoFault, String> {
     if let Some(bytes) = text.strip_prefix("short:") {
         return Ok(IoFault::Short(number(bytes)?));
     }
+    if text == "corrupt" {
+        return Ok(IoFault::Corrupt);
+    }
     if let Some(ms) = text.strip_prefix("stall:") {
         return Ok(IoFault::Stall(number(ms)?));
     }
@@ -288,7 +377,7 @@ fn io_fault(text: &str) -> Result<IoFault, String> {
         .map(|&(_, errno)| IoFault::Errno(errno))
         .ok_or_else(|| {
             format!(
-                "`{text}` is not an errno name, hipfile:CODE, hiperr:CODE, short:BYTES or stall:MS"
+                "`{text}` is not an errno name, hipfile:CODE, hiperr:CODE, short:BYTES, stall:MS or corrupt"
             )
         })
 }
@@ -354,10 +443,50 @@ mod tests {
             "malloc#1=5",
             "malloc=oom",
             "read%1=EIO",
+            "setdevice@4096=101",
+            "setdevice#1=corrupt",
+            "streamsync#1=0",
+            "dtoh#1=EIO",
+            "htod#x=1",
         ] {
             let err = FaultPlan::parse(&format!("write#1=EIO;{bad}")).unwrap_err();
             assert_eq!(err.0, bad);
         }
+    }
+
+    #[test]
+    fn runtime_rules_select_their_call_only() {
+        let plan = FaultPlan::parse(
+            "setdevice#2=101;streamcreate=hiperr:2;streamsync#3*=1;dtoh#1=corrupt;htod#2=1;\
+             write@0=corrupt",
+        )
+        .unwrap();
+        use RuntimeCall::*;
+        assert_eq!(plan.runtime_fault(SetDevice, 1), None);
+        assert_eq!(
+            plan.runtime_fault(SetDevice, 2),
+            Some(RuntimeFault::Code(101))
+        );
+        assert_eq!(plan.runtime_fault(SetDevice, 3), None);
+        assert_eq!(
+            plan.runtime_fault(StreamCreate, 7),
+            Some(RuntimeFault::Code(2))
+        );
+        assert_eq!(plan.runtime_fault(StreamSync, 2), None);
+        assert_eq!(
+            plan.runtime_fault(StreamSync, 9),
+            Some(RuntimeFault::Code(1))
+        );
+        assert_eq!(
+            plan.runtime_fault(DeviceToHost, 1),
+            Some(RuntimeFault::Corrupt)
+        );
+        assert_eq!(plan.runtime_fault(HostToDevice, 1), None);
+        assert_eq!(
+            plan.runtime_fault(HostToDevice, 2),
+            Some(RuntimeFault::Code(1))
+        );
+        assert_eq!(plan.io_fault(IoOp::Write, 1, 0, 1), Some(IoFault::Corrupt));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::Ordering;
 
+use crate::faults::{RuntimeCall, RuntimeFault};
 use crate::io::{run_async, set_errno};
 use crate::memory;
 use crate::messages::*;
@@ -26,6 +27,23 @@ pub const FAKE_RUNTIME_VERSION: c_int = 60_400_000;
 thread_local! {
     /// The current device is per thread in HIP; every thread starts on device 0.
     static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
+    /// The last failure of a runtime call on this thread, as HIP keeps it for
+    /// hipPeekAtLastError (AMD's hipFile wrappers read it after every read and write).
+    static LAST_ERROR: Cell<HipError> = const { Cell::new(HIP_SUCCESS) };
+}
+
+/// Passes `status` through, keeping it as the thread's last error when it is a failure.
+fn record(status: HipError) -> HipError {
+    if status != HIP_SUCCESS {
+        LAST_ERROR.set(status);
+    }
+    status
+}
+
+/// The thread's last runtime failure, left in place (hipGetLastError would clear it).
+#[no_mangle]
+pub unsafe extern "C" fn hipPeekAtLastError() -> HipError {
+    LAST_ERROR.get()
 }
 
 /// The calling thread's current device.
@@ -44,6 +62,11 @@ fn need_device() -> Result<(), HipError> {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipInit(_flags: c_uint) -> HipError {
+    // SAFETY: the caller keeps hipInit's contract.
+    record(unsafe { hip_init(_flags) })
+}
+
+unsafe fn hip_init(_flags: c_uint) -> HipError {
     match need_device() {
         Ok(()) => HIP_SUCCESS,
         Err(e) => e,
@@ -52,6 +75,11 @@ pub unsafe extern "C" fn hipInit(_flags: c_uint) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> HipError {
+    // SAFETY: the caller keeps hipGetDeviceCount's contract.
+    record(unsafe { hip_get_device_count(count) })
+}
+
+unsafe fn hip_get_device_count(count: *mut c_int) -> HipError {
     if count.is_null() {
         return HIP_ERROR_INVALID_VALUE;
     }
@@ -66,11 +94,20 @@ pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipSetDevice(device: c_int) -> HipError {
+    // SAFETY: the caller keeps hipSetDevice's contract.
+    record(unsafe { hip_set_device(device) })
+}
+
+unsafe fn hip_set_device(device: c_int) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
     if device < 0 || device >= fake().devices {
         return HIP_ERROR_INVALID_DEVICE;
+    }
+    if let Some(RuntimeFault::Code(code)) = runtime_fault(RuntimeCall::SetDevice) {
+        // The thread's current device stays what it was.
+        return code;
     }
     CURRENT_DEVICE.set(device);
     // SAFETY: gettid has no preconditions.
@@ -81,6 +118,11 @@ pub unsafe extern "C" fn hipSetDevice(device: c_int) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> HipError {
+    // SAFETY: the caller keeps hipGetDevice's contract.
+    record(unsafe { hip_get_device(device) })
+}
+
+unsafe fn hip_get_device(device: *mut c_int) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
@@ -93,6 +135,11 @@ pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipError {
+    // SAFETY: the caller keeps hipMalloc's contract.
+    record(unsafe { hip_malloc(ptr, size) })
+}
+
+unsafe fn hip_malloc(ptr: *mut *mut c_void, size: usize) -> HipError {
     let fake = fake();
     if let Err(e) = need_device() {
         return e;
@@ -125,6 +172,11 @@ pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> HipErr
 
 #[no_mangle]
 pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> HipError {
+    // SAFETY: the caller keeps hipFree's contract.
+    record(unsafe { hip_free(ptr) })
+}
+
+unsafe fn hip_free(ptr: *mut c_void) -> HipError {
     if ptr.is_null() {
         return HIP_SUCCESS;
     }
@@ -163,6 +215,11 @@ pub unsafe extern "C" fn hipHostMalloc(
     size: usize,
     _flags: c_uint,
 ) -> HipError {
+    // SAFETY: the caller keeps hipHostMalloc's contract.
+    record(unsafe { hip_host_malloc(ptr, size, _flags) })
+}
+
+unsafe fn hip_host_malloc(ptr: *mut *mut c_void, size: usize, _flags: c_uint) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
@@ -190,6 +247,11 @@ pub unsafe extern "C" fn hipHostMalloc(
 
 #[no_mangle]
 pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> HipError {
+    // SAFETY: the caller keeps hipHostFree's contract.
+    record(unsafe { hip_host_free(ptr) })
+}
+
+unsafe fn hip_host_free(ptr: *mut c_void) -> HipError {
     if ptr.is_null() {
         return HIP_SUCCESS;
     }
@@ -213,13 +275,22 @@ pub unsafe extern "C" fn hipMemcpy(
     size: usize,
     kind: c_int,
 ) -> HipError {
-    match check_copy("hipMemcpy", dst, src, size, kind) {
-        Ok(()) => {
-            copy_now("hipMemcpy", dst as usize, src as usize, size, kind);
-            HIP_SUCCESS
-        }
-        Err(e) => e,
+    // SAFETY: the caller keeps hipMemcpy's contract.
+    record(unsafe { hip_memcpy(dst, src, size, kind) })
+}
+
+unsafe fn hip_memcpy(dst: *mut c_void, src: *const c_void, size: usize, kind: c_int) -> HipError {
+    if let Err(e) = check_copy("hipMemcpy", dst, src, size, kind) {
+        return e;
     }
+    let (dst, src) = (dst as usize, src as usize);
+    let corrupt = match copy_fault(dst, src, size, kind) {
+        Some(RuntimeFault::Code(code)) => return code,
+        Some(RuntimeFault::Corrupt) => true,
+        None => false,
+    };
+    copy_now("hipMemcpy", dst, src, size, kind, corrupt);
+    HIP_SUCCESS
 }
 
 /// Queues the copy on `stream` (run by hipStreamSynchronize, so a caller that reads the
@@ -233,12 +304,28 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     kind: c_int,
     stream: HipStream,
 ) -> HipError {
+    // SAFETY: the caller keeps hipMemcpyAsync's contract.
+    record(unsafe { hip_memcpy_async(dst, src, size, kind, stream) })
+}
+
+unsafe fn hip_memcpy_async(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    stream: HipStream,
+) -> HipError {
     if let Err(e) = check_copy("hipMemcpyAsync", dst, src, size, kind) {
         return e;
     }
     let (dst, src) = (dst as usize, src as usize);
+    let corrupt = match copy_fault(dst, src, size, kind) {
+        Some(RuntimeFault::Code(code)) => return code,
+        Some(RuntimeFault::Corrupt) => true,
+        None => false,
+    };
     if stream.is_null() {
-        copy_now("hipMemcpyAsync", dst, src, size, kind);
+        copy_now("hipMemcpyAsync", dst, src, size, kind, corrupt);
         return HIP_SUCCESS;
     }
     let mut reg = fake().registry();
@@ -254,6 +341,7 @@ pub unsafe extern "C" fn hipMemcpyAsync(
         src,
         size,
         kind,
+        corrupt,
     });
     HIP_SUCCESS
 }
@@ -291,6 +379,23 @@ fn check_copy(
     Ok(())
 }
 
+/// Numbers the call of `call` and returns the fault a rule puts on it.
+fn runtime_fault(call: RuntimeCall) -> Option<RuntimeFault> {
+    let fake = fake();
+    fake.calls.runtime_fault(&fake.faults, call)
+}
+
+/// The fault on a checked copy, numbered among the copies of its direction (host to device
+/// or device to host; other directions have no rules).
+fn copy_fault(dst: usize, src: usize, size: usize, kind: c_int) -> Option<RuntimeFault> {
+    let sides = copy_sides(&fake().registry(), dst, src, size, kind);
+    match sides {
+        (true, false) => runtime_fault(RuntimeCall::HostToDevice),
+        (false, true) => runtime_fault(RuntimeCall::DeviceToHost),
+        _ => None,
+    }
+}
+
 /// Which sides of a copy of `kind` are device memory (hipMemcpyDefault: where they are).
 fn copy_sides(reg: &Registry, d: usize, s: usize, size: usize, kind: c_int) -> (bool, bool) {
     match kind {
@@ -306,7 +411,8 @@ fn copy_sides(reg: &Registry, d: usize, s: usize, size: usize, kind: c_int) -> (
 
 /// Performs a checked copy and counts its bytes by direction (and by device). A queued copy
 /// runs on the thread that synchronizes its stream, which has made the device current.
-fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int) {
+/// `corrupt` flips every bit of the first byte copied, once it has landed.
+fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int, corrupt: bool) {
     if size == 0 {
         return;
     }
@@ -327,6 +433,10 @@ fn copy_now(call: &str, dst: usize, src: usize, size: usize, kind: c_int) {
     // SAFETY: checked by check_copy when the copy was asked for; the caller keeps both sides
     // alive until the copy has run (at once, or when its stream is synchronized).
     unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
+    if corrupt {
+        // SAFETY: `dst` holds at least `size` > 0 bytes, as above.
+        unsafe { *(dst as *mut u8) ^= 0xff };
+    }
 }
 
 #[no_mangle]
@@ -334,11 +444,19 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(
     stream: *mut HipStream,
     flags: c_uint,
 ) -> HipError {
+    // SAFETY: the caller keeps hipStreamCreateWithFlags's contract.
+    record(unsafe { hip_stream_create_with_flags(stream, flags) })
+}
+
+unsafe fn hip_stream_create_with_flags(stream: *mut HipStream, flags: c_uint) -> HipError {
     if let Err(e) = need_device() {
         return e;
     }
     if stream.is_null() || flags & !HIP_STREAM_NON_BLOCKING != 0 {
         return HIP_ERROR_INVALID_VALUE;
+    }
+    if let Some(RuntimeFault::Code(code)) = runtime_fault(RuntimeCall::StreamCreate) {
+        return code;
     }
     let mut reg = fake().registry();
     let id = reg.new_id();
@@ -351,10 +469,23 @@ pub unsafe extern "C" fn hipStreamCreateWithFlags(
 /// which is what exposes a caller that freed them before synchronizing.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
+    // SAFETY: the caller keeps hipStreamSynchronize's contract.
+    record(unsafe { hip_stream_synchronize(stream) })
+}
+
+unsafe fn hip_stream_synchronize(stream: HipStream) -> HipError {
     let ops = {
         let mut reg = fake().registry();
         match reg.streams.get_mut(&(stream as usize)) {
-            Some(entry) => std::mem::take(&mut entry.pending),
+            Some(entry) => {
+                let ops = std::mem::take(&mut entry.pending);
+                drop(reg);
+                if let Some(RuntimeFault::Code(code)) = runtime_fault(RuntimeCall::StreamSync) {
+                    // A failed stream: what was queued on it is lost, never run.
+                    return code;
+                }
+                ops
+            }
             None => {
                 reg.misuse(format!(
                     "hipStreamSynchronize of unknown stream {:#x}",
@@ -379,7 +510,8 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
                 src,
                 size,
                 kind,
-            } => copy_now("hipMemcpyAsync", dst, src, size, kind),
+                corrupt,
+            } => copy_now("hipMemcpyAsync", dst, src, size, kind, corrupt),
         }
     }
     if let Some(e) = failed_errno {
@@ -390,6 +522,11 @@ pub unsafe extern "C" fn hipStreamSynchronize(stream: HipStream) -> HipError {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamDestroy(stream: HipStream) -> HipError {
+    // SAFETY: the caller keeps hipStreamDestroy's contract.
+    record(unsafe { hip_stream_destroy(stream) })
+}
+
+unsafe fn hip_stream_destroy(stream: HipStream) -> HipError {
     let id = stream as usize;
     let mut reg = fake().registry();
     if id == 0 {
@@ -420,6 +557,11 @@ pub unsafe extern "C" fn hipGetErrorString(error: HipError) -> *const c_char {
 
 #[no_mangle]
 pub unsafe extern "C" fn hipRuntimeGetVersion(version: *mut c_int) -> HipError {
+    // SAFETY: the caller keeps hipRuntimeGetVersion's contract.
+    record(unsafe { hip_runtime_get_version(version) })
+}
+
+unsafe fn hip_runtime_get_version(version: *mut c_int) -> HipError {
     if version.is_null() {
         return HIP_ERROR_INVALID_VALUE;
     }

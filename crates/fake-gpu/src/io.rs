@@ -69,6 +69,8 @@ struct Planned {
     /// could not take moves an aligned amount and reports only BYTES of it, as the real
     /// library (which never issues a misaligned O_DIRECT call) would.
     report_at_most: usize,
+    /// A `corrupt` fault: the first byte moved arrives with every bit flipped.
+    corrupt: bool,
 }
 
 /// Validates and accounts for a call under the lock. On success returns the plan, with the
@@ -122,6 +124,7 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
     }
     let mut len = req.size.min(MAX_IO_BYTES);
     let mut report_at_most = len;
+    let mut corrupt = false;
     match fake
         .faults
         .io_fault(req.op, call, req.file_offset as u64, len as u64)
@@ -147,6 +150,7 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
             std::thread::sleep(std::time::Duration::from_millis(ms));
             reg = fake.registry();
         }
+        Some(IoFault::Corrupt) => corrupt = true,
         Some(IoFault::HipFile(code)) => return Err((fd, -(code as isize))),
         Some(IoFault::HipErr(code)) => {
             // errno 0 is what tells a HIP error apart from a system error when CODE is 1.
@@ -166,13 +170,27 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
         target,
         len,
         report_at_most,
+        corrupt,
     })
 }
 
 /// Moves the bytes without the lock, then releases the in-flight marks and counts them
 /// (stats count what moved, the caller sees at most `report_at_most`).
 fn finish(req: IoRequest, plan: &Planned) -> isize {
+    let flip = || {
+        // SAFETY: the first byte of a non-empty range inside a registered, mapped buffer
+        // marked in flight, which the caller does not touch while its call runs.
+        unsafe { *(plan.target as *mut u8) ^= 0xff }
+    };
+    let corrupt = plan.corrupt && plan.len > 0;
+    if corrupt && req.op == IoOp::Write {
+        flip();
+    }
     let result = move_bytes(req.op, plan.fd, plan.target, plan.len, req.file_offset);
+    if corrupt && (req.op == IoOp::Write || result > 0) {
+        // A write leaves device memory as it found it; a read leaves the damage there.
+        flip();
+    }
     // Taking the registry lock below may wait on a futex, which leaves EAGAIN in errno:
     // keep the failure's errno and put it back last.
     let failed_with = (result < 0).then(errno);

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use crate::faults::{FaultPlan, IoOp};
+use crate::faults::{FaultPlan, IoOp, RuntimeCall, RuntimeFault};
 
 /// Misuse lines kept in the report; more are counted, not listed, so a runaway loop cannot
 /// exhaust memory.
@@ -44,9 +44,17 @@ pub struct CallCounters {
     pub driver_open: AtomicU64,
     pub malloc: AtomicU64,
     pub hostmalloc: AtomicU64,
+    /// One per [`RuntimeCall`], by its index.
+    pub runtime: [AtomicU64; 5],
 }
 
 impl CallCounters {
+    /// Numbers this call of `call` (from 1) and returns the fault a rule puts on it.
+    pub fn runtime_fault(&self, plan: &FaultPlan, call: RuntimeCall) -> Option<RuntimeFault> {
+        let n = self.runtime[call.index()].fetch_add(1, Ordering::SeqCst) + 1;
+        plan.runtime_fault(call, n)
+    }
+
     pub fn io(&self, op: IoOp) -> &AtomicU64 {
         match op {
             IoOp::Read => &self.read,
@@ -107,6 +115,8 @@ pub enum Queued {
         src: usize,
         size: usize,
         kind: i32,
+        /// A `corrupt` rule selected it when issued: flip its first byte once copied.
+        corrupt: bool,
     },
 }
 
@@ -353,7 +363,6 @@ impl Fake {
 
     /// The (hipFile error, hipError_t) pair an opening of the driver fails with, if any.
     pub fn driver_open_fault(&self) -> Result<(), (i32, i32)> {
-        use std::sync::atomic::Ordering;
         let call = self.calls.driver_open.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(code) = FaultPlan::code_fault(&self.faults.driver, call) {
             return Err((code, 0));
@@ -386,8 +395,8 @@ impl Fake {
         };
         let text = env
             + &self.registry().report(
-                self.calls.read.load(std::sync::atomic::Ordering::SeqCst),
-                self.calls.write.load(std::sync::atomic::Ordering::SeqCst),
+                self.calls.read.load(Ordering::SeqCst),
+                self.calls.write.load(Ordering::SeqCst),
             );
         if let Err(e) = std::fs::write(path, text) {
             eprintln!(

@@ -81,8 +81,9 @@ impl Error {
 
     /// Builds the error for a decoded [`Failure`]. `op_text` and `runtime_text` look up the
     /// library's own descriptions (None when it has none); `call` names the function for
-    /// runtime statuses.
+    /// runtime statuses; `table` is the vendor whose names the library codes take.
     pub fn from_failure(
+        table: sys::OpErrorTable,
         call: &'static str,
         failure: Failure,
         op_text: impl Fn(i32) -> Option<String>,
@@ -91,7 +92,7 @@ impl Error {
         match failure {
             Failure::Errno(errno) => Error::Os(std::io::Error::from_raw_os_error(errno)),
             Failure::Op(code) => {
-                let info = sys::op_error_info(code);
+                let info = sys::op_error_info(table, code);
                 let text = op_text(code)
                     .filter(|t| !t.is_empty())
                     .or_else(|| info.map(|(_, t)| t.to_owned()))
@@ -188,6 +189,8 @@ pub fn decode_runtime_status(status: sys::RuntimeStatus) -> Result<(), Failure> 
 mod tests {
     use super::*;
 
+    const HIP: sys::OpErrorTable = sys::OpErrorTable::HipFile;
+
     fn no_text(_: i32) -> Option<String> {
         None
     }
@@ -271,7 +274,7 @@ mod tests {
 
     #[test]
     fn errors_name_code_and_text() {
-        let e = Error::from_failure("hipFileRead", Failure::Op(5027), no_text, no_text);
+        let e = Error::from_failure(HIP, "hipFileRead", Failure::Op(5027), no_text, no_text);
         assert_eq!(e.code(), Some(5027));
         assert_eq!(e.errno(), None);
         let text = e.to_string();
@@ -281,6 +284,7 @@ mod tests {
         );
 
         let e = Error::from_failure(
+            HIP,
             "hipFileRead",
             Failure::Op(5030),
             |c| Some(format!("library says {c}")),
@@ -288,16 +292,17 @@ mod tests {
         );
         assert!(e.to_string().contains("library says 5030"), "{e}");
 
-        let e = Error::from_failure("hipFileRead", Failure::Op(5999), no_text, no_text);
+        let e = Error::from_failure(HIP, "hipFileRead", Failure::Op(5999), no_text, no_text);
         assert!(e.to_string().contains("Unknown") && e.to_string().contains("5999"));
 
-        let e = Error::from_failure("hipMalloc", Failure::Runtime(2), no_text, |_| {
+        let e = Error::from_failure(HIP, "hipMalloc", Failure::Runtime(2), no_text, |_| {
             Some("out of memory".into())
         });
         assert_eq!(e.code(), Some(2));
         assert_eq!(e.to_string(), "hipMalloc: out of memory (error 2)");
 
         let e = Error::from_failure(
+            HIP,
             "hipFileWrite",
             Failure::Errno(libc::ENOSPC),
             no_text,
@@ -310,8 +315,22 @@ mod tests {
     }
 
     #[test]
+    fn cufile_codes_take_cufile_names() {
+        let cu = sys::OpErrorTable::CuFile;
+        let e = Error::from_failure(cu, "cuFileRead", Failure::Op(5043), no_text, no_text);
+        assert!(e.to_string().contains("(NoMemError 5043)"), "{e}");
+        let e = Error::from_failure(cu, "cuFileRead", Failure::Op(5011), no_text, no_text);
+        assert!(e.to_string().contains("(CudaDriverError 5011)"), "{e}");
+        // 5039 is hipFile's end marker but a real cuFile failure.
+        let e = Error::from_failure(cu, "cuFileRead", Failure::Op(5039), no_text, no_text);
+        assert!(e.to_string().contains("InternalBatchSetupError"), "{e}");
+        let e = Error::from_failure(HIP, "hipFileRead", Failure::Op(5043), no_text, no_text);
+        assert!(e.to_string().contains("(Unknown 5043)"), "{e}");
+    }
+
+    #[test]
     fn non_errno_errors_become_other_io_errors() {
-        let e = Error::from_failure("hipFileRead", Failure::Op(5014), no_text, no_text);
+        let e = Error::from_failure(HIP, "hipFileRead", Failure::Op(5014), no_text, no_text);
         let text = e.to_string();
         let io: std::io::Error = e.into();
         assert_eq!(io.kind(), std::io::ErrorKind::Other);

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 /// Which vendor library fills the function table. Both have the same API shape and the same
-/// 5000-based error codes.
+/// 5000-based error codes up to 5038.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
     /// AMD: libhipfile.so.0 + libamdhip64.so.{7,6,5}.
@@ -14,6 +14,14 @@ pub enum Flavor {
 }
 
 impl Flavor {
+    /// Whose names and codes a library failure is read with.
+    pub fn op_errors(self) -> crate::sys::OpErrorTable {
+        match self {
+            Flavor::HipFile => crate::sys::OpErrorTable::HipFile,
+            Flavor::CuFile => crate::sys::OpErrorTable::CuFile,
+        }
+    }
+
     /// The library's name as its vendor writes it, for messages: `hipFile` or `cuFile`.
     pub fn name(self) -> &'static str {
         match self {

@@ -103,6 +103,7 @@ impl Library {
 
     pub(crate) fn error(&self, call: &'static str, failure: Failure) -> Error {
         Error::from_failure(
+            self.flavor().op_errors(),
             call,
             failure,
             |c: c_int| self.op_text(c),

@@ -318,3 +318,39 @@ pub fn load_runtime(
     };
     Ok((table, loaded))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set by scripts/vendor-artefacts.sh to the genuine libcufile.so.0 of PyPI nvidia-cufile.
+    const VENDOR_CUFILE: &str = "HIPFILE_RS_VENDOR_CUFILE_LIB";
+
+    /// The genuine library fills the whole cuFile table, optional entries included, and the one
+    /// call that needs no GPU answers through our signature: no other test reaches the I/O
+    /// library alone, since loading a Library needs libcuda first.
+    #[test]
+    fn genuine_cufile_fills_the_table() {
+        let Some(path) = std::env::var_os(VENDOR_CUFILE) else {
+            test_support::skip::skip(
+                "no vendor artefact",
+                &format!("{VENDOR_CUFILE} unset (scripts/vendor-artefacts.sh fetches it)"),
+            );
+            return;
+        };
+        let (table, loaded) = load_io(Flavor::CuFile, Some(Path::new(&path)))
+            .expect("the genuine libcufile resolves every symbol we load");
+        assert_eq!(loaded.path, Path::new(&path));
+        assert!(table.read_async.is_some() && table.write_async.is_some());
+        assert!(table.stream_register.is_some() && table.stream_deregister.is_some());
+        assert!(table.use_count.is_some() && table.get_op_error_string.is_none());
+        let Some(sys::VersionFn::CuFile(get_version)) = table.get_version else {
+            panic!("cuFileGetVersion missing or of hipFile's shape");
+        };
+        let mut version = 0;
+        // SAFETY: a valid out pointer; cuFileGetVersion needs no driver.
+        let e = unsafe { get_version(&mut version) };
+        assert_eq!(e, sys::FileError::default());
+        assert!(version >= 1150, "cuFile version {version}");
+    }
+}

@@ -53,6 +53,7 @@ impl Runtime {
 
     pub(crate) fn error(&self, call: &'static str, code: sys::RuntimeStatus) -> Error {
         Error::from_failure(
+            self.inner.flavor.op_errors(),
             call,
             Failure::Runtime(code),
             |_| None,

@@ -26,7 +26,7 @@ pub type CuDevice = c_int;
 pub type CuContext = *mut c_void;
 
 // ---------------------------------------------------------------------------------------------
-// Error codes (hipFileOpError_t; cuFile uses the same numbers)
+// Error codes (hipFileOpError_t; cuFile's CUfileOpError agrees up to 5038, then differs)
 // ---------------------------------------------------------------------------------------------
 
 /// `HIPFILE_BASE_ERR`: every library-specific code is above it.
@@ -69,13 +69,27 @@ pub const BATCH_SUBMIT_FAILED: c_int = 5035;
 pub const GPU_MEMORY_PINNING_FAILED: c_int = 5036;
 pub const BATCH_FULL: c_int = 5037;
 pub const ASYNC_NOT_SUPPORTED: c_int = 5038;
-/// Marks the largest code; not returned by calls.
+/// hipFile's largest code; not returned by calls. cuFile uses 5039 and up for codes of its own.
 pub const IO_MAX_ERROR: c_int = 5039;
 
-/// The name (without the `hipFile` prefix) and a one-line meaning of each 5000-based code, in
-/// our own words. Used when the library has no `GetOpErrorString` (cuFile keeps that function
-/// inline in its header, so it cannot be loaded) and for the `name` of [`crate::Error::Library`].
-pub fn op_error_info(code: c_int) -> Option<(&'static str, &'static str)> {
+/// Whose code table to read: the two vendors name a few shared codes differently, and cuFile
+/// has codes past hipFile's last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpErrorTable {
+    HipFile,
+    CuFile,
+}
+
+/// The vendor's name for a 5000-based code (its enumerator without the `hipFile` / `CU_FILE_`
+/// prefix, in hipFile's spelling) and a one-line meaning in our own words. The meaning is what
+/// messages show when the library has no `GetOpErrorString` (cuFile keeps that function inline
+/// in its header, so it cannot be loaded).
+pub fn op_error_info(table: OpErrorTable, code: c_int) -> Option<(&'static str, &'static str)> {
+    if table == OpErrorTable::CuFile {
+        if let Some(info) = cufile_only_op_error(code) {
+            return Some(info);
+        }
+    }
     Some(match code {
         SUCCESS => ("Success", "success"),
         DRIVER_NOT_INITIALIZED => ("DriverNotInitialized", "GPU I/O driver is not loaded"),
@@ -120,7 +134,52 @@ pub fn op_error_info(code: c_int) -> Option<(&'static str, &'static str)> {
         GPU_MEMORY_PINNING_FAILED => ("GPUMemoryPinningFailed", "cannot pin GPU memory"),
         BATCH_FULL => ("BatchFull", "batch queue full"),
         ASYNC_NOT_SUPPORTED => ("AsyncNotSupported", "async GPU I/O not supported"),
-        IO_MAX_ERROR => ("IOMaxError", "largest error code"),
+        IO_MAX_ERROR if table == OpErrorTable::HipFile => ("IOMaxError", "largest error code"),
+        _ => return None,
+    })
+}
+
+/// cuFile's own names: the CUDA and nvidia-fs spellings of shared codes, and its codes past
+/// 5038 (cufile.h of cuFile 1.19).
+fn cufile_only_op_error(code: c_int) -> Option<(&'static str, &'static str)> {
+    Some(match code {
+        DRIVER_ERROR => ("NvfsDriverError", "GPU I/O driver error"),
+        HIP_DRIVER_ERROR => ("CudaDriverError", "GPU runtime error"),
+        HIP_POINTER_INVALID => ("CudaPointerInvalid", "invalid device pointer"),
+        HIP_MEMORY_TYPE_INVALID => ("CudaMemoryTypeInvalid", "memory type unusable for GPU I/O"),
+        HIP_POINTER_RANGE_ERROR => ("CudaPointerRangeError", "range exceeds the allocation"),
+        HIP_CONTEXT_MISMATCH => ("CudaContextMismatch", "GPU context mismatch"),
+        DRIVER_SETUP_ERROR => ("NvfsSetupError", "GPU I/O driver setup failed"),
+        5039 => ("InternalBatchSetupError", "batch setup failed; retry later"),
+        5040 => (
+            "InternalBatchSubmitError",
+            "batch submission failed; retry later",
+        ),
+        5041 => (
+            "InternalBatchGetStatusError",
+            "batch status query failed; retry later",
+        ),
+        5042 => (
+            "InternalBatchCancelError",
+            "batch cancel failed; retry later",
+        ),
+        5043 => ("NoMemError", "library out of memory; retry later"),
+        5044 => ("IOError", "I/O error inside the library"),
+        5045 => (
+            "InternalBufRegisterError",
+            "buffer registration failed inside the library",
+        ),
+        5046 => (
+            "HashOprError",
+            "hash table operation failed inside the library",
+        ),
+        5047 => ("InvalidContextError", "invalid GPU context"),
+        5048 => ("NvfsInternalDriverError", "GPU I/O driver internal error"),
+        5049 => (
+            "BatchNoCompatError",
+            "batch I/O needs compatibility mode, which is off",
+        ),
+        5050 => ("IOMaxError", "largest error code"),
         _ => return None,
     })
 }
@@ -287,11 +346,15 @@ pub const HOST_ALLOC_DEFAULT: c_uint = 0;
 /// How the I/O library reports its version: the two vendors differ here.
 #[derive(Clone, Copy)]
 pub enum VersionFn {
-    /// `hipFileGetVersion(unsigned *major, unsigned *minor, unsigned *patch)`.
-    HipFile(unsafe extern "C" fn(*mut c_uint, *mut c_uint, *mut c_uint) -> FileError),
-    /// `cuFileGetVersion(int *version)` (e.g. 1150 for 1.15.0).
-    CuFile(unsafe extern "C" fn(*mut c_int) -> FileError),
+    HipFile(HipFileVersionFn),
+    CuFile(CuFileVersionFn),
 }
+
+/// `hipFileGetVersion(unsigned *major, unsigned *minor, unsigned *patch)`.
+pub type HipFileVersionFn =
+    unsafe extern "C" fn(*mut c_uint, *mut c_uint, *mut c_uint) -> FileError;
+/// `cuFileGetVersion(int *version)` (e.g. 1150 for 1.15.0).
+pub type CuFileVersionFn = unsafe extern "C" fn(*mut c_int) -> FileError;
 
 /// The hipFile / cuFile calls, one table for both symbol sets (same shapes).
 /// `Option` fields are symbols that older releases lack; a missing one disables the feature
@@ -409,6 +472,47 @@ pub struct IoSymbols {
     pub get_op_error_string: Option<&'static str>,
     pub get_version: &'static str,
     pub use_count: &'static str,
+}
+
+impl IoSymbols {
+    /// Every name the loader may resolve from this set, for checks against the vendor's
+    /// headers and libraries. Destructured so that a new field cannot be left out.
+    pub fn names(&self) -> Vec<&'static str> {
+        let IoSymbols {
+            driver_open,
+            driver_close,
+            handle_register,
+            handle_deregister,
+            buf_register,
+            buf_deregister,
+            read,
+            write,
+            read_async,
+            write_async,
+            stream_register,
+            stream_deregister,
+            get_op_error_string,
+            get_version,
+            use_count,
+        } = self;
+        let mut all = vec![*driver_open];
+        all.extend_from_slice(driver_close);
+        all.extend([
+            *handle_register,
+            *handle_deregister,
+            *buf_register,
+            *buf_deregister,
+            *read,
+            *write,
+            *read_async,
+            *write_async,
+            *stream_register,
+            *stream_deregister,
+        ]);
+        all.extend(*get_op_error_string);
+        all.extend([*get_version, *use_count]);
+        all
+    }
 }
 
 pub const HIPFILE_SYMBOLS: IoSymbols = IoSymbols {

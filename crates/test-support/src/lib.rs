@@ -5,3 +5,4 @@
 
 pub mod data;
 pub mod fake_gpu;
+pub mod skip;

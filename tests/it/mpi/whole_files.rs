@@ -227,7 +227,10 @@ fn a_rank_that_cannot_read_a_whole_file_fails_it_alone() {
         .arg(&locked)
         .output();
     if fs::read(&locked).is_err() || without_caps.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: needs root, and setpriv able to drop CAP_DAC_OVERRIDE");
+        skip(
+            "not root",
+            "needs root, and setpriv able to drop CAP_DAC_OVERRIDE",
+        );
         return;
     }
     let mut args = vec!["-r", "--debug"];
@@ -329,7 +332,7 @@ fn a_source_replaced_before_the_rank_opens_it_is_still_copied() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: needs strace");
+        skip("no strace", "");
         return;
     }
     for (len, args) in [(5000, &[][..]), (3 * PART + 5, &SMALL_PARTS[..])] {

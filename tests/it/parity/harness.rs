@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use super::tree::{build, snapshot, Entry};
 pub use crate::support::Backend;
-use crate::support::Report;
+use crate::support::{skip, Report};
 
 #[derive(Default, Clone)]
 pub struct Scenario {
@@ -141,6 +141,34 @@ pub fn can_mount_tmpfs() -> Result<(), String> {
     Ok(())
 }
 
+/// setpriv's arguments that run a program as nobody (root bypasses permission checks).
+const AS_NOBODY: [&str; 4] = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
+
+/// Whether this process can run a program as nobody through setpriv (root only); the reason
+/// why not otherwise. Probed once: `id -un` run that way must say nobody.
+fn nobody_runs() -> Result<(), String> {
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let out = Command::new("setpriv")
+                .args(AS_NOBODY)
+                .args(["id", "-un"])
+                .output()
+                .map_err(|e| format!("cannot run setpriv: {e}"))?;
+            let who = String::from_utf8_lossy(&out.stdout);
+            if out.status.success() && who.trim() == "nobody" {
+                Ok(())
+            } else {
+                Err(format!(
+                    "setpriv {AS_NOBODY:?} id -un: {:?}, {who:?}, {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        })
+        .clone()
+}
+
 pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -149,13 +177,7 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
     let mut cmd = if s.as_nobody {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "--",
-            "cp",
-        ]);
+        c.args(AS_NOBODY).arg("cp");
         if aiscp.is_some() {
             let path = format!(
                 "{}:{}",
@@ -221,6 +243,17 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
         f.rewind().unwrap();
         f.read_to_end(&mut out.stdout).unwrap();
     }
+    if s.as_nobody {
+        // setpriv failing (127 when it cannot drop privileges or run the program) would
+        // make both legs fail alike and compare equal, testing nothing.
+        let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !matches!(out.status.code(), Some(126 | 127)) && !said.starts_with("setpriv:"),
+            "setpriv did not run {} as nobody: {:?} {said}",
+            if aiscp.is_some() { "aiscp" } else { "cp" },
+            out.status
+        );
+    }
     // Written only when the run loaded the library (some file had data to copy).
     if report.exists() {
         Report::read(&report).assert_clean();
@@ -235,6 +268,12 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
 
 /// Runs GNU cp and aiscp and asserts they agree.
 pub fn check(s: &Scenario, backend: Backend) {
+    if s.as_nobody {
+        if let Err(why) = nobody_runs() {
+            skip("cannot run as nobody (not root)", &why);
+            return;
+        }
+    }
     let gnu = run(s, None);
     let mut ours = run(s, Some(backend));
     if s.unordered_stdout {

@@ -7,7 +7,7 @@
 mod harness;
 mod tree;
 
-use crate::support::BACKENDS;
+use crate::support::{not_here, skip, BACKENDS};
 use harness::{check, sc, Backend, Scenario};
 
 macro_rules! scenarios {
@@ -352,7 +352,7 @@ fn with_xattrs(args: &str) -> Scenario {
 #[test]
 fn xattrs_like_gnu() {
     if let Err(why) = tree::user_xattrs_supported() {
-        println!("skipped: {why}");
+        skip("TMPDIR takes no user xattrs", &why);
         return;
     }
     let cases = [
@@ -382,7 +382,7 @@ fn xattrs_like_gnu() {
 #[test]
 fn acls_like_gnu() {
     if let Err(why) = tree::acls_supported() {
-        println!("skipped: {why}");
+        skip("TMPDIR takes no POSIX ACLs", &why);
         return;
     }
     let with_acls = |args| {
@@ -427,7 +427,7 @@ fn acls_like_gnu() {
 #[test]
 fn selinux_options_like_gnu_without_selinux() {
     if std::path::Path::new("/sys/fs/selinux/enforce").exists() {
-        println!("skipped: SELinux is enabled here");
+        not_here("SELinux is enabled here");
         return;
     }
     let cases = [
@@ -464,7 +464,7 @@ fn with_mount(args: &str) -> Scenario {
 #[test]
 fn one_file_system_at_a_real_mount() {
     if let Err(why) = harness::can_mount_tmpfs() {
-        println!("skipped: {why}");
+        skip("no mount rights", &why);
         return;
     }
     for args in ["-rxv d x", "-ax d x", "-rv d x", "-Rx --preserve=mode d x"] {

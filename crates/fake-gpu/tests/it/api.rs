@@ -78,6 +78,8 @@ pub struct Api {
     pub malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int,
     pub free: unsafe extern "C" fn(*mut c_void) -> c_int,
     pub memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> c_int,
+    pub memcpy_async:
+        unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, Stream) -> c_int,
     pub host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> c_int,
     pub host_free: unsafe extern "C" fn(*mut c_void) -> c_int,
     pub stream_create: unsafe extern "C" fn(*mut Stream, c_uint) -> c_int,
@@ -123,6 +125,7 @@ impl Api {
             malloc: sym!("hipMalloc"),
             free: sym!("hipFree"),
             memcpy: sym!("hipMemcpy"),
+            memcpy_async: sym!("hipMemcpyAsync"),
             host_malloc: sym!("hipHostMalloc"),
             host_free: sym!("hipHostFree"),
             stream_create: sym!("hipStreamCreateWithFlags"),

@@ -95,7 +95,7 @@ pub fn scenario_identity(api: &Api) {
     }
     assert_eq!(
         text(unsafe { (api.op_error_string)(5027) }),
-        "file handle is not registered"
+        "File handle for GPU IO is not registered"
     );
     // Use count: explicit opens, plus an implicit one from registration at zero.
     assert_eq!(unsafe { (api.use_count)() }, 0);
@@ -312,9 +312,9 @@ fn o_direct_requires_4096_alignment() {
     let out = run("o_direct", &[]);
     out.assert_passed();
     if out.result == "skipped" {
-        println!(
-            "skipped: O_DIRECT not supported under {}",
-            env!("CARGO_TARGET_TMPDIR")
+        test_support::skip::skip(
+            "TMPDIR refuses O_DIRECT",
+            &format!("under {}", env!("CARGO_TARGET_TMPDIR")),
         );
         return;
     }
@@ -338,9 +338,9 @@ fn unaligned_short_counts_on_o_direct_move_aligned_amounts() {
     );
     out.assert_passed();
     if out.result == "skipped" {
-        println!(
-            "skipped: O_DIRECT not supported under {}",
-            env!("CARGO_TARGET_TMPDIR")
+        test_support::skip::skip(
+            "TMPDIR refuses O_DIRECT",
+            &format!("under {}", env!("CARGO_TARGET_TMPDIR")),
         );
         return;
     }

@@ -100,6 +100,8 @@ pub fn child_scenario_entry() {
         "io_faults" => crate::faults::scenario_io_faults(api),
         "code_faults" => crate::faults::scenario_code_faults(api),
         "always_faults" => crate::faults::scenario_always_faults(api),
+        "corrupt_faults" => crate::faults::scenario_corrupt_faults(api),
+        "runtime_faults" => crate::faults::scenario_runtime_faults(api),
         "devices" => crate::devices::scenario_devices(api),
         "bus_ids" => crate::devices::scenario_bus_ids(api),
         "leaks" => crate::devices::scenario_leaks(api),

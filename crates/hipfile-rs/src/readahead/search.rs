@@ -188,7 +188,7 @@ mod tests {
     fn the_cache_names_the_libc_this_process_mapped() {
         let cache = read_loader_cache();
         if cache.is_empty() {
-            eprintln!("skipped: no {LOADER_CACHE}");
+            test_support::skip::skip("no loader cache", LOADER_CACHE);
             return;
         }
         let (found, _) = in_cache(&cache, OsStr::new("libc.so.6")).expect("libc.so.6 in the cache");

@@ -84,13 +84,16 @@ fn constants() {
     assert_eq!(BASE_ERR, 5000);
     assert_eq!(HANDLE_NOT_REGISTERED, 5027);
     assert_eq!(ASYNC_NOT_SUPPORTED, 5038);
-    // Every code 5001..=5039 is named except the two the header leaves unused.
-    for code in 5001..=5039 {
-        assert_eq!(
-            op_error_info(code).is_some(),
-            code != 5021 && code != 5032,
-            "code {code}"
-        );
+    // Every code of each vendor is named except the two both headers leave unused: hipFile's
+    // end at 5039, cuFile's at 5050.
+    for (table, last) in [(OpErrorTable::HipFile, 5039), (OpErrorTable::CuFile, 5050)] {
+        for code in 5001..=5060 {
+            assert_eq!(
+                op_error_info(table, code).is_some(),
+                code <= last && code != 5021 && code != 5032,
+                "{table:?} code {code}"
+            );
+        }
     }
     assert!(is_op_error(-5001) && is_op_error(5039) && !is_op_error(-5000) && !is_op_error(-1));
 }

@@ -1,7 +1,9 @@
-//! Loading: exact paths, typed errors that list what was searched, and the genuine HIP runtime
-//! (Debian's libamdhip64.so.5) on a machine without an AMD GPU.
+//! Loading: exact paths, typed errors that list what was searched, and the genuine HIP runtimes
+//! (Debian's libamdhip64.so.5 of ROCm 5.2, and the newer 5.7 and 6.4 that
+//! scripts/vendor-artefacts.sh unpacks) on a machine without an AMD GPU.
 
 use std::path::{Path, PathBuf};
+use test_support::skip::skip;
 
 use hipfile::{Flavor, Library, LibraryPaths, LoadError, Runtime};
 
@@ -27,6 +29,20 @@ fn libc_path() -> PathBuf {
 }
 
 const REAL_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+
+/// Set by scripts/vendor-artefacts.sh: unpacked Debian roots (':'-separated), each with a newer
+/// HIP runtime and everything it needs, its own glibc included.
+const VENDOR_HIP_ROOTS: &str = "HIPFILE_RS_VENDOR_HIP_ROOTS";
+/// In a child started by such a root's dynamic loader: the runtime to check and the version
+/// prefix it must report.
+const CHILD_HIP: &str = "HIPFILE_RS_TEST_HIP";
+const CHILD_HIP_VERSION: &str = "HIPFILE_RS_TEST_HIP_VERSION";
+
+/// A test whose genuine library is missing says so loudly, and fails in CI (`CI=true`), where
+/// .ci/run provides it.
+fn missing(what: &str) {
+    skip("no vendor artefact", what);
+}
 
 #[test]
 fn a_bad_exact_path_is_the_only_path_tried() {
@@ -123,7 +139,10 @@ fn a_library_without_the_symbols_names_the_missing_one() {
 #[test]
 fn hipfile_path_pointing_at_libc_lacks_driver_open() {
     if !Path::new(REAL_HIP).exists() {
-        eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
+        skip(
+            "no libamdhip64-5",
+            &format!("{REAL_HIP} absent (apt-get install libamdhip64-5)"),
+        );
         return;
     }
     let libc = libc_path();
@@ -172,15 +191,24 @@ fn default_search_lists_every_candidate() {
 #[test]
 fn genuine_hip_runtime_reports_no_device() {
     if !Path::new(REAL_HIP).exists() {
-        eprintln!("skipped: {REAL_HIP} absent (apt-get install libamdhip64-5)");
+        skip(
+            "no libamdhip64-5",
+            &format!("{REAL_HIP} absent (apt-get install libamdhip64-5)"),
+        );
         return;
     }
-    let rt = Runtime::load_from(Flavor::HipFile, Some(Path::new(REAL_HIP)))
+    check_genuine_hip(Path::new(REAL_HIP), "HIP 5.2.");
+}
+
+/// Every symbol of our HIP table resolves, the version is the package's, and with no AMD GPU
+/// the device count is hipErrorNoDevice.
+fn check_genuine_hip(path: &Path, version_prefix: &str) {
+    let rt = Runtime::load_from(Flavor::HipFile, Some(path))
         .expect("the genuine HIP runtime resolves every symbol we use");
-    assert_eq!(rt.path(), Path::new(REAL_HIP));
+    assert_eq!(rt.path(), path);
     assert_eq!(rt.flavor(), Flavor::HipFile);
     let version = rt.version().expect("hipRuntimeGetVersion");
-    assert!(version.starts_with("HIP 5.2."), "{version}");
+    assert!(version.starts_with(version_prefix), "{version}");
     match rt.device_count() {
         Err(e) => {
             assert_eq!(e.code(), Some(100), "{e}");
@@ -188,6 +216,65 @@ fn genuine_hip_runtime_reports_no_device() {
         }
         Ok(n) => panic!("this machine has no AMD GPU, yet {n} reported"),
     }
+}
+
+/// Debian's newer runtimes need a newer glibc than the CI machine's, so each is checked in a
+/// child of this test binary run by the dynamic loader of its own root.
+#[test]
+fn newer_genuine_hip_runtimes_report_no_device() {
+    const NAME: &str = "loading::newer_genuine_hip_runtimes_report_no_device";
+    if let (Some(lib), Ok(prefix)) = (
+        std::env::var_os(CHILD_HIP),
+        std::env::var(CHILD_HIP_VERSION),
+    ) {
+        check_genuine_hip(Path::new(&lib), &prefix);
+        return;
+    }
+    let Some(roots) = std::env::var_os(VENDOR_HIP_ROOTS) else {
+        missing(&format!(
+            "{VENDOR_HIP_ROOTS} unset (scripts/vendor-artefacts.sh fetches HIP 5.7 and 6.4)"
+        ));
+        return;
+    };
+    let mut checked = Vec::new();
+    for root in std::env::split_paths(&roots) {
+        let libdir = root.join("usr/lib/x86_64-linux-gnu");
+        // The real file is libamdhip64.so.MAJOR.MINOR.BUILD; its soname link points at it.
+        let (lib, major_minor) = std::fs::read_dir(&libdir)
+            .unwrap_or_else(|e| panic!("{}: {e}", libdir.display()))
+            .filter_map(Result::ok)
+            .find_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let rest = name.strip_prefix("libamdhip64.so.")?;
+                let parts: Vec<&str> = rest.split('.').collect();
+                (parts.len() == 3).then(|| (e.path(), format!("{}.{}", parts[0], parts[1])))
+            })
+            .unwrap_or_else(|| panic!("no libamdhip64.so.X.Y.Z in {}", libdir.display()));
+        let search = format!(
+            "{}:{}",
+            root.join("lib/x86_64-linux-gnu").display(),
+            libdir.display()
+        );
+        let out = std::process::Command::new(libdir.join("ld-linux-x86-64.so.2"))
+            .arg("--library-path")
+            .arg(&search)
+            .arg(std::env::current_exe().unwrap())
+            .args([NAME, "--exact", "--nocapture"])
+            .env(CHILD_HIP, &lib)
+            .env(CHILD_HIP_VERSION, format!("HIP {major_minor}."))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{}: {stdout}{}",
+            lib.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked.push(major_minor);
+    }
+    assert!(!checked.is_empty(), "{VENDOR_HIP_ROOTS} names no root");
+    eprintln!("genuine HIP runtimes checked: {}", checked.join(", "));
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! Files in flight on the pipeline's slots: the pipeline lends its slots to the queue's
 //! workers (see `queue`) and takes them back when the flight lands.
 
+use super::Pipeline;
 use crate::backend::Staging;
-use crate::pipeline::Pipeline;
 use crate::queue::{no_workers, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared};
 use crate::quote::quote;
 use crate::{Config, CopyError};

@@ -14,32 +14,35 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+mod flight;
+mod slots;
+
 /// Workers' slots (dropped first: buffers go back before the driver closes) and the backend.
 pub(crate) struct Pipeline<S: Staging> {
     /// The worker threads: made for the first file that has more than one slice for them,
     /// then reused for every file of the run (each makes the device current again per file,
     /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
-    pub(crate) threads: Option<rayon::ThreadPool>,
+    threads: Option<rayon::ThreadPool>,
     /// Files in flight (see `queue`): workers holding slots lent from `slots`.
-    pub(crate) flight: Option<crate::queue::Flight<S>>,
+    flight: Option<crate::queue::Flight<S>>,
     /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
-    pub(crate) slots: Vec<Option<S::Slot>>,
+    slots: Vec<Option<S::Slot>>,
     /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
-    pub(crate) chosen: Vec<usize>,
+    chosen: Vec<usize>,
     /// False for a slot given up for the run (no memory for it).
-    pub(crate) usable: Vec<bool>,
+    usable: Vec<bool>,
     /// How many of `chosen` the current file's slices run on.
-    pub(crate) workers: usize,
-    pub(crate) staging: Arc<S>,
-    pub(crate) chunk: usize,
+    workers: usize,
+    staging: Arc<S>,
+    chunk: usize,
     /// `--async`, checked at start to be supported: files whose sides are both direct are
     /// copied with the stream API, one stream per worker.
-    pub(crate) async_io: bool,
+    async_io: bool,
     /// The stage times of the last file copied, and of the whole run.
-    pub(crate) last_stages: StageTimes,
-    pub(crate) run_stages: StageTimes,
+    last_stages: StageTimes,
+    run_stages: StageTimes,
     /// [`crate::Config::pause`].
-    pub(crate) pause: fn(&'static str),
+    pause: fn(&'static str),
 }
 
 impl<S: Staging> Pipeline<S> {
@@ -64,6 +67,31 @@ impl<S: Staging> Pipeline<S> {
             run_stages: StageTimes::default(),
             pause,
         }
+    }
+
+    /// The staging backend the slots are made of.
+    pub(crate) fn staging(&self) -> &S {
+        &self.staging
+    }
+
+    /// Copies files whose sides are both registered with the stream API (`--async`).
+    pub(crate) fn use_async(&mut self) {
+        self.async_io = true;
+    }
+
+    /// Whether `--async` is on (checked at start to be supported).
+    pub(crate) fn async_io(&self) -> bool {
+        self.async_io
+    }
+
+    /// Bytes per slot (the run's chunk, halved where device memory ran short).
+    pub(crate) fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// Where the time of the last file went, and of the whole run, stage by stage.
+    pub(crate) fn stages(&self) -> (StageTimes, StageTimes) {
+        (self.last_stages, self.run_stages)
     }
 
     /// Copies a whole file (a regular SRC into a regular DST, else a stream) and sets DST's
@@ -101,10 +129,8 @@ impl<S: Staging> Pipeline<S> {
             None => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
                 progress.route("stream", "bounce");
-                if dst_regular {
-                    file.begin(true)?;
-                }
-                self.stream(job, dst_regular, &cx, progress)
+                file.begin(dst_regular)
+                    .and_then(|()| self.stream(job, dst_regular, &cx, progress))
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.

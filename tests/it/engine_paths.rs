@@ -1,0 +1,372 @@
+//! Paths through the engine that a copy can take without any test noticing they broke:
+//! device memory running out at a later slot, a runtime call failing on a worker, a SOURCE
+//! that refuses O_DIRECT, slots lent to files in flight and taken back, zero runs inside
+//! data under --sparse=always, and the route names --debug and --stats give. Each test
+//! goes through the built binary, so it keeps its meaning whatever the engine's insides.
+
+use crate::routes::{Route, GPU_ROUTES, ROUTES};
+use crate::support::{assert_same_bytes, random_bytes, skip, Report};
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::process::Output;
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(out.status.success(), "{what}: {}", stderr(out));
+}
+
+/// Device memory for the second slot runs out: the chunk is halved and every slice is
+/// planned at the new size, so a many-slice file still copies whole.
+#[test]
+fn device_memory_running_out_at_the_second_slot_still_copies_every_slice() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = random_bytes(20 * 1_000_000 + 123, 0x5107);
+    fs::write(dir.path().join("src"), &data).unwrap();
+    for route in GPU_ROUTES {
+        let report = dir.path().join("report");
+        let out = route
+            .aiscp(dir.path(), &report)
+            .env("AISCP_FAKE_GPU_FAULTS", "malloc#2=oom")
+            .args(["--chunk-size", "4M", "src", "dst"])
+            .output()
+            .unwrap();
+        let what = format!("{route:?}");
+        assert_success(&out, &what);
+        assert_same_bytes(&fs::read(dir.path().join("dst")).unwrap(), &data, &what);
+        let report = Report::read(&report);
+        report.assert_clean();
+        assert_eq!(
+            report.stats.max_alloc,
+            4 << 20,
+            "{what}: the first slot kept"
+        );
+        fs::remove_file(dir.path().join("dst")).unwrap();
+    }
+}
+
+/// A HIP runtime call a worker makes fails: the file fails with one message naming it and
+/// the call, exit 1, and DEST holds only a true prefix of SOURCE (never holes or stale
+/// bytes reported as copied); nothing leaks.
+#[test]
+fn a_runtime_call_failing_on_a_worker_fails_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = random_bytes(1_000_000, 0x5e7);
+    fs::write(dir.path().join("big"), &big).unwrap();
+    let small = random_bytes(300_000, 0x5e8);
+    fs::write(dir.path().join("small"), &small).unwrap();
+    // (route, fault, call named, arguments): many slices on two workers, and (bounce) one
+    // small file in flight on one worker.
+    let many = ["--chunk-size", "64K", "--streams", "2", "big", "dst"];
+    let one = ["--streams", "1", "small", "dst"];
+    let mut cases: Vec<(Route, &str, &str, &[&str])> = Vec::new();
+    for route in GPU_ROUTES {
+        cases.push((route, "setdevice#2=101", "hipSetDevice", &many));
+        cases.push((route, "setdevice#3=101", "hipSetDevice", &many));
+    }
+    cases.extend([
+        (Route::Bounce, "setdevice#2=101", "hipSetDevice", &one[..]),
+        (
+            Route::Library,
+            "streamsync#1=719",
+            "hipStreamSynchronize",
+            &many,
+        ),
+        (
+            Route::Bounce,
+            "streamsync#3=719",
+            "hipStreamSynchronize",
+            &many,
+        ),
+        (
+            Route::Bounce,
+            "streamsync#1=719",
+            "hipStreamSynchronize",
+            &one,
+        ),
+        (
+            Route::Async,
+            "streamsync#3=719",
+            "hipStreamSynchronize",
+            &many,
+        ),
+        (Route::Bounce, "htod#2=719", "hipMemcpy", &many),
+        (Route::Bounce, "dtoh#5=719", "hipMemcpy", &many),
+        (Route::Bounce, "dtoh#1=719", "hipMemcpy", &one),
+    ]);
+    for (route, fault, call, args) in cases {
+        let what = format!("{route:?} {fault} {args:?}");
+        let report = dir.path().join("report");
+        let out = route
+            .aiscp(dir.path(), &report)
+            .env("AISCP_FAKE_GPU_FAULTS", fault)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: one message: {err}");
+        let src = args[args.len() - 2];
+        assert!(
+            lines[0].contains(call)
+                && (lines[0].contains(&format!("'{src}'")) || lines[0].contains("'dst'")),
+            "{what}: names the file and {call}: {err}"
+        );
+        let want = if src == "big" { &big } else { &small };
+        if let Ok(got) = fs::read(dir.path().join("dst")) {
+            assert!(got.len() < want.len(), "{what}: DEST whole after a failure");
+            assert_same_bytes(&got, &want[..got.len()], &format!("{what}: DEST's prefix"));
+            fs::remove_file(dir.path().join("dst")).unwrap();
+        }
+        Report::read(&report).assert_clean();
+    }
+}
+
+/// A sysfs file that refuses O_DIRECT on every kernel, as SOURCE: read through the
+/// fallback (plain reads into pinned or host memory) and copied whole, on every route,
+/// in flight and one at a time.
+#[test]
+fn a_source_that_refuses_o_direct_is_copied_through_the_fallback() {
+    let src = Path::new("/sys/devices/system/cpu/online");
+    let refused = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(src)
+        .is_err();
+    assert!(refused, "{} took O_DIRECT", src.display());
+    let want = fs::read(src).unwrap();
+    assert!(!want.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    for route in ROUTES {
+        for in_flight in [None, Some("0")] {
+            let what = format!("{route:?}, AISCP_IN_FLIGHT={in_flight:?}");
+            let report = dir.path().join("report");
+            let mut cmd = route.aiscp(dir.path(), &report);
+            if let Some(v) = in_flight {
+                cmd.env("AISCP_IN_FLIGHT", v);
+            }
+            let out = cmd.arg("--debug").arg(src).arg("dst").output().unwrap();
+            assert_success(&out, &what);
+            assert_eq!(fs::read(dir.path().join("dst")).unwrap(), want, "{what}");
+            if in_flight.is_some() {
+                assert!(
+                    stderr(&out).contains("read bounce (O_DIRECT refused)"),
+                    "{what}: the fallback taken: {}",
+                    stderr(&out)
+                );
+            }
+            if route != Route::Host {
+                Report::read(&report).assert_clean();
+            }
+            fs::remove_file(dir.path().join("dst")).unwrap();
+        }
+    }
+}
+
+/// Files in flight borrow the copy's slots and give them back: a large file copied after
+/// them (and files in flight after it) allocates no second set of device memory.
+#[test]
+fn a_copy_after_files_in_flight_reuses_their_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["f1", "f2", "f3", "big", "f4", "f5"];
+    let files: Vec<Vec<u8>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let len = if *name == "big" { 5_000_000 } else { 100_000 };
+            let data = random_bytes(len, 0xf11 + i as u64);
+            fs::write(dir.path().join(name), &data).unwrap();
+            data
+        })
+        .collect();
+    fs::create_dir(dir.path().join("out")).unwrap();
+    let report = dir.path().join("report");
+    let out = Route::Bounce
+        .aiscp(dir.path(), &report)
+        .args(["--debug", "--chunk-size", "1M", "--streams", "2"])
+        .args(names)
+        .arg("out/")
+        .output()
+        .unwrap();
+    assert_success(&out, "bounce");
+    let err = stderr(&out);
+    assert!(err.contains("in flight"), "files went in flight: {err}");
+    assert!(
+        err.contains("'big' -> 'out/big': 5000000 bytes, 5 slice(s)"),
+        "{err}"
+    );
+    for (name, data) in names.iter().zip(&files) {
+        let got = fs::read(dir.path().join("out").join(name)).unwrap();
+        assert_same_bytes(&got, data, name);
+    }
+    let report = Report::read(&report);
+    report.assert_clean();
+    assert_eq!(
+        report.stats.mallocs, 2,
+        "one slot per stream, once: {report}"
+    );
+}
+
+/// `--sparse=always` makes a hole of a run of zeros inside a data extent (SOURCE has no
+/// holes at all), on every route, in flight and one at a time.
+#[test]
+fn sparse_always_leaves_holes_for_zero_runs_inside_data() {
+    const MIB: usize = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    if !makes_holes(dir.path()) {
+        skip("TMPDIR makes no holes", &dir.path().display().to_string());
+        return;
+    }
+    let mut data = random_bytes(MIB, 0x2e0);
+    data.extend(vec![0u8; MIB / 2]);
+    data.extend(random_bytes(MIB + 123, 0x2e1));
+    let src = dir.path().join("src");
+    fs::write(&src, &data).unwrap();
+    assert!(
+        fs::metadata(&src).unwrap().blocks() * 512 >= data.len() as u64,
+        "SOURCE is fully allocated"
+    );
+    for route in ROUTES {
+        for in_flight in [None, Some("0")] {
+            let what = format!("{route:?}, AISCP_IN_FLIGHT={in_flight:?}");
+            let report = dir.path().join("report");
+            let mut cmd = route.aiscp(dir.path(), &report);
+            if let Some(v) = in_flight {
+                cmd.env("AISCP_IN_FLIGHT", v);
+            }
+            let out = cmd
+                .args(["--sparse=always", "src", "dst"])
+                .output()
+                .unwrap();
+            assert_success(&out, &what);
+            let dst = dir.path().join("dst");
+            assert_same_bytes(&fs::read(&dst).unwrap(), &data, &what);
+            let file = fs::File::open(&dst).unwrap();
+            let fd = file.as_raw_fd();
+            // SAFETY: lseek on a descriptor we hold open.
+            let (hole, next_data) = unsafe {
+                (
+                    libc::lseek(fd, 0, libc::SEEK_HOLE),
+                    libc::lseek(fd, MIB as i64, libc::SEEK_DATA),
+                )
+            };
+            assert_eq!(hole, MIB as i64, "{what}: the zero run is a hole");
+            assert_eq!(next_data, (MIB + MIB / 2) as i64, "{what}: data after it");
+            if route != Route::Host {
+                Report::read(&report).assert_clean();
+            }
+            fs::remove_file(&dst).unwrap();
+        }
+    }
+}
+
+/// Whether a file written with a gap in `dir` gets a hole there.
+fn makes_holes(dir: &Path) -> bool {
+    let probe = dir.join("hole-probe");
+    let f = fs::File::create(&probe).unwrap();
+    f.set_len(4 << 20).unwrap();
+    let holes = fs::metadata(&probe).unwrap().blocks() == 0;
+    fs::remove_file(&probe).unwrap();
+    holes
+}
+
+/// The route names of a file copied one at a time, pinned exactly in --debug's line for it
+/// and in --stats (text and json), on every route and for each fallback.
+#[test]
+fn route_names_of_a_file_copied_on_its_own_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("src"), random_bytes(300_000, 0x2a3)).unwrap();
+    let sysfs = "/sys/devices/system/cpu/online";
+    let size = fs::metadata(sysfs).unwrap().len();
+    // (route, fault, SOURCE, --debug's description after the size, read, write)
+    let cases = [
+        (
+            Route::Host,
+            "",
+            "src",
+            "1 slice(s) aligned to 4096, read O_DIRECT, write O_DIRECT",
+            "O_DIRECT",
+            "O_DIRECT",
+        ),
+        (
+            Route::Library,
+            "",
+            "src",
+            "1 slice(s) aligned to 4096, read direct, write direct",
+            "direct",
+            "direct",
+        ),
+        (
+            Route::Bounce,
+            "",
+            "src",
+            "1 slice(s) aligned to 4096, read O_DIRECT, write O_DIRECT",
+            "O_DIRECT",
+            "O_DIRECT",
+        ),
+        (
+            Route::Async,
+            "",
+            "src",
+            "1 slice(s) aligned to 4096, read direct, write direct, async streams",
+            "direct",
+            "direct",
+        ),
+        (
+            Route::Library,
+            "register#1=5027",
+            "src",
+            "1 slice(s) aligned to 4096, read bounce (registration refused), write direct",
+            "bounce",
+            "direct",
+        ),
+        (
+            Route::Library,
+            "",
+            sysfs,
+            "1 slice(s) aligned to 4096, read bounce (O_DIRECT refused), write direct",
+            "bounce",
+            "direct",
+        ),
+    ];
+    for (route, fault, src, described, read, write) in cases {
+        let what = format!("{route:?} {fault} {src}");
+        let len = if src == "src" { 300_000 } else { size };
+        let report = dir.path().join("report");
+        let run = |stats: &str| {
+            let out = route
+                .aiscp(dir.path(), &report)
+                .env("AISCP_IN_FLIGHT", "0")
+                .env("AISCP_FAKE_GPU_FAULTS", fault)
+                .args(["--debug", stats, src, "dst"])
+                .output()
+                .unwrap();
+            assert_success(&out, &what);
+            fs::remove_file(dir.path().join("dst")).unwrap();
+            out
+        };
+        let out = run("--stats");
+        let line = format!("'{src}' -> 'dst': {len} bytes, {described}");
+        let err = stderr(&out);
+        assert!(
+            err.lines()
+                .any(|l| l.split_once("s ").is_some_and(|(_, rest)| rest == line)),
+            "{what}: no line `{line}` in\n{err}"
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let routes = format!("; read/write routes: 1 {read}/{write}; thread time:");
+        assert!(text.contains(&routes), "{what}: `{routes}` in {text}");
+        let json = run("--stats=json");
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(
+            v["routes"],
+            serde_json::json!([{"read": read, "write": write, "files": 1}]),
+            "{what}"
+        );
+    }
+}

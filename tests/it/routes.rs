@@ -1,0 +1,49 @@
+//! The four ways a file's bytes can go, for tests that must cover each: host memory, the
+//! fake GPU's library route, its bounce route and `--async`.
+
+use crate::support::{program, Backend};
+use std::path::Path;
+use std::process::Command;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    Host,
+    Library,
+    Bounce,
+    Async,
+}
+
+pub const ROUTES: [Route; 4] = [Route::Host, Route::Library, Route::Bounce, Route::Async];
+/// The fake GPU's routes only.
+pub const GPU_ROUTES: [Route; 3] = [Route::Library, Route::Bounce, Route::Async];
+
+impl Route {
+    /// `aiscp` set up for this route, in `dir`, its fake GPU report (if any) at `report`, no
+    /// faults and no inherited route or in-flight settings.
+    pub fn aiscp(self, dir: &Path, report: &Path) -> Command {
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir)
+            .env_remove("AISCP_FAKE_GPU_FAULTS")
+            .env_remove("AISCP_ROUTE")
+            .env_remove("AISCP_IN_FLIGHT")
+            .stdin(std::process::Stdio::null());
+        let backend = match self {
+            Route::Host => Backend::Host,
+            _ => Backend::FakeGpu,
+        };
+        backend.apply(&mut cmd, report);
+        match self {
+            Route::Host => {}
+            Route::Library => {
+                cmd.args(["--route", "library"]);
+            }
+            Route::Bounce => {
+                cmd.args(["--route", "bounce"]);
+            }
+            Route::Async => {
+                cmd.arg("--async");
+            }
+        }
+        cmd
+    }
+}
