@@ -116,11 +116,9 @@ impl ServiceClient {
         })
     }
 
+    /// The socket (a client is never made for `off`).
     fn path(&self) -> &Path {
-        match &self.choice {
-            Choice::WhenThere(p) | Choice::Path(p) | Choice::Auto(p) => p,
-            Choice::Off => Path::new(""),
-        }
+        self.choice.socket().unwrap_or(Path::new(""))
     }
 
     fn warn(&mut self, why: &str) {
