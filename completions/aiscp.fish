@@ -46,6 +46,8 @@ complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 
 complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
 complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage\'s thread time, and the engine\'s start-up and shutdown' -f -a "text\t''
 json\t''"
+complete -c aiscp -l socket -d 'The service\'s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user\'s own with mode 0700 (made so when missing)' -r -F
+complete -c aiscp -l idle-exit -d 'Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never' -r
 complete -c aiscp -s a -l archive -d 'Same as -dR --preserve=all'
 complete -c aiscp -l attributes-only -d 'Don\'t copy the file data, just the attributes'
 complete -c aiscp -s b -d 'Like --backup but does not accept an argument'
@@ -78,5 +80,6 @@ complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST
 complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, streams and each file\'s route on stderr'
 complete -c aiscp -s q -l quiet -d 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
 complete -c aiscp -l doctor -d 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'
+complete -c aiscp -l serve -d 'Instead of copying, run the staging service in the foreground: bring the staging backend up once (with the GPU staging options given here) and copy the file data of every aiscp run of this user that finds its socket (see AISCP_SERVICE)'
 complete -c aiscp -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c aiscp -s V -l version -d 'Print version'

@@ -83,6 +83,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
         check_path(path, &ready, nvidia_fs.is_some(), &mut out);
     }
 
+    service_section(&mut out);
     let possible = ready.first();
     let _ = match possible {
         Some(r) => writeln!(
@@ -99,6 +100,46 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     };
     crate::messages::write_stdout(out.as_bytes());
     i32::from(possible.is_none())
+}
+
+/// The staging service this user's copies would use (AISCP_SERVICE), and how it is doing.
+fn service_section(out: &mut String) {
+    use crate::service::{client, Choice};
+    let choice = Choice::from_env();
+    let _ = writeln!(out, "staging service:");
+    let Some(socket) = choice.socket() else {
+        let _ = writeln!(out, "  AISCP_SERVICE=off: copies run in-process");
+        return;
+    };
+    let how = match &choice {
+        Choice::WhenThere(_) => "AISCP_SERVICE unset: used when it is there",
+        Choice::Auto(_) => "AISCP_SERVICE=auto: used, started when none answers",
+        _ => "AISCP_SERVICE",
+    };
+    let _ = writeln!(out, "  socket: {} ({how})", quote(socket));
+    if std::fs::symlink_metadata(socket).is_err() {
+        let _ = writeln!(out, "  none there: copies run in-process");
+        return;
+    }
+    let _ = match client::status(socket) {
+        Ok(s) => writeln!(
+            out,
+            "  serving: pid {}, up {:.1} s, {}{}; {} client(s) connected (this check \
+             included); {} file(s), {} copied; staging memory up to {}",
+            s.welcome.pid,
+            s.uptime_secs,
+            s.welcome.library.as_deref().unwrap_or(&s.welcome.backend),
+            client::gpus_text(&s.welcome.gpus),
+            s.clients,
+            s.files,
+            humansize::format_size(s.bytes, humansize::BINARY),
+            humansize::format_size(s.staging_bytes, humansize::BINARY)
+        ),
+        Err(why) => writeln!(
+            out,
+            "  not answering ({why}): copies run in-process, with a warning"
+        ),
+    };
 }
 
 /// The nvidia-fs module's version line, when it is loaded.

@@ -15,10 +15,35 @@ const SYNOPSIS: &str = r#".SH SYNOPSIS
 \fBaiscp\fR [\fIOPTION\fR]... \fB\-t\fR \fIDIRECTORY\fR \fISOURCE\fR...
 .br
 \fBaiscp\fR \fB\-\-doctor\fR [\fIPATH\fR]...
+.br
+\fBaiscp\fR \fB\-\-serve\fR [\fB\-\-socket\fR \fIPATH\fR] [\fB\-\-idle\-exit\fR \fIDURATION\fR] [\fIGPU STAGING OPTION\fR]...
 "#;
 
 /// Sections clap does not know about, in roff.
-const EXTRA_SECTIONS: &str = r#".SH "EXIT STATUS"
+const EXTRA_SECTIONS: &str = r#".SH "THE STAGING SERVICE"
+Bringing a GPU up (libraries, context, staging memory) costs a quarter of a second or more,
+paid by every run. \fBaiscp \-\-serve\fR pays it once: it runs in the foreground, keeps the
+backend warm and copies the file data of every aiscp run of the same user that finds its
+socket. Only the data crosses: the client walks, decides, creates files, prints every message,
+sets attributes and exits as it would alone; SOURCE and DEST are passed as open descriptors
+(SCM_RIGHTS), and the service never opens a path, so it reads and writes only what the client
+could. All clients share one GPU context and one pool of staging buffers (GPU memory is one
+context plus \fB\-\-streams\fR x \fB\-\-chunk\-size\fR, however many clients), files in flight
+shared fairly between them.
+.PP
+The socket is \fI$XDG_RUNTIME_DIR/aiscp/service.sock\fR (else \fI/tmp/aiscp\-UID/service.sock\fR),
+mode 0600 in a directory of the user's own with mode 0700; the service serves only its own uid
+(SO_PEERCRED). Under systemd it can be socket-activated (LISTEN_FDS); contrib/systemd holds a
+user socket and service unit.
+.PP
+A client copies in-process, with one warning, when the service is unreachable, of another
+version, refuses, or dies mid-run (kill \-9): files it had are cut back and copied again from
+their start, and the exit status is what it would have been. SIGINT at a client stops its files
+within a second; the service serves on. \fB\-\-stats\fR and \fB\-\-debug\fR say "through the
+staging service (pid N)", with the time to connect in place of the start-up; \fB\-\-doctor\fR
+reports the service a copy would use (socket, pid, uptime, GPUs, clients, files copied, staging
+memory).
+.SH "EXIT STATUS"
 .TP
 .B 0
 Every SOURCE was copied (with \fB\-\-doctor\fR: a GPU route is possible).
@@ -73,6 +98,13 @@ existing/nil (the default), numbered/t.
 .TP
 .B SIMPLE_BACKUP_SUFFIX
 Backup suffix when \fB\-S\fR is not given (default ~).
+.TP
+.B AISCP_SERVICE
+Which staging service a copy uses: unset (the default), the per-user socket when it is
+there, and none otherwise; a PATH, that socket (a warning when it cannot be used); off, never;
+auto, the per-user socket, first starting \fBaiscp \-\-serve \-\-idle\-exit 30s\fR in the
+background when none answers. The default starts nothing: holding a GPU context after the
+copy is over is the user's choice to make, once (systemd, or auto).
 .TP
 .B AISCP_IN_FLIGHT
 FILES[,BYTES[,DIRECT_FROM]]: how many files (and bytes) a tree copy keeps in flight at once,
@@ -152,6 +184,12 @@ Copy through host memory, printing each copy.
 .TP
 .B aiscp \-\-atomic \-\-fsync model.bin /data/model.bin
 Replace a file so readers never see a partial copy, durable on return.
+.TP
+.B aiscp \-\-serve \-\-idle\-exit 10m &
+Keep the GPU warm for every copy of this user until ten minutes pass without one.
+.TP
+.B AISCP_SERVICE=auto find . \-name '*.bin' \-exec aiscp {} /data/ \e;
+One copy per file, all through one service started by the first (exiting 30 s after the last).
 .TP
 .B aiscp \-\-doctor /data /mnt/nvme
 Report the GPU libraries and GPUs, and the route files under each path would take and why.

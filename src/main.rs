@@ -14,6 +14,7 @@ mod progress;
 #[cfg(feature = "mpi")]
 mod ranks;
 mod same_file;
+mod service;
 mod signals;
 mod stat;
 mod test_hook;
@@ -150,6 +151,23 @@ fn main() {
     if cli.doctor {
         messages::exit(doctor::run(&cli.operands, &cli.staging));
     }
+    if cli.serve {
+        if let Some(op) = cli.operands.first() {
+            usage_exit(&UsageError::new(format!(
+                "--serve takes no operands (got {})",
+                quote::quote(op)
+            )));
+        }
+        raise_open_file_limit();
+        let config = aiscp_engine::Config::from(&cli.staging);
+        // SAFETY: no thread has started yet; the service starts its own below.
+        unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
+        let args = service::server::ServeArgs {
+            socket: cli.socket.clone(),
+            idle_exit: cli.idle_exit,
+        };
+        messages::exit(service::server::run(config, args));
+    }
     // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
     // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.
     let context_given = cli.context_short || cli.context.is_some();
@@ -216,7 +234,11 @@ fn main() {
         jobs.iter().map(|j| j.src.clone()).collect(),
         progress::Walk::from(&opts),
     );
+    let service = service::client::ServiceClient::new(service::Choice::from_env(), &config);
     let mut copier = copy::Copier::new(&opts, config, progress.sink(), jobs.len() > 1);
+    if let Some(client) = service {
+        copier.mover = Some(Box::new(client));
+    }
     #[cfg(feature = "mpi")]
     if let Some(coordinator) = ranks {
         copier.mover = Some(Box::new(coordinator));

@@ -175,10 +175,41 @@ pub struct Cli {
     /// Exit 0 when a GPU route is possible
     #[arg(long, help_heading = "Reporting")]
     pub doctor: bool,
+    /// Instead of copying, run the staging service in the foreground: bring the staging
+    /// backend up once (with the GPU staging options given here) and copy the file data of
+    /// every aiscp run of this user that finds its socket (see AISCP_SERVICE)
+    #[arg(long, help_heading = "Staging service")]
+    pub serve: bool,
+    /// The service's socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory
+    /// must be the user's own with mode 0700 (made so when missing)
+    #[arg(long, value_name = "PATH", requires = "serve", value_hint = ValueHint::FilePath,
+          help_heading = "Staging service")]
+    pub socket: Option<PathBuf>,
+    /// Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never
+    #[arg(long, value_name = "DURATION", requires = "serve", default_value = "0",
+          value_parser = parse_duration, help_heading = "Staging service")]
+    pub idle_exit: std::time::Duration,
     /// The SOURCE files, then DEST: a file, or the DIRECTORY that receives several SOURCEs
     /// (with -t DIRECTORY, every operand is a SOURCE)
     #[arg(value_name = "OPERAND", value_hint = ValueHint::AnyPath, allow_hyphen_values = false)]
     pub operands: Vec<PathBuf>,
+}
+
+/// A duration: seconds, or a number with s, m or h.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (use 90, 30s, 10m or 2h)"))?;
+    let secs = match unit {
+        "" | "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        _ => None,
+    };
+    secs.map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("'{text}' is not a duration (use 90, 30s, 10m or 2h)"))
 }
 
 /// Clap ids of the flags whose relative order matters (GNU applies options left to right).

@@ -65,7 +65,8 @@ impl Copier<'_> {
         // The backend and its first buffer come before DEST is touched: if the backend
         // cannot start the run ends, if the buffer cannot be had this file fails, and either
         // way DEST is neither created nor truncated.
-        if !opts.attributes_only && !opts.reflink_always {
+        let engine_here = self.mover.as_mut().is_none_or(|m| m.needs_engine());
+        if !opts.attributes_only && !opts.reflink_always && engine_here {
             start_engine(&mut self.engine, &self.config)
                 .prepare(src.path)
                 .map_err(|e| fail(e.to_string()))?;
@@ -257,10 +258,15 @@ impl Copier<'_> {
             dst_name: dst,
             sparse: opts.sparse,
         };
-        let engine = start_engine(&mut self.engine, &self.config);
         let res = match &mut self.mover {
-            Some(mover) => mover.copy(engine, &job, &*self.progress),
-            None => engine.copy(&job, &*self.progress),
+            Some(mover) => {
+                let mut engine = super::LocalEngine {
+                    slot: &mut self.engine,
+                    config: &self.config,
+                };
+                mover.copy(&mut engine, &job, &*self.progress)
+            }
+            None => start_engine(&mut self.engine, &self.config).copy(&job, &*self.progress),
         };
         res.map(|_| ()).map_err(|e| match e {
             // Interrupted: main dies of the signal once the engine has stopped.
@@ -272,7 +278,7 @@ impl Copier<'_> {
 
 /// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
 /// and directory-only runs never load a GPU library); a failure ends the run.
-fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
+pub(super) fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
     if slot.is_none() {
         let diagnostics = Box::new(StderrDiagnostics {
             quiet: config.quiet,

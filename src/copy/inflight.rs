@@ -271,12 +271,14 @@ impl Copier<'_> {
         }
     }
 
-    /// Where queued files go: the mover's queue where there is a mover (which sees every
+    /// Where queued files go: the mover's queue where the mover has one (it sees every
     /// file), else the engine, once started.
     fn file_queue(&mut self) -> Option<&mut dyn super::FileQueue> {
+        // A mover without a queue (now) leaves files in flight to the engine.
+        let mover_queues = self.mover.as_mut().is_some_and(|m| m.queue().is_some());
         match &mut self.mover {
-            Some(mover) => mover.queue(),
-            None => self.engine.as_mut().map(|e| e as &mut dyn super::FileQueue),
+            Some(mover) if mover_queues => mover.queue(),
+            _ => self.engine.as_mut().map(|e| e as &mut dyn super::FileQueue),
         }
     }
 

@@ -27,7 +27,6 @@ use aiscp_engine::{
 };
 use atomic::Aside;
 pub use inflight::check_in_flight_setting;
-#[cfg(feature = "mpi")]
 pub use inflight::queue_limits;
 use nix::sys::stat::Mode;
 use std::collections::{HashMap, HashSet};
@@ -103,15 +102,39 @@ pub struct Copier<'a> {
     pub failed: bool,
 }
 
+/// This process's engine, brought up the first time it is asked for: a mover that moves
+/// the data elsewhere (the staging service) may never need it.
+pub struct LocalEngine<'e> {
+    slot: &'e mut Option<Engine>,
+    config: &'e Config,
+}
+
+impl LocalEngine<'_> {
+    pub fn get(&mut self) -> &mut Engine {
+        file::start_engine(self.slot, self.config)
+    }
+}
+
 /// Copies one file's data, given the engine this process would use.
 pub trait DataMover {
     /// Copies a file in turn (its result is needed before the walk goes on).
     fn copy(
         &mut self,
-        engine: &mut Engine,
+        engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError>;
+
+    /// Whether this process's engine must be up (with its first staging slot) before DEST
+    /// is touched, as when it copies the data itself; false while the data goes elsewhere.
+    fn needs_engine(&mut self) -> bool {
+        true
+    }
+
+    /// What the data was staged through, when not this process's engine (for --stats).
+    fn info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
+        None
+    }
 
     /// Where whole files go to be copied while the walk goes on; None: every file is
     /// copied in turn.
@@ -157,7 +180,10 @@ impl<'a> Copier<'a> {
     /// What the engine staged through and where its time went; None when no file had data
     /// to copy.
     pub fn engine_info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
-        self.engine.as_ref().map(|e| (e.info(), e.run_stages()))
+        self.engine
+            .as_ref()
+            .map(|e| (e.info(), e.run_stages()))
+            .or_else(|| self.mover.as_ref().and_then(|m| m.info()))
     }
 
     pub fn new(

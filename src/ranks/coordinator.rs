@@ -10,7 +10,7 @@
 //! files that need one before the next file starts are not queued, and are copied in turn.
 
 use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
-use crate::copy::{DataMover, FileQueue};
+use crate::copy::{DataMover, FileQueue, LocalEngine};
 use crate::messages;
 use aiscp_engine::{
     quote::quote, CopyError, DataJob, Engine, Finished, PartEnd, ProgressSink, QueueLimits,
@@ -249,10 +249,11 @@ impl DataMover for Coordinator {
 
     fn copy(
         &mut self,
-        engine: &mut Engine,
+        engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
+        let engine = engine.get();
         self.land();
         let (SourceKind::Regular { len }, Ok(dst_meta)) = (job.src_kind, job.dst.metadata()) else {
             return engine.copy(job, progress);

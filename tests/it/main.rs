@@ -25,6 +25,7 @@ mod output;
 mod parity;
 mod progress;
 mod routes;
+mod service;
 mod signals;
 mod source_changes;
 mod support;

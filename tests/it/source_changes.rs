@@ -380,9 +380,23 @@ fn pinned_memory_running_out_leaves_an_existing_dest_intact() {
         Backend::FakeGpu.apply(&mut cmd, &d.join("report"));
         let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{fault}: {stderr}");
-        assert!(stderr.contains("pinned host memory"), "{fault}: {stderr}");
+        // The first pinned allocation is every copy's first window: it always fails the run's
+        // first file. The third is a second worker's, which a run whose files both went to
+        // the first worker never makes: then nothing fails.
+        let failed = fault.contains("#1") || stderr.contains("pinned host memory");
+        assert_eq!(
+            out.status.code(),
+            Some(i32::from(failed)),
+            "{fault}: {stderr}"
+        );
+        assert!(
+            !failed || stderr.contains("pinned host memory"),
+            "{fault}: {stderr}"
+        );
         assert!(!stderr.contains("error reading"), "{fault}: {stderr}");
+        if !failed {
+            assert!(fs::read(d.join("dst/a")).unwrap() == a, "{fault}: dst/a");
+        }
         let got = fs::read(d.join("dst/b")).unwrap();
         assert!(
             got == old || got == b,

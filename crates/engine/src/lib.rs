@@ -47,6 +47,8 @@ use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a run staged through: the backend's name ("hipFile", "cuFile", "host memory"), the
@@ -243,6 +245,24 @@ impl Engine {
     /// order files are queued. The job comes back when it cannot be queued (no worker
     /// thread could be started): copy it with [`Engine::copy`] instead.
     pub fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
+        self.submit_with(job, None)
+    }
+
+    /// [`Engine::submit`] for a file that `cancel` stops instead of the run's flag: a
+    /// staging service serving several clients stops one client's files, not the others'.
+    pub fn submit_cancellable(
+        &mut self,
+        job: QueuedJob,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
+        self.submit_with(job, Some(cancel))
+    }
+
+    fn submit_with(
+        &mut self,
+        job: QueuedJob,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
         let ticket = Ticket(self.landed.next_ticket);
         let started = self.config.debug.then_some(self.diag.started);
         let diag = &mut |line: &str| self.diag.debug(line);
@@ -261,7 +281,7 @@ impl Engine {
                 self.flying_on = Some(set);
             }
         }
-        with_pipeline!(&mut self.backend, p => p.submit(ticket, job, &self.limits, &self.config, started, diag))?;
+        with_pipeline!(&mut self.backend, p => p.submit((ticket, job, cancel), &self.limits, &self.config, started, diag))?;
         self.landed.next_ticket += 1;
         Ok(ticket)
     }
@@ -428,8 +448,19 @@ impl Engine {
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
+        let cancel = Arc::clone(&self.config.cancel);
+        self.copy_cancellable(job, progress, &cancel)
+    }
+
+    /// [`Engine::copy`] stopped by `cancel` instead of the run's flag (see
+    /// [`Engine::submit_cancellable`]).
+    pub fn copy_cancellable(
+        &mut self,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+        cancel: &AtomicBool,
+    ) -> Result<u64, CopyError> {
         self.land();
-        let cancel = &*self.config.cancel;
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {

@@ -67,6 +67,10 @@ pub struct QueuedJob {
     pub progress: Arc<dyn ProgressSink + Send + Sync>,
 }
 
+/// A queued file as the workers receive it: its ticket, the job, and the flag that stops it
+/// when it is not the run's own ([`crate::Engine::submit_cancellable`]).
+pub(crate) type Sent = (Ticket, QueuedJob, Option<Arc<AtomicBool>>);
+
 /// Names a queued file among those in flight, in the order they were queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ticket(pub u64);
@@ -119,7 +123,7 @@ pub(crate) struct Shared<S> {
 
 /// The workers and what is in flight.
 pub(crate) struct Flight<S: Staging> {
-    pub(crate) jobs: Option<mpsc::Sender<(Ticket, QueuedJob)>>,
+    pub(crate) jobs: Option<mpsc::Sender<Sent>>,
     pub(crate) done: mpsc::Receiver<Finished>,
     pub(crate) workers: Vec<JoinHandle<(usize, S::Slot)>>,
     /// Files and bytes sent and not yet handed back.
@@ -163,21 +167,22 @@ pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
     index: usize,
     mut slot: S::Slot,
-    jobs: &Mutex<mpsc::Receiver<(Ticket, QueuedJob)>>,
+    jobs: &Mutex<mpsc::Receiver<Sent>>,
     done: &mpsc::Sender<Finished>,
 ) -> (usize, S::Slot) {
     loop {
         let next = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok((ticket, job)) = next else {
+        let Ok((ticket, job, own_cancel)) = next else {
             return (index, slot);
         };
+        let cancel = own_cancel.unwrap_or_else(|| Arc::clone(&shared.cancel));
         let clock = StageClock::default();
         let began_at = Instant::now();
         let mut debug = Vec::new();
         // Not started: DST untouched.
-        let started = !shared.cancel.load(Ordering::SeqCst);
+        let started = !cancel.load(Ordering::SeqCst);
         let mut result = match started {
-            true => copy_whole(&shared, &mut slot, &job, &clock, &mut debug),
+            true => copy_whole(&shared, &cancel, &mut slot, &job, &clock, &mut debug),
             false => Err(CopyError::Interrupted),
         };
         let stages = clock.times();
@@ -225,6 +230,7 @@ pub(crate) fn worker<S: Staging>(
 /// bytes. DST is cut (when it held old bytes) only once the slot's windows exist.
 fn copy_whole<S: Staging>(
     shared: &Shared<S>,
+    cancel: &AtomicBool,
     slot: &mut S::Slot,
     job: &QueuedJob,
     clock: &StageClock,
@@ -233,7 +239,7 @@ fn copy_whole<S: Staging>(
     let names = Names::of(&job.src_name, &job.dst_name);
     let cx = Ctx {
         names: &names,
-        cancel: &shared.cancel,
+        cancel,
         clock,
         pause: shared.pause,
     };
@@ -300,7 +306,7 @@ fn copy_whole<S: Staging>(
         skip_zeros: job.sparse == SparseMode::Always,
         align: plan.align,
     };
-    let work = Work::new(&plan.slices, &shared.cancel);
+    let work = Work::new(&plan.slices, cancel);
     let mut reported = 0;
     run_worker(staging, slot, &route, &work, &mut |n| {
         reported += n;

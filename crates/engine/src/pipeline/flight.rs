@@ -3,7 +3,7 @@
 
 use super::Pipeline;
 use crate::backend::Staging;
-use crate::queue::{no_workers, worker, Finished, Flight, QueueLimits, QueuedJob, Shared, Ticket};
+use crate::queue::{no_workers, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared};
 use crate::quote::quote;
 use crate::{Config, CopyError};
 use std::collections::VecDeque;
@@ -35,8 +35,7 @@ where
     /// Sends `job` to the workers, starting them (with every slot that can be had) first.
     pub(crate) fn submit(
         &mut self,
-        ticket: Ticket,
-        job: QueuedJob,
+        (ticket, job, cancel): Sent,
         limits: &QueueLimits,
         config: &Config,
         debug_since: Option<Instant>,
@@ -48,7 +47,7 @@ where
                 Ok(granted) => granted.slots,
                 Err(e) => return Err(Box::new((job, e))),
             };
-            let (jobs_tx, jobs_rx) = mpsc::channel::<(Ticket, QueuedJob)>();
+            let (jobs_tx, jobs_rx) = mpsc::channel::<Sent>();
             let jobs_rx = Arc::new(Mutex::new(jobs_rx));
             let (done_tx, done_rx) = mpsc::channel();
             let mut workers = Vec::new();
@@ -94,7 +93,7 @@ where
         let Some(tx) = flight.jobs.as_ref() else {
             unreachable!("the queue is open while the flight is");
         };
-        match tx.send((ticket, job)) {
+        match tx.send((ticket, job, cancel)) {
             Ok(()) => {
                 flight.files += 1;
                 flight.bytes += len;
@@ -102,7 +101,7 @@ where
                 Ok(())
             }
             // Every worker has ended (a panic): the caller copies the file itself.
-            Err(mpsc::SendError((_, job))) => Err(Box::new((job, no_workers()))),
+            Err(mpsc::SendError((_, job, _))) => Err(Box::new((job, no_workers()))),
         }
     }
 

@@ -1,7 +1,8 @@
 //! The engine's queue of whole files in flight (host backend): every queued file comes back
 //! once with its ticket and exact bytes (buffered and O_DIRECT, sizes across the slot and the
 //! alignment, holes kept), the limits hold, a synchronous copy in between waits for the queue
-//! and keeps its results, a read error stays with its file, and cancelling ends them all.
+//! and keeps its results, a read error stays with its file, cancelling ends them all, and a
+//! file's own cancel flag stops only that file.
 
 use crate::support::*;
 use aiscp_engine::{
@@ -244,4 +245,75 @@ fn cancelling_ends_every_file_in_flight() {
             "DST {i} touched by a copy that never started"
         );
     }
+}
+
+/// A file's own flag (a service's client that cancels or goes) stops that file and no other;
+/// the run's flag stays clear.
+#[test]
+fn a_files_own_cancel_flag_stops_only_that_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = start_engine(BackendChoice::Host, CHUNK, 2, false);
+    let (theirs, mine) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(true)),
+    );
+    let mut expect = HashMap::new();
+    for i in 0..6u64 {
+        let src = dir.path().join(format!("s{i}"));
+        write_random(&src, 50_000, i);
+        let mut j = job(&src, &dir.path().join(format!("d{i}")), SparseMode::Auto);
+        j.dst.write_all_at(b"old bytes", 0).unwrap();
+        j.truncate = true;
+        let flag = if i % 2 == 0 { &mine } else { &theirs };
+        let ticket = engine.submit_cancellable(j, Arc::clone(flag)).ok().unwrap();
+        expect.insert(ticket, i);
+    }
+    // A file in turn under a set flag stops too, and leaves the run's flag alone.
+    let src = dir.path().join("turn");
+    write_random(&src, 300_000, 9);
+    let (s, d) = (
+        File::open(&src).unwrap(),
+        File::create(dir.path().join("dturn")).unwrap(),
+    );
+    let data = DataJob {
+        src: &s,
+        src_name: &src,
+        src_kind: SourceKind::Regular { len: 300_000 },
+        dst: &d,
+        dst_name: Path::new("dturn"),
+        sparse: SparseMode::Auto,
+    };
+    let turn = engine.copy_cancellable(&data, &NoProgress, &mine);
+    assert!(matches!(turn, Err(CopyError::Interrupted)), "{turn:?}");
+    let mut seen = 0;
+    while let Some(f) = engine.next_finished(true) {
+        let i = expect[&f.ticket];
+        seen += 1;
+        match (i % 2 == 0, f.result) {
+            (true, Err(CopyError::Interrupted)) => {
+                assert!(!f.started);
+                let old = fs::read(dir.path().join(format!("d{i}"))).unwrap();
+                assert_eq!(old, b"old bytes", "DST {i} touched");
+            }
+            (false, Ok(n)) => assert_eq!(n, 50_000),
+            (cancelled, r) => panic!("file {i} (cancelled: {cancelled}): {r:?}"),
+        }
+    }
+    assert_eq!(seen, 6);
+    // The engine goes on for files whose flag is clear.
+    let src = dir.path().join("after");
+    write_random(&src, 70_000, 10);
+    let (s, d) = (
+        File::open(&src).unwrap(),
+        File::create(dir.path().join("dafter")).unwrap(),
+    );
+    let data = DataJob {
+        src: &s,
+        src_name: &src,
+        src_kind: SourceKind::Regular { len: 70_000 },
+        dst: &d,
+        dst_name: Path::new("dafter"),
+        sparse: SparseMode::Auto,
+    };
+    assert_eq!(engine.copy(&data, &NoProgress).unwrap(), 70_000);
 }

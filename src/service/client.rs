@@ -1,0 +1,720 @@
+//! The copier's side: a [`DataMover`] that hands each regular file's data phase to the
+//! staging service, as SOURCE and DEST descriptors, and takes back how it ended. The walk,
+//! every cp decision, messages, attributes and the exit status stay in this process (the
+//! copier's files-in-flight machinery orders the answers as it orders its own engine's).
+//!
+//! The service is never a point of failure: when it cannot be reached, refuses, or is of
+//! another version, the run copies in-process from the start; when it goes away mid-run
+//! (killed, crashed), one warning says so, every file it had is cut back to empty and copied
+//! again here from its start, and the rest of the run is in-process. `--verify` reads the
+//! files back here, in the client, whoever copied them.
+
+use super::wire::{self, Handover, Outcome, Reply, Request, Welcome, WireError};
+use super::Choice;
+use crate::copy::{DataMover, FileQueue, LocalEngine};
+use crate::messages;
+use aiscp_engine::quote::quote;
+use aiscp_engine::{
+    BackendChoice, Config, CopyError, DataJob, EngineInfo, Finished, ProgressSink, QueueLimits,
+    QueuedJob, SourceKind, StageTimes, Ticket,
+};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long a client waits for its files to stop after SIGINT before it leaves them to the
+/// service (which stops them when the connection closes).
+const CANCEL_GRACE: Duration = Duration::from_millis(900);
+/// How long the welcome may take (the service is up before it listens, so this only bounds
+/// a service that hangs).
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(5);
+/// `AISCP_SERVICE=auto`: how long a service started by a client waits for the next client.
+pub const AUTO_IDLE_EXIT: Duration = Duration::from_secs(30);
+/// ... and how long that client waits for it to come up (a GPU context takes 0.3-0.7 s).
+const AUTO_START_WAIT: Duration = Duration::from_secs(10);
+
+/// Where the connection stands.
+enum State {
+    /// Not tried yet (a run with no file data never connects).
+    Untried,
+    Up(Up),
+    /// Never reached, or gone: everything is copied in-process.
+    Down,
+}
+
+struct Up {
+    sock: OwnedFd,
+    welcome: Welcome,
+    /// How long connecting took (shown where an in-process run shows its start-up).
+    connected_in: Duration,
+}
+
+/// What the service said about a file.
+enum Answer {
+    Done(u64, Outcome),
+    /// Bytes of a file copied in turn, since the last report.
+    Progress(u64, u64),
+}
+
+/// Why a wait for an answer ended without one.
+enum Lost {
+    /// The service is gone or spoke nonsense: redo its files here.
+    Gone(String),
+    /// SIGINT, and the service did not stop the files in time.
+    Abandoned,
+}
+
+pub struct ServiceClient {
+    choice: Choice,
+    config: Config,
+    state: State,
+    next_id: u64,
+    /// Files in flight in the service, by id (the descriptors stay here too, for what
+    /// follows the data and for a redo).
+    out: HashMap<u64, QueuedJob>,
+    out_bytes: u64,
+    /// Answers taken while waiting for another.
+    landed: VecDeque<Finished>,
+    limits: QueueLimits,
+    /// When Cancel was sent (after SIGINT).
+    cancelled_at: Option<Instant>,
+    /// Whether any file went through the service (for --stats).
+    served: bool,
+    stages: StageTimes,
+    /// Only one warning per run.
+    warned: bool,
+}
+
+impl ServiceClient {
+    /// A client for `choice`, or None when this run should not look for a service at all
+    /// (`off`, or the default socket is not there).
+    pub fn new(choice: Choice, config: &Config) -> Option<ServiceClient> {
+        match &choice {
+            Choice::Off => return None,
+            Choice::WhenThere(p) if std::fs::symlink_metadata(p).is_err() => return None,
+            _ => {}
+        }
+        Some(ServiceClient {
+            choice,
+            config: config.clone(),
+            state: State::Untried,
+            next_id: 0,
+            out: HashMap::new(),
+            out_bytes: 0,
+            landed: VecDeque::new(),
+            limits: QueueLimits::default(),
+            cancelled_at: None,
+            served: false,
+            stages: StageTimes::default(),
+            warned: false,
+        })
+    }
+
+    /// The socket (a client is never made for `off`).
+    fn path(&self) -> &Path {
+        self.choice.socket().unwrap_or(Path::new(""))
+    }
+
+    fn warn(&mut self, why: &str) {
+        if !self.warned && !self.config.quiet {
+            messages::own_warning(&format!(
+                "staging service at {}: {why}; copying in-process",
+                quote(self.path())
+            ));
+        }
+        self.warned = true;
+    }
+
+    fn debug(&self, line: &str) {
+        if self.config.debug {
+            messages::to_stderr_raw(&format!("aiscp: debug: {line}\n"));
+        }
+    }
+
+    /// Connects on first use; whether the service is up.
+    fn ensure(&mut self) -> bool {
+        if let State::Untried = self.state {
+            let started = Instant::now();
+            self.state = match self.connect() {
+                Ok(welcome) => {
+                    let up = Up {
+                        sock: welcome.0,
+                        welcome: welcome.1,
+                        connected_in: started.elapsed(),
+                    };
+                    self.debug(&format!(
+                        "through the staging service (pid {}) at {}: {}{}, connected in {:.3} ms",
+                        up.welcome.pid,
+                        quote(self.path()),
+                        up.welcome.library.as_deref().unwrap_or(&up.welcome.backend),
+                        gpus_text(&up.welcome.gpus),
+                        up.connected_in.as_secs_f64() * 1e3
+                    ));
+                    State::Up(up)
+                }
+                Err(None) => State::Down,
+                Err(Some(why)) => {
+                    self.warn(&why);
+                    State::Down
+                }
+            };
+        }
+        matches!(self.state, State::Up(_))
+    }
+
+    /// Connects (starting a service first under `auto`) and says hello. Err(None): not to
+    /// be used, silently (another backend than this run asks for).
+    fn connect(&mut self) -> Result<(OwnedFd, Welcome), Option<String>> {
+        let path = self.path().to_path_buf();
+        let sock = match dial(&path) {
+            Ok(s) => s,
+            Err(e) if matches!(self.choice, Choice::Auto(_)) => {
+                self.debug(&format!(
+                    "no staging service at {} ({e}): starting one",
+                    quote(&path)
+                ));
+                self.start_service(&path)?
+            }
+            Err(e) => return Err(Some(format!("cannot connect: {}", messages::os_text(&e)))),
+        };
+        let welcome = handshake(&sock).map_err(Some)?;
+        // A run that names its backend gets that backend: a service of another one is not
+        // used (without a warning: the user asked for exactly this).
+        let fits = match self.config.backend {
+            BackendChoice::Auto => true,
+            BackendChoice::Gpu => welcome.backend != "host memory",
+            BackendChoice::HipFile => welcome.backend == "hipFile",
+            BackendChoice::CuFile => welcome.backend == "cuFile",
+            BackendChoice::Host => welcome.backend == "host memory",
+        };
+        if !fits {
+            self.debug(&format!(
+                "not using the staging service: it stages through {}",
+                welcome.backend
+            ));
+            return Err(None);
+        }
+        Ok((sock, welcome))
+    }
+
+    /// `AISCP_SERVICE=auto`: starts `aiscp --serve` in its own session (so the terminal's
+    /// signals do not reach it) with this run's staging flags and a short idle exit, and
+    /// waits for it to answer. Several clients may race here: the lock beside the socket
+    /// lets one service serve, and the others exit.
+    fn start_service(&mut self, path: &Path) -> Result<OwnedFd, Option<String>> {
+        use std::os::unix::process::CommandExt;
+        let exe = std::env::current_exe().map_err(|e| Some(e.to_string()))?;
+        let c = &self.config;
+        let backend = match c.backend {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Gpu => "gpu",
+            BackendChoice::HipFile => "hipfile",
+            BackendChoice::CuFile => "cufile",
+            BackendChoice::Host => "host",
+        };
+        let route = match c.route {
+            aiscp_engine::RouteChoice::Auto => "auto",
+            aiscp_engine::RouteChoice::Library => "library",
+            aiscp_engine::RouteChoice::Bounce => "bounce",
+        };
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("--serve")
+            .arg("--socket")
+            .arg(path)
+            .arg(format!("--idle-exit={}s", AUTO_IDLE_EXIT.as_secs()))
+            .arg(format!("--backend={backend}"))
+            .arg(format!("--route={route}"))
+            .arg(format!("--gpu={}", c.gpu))
+            .arg(format!("--chunk-size={}", c.chunk_size))
+            .arg("-q")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0);
+        if let Some(n) = c.streams {
+            cmd.arg(format!("--streams={n}"));
+        }
+        if let Some(dir) = path.parent() {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Some(format!("cannot start it: {e}")))?;
+        let deadline = Instant::now() + AUTO_START_WAIT;
+        loop {
+            if let Ok(s) = dial(path) {
+                // Reaped by a thread so no zombie outlives this run's wait.
+                std::thread::spawn(move || child.wait());
+                return Ok(s);
+            }
+            // It exited: another client's service won the race, or it could not start.
+            if let Ok(Some(_)) = child.try_wait() {
+                if let Ok(s) = dial(path) {
+                    return Ok(s);
+                }
+            }
+            if Instant::now() > deadline || self.config.cancel.load(Ordering::SeqCst) {
+                return Err(Some("the service started did not answer".into()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends a copy request; Err(true) when the service is gone, Err(false) when this file
+    /// cannot be sent (its names do not fit a message) and is copied here.
+    fn send(
+        &mut self,
+        src: &File,
+        src_name: &Path,
+        dst: &File,
+        dst_name: &Path,
+        sparse: aiscp_engine::SparseMode,
+        handover: Handover,
+    ) -> Result<u64, bool> {
+        let State::Up(up) = &self.state else {
+            return Err(true);
+        };
+        let id = self.next_id;
+        let req = Request::Copy {
+            id,
+            src_name: src_name.as_os_str().as_bytes().to_vec(),
+            dst_name: dst_name.as_os_str().as_bytes().to_vec(),
+            sparse: sparse.into(),
+            handover,
+        };
+        match wire::send(up.sock.as_fd(), &req, &[src.as_raw_fd(), dst.as_raw_fd()]) {
+            Ok(()) => {
+                self.next_id += 1;
+                self.served = true;
+                Ok(id)
+            }
+            // Not the kernel's error: the request does not fit a message.
+            Err(e) if e.raw_os_error().is_none() => Err(false),
+            Err(e) => {
+                self.lose(Lost::Gone(e.to_string()));
+                Err(true)
+            }
+        }
+    }
+
+    /// Waits (up to `wait`; None: until one comes) for the next answer. Sends Cancel once
+    /// after SIGINT, and gives the files up when the service does not stop them in time.
+    fn next_reply(&mut self, wait: Option<Duration>) -> Option<Answer> {
+        let until = wait.map(|w| Instant::now() + w);
+        loop {
+            let State::Up(up) = &self.state else {
+                return None;
+            };
+            if self.config.cancel.load(Ordering::SeqCst) {
+                match self.cancelled_at {
+                    None => {
+                        self.cancelled_at = Some(Instant::now());
+                        let _ = wire::send(up.sock.as_fd(), &Request::Cancel, &[]);
+                    }
+                    Some(t) if t.elapsed() > CANCEL_GRACE => {
+                        self.lose(Lost::Abandoned);
+                        return None;
+                    }
+                    Some(_) => {}
+                }
+            }
+            let slice = match until {
+                Some(u) => u
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50)),
+                None => Duration::from_millis(50),
+            };
+            if wait_readable(&up.sock, slice) {
+                match wire::receive::<Reply>(up.sock.as_fd()) {
+                    Ok((Reply::Done { id, outcome }, _)) => return Some(Answer::Done(id, outcome)),
+                    Ok((Reply::Progress { id, bytes }, _)) => {
+                        return Some(Answer::Progress(id, bytes))
+                    }
+                    Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
+                    Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
+                    Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
+                    Err(e) => self.lose(Lost::Gone(e.to_string())),
+                }
+                continue;
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return None;
+            }
+        }
+    }
+
+    /// The connection is over: files in flight there are redone here (DEST cut back first)
+    /// or, after SIGINT, end as interrupted.
+    fn lose(&mut self, how: Lost) {
+        let interrupted = self.config.cancel.load(Ordering::SeqCst);
+        match &how {
+            Lost::Gone(why) if !interrupted => {
+                let pid = match &self.state {
+                    State::Up(up) => up.welcome.pid,
+                    _ => 0,
+                };
+                let why = format!("service (pid {pid}) lost: {why}");
+                self.warn(&why);
+            }
+            _ => {}
+        }
+        self.state = State::Down;
+        for (id, job) in std::mem::take(&mut self.out) {
+            let result = match (&how, interrupted) {
+                (Lost::Gone(_), false) => {
+                    // Copied again in turn from its start (see `copy::inflight`).
+                    let _ = job.dst.set_len(0);
+                    Err(CopyError::NotMoved)
+                }
+                _ => Err(CopyError::Interrupted),
+            };
+            job.progress.file_finished();
+            self.landed
+                .push_back(Finished::elsewhere(Ticket(id), job, result, true));
+        }
+        self.out_bytes = 0;
+    }
+
+    /// What a file's answer means here: its progress reported (past the `shown` bytes the
+    /// service's reports already showed), --verify done, the result.
+    fn conclude(
+        &mut self,
+        outcome: Outcome,
+        (src, src_name, dst, dst_name): (&File, &Path, &File, &Path),
+        shown: u64,
+        progress: &dyn ProgressSink,
+    ) -> (Result<u64, CopyError>, bool, StageTimes) {
+        match outcome {
+            Outcome::Copied { end, route, stages } => {
+                if let Some((r, w)) = route {
+                    progress.route(route_name(&r), route_name(&w));
+                }
+                // What the progress reports during the copy did not show yet (holes too).
+                progress.advanced(end.saturating_sub(shown));
+                progress.file_finished();
+                let stages = wire::stage_times(&stages);
+                self.stages.add(&stages);
+                self.debug(&format!(
+                    "{}: {end} bytes through the staging service",
+                    quote(dst_name)
+                ));
+                let result = match self.config.verify {
+                    false => Ok(end),
+                    true => aiscp_engine::verify::verify(src, src_name, dst, dst_name)
+                        .map(|checked| {
+                            self.debug(&checked.describe(dst_name));
+                            end
+                        })
+                        .map_err(CopyError::from),
+                };
+                (result, true, stages)
+            }
+            Outcome::Failed { message } => {
+                progress.file_finished();
+                (
+                    Err(CopyError::Elsewhere(message)),
+                    true,
+                    StageTimes::default(),
+                )
+            }
+            Outcome::Interrupted { started } => {
+                progress.file_finished();
+                (Err(CopyError::Interrupted), started, StageTimes::default())
+            }
+        }
+    }
+
+    /// An answer to a file in flight, as the copier takes it from a queue.
+    fn finished(&mut self, id: u64, outcome: Outcome) -> Option<Finished> {
+        let job = self.out.remove(&id)?;
+        self.out_bytes = self.out_bytes.saturating_sub(job.len);
+        let progress = std::sync::Arc::clone(&job.progress);
+        let ends = (&job.src, &*job.src_name, &job.dst, &*job.dst_name);
+        let (result, started, stages) = self.conclude(outcome, ends, 0, &*progress);
+        let mut f = Finished::elsewhere(Ticket(id), job, result, started);
+        f.stages = stages;
+        Some(f)
+    }
+}
+
+impl FileQueue for ServiceClient {
+    fn set_limits(&mut self, limits: QueueLimits) {
+        self.limits = limits;
+    }
+
+    fn queue_max(&self) -> Option<u64> {
+        match &self.state {
+            State::Up(up) if self.limits.files > 0 => up.welcome.queue_max,
+            _ => None,
+        }
+    }
+
+    fn has_room(&self, len: u64) -> bool {
+        self.out.len() < self.limits.files
+            && (self.out.is_empty() || self.out_bytes + len <= self.limits.bytes)
+    }
+
+    fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
+        let handover = Handover::InFlight {
+            len: job.len,
+            truncate: job.truncate,
+        };
+        let sent = self.send(
+            &job.src,
+            &job.src_name,
+            &job.dst,
+            &job.dst_name,
+            job.sparse,
+            handover,
+        );
+        let Ok(id) = sent else {
+            return Err(Box::new((job, CopyError::NotMoved)));
+        };
+        job.progress.file_started(&job.src_name, Some(job.len));
+        self.out_bytes += job.len;
+        self.out.insert(id, job);
+        Ok(Ticket(id))
+    }
+
+    fn next_finished(&mut self, block: bool) -> Option<Finished> {
+        loop {
+            if let Some(f) = self.landed.pop_front() {
+                return Some(f);
+            }
+            if self.out.is_empty() {
+                return None;
+            }
+            let wait = (!block).then_some(Duration::ZERO);
+            match self.next_reply(wait) {
+                Some(Answer::Done(id, outcome)) => {
+                    if let Some(f) = self.finished(id, outcome) {
+                        return Some(f);
+                    }
+                }
+                Some(Answer::Progress(..)) => {}
+                None if !block => return self.landed.pop_front(),
+                None => {}
+            }
+        }
+    }
+}
+
+impl DataMover for ServiceClient {
+    fn needs_engine(&mut self) -> bool {
+        !self.ensure()
+    }
+
+    fn queue(&mut self) -> Option<&mut dyn FileQueue> {
+        // Once the service is gone and its files are all answered, the copier's own engine
+        // takes files in flight again.
+        let up = matches!(self.state, State::Up(_));
+        (up || !self.out.is_empty() || !self.landed.is_empty()).then_some(self as _)
+    }
+
+    fn copy(
+        &mut self,
+        engine: &mut LocalEngine<'_>,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, CopyError> {
+        if !self.ensure() {
+            return engine.get().copy(job, progress);
+        }
+        let len = match job.src_kind {
+            SourceKind::Regular { len } => Some(len),
+            SourceKind::Stream => None,
+        };
+        // Only regular files cross (a pipe or a device could hold the service's thread).
+        let regular = |f: &File| f.metadata().is_ok_and(|m| m.is_file());
+        if !regular(job.src) || !regular(job.dst) {
+            return engine.get().copy(job, progress);
+        }
+        let handover = Handover::InTurn { len };
+        let sent = self.send(
+            job.src,
+            job.src_name,
+            job.dst,
+            job.dst_name,
+            job.sparse,
+            handover,
+        );
+        let id = match sent {
+            Ok(id) => id,
+            Err(_) => return engine.get().copy(job, progress),
+        };
+        progress.file_started(job.src_name, len);
+        let mut shown = 0;
+        loop {
+            match self.next_reply(None) {
+                Some(Answer::Progress(got, bytes)) if got == id => {
+                    shown += bytes;
+                    progress.advanced(bytes);
+                }
+                Some(Answer::Progress(..)) => {}
+                Some(Answer::Done(got, outcome)) if got == id => {
+                    let ends = (job.src, job.src_name, job.dst, job.dst_name);
+                    let (result, _, _) = self.conclude(outcome, ends, shown, progress);
+                    return result;
+                }
+                Some(Answer::Done(got, outcome)) => {
+                    if let Some(f) = self.finished(got, outcome) {
+                        self.landed.push_back(f);
+                    }
+                }
+                None if self.config.cancel.load(Ordering::SeqCst) => {
+                    progress.file_finished();
+                    return Err(CopyError::Interrupted);
+                }
+                None => {
+                    // Gone mid-copy: this file again, here, from its start.
+                    job.dst.set_len(0).map_err(|e| CopyError::Write {
+                        name: quote(job.dst_name),
+                        source: e,
+                    })?;
+                    return engine.get().copy(job, progress);
+                }
+            }
+        }
+    }
+
+    fn info(&self) -> Option<(EngineInfo, StageTimes)> {
+        let State::Up(up) = &self.state else {
+            return None;
+        };
+        if !self.served {
+            return None;
+        }
+        let w = &up.welcome;
+        let backend = match w.backend.as_str() {
+            "hipFile" => "hipFile",
+            "cuFile" => "cuFile",
+            "host memory" => "host memory",
+            _ => "the staging service",
+        };
+        let info = EngineInfo {
+            backend,
+            library: Some(format!(
+                "the staging service (pid {}, {})",
+                w.pid,
+                w.library.as_deref().unwrap_or(backend)
+            )),
+            gpus: w.gpus.clone(),
+            startup: up.connected_in,
+        };
+        Some((info, self.stages))
+    }
+}
+
+/// Asks the service at `path` how it is doing (for `--doctor`).
+pub fn status(path: &Path) -> Result<wire::Status, String> {
+    let sock = dial(path).map_err(|e| messages::os_text(&e))?;
+    handshake(&sock)?;
+    wire::send(sock.as_fd(), &Request::Status, &[]).map_err(|e| messages::os_text(&e))?;
+    if !wait_readable(&sock, WELCOME_TIMEOUT) {
+        return Err("no answer".into());
+    }
+    match wire::receive::<Reply>(sock.as_fd()) {
+        Ok((Reply::Status(s), _)) => Ok(s),
+        Ok(_) => Err("unexpected answer".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Checks who serves on `sock` (this uid or root), says hello and takes the welcome; a
+/// service of another version is an error.
+fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
+    let (_, uid) = super::peer(sock).map_err(|e| e.to_string())?;
+    let me = nix::unistd::getuid().as_raw();
+    if uid != me && uid != 0 {
+        return Err(format!("it runs as uid {uid}, not {me}"));
+    }
+    let hello = Request::Hello {
+        protocol: wire::PROTOCOL,
+        version: wire::VERSION.to_owned(),
+    };
+    // A service that refuses at once (too many clients) says why and closes before the
+    // hello arrives: its answer is read even when the hello could not be sent.
+    let sent = wire::send(sock.as_fd(), &hello, &[]);
+    let wait = match sent {
+        Ok(()) => WELCOME_TIMEOUT,
+        Err(_) => Duration::ZERO,
+    };
+    let welcome = match wait_readable(sock, wait) {
+        true => wire::receive::<Reply>(sock.as_fd()),
+        false => Err(WireError::Closed),
+    };
+    let welcome = match (welcome, sent) {
+        (Ok((Reply::Welcome(w), _)), Ok(())) => w,
+        (Ok((Reply::Refused { why }, _)), _) => return Err(format!("refused: {why}")),
+        (Err(_), Err(e)) => return Err(messages::os_text(&e)),
+        (Err(WireError::Closed), Ok(())) => return Err("no answer".into()),
+        (Err(e), Ok(())) => return Err(e.to_string()),
+        (Ok(_), _) => return Err("unexpected answer".into()),
+    };
+    if welcome.protocol != wire::PROTOCOL || welcome.version != wire::VERSION {
+        return Err(format!(
+            "another version (aiscp {}, protocol {})",
+            welcome.version, welcome.protocol
+        ));
+    }
+    Ok(welcome)
+}
+
+/// The route names the engine reports, as the progress keeps them (static).
+fn route_name(s: &str) -> &'static str {
+    match s {
+        "direct" => "direct",
+        "O_DIRECT" => "O_DIRECT",
+        "bounce" => "bounce",
+        "stream" => "stream",
+        _ => "other",
+    }
+}
+
+pub fn gpus_text(gpus: &[u32]) -> String {
+    match gpus {
+        [] => String::new(),
+        [g] => format!(" on GPU {g}"),
+        _ => format!(
+            " on GPUs {}",
+            gpus.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
+/// A connected socket to `path`.
+fn dial(path: &Path) -> std::io::Result<OwnedFd> {
+    let sock = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    socket::connect(sock.as_raw_fd(), &addr)?;
+    Ok(sock)
+}
+
+/// Whether `sock` has something to read (or has closed) within `wait`.
+fn wait_readable(sock: &OwnedFd, wait: Duration) -> bool {
+    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+    let ms = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(PollTimeout::MAX);
+    match nix::poll::poll(&mut fds, ms) {
+        Ok(n) => n > 0,
+        // A signal (SIGINT): the caller looks at the cancel flag.
+        Err(nix::errno::Errno::EINTR) => false,
+        // Let the read say what is wrong.
+        Err(_) => true,
+    }
+}

@@ -1,0 +1,122 @@
+//! The staging service: `aiscp --serve` brings the staging backend up once and keeps it warm
+//! (context, device buffers, pinned windows), and every `aiscp` that finds its socket hands it
+//! only the data phase of each regular file, as SOURCE and DEST descriptors. Everything cp
+//! decides stays in the client; the service never opens a path, so it reads and writes only
+//! what the client could. As sccache's server, it is an accelerator: a client that cannot use
+//! it copies in-process.
+//!
+//! `server` is the service, `client` the copier's side (a [`crate::copy::DataMover`]), `wire`
+//! what crosses the socket. This module holds what both ends agree on: where the socket is,
+//! which service a client asks for, and who is on the other end.
+
+pub mod client;
+pub mod server;
+pub mod wire;
+
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+/// The socket's file name in its directory.
+const SOCKET_NAME: &str = "service.sock";
+
+/// Which service a client uses: `AISCP_SERVICE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Never (`off`): copy in-process.
+    Off,
+    /// The per-user socket when it is there (unset or empty, the default): a service an
+    /// operator or systemd started is used, and nothing is started otherwise.
+    WhenThere(PathBuf),
+    /// This socket (a PATH): a warning when it cannot be used.
+    Path(PathBuf),
+    /// The per-user socket, starting a service with a short idle exit when none answers
+    /// (`auto`), as sccache starts its server on first use.
+    Auto(PathBuf),
+}
+
+impl Choice {
+    /// Reads `AISCP_SERVICE`.
+    pub fn from_env() -> Choice {
+        Choice::parse(std::env::var_os("AISCP_SERVICE"))
+    }
+
+    fn parse(value: Option<OsString>) -> Choice {
+        match value {
+            None => Choice::WhenThere(default_socket()),
+            Some(v) if v.is_empty() => Choice::WhenThere(default_socket()),
+            Some(v) if v == "off" => Choice::Off,
+            Some(v) if v == "auto" => Choice::Auto(default_socket()),
+            Some(v) => Choice::Path(PathBuf::from(v)),
+        }
+    }
+}
+
+impl Choice {
+    /// The socket this choice looks at (None: off).
+    pub fn socket(&self) -> Option<&Path> {
+        match self {
+            Choice::Off => None,
+            Choice::WhenThere(p) | Choice::Path(p) | Choice::Auto(p) => Some(p),
+        }
+    }
+}
+
+/// The per-user socket: `$XDG_RUNTIME_DIR/aiscp/service.sock` (a tmpfs directory of the
+/// user's own, 0700, that systemd empties at logout), else `/tmp/aiscp-UID/service.sock`.
+pub fn default_socket() -> PathBuf {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("aiscp"),
+        None => PathBuf::from(format!("/tmp/aiscp-{}", nix::unistd::getuid())),
+    };
+    dir.join(SOCKET_NAME)
+}
+
+/// The process on the other end of a connected socket: (pid, uid), as the kernel saw them
+/// when the connection was made (SO_PEERCRED), not as the peer says.
+pub fn peer(sock: impl AsFd) -> io::Result<(i32, u32)> {
+    let cred = getsockopt(&sock, PeerCredentials)?;
+    Ok((cred.pid(), cred.uid()))
+}
+
+/// Whether `dir` is a directory owned by this user that no one else may enter (0700 or
+/// tighter): a socket inside it is reachable by this user (and root) only.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let uid = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "{} must be a directory of uid {uid} with mode 0700 (it is {}, uid {}, mode {:o})",
+            aiscp_engine::quote::quote(dir),
+            if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a directory"
+            },
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices() {
+        let some = |s: &str| Some(OsString::from(s));
+        assert_eq!(Choice::parse(some("off")), Choice::Off);
+        assert_eq!(Choice::parse(some("auto")), Choice::Auto(default_socket()));
+        assert_eq!(Choice::parse(None), Choice::WhenThere(default_socket()));
+        assert_eq!(Choice::parse(some("")), Choice::WhenThere(default_socket()));
+        assert_eq!(
+            Choice::parse(some("/run/x.sock")),
+            Choice::Path("/run/x.sock".into())
+        );
+    }
+}

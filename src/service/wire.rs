@@ -1,0 +1,326 @@
+//! What a client and the staging service say to each other: one JSON object per
+//! SOCK_SEQPACKET message (so a message is never split or merged), at most [`MAX_MESSAGE`]
+//! bytes, with SOURCE and DEST riding along as SCM_RIGHTS descriptors on a copy request.
+//!
+//! Unlike the MPI ranks' format, the other end may be any process of the service's user (or
+//! a stale binary of another version), so decoding never panics: a message that does not
+//! parse, is too long, or carries the wrong number of descriptors is an error the caller
+//! answers by dropping that client.
+
+use aiscp_engine::{SparseMode, StageTimes};
+use nix::sys::socket::{self, ControlMessage, ControlMessageOwned, MsgFlags};
+use serde::{Deserialize, Serialize};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Bumped whenever a message changes shape; a client and a service that differ here (or in
+/// the program's version) do not talk, and the client copies in-process.
+pub const PROTOCOL: u32 = 1;
+/// The program's version, which a client must share with its service.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The largest message either side sends or takes: a copy request carries two names, so
+/// this bounds a client's cost per request; a file whose names do not fit is copied
+/// in-process by its client.
+pub const MAX_MESSAGE: usize = 64 << 10;
+/// Descriptors one message may carry (SOURCE and DEST); more are closed and refused.
+const MAX_FDS: usize = 2;
+
+/// How holes are treated, as cp's `--sparse` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sparse {
+    Auto,
+    Never,
+    Always,
+}
+
+impl From<SparseMode> for Sparse {
+    fn from(m: SparseMode) -> Sparse {
+        match m {
+            SparseMode::Auto => Sparse::Auto,
+            SparseMode::Never => Sparse::Never,
+            SparseMode::Always => Sparse::Always,
+        }
+    }
+}
+
+impl From<Sparse> for SparseMode {
+    fn from(s: Sparse) -> SparseMode {
+        match s {
+            Sparse::Auto => SparseMode::Auto,
+            Sparse::Never => SparseMode::Never,
+            Sparse::Always => SparseMode::Always,
+        }
+    }
+}
+
+/// How the client's copier hands the file over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Handover {
+    /// A whole file for the service's files in flight (`len` at open; DEST cut first when
+    /// `truncate`), answered when it ends while the client walks on.
+    InFlight { len: u64, truncate: bool },
+    /// A file the client waits for (DEST already empty); `len` None: read to EOF.
+    InTurn { len: Option<u64> },
+}
+
+/// Client to service.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// First message of a connection.
+    Hello { protocol: u32, version: String },
+    /// Copy SOURCE (first descriptor) into DEST (second). Names are bytes (paths need not
+    /// be UTF-8) and only ever appear in messages.
+    Copy {
+        id: u64,
+        src_name: Vec<u8>,
+        dst_name: Vec<u8>,
+        sparse: Sparse,
+        handover: Handover,
+    },
+    /// Stop every file of this client (SIGINT at the client); each is still answered.
+    Cancel,
+    /// How the service is doing (`aiscp --doctor`).
+    Status,
+}
+
+/// What the service is, told to each client it welcomes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Welcome {
+    pub protocol: u32,
+    pub version: String,
+    pub pid: u32,
+    /// "hipFile", "cuFile" or "host memory".
+    pub backend: String,
+    pub library: Option<String>,
+    pub gpus: Vec<u32>,
+    /// The largest file it keeps in flight (None: every file in turn).
+    pub queue_max: Option<u64>,
+}
+
+/// The service's state, for `aiscp --doctor`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    pub welcome: Welcome,
+    pub uptime_secs: f64,
+    /// Clients connected now, the one asking included.
+    pub clients: usize,
+    /// Files and bytes copied since it started.
+    pub files: u64,
+    pub bytes: u64,
+    /// The staging memory its slots may hold (streams x chunk x GPUs).
+    pub staging_bytes: u64,
+}
+
+/// How one file ended in the service.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Outcome {
+    /// DEST's final size, the route its bytes took (read, write) when it had data, the
+    /// stage times (seconds: open, read, copy queue, copy wait, write).
+    Copied {
+        end: u64,
+        route: Option<(String, String)>,
+        stages: [f64; 5],
+    },
+    /// cp's message, without the program's name.
+    Failed { message: String },
+    /// Stopped; `started`: DEST was touched.
+    Interrupted { started: bool },
+}
+
+/// Service to client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    Welcome(Welcome),
+    /// Not served (another uid, another version, too many clients, a malformed message):
+    /// the client copies in-process.
+    Refused {
+        why: String,
+    },
+    Done {
+        id: u64,
+        outcome: Outcome,
+    },
+    /// Bytes of a file copied in turn since the last report (a few a second), so the
+    /// client's progress moves during a large file.
+    Progress {
+        id: u64,
+        bytes: u64,
+    },
+    Status(Status),
+}
+
+/// Stage times as the wire carries them.
+pub fn stage_secs(t: &StageTimes) -> [f64; 5] {
+    [t.open, t.read, t.copy_queue, t.copy_wait, t.write].map(|d| d.as_secs_f64())
+}
+
+/// Stage times back from the wire (negative or odd values read as zero).
+pub fn stage_times(s: &[f64; 5]) -> StageTimes {
+    let d = |x: f64| Duration::try_from_secs_f64(x).unwrap_or_default();
+    StageTimes {
+        open: d(s[0]),
+        read: d(s[1]),
+        copy_queue: d(s[2]),
+        copy_wait: d(s[3]),
+        write: d(s[4]),
+    }
+}
+
+/// A message that could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The peer closed the connection.
+    #[error("connection closed")]
+    Closed,
+    #[error("malformed message: {0}")]
+    Malformed(String),
+}
+
+/// Sends one message with `fds` attached. MSG_NOSIGNAL: a peer that is gone is an error
+/// here, not a SIGPIPE that would stop the run.
+pub fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -> io::Result<()> {
+    let bytes = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    if bytes.len() > MAX_MESSAGE {
+        return Err(io::Error::other("message too long"));
+    }
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    loop {
+        match socket::sendmsg::<()>(
+            sock.as_raw_fd(),
+            &[IoSlice::new(&bytes)],
+            cmsgs,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Receives one message and the descriptors that came with it (every one is owned, so an
+/// error closes them). Blocks unless the socket is non-blocking.
+pub fn receive<T: for<'de> Deserialize<'de>>(
+    sock: BorrowedFd<'_>,
+) -> Result<(T, Vec<OwnedFd>), WireError> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let (len, flags, fds) = loop {
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        match socket::recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) => {
+                let mut fds = Vec::new();
+                for c in msg.cmsgs().map_err(io::Error::from)? {
+                    if let ControlMessageOwned::ScmRights(raw) = c {
+                        // SAFETY: SCM_RIGHTS descriptors are new in this process and ours.
+                        fds.extend(
+                            raw.into_iter()
+                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                        );
+                    }
+                }
+                break (msg.bytes, msg.flags, fds);
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(WireError::Io(e.into())),
+        }
+    };
+    if flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) {
+        return Err(WireError::Malformed(
+            "message or descriptors too long".into(),
+        ));
+    }
+    if len == 0 && fds.is_empty() {
+        return Err(WireError::Closed);
+    }
+    let msg =
+        serde_json::from_slice(&buf[..len]).map_err(|e| WireError::Malformed(e.to_string()))?;
+    Ok((msg, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    use std::os::fd::AsFd;
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_copy_request_crosses_with_its_descriptors() {
+        let (a, b) = pair();
+        let f = std::fs::File::open("Cargo.toml").unwrap();
+        let req = Request::Copy {
+            id: 7,
+            src_name: b"caf\xe9".to_vec(),
+            dst_name: b"d".to_vec(),
+            sparse: Sparse::Always,
+            handover: Handover::InFlight {
+                len: 5,
+                truncate: true,
+            },
+        };
+        send(a.as_fd(), &req, &[f.as_raw_fd(), f.as_raw_fd()]).unwrap();
+        let (got, fds): (Request, _) = receive(b.as_fd()).unwrap();
+        assert_eq!(got, req);
+        assert_eq!(fds.len(), 2);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let (a, b) = pair();
+        for junk in [
+            &b"\xff\x00{"[..],
+            b"{\"type\":\"copy\"}",
+            b"[]",
+            b"{\"type\":\"hello\",\"protocol\":1,\"version\":\"x\",\"more\":1}",
+        ] {
+            socket::send(a.as_raw_fd(), junk, MsgFlags::empty()).unwrap();
+            let got = receive::<Request>(b.as_fd());
+            assert!(matches!(got, Err(WireError::Malformed(_))), "{junk:?}");
+        }
+        drop(a);
+        assert!(matches!(
+            receive::<Request>(b.as_fd()),
+            Err(WireError::Closed)
+        ));
+    }
+
+    #[test]
+    fn stage_times_round_trip() {
+        let t = StageTimes {
+            read: Duration::from_millis(1500),
+            ..StageTimes::default()
+        };
+        assert_eq!(stage_times(&stage_secs(&t)), t);
+        assert_eq!(
+            stage_times(&[-1.0, f64::NAN, 0.0, 0.0, 0.0]),
+            StageTimes::default()
+        );
+    }
+}

@@ -1,0 +1,794 @@
+//! The staging service (`aiscp --serve`) end to end, on host memory and on the fake GPU
+//! library: many clients at once, a service killed mid-tree, a client killed mid-copy,
+//! SIGINT at a client, another uid, a stale socket, garbage on the socket, idle exit.
+
+use crate::support::{listing, program, write_random, Backend, Report, BACKENDS};
+use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
+use std::fs;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A service started for one test, stopped (SIGTERM) when dropped.
+struct Service {
+    child: Option<Child>,
+    socket: PathBuf,
+    log: PathBuf,
+    report: PathBuf,
+    backend: Backend,
+    client_report: PathBuf,
+}
+
+impl Service {
+    /// Starts `aiscp --serve --debug` on `backend` with its socket under `dir/run`, and
+    /// waits until it answers.
+    fn start(backend: Backend, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
+        let socket = dir.join("run").join("service.sock");
+        let log = dir.join("service.log");
+        let report = dir.join("service-report");
+        let mut cmd = Command::new(program());
+        cmd.arg("--serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--debug")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap());
+        backend.apply(&mut cmd, &report);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while dial(&socket).is_err() {
+            if let Some(st) = child.try_wait().unwrap() {
+                panic!(
+                    "service ended ({st}):\n{}",
+                    fs::read_to_string(&log).unwrap()
+                );
+            }
+            assert!(Instant::now() < deadline, "service never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Service {
+            child: Some(child),
+            socket,
+            log,
+            report,
+            backend,
+            client_report: dir.join("client-report"),
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// An aiscp run that uses this service.
+    fn client(&self) -> Command {
+        let mut cmd = Command::new(program());
+        self.backend.apply(&mut cmd, &self.client_report);
+        cmd.env("AISCP_SERVICE", &self.socket)
+            .env_remove("AISCP_TEST_PAUSE")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap()
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.as_mut().unwrap().try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM, then the exit status; on the fake GPU its report must be clean.
+    fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        signal(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
+        let st = wait_for(&mut child, Duration::from_secs(20));
+        self.backend.assert_report_clean(&self.report);
+        st
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
+}
+
+fn wait_for(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process did not end in {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn dial(path: &Path) -> nix::Result<OwnedFd> {
+    let s = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    socket::connect(s.as_raw_fd(), &UnixAddr::new(path)?)?;
+    Ok(s)
+}
+
+/// A tree of `files` random files (sizes up to 200 KiB, some empty) and one of `big` bytes.
+fn tree(root: &Path, files: usize, big: usize, seed: u64) {
+    fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    for i in 0..files {
+        let dir = match i % 3 {
+            0 => root.to_path_buf(),
+            1 => root.join("sub"),
+            _ => root.join("sub/deeper"),
+        };
+        let len = (seed as usize * 7919 + i * 104_729) % (200 << 10) * usize::from(i % 7 != 0);
+        write_random(&dir.join(format!("f{i}")), len, seed + i as u64);
+    }
+    write_random(&root.join("big"), big, seed ^ 0xb19);
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Waits for the pause flag `flag` (AISCP_TEST_PAUSE) to appear.
+fn wait_flag(flag: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !flag.exists() {
+        assert!(Instant::now() < deadline, "never paused");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn eight_concurrent_clients_byte_exact() {
+    for backend in BACKENDS {
+        let d = dir();
+        // 1 MiB slices: the 3 MiB file is copied in turn, the rest fly.
+        let svc = Service::start(backend, d.path(), &["--chunk-size", "1M"], &[]);
+        let mut runs = Vec::new();
+        for c in 0..8u64 {
+            let src = d.path().join(format!("src{c}"));
+            tree(&src, 30, 3 << 20, c + 1);
+            let out = svc
+                .client()
+                .arg("-r")
+                .arg("--stats")
+                .arg(&src)
+                .arg(d.path().join(format!("dst{c}")))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            runs.push((src, out));
+        }
+        for (c, (src, run)) in runs.into_iter().enumerate() {
+            let out = run.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && stderr.is_empty(),
+                "{backend:?} {c}: {stderr}"
+            );
+            let stats = String::from_utf8_lossy(&out.stdout);
+            let through = format!("through the staging service (pid {}", svc.pid());
+            assert!(stats.contains(&through), "{stats}");
+            assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
+        }
+        let log = svc.log();
+        assert_eq!(log.matches("connected").count(), 8, "{log}");
+        assert!(svc.stop().success());
+    }
+}
+
+#[test]
+fn service_killed_mid_tree_client_finishes_as_in_process() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("between-slices:{}", flag.display());
+        let mut svc = Service::start(
+            backend,
+            d.path(),
+            &["--chunk-size", "64K"],
+            &[("AISCP_TEST_PAUSE", &pause)],
+        );
+        let src = d.path().join("src");
+        tree(&src, 40, 1 << 20, 9);
+        // DEST files with old bytes: those in flight are cut back and copied again.
+        let dst = d.path().join("dst");
+        let here = d.path().join("here");
+        for t in [&dst, &here] {
+            fs::create_dir_all(t.join("sub/deeper")).unwrap();
+            write_random(&t.join("big"), 3 << 20, 77);
+            write_random(&t.join("sub/f1"), 300_000, 78);
+        }
+        let client = svc
+            .client()
+            .args(["-r", "--stats"])
+            .arg(src.join("."))
+            .arg(&dst)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        signal(svc.pid(), nix::sys::signal::Signal::SIGKILL);
+        let mut child = svc.child.take().unwrap();
+        wait_for(&mut child, Duration::from_secs(10));
+        assert!(!svc.alive_after_kill());
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one warning: {stderr}");
+        assert!(stderr.contains("warning: staging service at"), "{stderr}");
+        assert!(stderr.contains("copying in-process"), "{stderr}");
+        // The same copy in-process gives the same tree.
+        let mut alone = Command::new(program());
+        backend.apply(&mut alone, &d.path().join("alone-report"));
+        let st = alone
+            .env("AISCP_SERVICE", "off")
+            .args(["-r"])
+            .arg(src.join("."))
+            .arg(&here)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert_eq!(listing(&dst), listing(&here));
+        assert_eq!(listing(&dst), listing(&src));
+        let _ = fs::remove_file(&flag);
+        backend.assert_report_clean(&d.path().join("client-report"));
+    }
+}
+
+impl Service {
+    /// After SIGKILL the socket is left behind, stale.
+    fn alive_after_kill(&self) -> bool {
+        dial(&self.socket).is_ok()
+    }
+}
+
+#[test]
+fn client_killed_mid_copy_service_serves_on() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("between-slices:{}", flag.display());
+        let mut svc = Service::start(
+            backend,
+            d.path(),
+            &["--chunk-size", "64K"],
+            &[("AISCP_TEST_PAUSE", &pause)],
+        );
+        write_random(&d.path().join("a"), 4 << 20, 1);
+        let mut client = svc
+            .client()
+            .arg(d.path().join("a"))
+            .arg(d.path().join("b"))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        client.kill().unwrap();
+        client.wait().unwrap();
+        fs::remove_file(&flag).unwrap();
+        // Its file stops and its connection is forgotten.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !svc.log().contains("left") {
+            assert!(Instant::now() < deadline, "{}", svc.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(svc.alive());
+        // Stopped between slices, not finished for a client that is gone.
+        let left = fs::metadata(d.path().join("b")).unwrap().len();
+        assert!(left < 4 << 20, "{backend:?}: {left}");
+        let out = svc
+            .client()
+            .arg(d.path().join("a"))
+            .arg(d.path().join("c"))
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        assert_eq!(
+            fs::read(d.path().join("a")).unwrap(),
+            fs::read(d.path().join("c")).unwrap()
+        );
+        assert!(svc.stop().success());
+    }
+}
+
+#[test]
+fn sigint_stops_a_client_within_a_second_and_the_service_serves_on() {
+    let backend = Backend::FakeGpu;
+    let d = dir();
+    let flag = d.path().join("paused");
+    let pause = format!("between-slices:{}", flag.display());
+    let mut svc = Service::start(
+        backend,
+        d.path(),
+        &["--chunk-size", "64K"],
+        &[("AISCP_TEST_PAUSE", &pause)],
+    );
+    write_random(&d.path().join("a"), 4 << 20, 2);
+    let mut client = svc
+        .client()
+        .arg(d.path().join("a"))
+        .arg(d.path().join("b"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_flag(&flag);
+    let sent = Instant::now();
+    signal(client.id() as i32, nix::sys::signal::Signal::SIGINT);
+    let st = wait_for(&mut client, Duration::from_secs(5));
+    assert!(
+        sent.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        sent.elapsed()
+    );
+    // Killed by the signal after its cleanup, as cp is (a shell shows 130).
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGINT)
+    );
+    fs::remove_file(&flag).unwrap();
+    assert!(svc.alive());
+    let out = svc
+        .client()
+        .arg(d.path().join("a"))
+        .arg(d.path().join("c"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        fs::read(d.path().join("a")).unwrap(),
+        fs::read(d.path().join("c")).unwrap()
+    );
+    assert!(svc.stop().success());
+}
+
+#[test]
+fn another_uid_is_refused() {
+    let d = dir();
+    // The service runs as nobody, in a directory of nobody's; root connects to it (root can
+    // reach any socket, so only SO_PEERCRED stands in the way).
+    let home = d.path().join("nobody");
+    fs::create_dir(&home).unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    nix::unistd::chown(
+        &home,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = home.join("service.sock");
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(program())
+        .args(["--serve", "--backend", "host", "--socket"])
+        .arg(&socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sock = loop {
+        if let Ok(s) = dial(&socket) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "service never answered");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The drop happened: the service is nobody's.
+    let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(
+        uid_line.split_whitespace().skip(1).all(|u| u == "65534"),
+        "{uid_line}"
+    );
+    let hello = br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#;
+    socket::send(sock.as_raw_fd(), hello, MsgFlags::empty()).unwrap();
+    let answer = read_message(&sock);
+    assert!(
+        answer.contains("refused") && answer.contains("uid 0 may not use this service"),
+        "{answer}"
+    );
+    // aiscp as root copies in-process, with one warning.
+    let src = d.path().join("a");
+    write_random(&src, 100_000, 3);
+    let out = Command::new(program())
+        .env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", &socket)
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("copying in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("b")).unwrap()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// One message from the service, as text (empty once it has closed).
+fn read_message(sock: &OwnedFd) -> String {
+    let tv = nix::sys::time::TimeVal::new(10, 0);
+    socket::setsockopt(sock, socket::sockopt::ReceiveTimeout, &tv).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    let n = socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[test]
+fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = run.join("service.sock");
+    // What a killed service leaves: a socket nobody listens on.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let src = d.path().join("a");
+    write_random(&src, 70_000, 4);
+    let out = Command::new(program())
+        .env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", &socket)
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect: Connection refused; copying in-process"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("b")).unwrap()
+    );
+    // The default per-user socket is not looked for when missing: silence.
+    let out = Command::new(program())
+        .env("AISCP_BACKEND", "host")
+        .env("XDG_RUNTIME_DIR", d.path().join("nothing-here"))
+        .env_remove("AISCP_SERVICE")
+        .arg(&src)
+        .arg(d.path().join("b2"))
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let svc = Service::start(Backend::Host, d.path(), &[], &[]);
+    assert!(
+        svc.log().contains("removed a stale socket"),
+        "{}",
+        svc.log()
+    );
+    let out = svc
+        .client()
+        .arg("--debug")
+        .arg(&src)
+        .arg(d.path().join("c"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("through the staging service (pid"),
+        "{stderr}"
+    );
+    // --doctor reports it.
+    let doctor = Command::new(program())
+        .args(["--doctor", "--backend", "host"])
+        .env("AISCP_SERVICE", &socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let serving = format!("  serving: pid {}, up ", svc.pid());
+    assert!(text.contains(&serving), "{text}");
+    assert!(
+        text.contains("host memory; 1 client(s) connected"),
+        "{text}"
+    );
+    assert!(text.contains("1 file(s), 68.36 KiB copied"), "{text}");
+    // A second service on the same socket refuses to start.
+    let second = Command::new(program())
+        .args(["--serve", "--backend", "host", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another staging service"));
+    assert!(svc.stop().success());
+}
+
+#[test]
+fn garbage_on_the_socket_never_stops_the_service() {
+    use rand::{Rng, SeedableRng};
+    for backend in BACKENDS {
+        let d = dir();
+        let mut svc = Service::start(backend, d.path(), &[], &[]);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(25);
+        let hello = br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#.to_vec();
+        let good = fs::File::open(program()).unwrap();
+        let pipe = nix::unistd::pipe().unwrap();
+        let dirfd = fs::File::open(d.path()).unwrap();
+        let copy = |fds: &str| {
+            format!(
+                r#"{{"type":"copy","id":1,"src_name":[97],"dst_name":[98],"sparse":"auto","handover":{{"in_turn":{{"len":5}}}}{fds}}}"#
+            )
+            .into_bytes()
+        };
+        let mut cases: Vec<(Vec<u8>, Vec<i32>)> = vec![
+            (Vec::new(), vec![]),
+            (b"{".to_vec(), vec![]),
+            (vec![0xff; 70_000], vec![]),
+            (
+                br#"{"type":"hello","protocol":99,"version":"9"}"#.to_vec(),
+                vec![],
+            ),
+            (copy(""), vec![good.as_raw_fd(), good.as_raw_fd()]),
+        ];
+        // After a proper hello: requests with wrong descriptors, or none, or junk.
+        let after_hello: Vec<(Vec<u8>, Vec<i32>)> = vec![
+            (copy(""), vec![]),
+            (copy(""), vec![good.as_raw_fd()]),
+            (copy(""), vec![pipe.0.as_raw_fd(), pipe.1.as_raw_fd()]),
+            (copy(""), vec![dirfd.as_raw_fd(), dirfd.as_raw_fd()]),
+            // DEST open read-only.
+            (copy(""), vec![good.as_raw_fd(), good.as_raw_fd()]),
+            (copy(r#","extra":1"#), vec![]),
+            (hello.clone(), vec![]),
+            (br#"{"type":"cancel"}"#.to_vec(), vec![]),
+        ];
+        for _ in 0..150 {
+            let len = rng.gen_range(0..300);
+            let mut junk: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            if rng.gen_bool(0.3) {
+                // Near misses: valid JSON of the wrong shape.
+                junk = format!(
+                    r#"{{"type":"{}","id":{},"x":{}}}"#,
+                    ["copy", "hello", "cancel", "done"][rng.gen_range(0..4)],
+                    rng.gen::<i64>(),
+                    rng.gen::<u32>()
+                )
+                .into_bytes();
+            }
+            cases.push((junk, vec![]));
+        }
+        for (i, (msg, fds)) in cases.iter().enumerate() {
+            let sock = dial(&svc.socket).unwrap();
+            send_raw(&sock, msg, fds);
+            let _ = read_message(&sock);
+            if let Some((m, f)) = after_hello.get(i) {
+                let sock = dial(&svc.socket).unwrap();
+                send_raw(&sock, &hello, &[]);
+                assert!(read_message(&sock).contains("welcome"));
+                send_raw(&sock, m, f);
+                // Cancel is valid: no answer expected, so only wait on the others.
+                if !m.starts_with(br#"{"type":"cancel"#) {
+                    let answer = read_message(&sock);
+                    assert!(answer.is_empty() || answer.contains("refused"), "{answer}");
+                }
+            }
+            assert!(svc.alive(), "case {i}: {}", svc.log());
+        }
+        // A connection that says nothing is dropped after its hello time, not kept.
+        let _silent = dial(&svc.socket).unwrap();
+        // ... and a real client is served all along.
+        let src = d.path().join("a");
+        write_random(&src, 123_456, 5);
+        let out = svc
+            .client()
+            .arg(&src)
+            .arg(d.path().join("b"))
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        assert_eq!(
+            fs::read(&src).unwrap(),
+            fs::read(d.path().join("b")).unwrap()
+        );
+        assert!(svc.stop().success());
+    }
+}
+
+fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
+    let cmsg = [socket::ControlMessage::ScmRights(fds)];
+    let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    let _ = socket::sendmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &[std::io::IoSlice::new(msg)],
+        cmsgs,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    );
+}
+
+#[test]
+fn idle_exit_releases_the_gpu() {
+    let d = dir();
+    let mut svc = Service::start(Backend::FakeGpu, d.path(), &["--idle-exit", "1"], &[]);
+    let src = d.path().join("a");
+    write_random(&src, 300_000, 6);
+    let out = svc
+        .client()
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let mut child = svc.child.take().unwrap();
+    let started = Instant::now();
+    let st = wait_for(&mut child, Duration::from_secs(10));
+    assert!(st.success(), "{}", svc.log());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(svc.log().contains("releasing the GPU"), "{}", svc.log());
+    let report = Report::read(&svc.report);
+    report.assert_clean();
+    assert!(report.devices.mallocs.iter().sum::<u64>() > 0, "{report}");
+    assert!(!svc.socket.exists(), "socket removed at exit");
+}
+
+#[test]
+fn auto_starts_a_service_that_later_clients_share() {
+    let d = dir();
+    let runtime = d.path().join("xdg");
+    fs::create_dir(&runtime).unwrap();
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
+    let src = d.path().join("a");
+    write_random(&src, 50_000, 7);
+    let run = |to: &str| {
+        let out = Command::new(program())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_SERVICE", "auto")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .arg("--debug")
+            .arg(&src)
+            .arg(d.path().join(to))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let pid = stderr
+            .split("through the staging service (pid ")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .unwrap_or_else(|| panic!("{stderr}"))
+            .to_owned();
+        (pid, stderr)
+    };
+    let (first, log) = run("b");
+    assert!(log.contains("starting one"), "{log}");
+    let (second, log) = run("c");
+    assert_eq!(first, second, "{log}");
+    assert!(!log.contains("starting one"), "{log}");
+    assert!(runtime.join("aiscp/service.sock").exists());
+    signal(first.parse().unwrap(), nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("c")).unwrap()
+    );
+}
+
+#[test]
+fn a_service_of_another_version_or_overloaded_is_not_used() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = run.join("old.sock");
+    // A stand-in for an older service: it welcomes every client as version 0.0.1.
+    let listener = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    socket::bind(listener.as_raw_fd(), &UnixAddr::new(&socket).unwrap()).unwrap();
+    socket::listen(&listener, socket::Backlog::new(8).unwrap()).unwrap();
+    std::thread::spawn(move || loop {
+        let Ok(fd) = socket::accept(listener.as_raw_fd()) else {
+            return;
+        };
+        // SAFETY: accept returned a new descriptor owned by nothing else.
+        let conn = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let _ = read_message(&conn);
+        let old = br#"{"type":"welcome","protocol":1,"version":"0.0.1","pid":1,"backend":"host memory","library":null,"gpus":[],"queue_max":65536}"#;
+        send_raw(&conn, old, &[]);
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    let src = d.path().join("a");
+    write_random(&src, 90_000, 8);
+    let copy = |sock: &Path, to: &str| {
+        let out = Command::new(program())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_SERVICE", sock)
+            .arg(&src)
+            .arg(d.path().join(to))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            fs::read(&src).unwrap(),
+            fs::read(d.path().join(to)).unwrap()
+        );
+        stderr
+    };
+    let stderr = copy(&socket, "b");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("another version (aiscp 0.0.1"), "{stderr}");
+    // The real service refuses a client of another version the same way.
+    let svc = Service::start(Backend::Host, d.path(), &[], &[]);
+    let sock = dial(&svc.socket).unwrap();
+    send_raw(
+        &sock,
+        br#"{"type":"hello","protocol":1,"version":"0.0.1"}"#,
+        &[],
+    );
+    let answer = read_message(&sock);
+    assert!(answer.contains("another version"), "{answer}");
+    // Overloaded: every seat taken by clients that said hello, the next copy is refused.
+    let hello = format!(
+        r#"{{"type":"hello","protocol":1,"version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    let seats: Vec<OwnedFd> = (0..64)
+        .map(|_| {
+            let s = dial(&svc.socket).unwrap();
+            send_raw(&s, hello.as_bytes(), &[]);
+            assert!(read_message(&s).contains("welcome"));
+            s
+        })
+        .collect();
+    let stderr = copy(&svc.socket, "c");
+    assert!(
+        stderr.contains("refused: busy: 64 clients already"),
+        "{stderr}"
+    );
+    drop(seats);
+    // Seats come back when those clients go.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = svc
+            .client()
+            .arg("--debug")
+            .arg(&src)
+            .arg(d.path().join("e"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("through the staging service") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{stderr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(svc.stop().success());
+}
