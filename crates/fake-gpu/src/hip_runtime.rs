@@ -10,8 +10,8 @@ use crate::memory;
 use crate::messages::*;
 use crate::state::{fake, Queued, Registry, StreamEntry};
 
-/// `hipError_t`.
-pub type HipError = c_int;
+pub use crate::current::HipError;
+use crate::current::{current_device, set_current_device};
 /// `hipStream_t`: an opaque pointer; null is the default stream.
 pub type HipStream = *mut c_void;
 
@@ -25,8 +25,6 @@ const HIP_STREAM_NON_BLOCKING: c_uint = 1;
 pub const FAKE_RUNTIME_VERSION: c_int = 60_400_000;
 
 thread_local! {
-    /// The current device is per thread in HIP; every thread starts on device 0.
-    static CURRENT_DEVICE: Cell<c_int> = const { Cell::new(0) };
     /// The last failure of a runtime call on this thread, as HIP keeps it for
     /// hipPeekAtLastError (AMD's hipFile wrappers read it after every read and write).
     static LAST_ERROR: Cell<HipError> = const { Cell::new(HIP_SUCCESS) };
@@ -44,11 +42,6 @@ fn record(status: HipError) -> HipError {
 #[no_mangle]
 pub unsafe extern "C" fn hipPeekAtLastError() -> HipError {
     LAST_ERROR.get()
-}
-
-/// The calling thread's current device.
-pub fn current_device() -> c_int {
-    CURRENT_DEVICE.get()
 }
 
 /// hipErrorNoDevice when the fake has no devices, for calls that need one.
@@ -109,7 +102,7 @@ unsafe fn hip_set_device(device: c_int) -> HipError {
         // The thread's current device stays what it was.
         return code;
     }
-    CURRENT_DEVICE.set(device);
+    set_current_device(device);
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     fake().registry().stats.device_threads.insert(tid);
@@ -129,7 +122,7 @@ unsafe fn hip_get_device(device: *mut c_int) -> HipError {
     if device.is_null() {
         return HIP_ERROR_INVALID_VALUE;
     }
-    *device = CURRENT_DEVICE.get();
+    *device = current_device();
     HIP_SUCCESS
 }
 

@@ -16,6 +16,8 @@
     clippy::undocumented_unsafe_blocks
 )]
 
+mod current;
+mod device_use;
 mod faults;
 mod hip_runtime;
 mod hipfile_api;

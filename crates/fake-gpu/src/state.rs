@@ -153,7 +153,7 @@ pub struct Registry {
     misuse_dropped: u64,
     pub stats: Stats,
     /// Which device each allocation is on, and what each device moved.
-    pub devices: crate::topology::DeviceUse,
+    pub devices: crate::device_use::DeviceUse,
 }
 
 impl Registry {
@@ -345,7 +345,7 @@ impl Fake {
             .unwrap_or(-1);
         Fake {
             faults: FaultPlan::from_env(),
-            bus_ids: crate::topology::bus_ids_from_env(devices),
+            bus_ids: crate::device_use::bus_ids_from_env(devices),
             devices,
             report_path: std::env::var_os("AISCP_FAKE_GPU_REPORT").map(PathBuf::from),
             trace_fd,
