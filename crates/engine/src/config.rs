@@ -6,11 +6,11 @@ use crate::fileio;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// Slices in flight unless configured, on every backend. The bounce route's copies to and
-/// from the GPU now overlap the I/O (they took 3% of the workers' time), so the GPU route
-/// wants the host route's queue depth: on the H200 machine, 4 GiB between two RAM-backed
-/// ext4s, four slices 1.85 GB/s, two 1.63, eight 1.71; with host memory four beat two and
-/// one on the dev VM's virtio disk (0.401 vs 0.284 vs 0.309 GB/s). BENCHMARKS.md has the runs.
+/// Slices in flight unless configured, on every backend: the bounce route's copies to and
+/// from the GPU overlap the I/O, so the GPU route wants the host route's queue depth, and
+/// four beat two and eight on the H200 and on the dev VM (BENCHMARKS.md, "H200 run 1: the
+/// bounce route written once, four slots", and "H200 runs 6-9": eight slots measured and
+/// not kept).
 pub const DEFAULT_STREAMS: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;

@@ -37,12 +37,11 @@ pub struct QueueLimits {
 }
 
 impl Default for QueueLimits {
-    /// 64 files hold 128 descriptors, well inside the usual 1024. The threshold was measured
-    /// with files in flight on the 2-core dev VM's virtio ext4 (BENCHMARKS.md, "Many files in
-    /// flight"): buffered I/O won on 8 KiB files (0.129 vs 0.121 GB/s) and on a tree of 1-64
-    /// KiB files (0.242 vs 0.201), tied at 32 KiB (0.367 vs 0.383), and O_DIRECT won from 64
-    /// KiB (0.379 vs 0.331) on, clearly from 128 KiB (0.659 vs 0.429) and at 32 MiB (0.696 vs
-    /// 0.249, where buffered writes of four files at once thrash the page cache).
+    /// 64 files hold 128 descriptors, well inside the usual 1024. The O_DIRECT threshold was
+    /// measured with files in flight on the dev VM (BENCHMARKS.md, "2026-12-01, dev VM: many
+    /// files in flight"): the page cache wins below 32 KiB, ties there, and O_DIRECT wins from
+    /// 64 KiB on, most at 32 MiB, where buffered writes of four files at once thrash the page
+    /// cache.
     fn default() -> QueueLimits {
         QueueLimits {
             files: 64,
