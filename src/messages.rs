@@ -1,5 +1,5 @@
 //! Message text as GNU prints it: strerror's words without Rust's " (os error N)" suffix,
-//! and the program name as invoked (argv[0]), so `cp -> aiscp` prints `cp:` like cp.
+//! and the program name as invoked (`argv[0]`), so `cp -> aiscp` prints `cp:` like cp.
 //!
 //! Every line for stdout (-v) and stderr goes through here, because a failed write must end
 //! the run as it ends cp, never in a panic (what `println!` does): cp keeps copying, and at

@@ -11,7 +11,7 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The program name for message prefixes: argv[0] exactly as invoked.
+/// The program name for message prefixes: `argv[0]` exactly as invoked.
 pub fn program() -> &'static str {
     static NAME: OnceLock<String> = OnceLock::new();
     NAME.get_or_init(|| {

@@ -74,7 +74,7 @@ pub(super) struct Inflight {
 /// The variable that overrides the engine's files-in-flight limits.
 const IN_FLIGHT_VAR: &str = "AISCP_IN_FLIGHT";
 
-/// AISCP_IN_FLIGHT's value: FILES[,BYTES[,DIRECT_FROM]], each a whole number.
+/// AISCP_IN_FLIGHT's value: `FILES[,BYTES[,DIRECT_FROM]]`, each a whole number.
 struct InFlightSetting {
     files: u64,
     bytes: Option<u64>,
@@ -124,7 +124,7 @@ pub fn check_in_flight_setting() -> Result<(), String> {
     }
 }
 
-/// AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]] overrides the engine's limits (0 files: one
+/// `AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]]` overrides the engine's limits (0 files: one
 /// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
 /// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
 /// and none under a limit below 64. (`main` has refused a malformed value.)

@@ -74,7 +74,7 @@ pub fn clear_flag(fd: BorrowedFd<'_>, flag: OFlag) -> io::Result<()> {
 }
 
 /// Waits until `fd` has something to read or has hung up, in poll() slices of
-/// [`STREAM_POLL_MS`]. Returns false, without waiting further, once `cancel` is set.
+/// `STREAM_POLL_MS`. Returns false, without waiting further, once `cancel` is set.
 ///
 /// For a FIFO opened with O_NONBLOCK this stands in for the blocking open(), which would
 /// wait for a writer out of reach of the first SIGINT: until a writer has come, Linux
@@ -151,8 +151,8 @@ const STREAM_GATHER_IDLE_MS: u16 = 1;
 const STREAM_GATHER_MAX: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into `buf`, handing on
-/// what it has once the writer pauses (see [`STREAM_GATHER_MAX`]); 0 only at EOF or once
-/// `cancel` is set. Waits for the first data in poll() slices of [`STREAM_POLL_MS`], looking
+/// what it has once the writer pauses (see `STREAM_GATHER_MAX`); 0 only at EOF or once
+/// `cancel` is set. Waits for the first data in poll() slices of `STREAM_POLL_MS`, looking
 /// at `cancel` between them: a plain read() would sit in the kernel through the first SIGINT
 /// (the handlers restart interrupted calls), so a copy from a stalled pipe could not stop
 /// cleanly.

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// Where skips are logged: `AISCP_SKIP_LOG`, else `skipped.tsv` in the target directory
-/// of the running test binary (target/<profile>/deps/<binary> -> target/skipped.tsv).
+/// of the running test binary (`target/<profile>/deps/<binary>` -> `target/skipped.tsv`).
 pub fn log_path() -> PathBuf {
     if let Some(path) = std::env::var_os("AISCP_SKIP_LOG") {
         return PathBuf::from(path);

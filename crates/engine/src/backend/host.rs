@@ -25,7 +25,7 @@ impl Default for HostStaging {
     }
 }
 
-/// A zeroed, [`SLOT_ALIGN`]-aligned buffer of anonymous memory.
+/// A zeroed, `SLOT_ALIGN`-aligned buffer of anonymous memory.
 ///
 /// Mapped rather than taken from the heap so that the kernel zeroes pages as the first
 /// reads touch them: a heap allocation of this alignment is zeroed up front, which cost a

@@ -1,7 +1,7 @@
 //! The fake GPU library (crates/fake-gpu): [`library`] builds it for a test process and
 //! returns a private copy of libfake_gpu.so; [`Report`] is its exit report.
 //!
-//! The copy is the point: cargo replaces target/<profile>/libfake_gpu.so whenever another
+//! The copy is the point: cargo replaces `target/<profile>/libfake_gpu.so` whenever another
 //! test process rebuilds it, and a child spawned in that instant would find no library; a
 //! per-process copy cannot vanish.
 
