@@ -5,8 +5,8 @@
 //! GPU route is possible.
 
 use crate::cli::staging::{BackendArg, StagingArgs};
-use crate::quote::quote;
 use aiscp_engine::backend::library_paths::library_paths;
+use aiscp_engine::quote::quote;
 use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;

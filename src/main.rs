@@ -19,7 +19,6 @@ mod signals;
 mod stat;
 mod test_hook;
 
-use aiscp_engine::quote;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
 use messages::{error, program};
@@ -155,7 +154,7 @@ fn main() {
         if let Some(op) = cli.operands.first() {
             usage_exit(&UsageError::new(format!(
                 "--serve takes no operands (got {})",
-                quote::quote(op)
+                aiscp_engine::quote::quote(op)
             )));
         }
         raise_open_file_limit();

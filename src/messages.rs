@@ -255,7 +255,7 @@ pub fn fail(msg: String) -> Reported {
 pub fn fail_os(what: &str, path: impl AsRef<std::path::Path>, e: &io::Error) -> Reported {
     fail(format!(
         "{what} {}: {}",
-        crate::quote::quote(path),
+        aiscp_engine::quote::quote(path),
         os_text(e)
     ))
 }

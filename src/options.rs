@@ -4,7 +4,7 @@
 //! combinations cp refuses refused with its words.
 
 use crate::cli::{self, ids, ChoiceGroups, Cli};
-use crate::quote::{locale_quote, quote_os};
+use aiscp_engine::quote::{locale_quote, quote_os};
 use aiscp_engine::SparseMode;
 use clap::ArgMatches;
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 use crate::backup;
 use crate::open_dir::open_parent;
 use crate::options::{extra_operand, Options, UsageError};
-use crate::quote::quote;
+use aiscp_engine::quote::quote;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};

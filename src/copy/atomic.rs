@@ -29,8 +29,8 @@ use super::{fail, fail_os, parent_path, replaced, sync_dir, Copier, Found, Repor
 use crate::attrs;
 use crate::messages::{os_text, say};
 use crate::open_dir::{At, OpenDir};
-use crate::quote::quote;
 use crate::stat::Stat;
+use aiscp_engine::quote::quote;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use std::ffi::{OsStr, OsString};

@@ -87,7 +87,7 @@ fn parse_in_flight(value: &std::ffi::OsStr) -> Result<InFlightSetting, String> {
         format!(
             "invalid value {} for {IN_FLIGHT_VAR}: expected FILES[,BYTES[,DIRECT_FROM]], \
              whole numbers",
-            crate::quote::quote(value)
+            aiscp_engine::quote::quote(value)
         )
     };
     let text = value.to_str().ok_or_else(refuse)?;
@@ -349,7 +349,7 @@ impl Copier<'_> {
                             if let Some(p) = p {
                                 error(&format!(
                                     "error writing {}: the copy did not finish",
-                                    crate::quote::quote(&p.dst_path)
+                                    aiscp_engine::quote::quote(&p.dst_path)
                                 ));
                             }
                             self.failed = true;

@@ -19,8 +19,8 @@ use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
-use crate::quote::quote;
 use crate::stat::{FileId, Stat};
+use aiscp_engine::quote::quote;
 use aiscp_engine::{
     fileio, Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
     Ticket,
