@@ -370,18 +370,14 @@ fn fish_equals(script: &str, longs: &ValueLongs) -> String {
         .collect()
 }
 
-/// Writes what `--generate WHAT` names to `out`; `choice` indexes
-/// [`crate::cli::GENERATE_CHOICES`] (argmatch's answer, so abbreviations work).
-pub fn run(choice: usize, out: &mut dyn Write) -> io::Result<()> {
-    let shell = match choice {
-        0 => return man(out),
-        1 => Shell::Bash,
-        2 => Shell::Zsh,
-        3 => Shell::Fish,
-        4 => Shell::Elvish,
-        5 => Shell::PowerShell,
-        _ => unreachable!("GENERATE_CHOICES has six entries"),
-    };
-    completion(shell, out);
-    Ok(())
+/// Writes what `--generate WHAT` names to `out` (argmatch's answer from
+/// [`crate::cli::GENERATE_CHOICES`], so abbreviations work).
+pub fn run(what: crate::cli::Generated, out: &mut dyn Write) -> io::Result<()> {
+    match what {
+        crate::cli::Generated::Man => man(out),
+        crate::cli::Generated::Completions(shell) => {
+            completion(shell, out);
+            Ok(())
+        }
+    }
 }

@@ -136,7 +136,7 @@ fn main() {
     };
     if let Some(what) = &cli.generate {
         let choice = match options::argmatch("--generate", what, cli::GENERATE_CHOICES) {
-            Ok(i) => i,
+            Ok(what) => what,
             Err(e) => usage_exit(&e),
         };
         // Rendered into memory first: clap_complete panics on a failed write.
@@ -225,7 +225,7 @@ fn main() {
         .map(|s| options::argmatch("--stats", s, cli::STATS_CHOICES))
     {
         None => None,
-        Some(Ok(choice)) => Some(choice == 1),
+        Some(Ok(format)) => Some(format == cli::StatsFormat::Json),
         Some(Err(e)) => usage_exit(&e),
     };
     let progress = progress::Progress::start(

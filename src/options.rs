@@ -3,7 +3,7 @@
 //! values checked with GNU's argmatch rules (unique abbreviations, its error text), and the
 //! combinations cp refuses refused with its words.
 
-use crate::cli::{self, ids, ChoiceGroups, Cli};
+use crate::cli::{self, ids, BackupChoice, ChoiceGroups, Cli, PreserveItem, Reflink, UpdateWhich};
 use aiscp_engine::quote::{locale_quote, quote_os};
 use aiscp_engine::SparseMode;
 use clap::ArgMatches;
@@ -107,14 +107,18 @@ enum Event<'a> {
 }
 
 /// GNU argmatch: an exact match, else a unique prefix (or prefixes that all mean the same).
-/// Returns the index of the group matched.
-pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usize, UsageError> {
+/// Returns what the group matched stands for.
+pub fn argmatch<T: Copy>(
+    context: &str,
+    value: &str,
+    groups: ChoiceGroups<T>,
+) -> Result<T, UsageError> {
     let mut found: Option<usize> = None;
     let mut ambiguous = false;
-    for (gi, group) in groups.iter().enumerate() {
+    for (gi, (group, meaning)) in groups.iter().enumerate() {
         for name in group.iter() {
             if *name == value {
-                return Ok(gi);
+                return Ok(*meaning);
             }
             // An empty value is a prefix of every choice: ambiguous, as GNU's argmatch says.
             if name.starts_with(value) {
@@ -127,7 +131,7 @@ pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usiz
         }
     }
     match found {
-        Some(gi) if !ambiguous => Ok(gi),
+        Some(gi) if !ambiguous => Ok(groups[gi].1),
         _ => {
             let what = if ambiguous { "ambiguous" } else { "invalid" };
             let mut msg = format!(
@@ -135,7 +139,7 @@ pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usiz
                 locale_quote(value),
                 locale_quote(context)
             );
-            for g in groups {
+            for (g, _) in groups {
                 let names: Vec<String> = g.iter().map(|n| locale_quote(n)).collect();
                 msg.push_str(&format!("\n  - {}", names.join(", ")));
             }
@@ -147,21 +151,21 @@ pub fn argmatch(context: &str, value: &str, groups: ChoiceGroups) -> Result<usiz
 fn apply_preserve(p: &mut Preserve, list: &str, on: bool, ctx: &str) -> Result<(), UsageError> {
     for item in list.split(',') {
         match argmatch(ctx, item, cli::PRESERVE_CHOICES)? {
-            0 => {
+            PreserveItem::Mode => {
                 p.mode = on;
                 p.default_mode = !on;
             }
-            1 => p.timestamps = on,
-            2 => p.ownership = on,
-            3 => p.links = on,
+            PreserveItem::Timestamps => p.timestamps = on,
+            PreserveItem::Ownership => p.ownership = on,
+            PreserveItem::Links => p.links = on,
             // SELinux context: aiscp never copies it; named explicitly, it is an error
             // (checked once all options are read), as in cp without an SELinux kernel.
-            4 => p.context_required = on,
-            5 => {
+            PreserveItem::Context => p.context_required = on,
+            PreserveItem::Xattr => {
                 p.xattr = on;
                 p.xattr_required = on;
             }
-            _ => {
+            PreserveItem::All => {
                 p.mode = on;
                 p.timestamps = on;
                 p.ownership = on;
@@ -187,10 +191,10 @@ fn backup_kind(context: &str, value: &str) -> Result<Option<BackupKind>, UsageEr
         return Ok(Some(BackupKind::Existing));
     }
     Ok(match argmatch(context, value, cli::BACKUP_CHOICES)? {
-        0 => None,
-        1 => Some(BackupKind::Simple),
-        2 => Some(BackupKind::Existing),
-        _ => Some(BackupKind::Numbered),
+        BackupChoice::None => None,
+        BackupChoice::Simple => Some(BackupKind::Simple),
+        BackupChoice::Existing => Some(BackupKind::Existing),
+        BackupChoice::Numbered => Some(BackupKind::Numbered),
     })
 }
 
@@ -283,10 +287,10 @@ impl Options {
                     let which = argmatch("--update", v, cli::UPDATE_CHOICES)?;
                     if !no_clobber_given {
                         (update_older, clobber) = match which {
-                            0 => (false, Clobber::Overwrite),
-                            1 => (false, Clobber::SkipSilently),
-                            2 => (false, Clobber::SkipAndFail),
-                            _ => (true, Clobber::Overwrite),
+                            UpdateWhich::All => (false, Clobber::Overwrite),
+                            UpdateWhich::None => (false, Clobber::SkipSilently),
+                            UpdateWhich::NoneFail => (false, Clobber::SkipAndFail),
+                            UpdateWhich::Older => (true, Clobber::Overwrite),
                         };
                     }
                 }
@@ -310,15 +314,11 @@ impl Options {
 
         let sparse = match cli.sparse.as_deref() {
             None => SparseMode::Auto,
-            Some(v) => match argmatch("--sparse", v, cli::SPARSE_CHOICES)? {
-                0 => SparseMode::Never,
-                1 => SparseMode::Auto,
-                _ => SparseMode::Always,
-            },
+            Some(v) => argmatch("--sparse", v, cli::SPARSE_CHOICES)?,
         };
         let reflink_always = match cli.reflink.as_deref() {
             None => false,
-            Some(v) => argmatch("--reflink", v, cli::REFLINK_CHOICES)? == 1,
+            Some(v) => argmatch("--reflink", v, cli::REFLINK_CHOICES)? == Reflink::Always,
         };
 
         if make_backups && clobber == Clobber::SkipSilently && no_clobber_given {

@@ -5,6 +5,7 @@
 pub mod getopt;
 pub mod staging;
 
+use aiscp_engine::SparseMode;
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{ArgAction, Parser, ValueHint};
 use std::ffi::OsStr;
@@ -228,43 +229,135 @@ pub mod ids {
     pub const UPDATE_SHORT: &str = "update_short";
 }
 
-/// A choice list as GNU's argmatch prints it: groups of synonyms, in GNU's order.
-pub type ChoiceGroups = &'static [&'static [&'static str]];
+/// A choice list as GNU's argmatch prints it: groups of synonyms, in GNU's order, each with
+/// the value it stands for (so reordering a row cannot move a meaning).
+pub type ChoiceGroups<T> = &'static [(&'static [&'static str], T)];
 
-pub const BACKUP_CHOICES: ChoiceGroups = &[
-    &["none", "off"],
-    &["simple", "never"],
-    &["existing", "nil"],
-    &["numbered", "t"],
+/// `--backup=CONTROL` and `$VERSION_CONTROL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupChoice {
+    None,
+    Simple,
+    Existing,
+    Numbered,
+}
+
+pub const BACKUP_CHOICES: ChoiceGroups<BackupChoice> = &[
+    (&["none", "off"], BackupChoice::None),
+    (&["simple", "never"], BackupChoice::Simple),
+    (&["existing", "nil"], BackupChoice::Existing),
+    (&["numbered", "t"], BackupChoice::Numbered),
 ];
-pub const PRESERVE_CHOICES: ChoiceGroups = &[
-    &["mode"],
-    &["timestamps"],
-    &["ownership"],
-    &["links"],
-    &["context"],
-    &["xattr"],
-    &["all"],
+
+/// One item of `--preserve=LIST` / `--no-preserve=LIST`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreserveItem {
+    Mode,
+    Timestamps,
+    Ownership,
+    Links,
+    Context,
+    Xattr,
+    All,
+}
+
+pub const PRESERVE_CHOICES: ChoiceGroups<PreserveItem> = &[
+    (&["mode"], PreserveItem::Mode),
+    (&["timestamps"], PreserveItem::Timestamps),
+    (&["ownership"], PreserveItem::Ownership),
+    (&["links"], PreserveItem::Links),
+    (&["context"], PreserveItem::Context),
+    (&["xattr"], PreserveItem::Xattr),
+    (&["all"], PreserveItem::All),
 ];
-pub const REFLINK_CHOICES: ChoiceGroups = &[&["auto"], &["always"], &["never"]];
-pub const SPARSE_CHOICES: ChoiceGroups = &[&["never"], &["auto"], &["always"]];
-pub const UPDATE_CHOICES: ChoiceGroups = &[&["all"], &["none"], &["none-fail"], &["older"]];
-pub const STATS_CHOICES: ChoiceGroups = &[&["text"], &["json"]];
-pub const GENERATE_CHOICES: ChoiceGroups = &[
-    &["man"],
-    &["bash"],
-    &["zsh"],
-    &["fish"],
-    &["elvish"],
-    &["powershell"],
+
+/// `--reflink=WHEN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reflink {
+    Auto,
+    Always,
+    Never,
+}
+
+pub const REFLINK_CHOICES: ChoiceGroups<Reflink> = &[
+    (&["auto"], Reflink::Auto),
+    (&["always"], Reflink::Always),
+    (&["never"], Reflink::Never),
+];
+
+pub const SPARSE_CHOICES: ChoiceGroups<SparseMode> = &[
+    (&["never"], SparseMode::Never),
+    (&["auto"], SparseMode::Auto),
+    (&["always"], SparseMode::Always),
+];
+
+/// `--update=WHICH`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateWhich {
+    All,
+    None,
+    NoneFail,
+    Older,
+}
+
+pub const UPDATE_CHOICES: ChoiceGroups<UpdateWhich> = &[
+    (&["all"], UpdateWhich::All),
+    (&["none"], UpdateWhich::None),
+    (&["none-fail"], UpdateWhich::NoneFail),
+    (&["older"], UpdateWhich::Older),
+];
+
+/// `--stats=FORMAT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatsFormat {
+    Text,
+    Json,
+}
+
+pub const STATS_CHOICES: ChoiceGroups<StatsFormat> = &[
+    (&["text"], StatsFormat::Text),
+    (&["json"], StatsFormat::Json),
+];
+
+/// What `--generate` writes: the man page or one shell's completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Generated {
+    Man,
+    Completions(clap_complete::Shell),
+}
+
+pub const GENERATE_CHOICES: ChoiceGroups<Generated> = &[
+    (&["man"], Generated::Man),
+    (
+        &["bash"],
+        Generated::Completions(clap_complete::Shell::Bash),
+    ),
+    (&["zsh"], Generated::Completions(clap_complete::Shell::Zsh)),
+    (
+        &["fish"],
+        Generated::Completions(clap_complete::Shell::Fish),
+    ),
+    (
+        &["elvish"],
+        Generated::Completions(clap_complete::Shell::Elvish),
+    ),
+    (
+        &["powershell"],
+        Generated::Completions(clap_complete::Shell::PowerShell),
+    ),
 ];
 
 /// Accepts any string (validated later with GNU's rules and messages) but advertises the
 /// choices to --help, the man page and the completions.
-#[derive(Clone, Copy)]
-pub struct Choices(pub ChoiceGroups);
+pub struct Choices<T: 'static>(pub ChoiceGroups<T>);
 
-impl TypedValueParser for Choices {
+impl<T> Clone for Choices<T> {
+    fn clone(&self) -> Self {
+        Choices(self.0)
+    }
+}
+
+impl<T: Send + Sync + 'static> TypedValueParser for Choices<T> {
     type Value = String;
 
     fn parse_ref(
@@ -281,7 +374,10 @@ impl TypedValueParser for Choices {
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
         Some(Box::new(
-            self.0.iter().flat_map(|g| g.iter()).map(PossibleValue::new),
+            self.0
+                .iter()
+                .flat_map(|(g, _)| g.iter())
+                .map(PossibleValue::new),
         ))
     }
 }
