@@ -15,9 +15,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Where the nvidia-fs kernel module shows itself (without it cuFile runs in compatibility
-/// mode: POSIX I/O plus copies inside the library, no DMA).
-const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
+use aiscp_engine::backend::gpu::{refusal_bounces, NVIDIA_FS};
 
 /// A flavor that came up far enough to stage through its GPU.
 struct Ready {
@@ -80,7 +78,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     }
 
     for path in paths {
-        check_path(path, &ready, nvidia_fs.is_some(), &mut out);
+        check_path(path, &ready, &mut out);
     }
 
     service_section(&mut out);
@@ -361,7 +359,7 @@ fn open_direct(path: &Path, dir: bool) -> std::io::Result<Probe> {
 }
 
 /// Reports the route files at `path` would take, and why.
-fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
+fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
     let _ = writeln!(out, "path {}:", quote(path));
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -441,33 +439,45 @@ fn check_path(path: &Path, ready: &[Ready], nvidia_fs: bool, out: &mut String) {
         return;
     };
     let registration = match &first.device {
-        Some(device) => match device.register_file(probe.file.as_fd()) {
-            Ok(_handle) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        },
-        None => Err("driver not open".to_owned()),
+        Some(device) => device
+            .register_file(probe.file.as_fd())
+            .map(drop)
+            .map_err(Some),
+        None => Err(None),
     };
     let _ = match &registration {
         Ok(()) => writeln!(out, "  {} registration: accepted", first.flavor.name()),
         Err(why) => writeln!(
             out,
-            "  {} registration: refused: {why}",
-            first.flavor.name()
+            "  {} registration: refused: {}",
+            first.flavor.name(),
+            why.as_ref()
+                .map_or("driver not open".to_owned(), ToString::to_string)
         ),
     };
-    // In the order aiscp decides: cuFile without nvidia-fs is never asked to register (its
-    // compatibility mode would only emulate DMA); otherwise a refused file bounces.
-    let route = match (first.flavor, registration) {
-        (Flavor::CuFile, _) if !nvidia_fs => {
-            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (cuFile in \
-             compatibility mode: no nvidia-fs)"
-        }
-        (_, Err(_)) => {
-            "bounce: O_DIRECT into pinned memory, copied through the GPU buffer (the library \
-             refused the file)"
-        }
-        (Flavor::HipFile, Ok(())) => "library: hipFileRead/hipFileWrite on the registered file",
-        (Flavor::CuFile, Ok(())) => "library: cuFileRead/cuFileWrite, DMA through nvidia-fs",
+    // The engine's own decisions: the route `--route auto` takes for this library, then what
+    // it does with the registration's answer.
+    let auto = aiscp_engine::backend::Request {
+        backend: aiscp_engine::BackendChoice::Auto,
+        route: aiscp_engine::RouteChoice::Auto,
+        gpu: GpuChoice::default(),
+        async_io: false,
+    };
+    let bounce = "bounce: O_DIRECT into pinned memory, copied through the GPU buffer";
+    let (library, why) = aiscp_engine::backend::resolve_route(first.flavor, &auto);
+    let route = match (library, registration) {
+        (false, _) => format!("{bounce} ({why})"),
+        (true, Ok(())) => match first.flavor {
+            Flavor::HipFile => {
+                "library: hipFileRead/hipFileWrite on the registered file".to_owned()
+            }
+            Flavor::CuFile => "library: cuFileRead/cuFileWrite, DMA through nvidia-fs".to_owned(),
+        },
+        (true, Err(Some(e))) if !refusal_bounces(&e) => format!(
+            "none: a copy here fails (cannot register with {}: {e})",
+            first.flavor.name()
+        ),
+        (true, Err(_)) => format!("{bounce} (the library refused the file)"),
     };
     let _ = writeln!(out, "  route (--route auto): {route}");
 }

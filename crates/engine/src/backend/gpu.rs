@@ -15,7 +15,7 @@ const WINDOW: usize = 8 << 20;
 
 /// Where the nvidia-fs kernel module shows itself; without it cuFile runs in compatibility
 /// mode (POSIX I/O plus copies inside the library, no DMA).
-const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
+pub const NVIDIA_FS: &str = "/proc/driver/nvidia-fs";
 
 /// Whether cuFile can DMA (nvidia-fs is loaded).
 pub fn nvidia_fs_present() -> bool {
@@ -33,6 +33,12 @@ const BOUNCE_CODES: [i32; 4] = [
     hipfile::sys::INTERNAL_ERROR,
     hipfile::sys::INVALID_FILE_OPEN_FLAG,
 ];
+
+/// Whether a file registration refused with `e` is served by the bounce route (else the copy
+/// of that file fails with it).
+pub fn refusal_bounces(e: &Error) -> bool {
+    matches!(e, Error::Library { code, .. } if BOUNCE_CODES.contains(code))
+}
 
 /// Why a GPU backend did not come up, by step: messages differ, and only a missing
 /// library is a reason to try the next flavor quietly.
@@ -372,7 +378,7 @@ impl LibraryIo for GpuStaging {
         // A registered file serves buffers on any of the run's GPUs.
         match self.devices[0].register_file(fd) {
             Ok(handle) => Ok(Some(handle)),
-            Err(Error::Library { code, .. }) if BOUNCE_CODES.contains(&code) => Ok(None),
+            Err(e) if refusal_bounces(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
