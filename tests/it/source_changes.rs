@@ -409,3 +409,34 @@ fn pinned_memory_running_out_leaves_an_existing_dest_intact() {
         Backend::FakeGpu.assert_report_clean(&d.join("report"));
     }
 }
+
+/// A slice past SOURCE's new end may fail instead of answering short (the AMD fastpath can
+/// answer EIO past EOF): the copy is not failed by it, since a serial copy would have met
+/// the end first. SOURCE is cut to 70,001 bytes after the plan (before the first slice, one
+/// worker taking them in order); the library read at 131,072 fails.
+#[test]
+fn a_failure_past_a_new_end_is_not_the_copys() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("a"), random_bytes(300_000, 7)).unwrap();
+    let mut cmd = Command::new(program());
+    cmd.current_dir(d)
+        .env("AISCP_FAKE_GPU_FAULTS", "read@131072*=EIO")
+        .args([
+            "--route",
+            "library",
+            "--chunk-size",
+            "64K",
+            "--streams",
+            "1",
+        ])
+        .args(["a", "b"]);
+    Backend::FakeGpu.apply(&mut cmd, &d.join("report"));
+    let out = paused_at(cmd, "slice", d, || {
+        Change::Truncate(70_001).apply(&d.join("a"))
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(fs::read(d.join("b")).unwrap() == fs::read(d.join("a")).unwrap());
+    Backend::FakeGpu.assert_report_clean(&d.join("report"));
+}

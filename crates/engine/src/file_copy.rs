@@ -100,12 +100,13 @@ impl FileCopy<'_> {
         direct_from: u64,
         slot_alignment: u64,
     ) -> io::Result<Plan> {
-        // A file shorter than the smallest alignment has no slice for direct I/O: skip the
-        // two statx calls that would only say how much larger it would have to be.
-        let align = if range.end < MIN_ALIGN {
-            MIN_ALIGN
-        } else {
+        // A range too short for direct I/O (under `direct_from`, or no aligned block at all)
+        // skips the two statx calls that would only say how much larger it would have to be.
+        let may_be_direct = range.end - range.start >= direct_from && range.end >= MIN_ALIGN;
+        let align = if may_be_direct {
             fileio::dio_alignment(self.src.as_fd()).max(fileio::dio_alignment(self.dst.as_fd()))
+        } else {
+            MIN_ALIGN
         };
         let extents = match self.sparse {
             SparseMode::Never => std::iter::once(0..range.end).collect(),
@@ -118,7 +119,7 @@ impl FileCopy<'_> {
             .collect();
         let chunk_aligned = (chunk as u64) & !(align - 1);
         let aligned_end = range.end & !(align - 1);
-        let direct = range.end - range.start >= direct_from
+        let direct = may_be_direct
             && aligned_end > range.start
             && chunk_aligned >= align
             && align <= slot_alignment;
@@ -183,8 +184,12 @@ impl FileCopy<'_> {
         }
     }
 
-    /// Hands both files back buffered, as they came (the finishing reads need it).
-    pub(crate) fn end_direct(&self) -> Result<(), CopyError> {
+    /// Hands both files back buffered, as they came (the finishing reads need it), where
+    /// `plan` opened them with O_DIRECT.
+    pub(crate) fn end_direct(&self, plan: &Plan) -> Result<(), CopyError> {
+        if !plan.direct {
+            return Ok(());
+        }
         fileio::clear_direct(self.src.as_fd()).map_err(|e| self.names.read(e))?;
         fileio::clear_direct(self.dst.as_fd()).map_err(|e| self.names.write(e))
     }
@@ -192,12 +197,13 @@ impl FileCopy<'_> {
     /// Ends the copy after its data phase: on a failure DEST is cut back to what is good
     /// (after a full disk, first filled again in order as far as it goes); otherwise SOURCE is
     /// read on from there to its end through `slot`, and DEST's size set. `reported`: the
-    /// bytes the data phase showed `progress` (holes are shown here). Returns DEST's final
+    /// bytes the data phase showed `progress`, so that holes are shown here (None: the
+    /// caller shows the file's progress itself). Returns DEST's final
     /// size. Both files must be buffered again ([`FileCopy::end_direct`]).
     pub(crate) fn finish<S: Staging>(
         &self,
         phase: Phase,
-        reported: u64,
+        reported: Option<u64>,
         staging: &S,
         slot: &mut S::Slot,
         cx: &Ctx<'_>,
@@ -227,6 +233,12 @@ impl FileCopy<'_> {
             self.dst.set_len(good).map_err(|e| self.names.write(e))?;
         }
         (cx.pause)("finish");
+        staging
+            .enter_worker(slot)
+            .map_err(|e| self.names.read(e))
+            .inspect_err(|_| {
+                let _ = self.dst.set_len(good);
+            })?;
         let mut read = 0;
         let mut report = |n: u64| {
             read += n;
@@ -256,7 +268,8 @@ impl FileCopy<'_> {
             name: self.names.dst.clone(),
             source: e,
         })?;
-        if let Some(holes) = end.checked_sub(reported.saturating_add(read)) {
+        let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
+        if let Some(holes) = holes {
             progress.advanced(holes);
         }
         Ok(end)
@@ -284,11 +297,13 @@ impl FileCopy<'_> {
                 if start >= hole.end {
                     break;
                 }
-                let mut written = start;
+                // A write that fails at once leaves DEST ending where this hole's data did.
+                let mut written = pos;
                 let (stop, at_eof) =
                     self.copy_run(on, start, Some(end.min(hole.end)), &mut written)?;
                 if at_eof {
-                    // SOURCE is shorter now: the finishing reads find where it ends.
+                    // SOURCE is shorter now than this hole's end: the finishing reads, from
+                    // `good`, find no more (the bytes before `good` were read earlier).
                     return Ok(());
                 }
                 pos = stop;
@@ -308,9 +323,14 @@ impl FileCopy<'_> {
         from: u64,
     ) -> Result<u64, (u64, CopyError)> {
         let read_err = |at: u64| move |e: io::Error| (at, self.names.read(e));
-        on.staging
-            .enter_worker(on.slot)
-            .map_err(|e| (from, self.names.read(e)))?;
+        if self.sparse != SparseMode::Never {
+            // The usual end: SOURCE ends where the slices did, and one read says so before
+            // any seek for data or holes.
+            let mut byte = [0u8; 1];
+            if fileio::pread_full(self.src, &mut byte, from, false).map_err(read_err(from))? == 0 {
+                return Ok(from);
+            }
+        }
         // `pos`: everything before it is in DEST. `written`: where the last bytes written
         // end. `looks`: looks at SOURCE's holes that found nothing to read (it changed
         // meanwhile); past a few, holes are read as data.

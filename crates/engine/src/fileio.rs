@@ -130,12 +130,13 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
     Ok(done)
 }
 
-/// For a read of `asked` bytes refused with ENOMEM: halves `most` (never below
-/// [`MIN_ALIGN`]) and says whether to try again.
+/// For a read of `asked` bytes refused with ENOMEM: halves `most`, kept a multiple of
+/// [`MIN_ALIGN`] (an O_DIRECT read must stay aligned), and says whether to try again.
 fn smaller(e: &io::Error, most: &mut usize, asked: usize) -> bool {
-    let retry = e.raw_os_error() == Some(libc::ENOMEM) && asked > MIN_ALIGN as usize;
+    let block = MIN_ALIGN as usize;
+    let retry = e.raw_os_error() == Some(libc::ENOMEM) && asked > block;
     if retry {
-        *most = (asked / 2).max(MIN_ALIGN as usize);
+        *most = ((asked / 2) & !(block - 1)).max(block);
     }
     retry
 }

@@ -3,11 +3,13 @@
 //! The cp layer opens SRC and DST (with the right flags, modes and checks) and hands both
 //! files here; the engine moves the bytes through the staging backend and sets DST's size.
 //!
-//! A regular file is cut into aligned slices ([`chunk_plan`]) that N workers copy in
-//! parallel, each through its own staging slot (device memory on GPU backends), by the
-//! direct route (O_DIRECT + hipFile/cuFile) or the bounce route (POSIX I/O + copies to and
-//! from the slot); the unaligned tail and streams go through the bounce route on the
-//! calling thread; the exact size is set last. The library, its driver, the slots and the
+//! A regular file's copy is planned and ended in one place (`file_copy`): it is cut into
+//! slices (aligned where O_DIRECT is used, [`chunk_plan`]) that N workers copy in parallel,
+//! each through its own staging slot (device memory on GPU backends), by the direct route
+//! (O_DIRECT + hipFile/cuFile) or the bounce route (POSIX I/O + copies to and from the
+//! slot); the finish reads on to SOURCE's end (the unaligned tail, growth, a shrink) through
+//! the bounce route on the calling thread and sets the exact size. Streams go through the
+//! bounce route in order. The library, its driver, the slots and the
 //! worker threads are made once and reused for every file of the run.
 //!
 //! With `--async` (GPU backends whose library has the stream API), a file whose SRC and DST
@@ -379,10 +381,14 @@ impl Engine {
     pub fn begin_parts(&mut self, job: &DataJob<'_>) -> Result<(), CopyError> {
         self.land();
         self.prepare(job.src_name)?;
-        job.dst.set_len(0).map_err(|e| CopyError::Write {
-            name: quote(job.dst_name),
-            source: e,
-        })
+        let names = bounce::Names::of(job.src_name, job.dst_name);
+        let file = file_copy::FileCopy {
+            src: job.src,
+            dst: job.dst,
+            names: &names,
+            sparse: job.sparse,
+        };
+        file.begin(true)
     }
 
     /// Ends a file whose parts were copied by [`Engine::copy_part`] (here or by other
@@ -393,6 +399,7 @@ impl Engine {
         job: &DataJob<'_>,
         parts: Vec<Result<PartEnd, CopyError>>,
     ) -> Result<u64, CopyError> {
+        self.land();
         let started = Instant::now();
         let names = bounce::Names::of(job.src_name, job.dst_name);
         let clock = stages::StageClock::default();

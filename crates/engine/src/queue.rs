@@ -275,7 +275,7 @@ fn copy_whole<S: Staging>(
     let ((src_side, _), (dst_side, _)) = match sides {
         Ok(sides) => sides,
         Err(e) => {
-            let _ = file.end_direct();
+            let _ = file.end_direct(&plan);
             return Err(e);
         }
     };
@@ -311,8 +311,8 @@ fn copy_whole<S: Staging>(
         reported += n;
         progress.advanced(n);
     });
-    let phase = work.phase().or_failure(file.end_direct().err());
-    let end = file.finish(phase, reported, staging, slot, &cx, progress);
+    let phase = work.phase().or_failure(file.end_direct(&plan).err());
+    let end = file.finish(phase, Some(reported), staging, slot, &cx, progress);
     progress.file_finished();
     end
 }

@@ -10,7 +10,7 @@ use crate::transfer::{self, Way};
 use crate::CopyError;
 use std::fs::File;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// A registered file of backend `S`.
@@ -48,8 +48,8 @@ pub(crate) struct Phase {
     pub(crate) whole: bool,
     /// The first failure, at the lowest offset.
     pub(crate) error: Option<CopyError>,
-    /// The holes the plan left before `good` (between its slices), as SOURCE had them when
-    /// the plan was made: looked at again before the file ends.
+    /// The holes the plan left between its slices (the finish looks at those before `good`
+    /// again), as SOURCE had them when the plan was made.
     pub(crate) holes: Vec<Range<u64>>,
 }
 
@@ -130,6 +130,10 @@ pub(crate) struct Work<'a> {
     stop: AtomicBool,
     cancel: &'a AtomicBool,
     error: Mutex<Option<(u64, CopyError)>>,
+    /// Lowest offset where a slice found SOURCE ending (u64::MAX: none did). A failure at or
+    /// past it is not the copy's: a serial copy would have stopped at SOURCE's end first (a
+    /// library may fail a read past a new EOF instead of answering short).
+    eof_at: AtomicU64,
 }
 
 impl<'a> Work<'a> {
@@ -142,6 +146,7 @@ impl<'a> Work<'a> {
             stop: AtomicBool::new(false),
             cancel,
             error: Mutex::new(None),
+            eof_at: AtomicU64::new(u64::MAX),
         }
     }
     pub(crate) fn fail(&self, offset: u64, e: CopyError) {
@@ -185,6 +190,8 @@ impl<'a> Work<'a> {
     pub(crate) fn phase(&self) -> Phase {
         let (good, whole) = self.leading_run();
         let error = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let eof_at = self.eof_at.load(Ordering::SeqCst);
+        let error = error.filter(|(at, _)| *at < eof_at);
         let error = error.map(|(_, e)| e).or_else(|| {
             let cancelled = self.cancel.load(Ordering::SeqCst) && !whole;
             cancelled.then_some(CopyError::Interrupted)
@@ -249,6 +256,8 @@ pub(crate) fn take_slices(
                 // A short slice (SOURCE ended in it) is left to the file's finish.
                 if n == slice.end - slice.start {
                     work.done[index].store(true, Ordering::SeqCst);
+                } else {
+                    work.eof_at.fetch_min(slice.start + n, Ordering::SeqCst);
                 }
             }
             Err(e) => work.fail(slice.start, e),

@@ -185,7 +185,7 @@ impl<S: Staging> Pipeline<S> {
         phase.holes =
             fileio::holes(file.dst, phase.good.unwrap_or(0)).map_err(|e| cx.names.write(e))?;
         let (staging, slot) = self.first_chosen();
-        file.finish(phase, u64::MAX, staging, slot, cx, progress)
+        file.finish(phase, None, staging, slot, cx, progress)
     }
 
     /// The staging and the first chosen slot, which takes every file's finish.
@@ -207,7 +207,7 @@ impl<S: Staging> Pipeline<S> {
     ) -> Result<u64, CopyError> {
         let (phase, reported) = self.run_plan(file, 0..len, true, cx, progress, diag)?;
         let (staging, slot) = self.first_chosen();
-        file.finish(phase, reported, staging, slot, cx, progress)
+        file.finish(phase, Some(reported), staging, slot, cx, progress)
     }
 
     /// Plans `range`, readies the slots, cuts DST (`whole_file`: the file's only data
@@ -269,13 +269,13 @@ impl<S: Staging> Pipeline<S> {
         let (dst_side, dst_why) = match dst_side {
             Ok(s) => s,
             Err(e) => {
-                let _ = file.end_direct();
+                let _ = file.end_direct(&plan);
                 return Err(e);
             }
         };
         if whole_file {
             if let Err(e) = file.begin(true) {
-                let _ = file.end_direct();
+                let _ = file.end_direct(&plan);
                 return Err(e);
             }
         }
@@ -314,7 +314,7 @@ impl<S: Staging> Pipeline<S> {
         // Workers are joined: hand the fds back buffered for the finish and for the caller.
         drop(src_side);
         drop(dst_side);
-        let phase = work.phase().or_failure(file.end_direct().err());
+        let phase = work.phase().or_failure(file.end_direct(&plan).err());
         Ok((phase, reported))
     }
 
