@@ -206,30 +206,10 @@ impl Server<'_> {
         true
     }
 
-    /// A whole file copied now, as one process copies a file it does not queue.
+    /// A whole file copied now, as one process copies a file it does not queue (the engine
+    /// cuts DEST once its staging exists).
     fn copy_in_turn(&mut self, job: QueuedJob) -> Outcome {
-        if job.truncate {
-            if let Err(e) = job.dst.set_len(0) {
-                return Outcome::Failed(format!(
-                    "cannot create regular file {}: {}",
-                    quote(&job.dst_name),
-                    messages::os_text(&e)
-                ));
-            }
-        }
-        let src_kind = match job.len {
-            0 => SourceKind::Stream,
-            len => SourceKind::Regular { len },
-        };
-        let data = DataJob {
-            src: &job.src,
-            src_name: &job.src_name,
-            src_kind,
-            dst: &job.dst,
-            dst_name: &job.dst_name,
-            sparse: job.sparse,
-        };
-        outcome(self.engine.copy(&data, &NoProgress))
+        outcome(self.engine.copy(&job.data_job(), &NoProgress))
     }
 
     /// Opens SOURCE and DEST by the paths rank 0 opened them by, and checks they are the

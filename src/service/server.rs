@@ -803,46 +803,33 @@ impl Scheduler {
                 unsent: Mutex::new((Instant::now(), 0)),
             }),
         };
-        let (src_kind, truncate) = match job.handover {
-            Handover::InFlight { len: 0, truncate } => (SourceKind::Stream, truncate),
-            Handover::InFlight { len, truncate } => (SourceKind::Regular { len }, truncate),
-            Handover::InTurn { len: Some(len) } => (SourceKind::Regular { len }, false),
-            Handover::InTurn { len: None } => (SourceKind::Stream, false),
-        };
-        let cut = match truncate {
-            true => job.dst.set_len(0).map_err(|e| {
-                format!(
-                    "cannot create regular file {}: {}",
-                    quote(&job.dst_name),
-                    messages::os_text(&e)
-                )
-            }),
-            false => Ok(()),
-        };
-        let outcome = match cut {
-            Err(message) => Outcome::Failed { message },
-            Ok(()) => {
-                let data = DataJob {
-                    src: &job.src,
-                    src_name: &job.src_name,
-                    src_kind,
-                    dst: &job.dst,
-                    dst_name: &job.dst_name,
-                    sparse: job.sparse,
-                };
-                let result = self
-                    .engine
-                    .copy_cancellable(&data, &recorder, &c.joined.cancel);
-                if let Ok(end) = result {
-                    c.bytes += end;
-                }
-                c.files += 1;
-                let stages = wire::stage_secs(&self.engine.last_stages());
-                let outcome = recorder.outcome(result, true, stages);
-                self.shared.count(&outcome);
-                outcome
+        // The engine cuts DEST once the staging exists, as for a copy in the client.
+        let src_kind = match job.handover {
+            Handover::InFlight { len: 0, .. } | Handover::InTurn { len: None } => {
+                SourceKind::Stream
+            }
+            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => {
+                SourceKind::Regular { len }
             }
         };
+        let data = DataJob {
+            src: &job.src,
+            src_name: &job.src_name,
+            src_kind,
+            dst: &job.dst,
+            dst_name: &job.dst_name,
+            sparse: job.sparse,
+        };
+        let result = self
+            .engine
+            .copy_cancellable(&data, &recorder, &c.joined.cancel);
+        if let Ok(end) = result {
+            c.bytes += end;
+        }
+        c.files += 1;
+        let stages = wire::stage_secs(&self.engine.last_stages());
+        let outcome = recorder.outcome(result, true, stages);
+        self.shared.count(&outcome);
         drop(job.src);
         drop(job.dst);
         answer(c, job.id, outcome);

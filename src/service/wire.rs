@@ -59,8 +59,9 @@ impl From<Sparse> for SparseMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Handover {
-    /// A whole file for the service's files in flight (`len` at open; DEST cut first when
-    /// `truncate`), answered when it ends while the client walks on.
+    /// A whole file for the service's files in flight (`len` at open; `truncate`: DEST holds
+    /// old bytes, which the engine cuts once its staging exists), answered when it ends while
+    /// the client walks on.
     InFlight { len: u64, truncate: bool },
     /// A file the client waits for (DEST already empty); `len` None: read to EOF.
     InTurn { len: Option<u64> },

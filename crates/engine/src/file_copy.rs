@@ -31,7 +31,7 @@ use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
 use crate::worker::{Handle, Phase, Side};
-use crate::{CopyError, ProgressSink, SparseMode};
+use crate::{CopyError, DataJob, ProgressSink, SparseMode};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
@@ -87,7 +87,17 @@ enum Run {
 /// the hole is read instead of trusted.
 const HOLE_LOOKS: usize = 8;
 
-impl FileCopy<'_> {
+impl<'a> FileCopy<'a> {
+    /// The regular-file copy of `job`, with its names quoted once in `names`.
+    pub(crate) fn of(job: &'a DataJob<'_>, names: &'a Names) -> FileCopy<'a> {
+        FileCopy {
+            src: job.src,
+            dst: job.dst,
+            names,
+            sparse: job.sparse,
+        }
+    }
+
     /// The plan for SOURCE's bytes in `range` (the whole file: `0..len`, `len` its size at
     /// open, which bounds the plan only). O_DIRECT is used for a range of at least
     /// `direct_from` bytes holding an aligned slice, when the slot's memory is aligned enough

@@ -382,12 +382,7 @@ impl Engine {
         self.land();
         self.prepare(job.src_name)?;
         let names = bounce::Names::of(job.src_name, job.dst_name);
-        let file = file_copy::FileCopy {
-            src: job.src,
-            dst: job.dst,
-            names: &names,
-            sparse: job.sparse,
-        };
+        let file = file_copy::FileCopy::of(job, &names);
         file.begin(true)
     }
 
@@ -409,12 +404,7 @@ impl Engine {
             clock: &clock,
             pause: self.config.pause,
         };
-        let file = file_copy::FileCopy {
-            src: job.src,
-            dst: job.dst,
-            names: &names,
-            sparse: job.sparse,
-        };
+        let file = file_copy::FileCopy::of(job, &names);
         let end =
             with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, &NoProgress))?;
         self.conclude(job, end, started, clock.times())

@@ -15,7 +15,7 @@ use crate::bounce::{ready_windows, Ctx, Names};
 use crate::file_copy::{conclude, opening, Ends, FileCopy};
 use crate::stages::{StageClock, StageTimes};
 use crate::worker::{run_worker, Route, Work};
-use crate::{CopyError, ProgressSink, SparseMode};
+use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
@@ -69,6 +69,25 @@ pub struct QueuedJob {
 /// A queued file as the workers receive it: its ticket, the job, and the flag that stops it
 /// when it is not the run's own ([`crate::Engine::submit_cancellable`]).
 pub(crate) type Sent = (Ticket, QueuedJob, Option<Arc<AtomicBool>>);
+
+impl QueuedJob {
+    /// The job as one copied in turn ([`crate::Engine::copy`], which cuts DEST once the
+    /// staging exists): a regular SOURCE of `len` bytes, or read to EOF where it claimed 0
+    /// (/proc files).
+    pub fn data_job(&self) -> DataJob<'_> {
+        DataJob {
+            src: &self.src,
+            src_name: &self.src_name,
+            src_kind: match self.len {
+                0 => SourceKind::Stream,
+                len => SourceKind::Regular { len },
+            },
+            dst: &self.dst,
+            dst_name: &self.dst_name,
+            sparse: self.sparse,
+        }
+    }
+}
 
 /// Names a queued file among those in flight, in the order they were queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

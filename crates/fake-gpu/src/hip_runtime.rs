@@ -273,17 +273,31 @@ pub unsafe extern "C" fn hipMemcpy(
 }
 
 unsafe fn hip_memcpy(dst: *mut c_void, src: *const c_void, size: usize, kind: c_int) -> HipError {
-    if let Err(e) = check_copy("hipMemcpy", dst, src, size, kind) {
-        return e;
+    match admit_copy("hipMemcpy", dst, src, size, kind) {
+        Ok((dst, src, corrupt)) => {
+            copy_now("hipMemcpy", dst, src, size, kind, corrupt);
+            HIP_SUCCESS
+        }
+        Err(e) => e,
     }
+}
+
+/// A copy's checks, then its injected fault: the addresses to copy between and whether the
+/// bytes are to be corrupted, or the error to answer.
+fn admit_copy(
+    call: &str,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> Result<(usize, usize, bool), HipError> {
+    check_copy(call, dst, src, size, kind)?;
     let (dst, src) = (dst as usize, src as usize);
-    let corrupt = match copy_fault(dst, src, size, kind) {
-        Some(RuntimeFault::Code(code)) => return code,
-        Some(RuntimeFault::Corrupt) => true,
-        None => false,
-    };
-    copy_now("hipMemcpy", dst, src, size, kind, corrupt);
-    HIP_SUCCESS
+    match copy_fault(dst, src, size, kind) {
+        Some(RuntimeFault::Code(code)) => Err(code),
+        Some(RuntimeFault::Corrupt) => Ok((dst, src, true)),
+        None => Ok((dst, src, false)),
+    }
 }
 
 /// Queues the copy on `stream` (run by hipStreamSynchronize, so a caller that reads the
@@ -308,14 +322,9 @@ unsafe fn hip_memcpy_async(
     kind: c_int,
     stream: HipStream,
 ) -> HipError {
-    if let Err(e) = check_copy("hipMemcpyAsync", dst, src, size, kind) {
-        return e;
-    }
-    let (dst, src) = (dst as usize, src as usize);
-    let corrupt = match copy_fault(dst, src, size, kind) {
-        Some(RuntimeFault::Code(code)) => return code,
-        Some(RuntimeFault::Corrupt) => true,
-        None => false,
+    let (dst, src, corrupt) = match admit_copy("hipMemcpyAsync", dst, src, size, kind) {
+        Ok(admitted) => admitted,
+        Err(e) => return e,
     };
     if stream.is_null() {
         copy_now("hipMemcpyAsync", dst, src, size, kind, corrupt);

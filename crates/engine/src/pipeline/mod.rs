@@ -118,12 +118,7 @@ impl<S: Staging> Pipeline<S> {
             _ => None,
         };
         progress.file_started(job.src_name, len);
-        let file = FileCopy {
-            src: job.src,
-            dst: job.dst,
-            names: &names,
-            sparse: job.sparse,
-        };
+        let file = FileCopy::of(job, &names);
         let result = match len {
             Some(len) => self.copy_regular(&file, len, &cx, progress, diag),
             None => {
@@ -159,12 +154,7 @@ impl<S: Staging> Pipeline<S> {
             pause: self.pause,
         };
         self.first_slot(&names.src, diag)?;
-        let file = FileCopy {
-            src: job.src,
-            dst: job.dst,
-            names: &names,
-            sparse: job.sparse,
-        };
+        let file = FileCopy::of(job, &names);
         let result = self.run_plan(&file, part, false, &cx, &NoProgress, diag);
         self.last_stages = clock.times();
         self.run_stages.add(&self.last_stages);
