@@ -25,7 +25,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a client waits for its files to stop after SIGINT before it leaves them to the
@@ -368,11 +368,9 @@ impl ServiceClient {
         self.state = State::Down;
         for (id, job) in std::mem::take(&mut self.out) {
             let result = match (&how, interrupted) {
-                (Lost::Gone(_), false) => {
-                    // Copied again in turn from its start (see `copy::inflight`).
-                    let _ = job.dst.set_len(0);
-                    Err(CopyError::NotMoved)
-                }
+                // Copied again in turn from its start (see `copy::inflight`); the engine
+                // cuts DEST back once its staging exists.
+                (Lost::Gone(_), false) => Err(CopyError::NotMoved),
                 _ => Err(CopyError::Interrupted),
             };
             job.progress.file_finished();
@@ -573,12 +571,12 @@ impl DataMover for ServiceClient {
                     return Err(CopyError::Interrupted);
                 }
                 None => {
-                    // Gone mid-copy: this file again, here, from its start.
-                    job.dst.set_len(0).map_err(|e| CopyError::Write {
-                        name: quote(job.dst_name),
-                        source: e,
-                    })?;
-                    return engine.get().copy(job, progress);
+                    // Gone mid-copy: this file again, here, from its start (the engine cuts
+                    // DEST once its staging exists, so a local engine that cannot stage
+                    // leaves DEST as the service left it). The bytes the service's reports
+                    // already showed are not shown twice.
+                    let again = Redone::after(progress, shown);
+                    return engine.get().copy(job, &again);
                 }
             }
         }
@@ -716,5 +714,44 @@ fn wait_readable(sock: &OwnedFd, wait: Duration) -> bool {
         Err(nix::errno::Errno::EINTR) => false,
         // Let the read say what is wrong.
         Err(_) => true,
+    }
+}
+
+/// The progress of a file the service had begun and this process copies again from its
+/// start: the first `shown` bytes were already reported, and the file already started, so
+/// neither counts twice in the progress view and --stats.
+struct Redone<'p> {
+    inner: &'p dyn ProgressSink,
+    unshown: AtomicU64,
+}
+
+impl<'p> Redone<'p> {
+    fn after(inner: &'p dyn ProgressSink, shown: u64) -> Redone<'p> {
+        Redone {
+            inner,
+            unshown: AtomicU64::new(shown),
+        }
+    }
+}
+
+impl ProgressSink for Redone<'_> {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        let hidden = match self
+            .unshown
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                Some(left.saturating_sub(bytes))
+            }) {
+            Ok(left) | Err(left) => left.min(bytes),
+        };
+        if bytes > hidden {
+            self.inner.advanced(bytes - hidden);
+        }
+    }
+    fn file_finished(&self) {
+        self.inner.file_finished();
+    }
+    fn route(&self, read: &'static str, write: &'static str) {
+        self.inner.route(read, write);
     }
 }

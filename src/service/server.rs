@@ -800,7 +800,14 @@ impl Scheduler {
             progress: Some(ProgressTo {
                 sock: Arc::clone(&c.joined.sock),
                 id: job.id,
-                unsent: Mutex::new((Instant::now(), 0)),
+                // The first bytes are reported at once (the client's view shows the file
+                // moving), then every PROGRESS_EVERY.
+                unsent: Mutex::new((
+                    Instant::now()
+                        .checked_sub(PROGRESS_EVERY)
+                        .unwrap_or_else(Instant::now),
+                    0,
+                )),
             }),
         };
         // The engine cuts DEST once the staging exists, as for a copy in the client.

@@ -261,6 +261,49 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
     }
 }
 
+/// A file copied in turn whose service is killed after reporting some of its bytes is copied
+/// again in-process from its start: --stats counts its bytes and the file once.
+#[test]
+fn a_file_redone_after_the_service_died_counts_once() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("between-slices:{}", flag.display());
+        // One worker: the slice before the pause has been reported when the service stops.
+        let mut svc = Service::start(
+            backend,
+            d.path(),
+            &["--chunk-size", "64K", "--streams", "1"],
+            &[("AISCP_TEST_PAUSE", &pause)],
+        );
+        let len = (4 << 20) + 4097;
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        write_random(&a, len, 41);
+        let client = svc
+            .client()
+            .arg("--stats=json")
+            .arg(&a)
+            .arg(&b)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        signal(svc.pid(), nix::sys::signal::Signal::SIGKILL);
+        let mut child = svc.child.take().unwrap();
+        wait_for(&mut child, Duration::from_secs(10));
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {stderr}");
+        assert!(stderr.contains("copying in-process"), "{stderr}");
+        assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "{backend:?}");
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(stats["bytes"], len as u64, "{backend:?}: {stats}");
+        assert_eq!(stats["files"], 1, "{backend:?}: {stats}");
+        backend.assert_report_clean(&d.path().join("client-report"));
+    }
+}
+
 impl Service {
     /// After SIGKILL the socket is left behind, stale.
     fn alive_after_kill(&self) -> bool {
