@@ -163,6 +163,15 @@ fn main() {
         unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
         let args = service::server::ServeArgs {
             socket: cli.socket.clone(),
+            users: match cli.allow_users.as_deref() {
+                None => service::users::Users::Own,
+                Some(text) => service::users::Users::parse(text).unwrap_or_else(|e| {
+                    usage_exit(&UsageError::new(format!(
+                        "invalid argument {} for '--allow-users': {e}",
+                        aiscp_engine::quote::quote(text)
+                    )))
+                }),
+            },
             idle_exit: cli.idle_exit,
         };
         messages::exit(service::server::run(config, args));

@@ -182,10 +182,19 @@ pub struct Cli {
     #[arg(long, help_heading = "Staging service")]
     pub serve: bool,
     /// The service's socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory
-    /// must be the user's own with mode 0700 (made so when missing)
+    /// must be the user's own with mode 0700 (0755 with --allow-users; made so when missing)
     #[arg(long, value_name = "PATH", requires = "serve", value_hint = ValueHint::FilePath,
           help_heading = "Staging service")]
     pub socket: Option<PathBuf>,
+    /// Serve these users too (names or uids, comma-separated, or all): a system-wide service.
+    /// It still reads and writes only the descriptors each client passes
+    #[arg(
+        long,
+        value_name = "USERS",
+        requires = "serve",
+        help_heading = "Staging service"
+    )]
+    pub allow_users: Option<String>,
     /// Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never
     #[arg(long, value_name = "DURATION", requires = "serve", default_value = "0",
           value_parser = parse_duration, help_heading = "Staging service")]

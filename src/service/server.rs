@@ -13,6 +13,7 @@
 //! message at most [`wire::MAX_MESSAGE`] bytes, so a client costs at most about
 //! MAX_PENDING x MAX_MESSAGE bytes and 2 x MAX_PENDING descriptors.
 
+use super::users::Users;
 use super::wire::{self, Handover, Outcome, Reply, Request, Status, Welcome, WireError};
 use crate::messages;
 use aiscp_engine::quote::quote;
@@ -44,6 +45,8 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// What `--serve` was asked for.
 pub struct ServeArgs {
     pub socket: Option<PathBuf>,
+    /// Who besides the service's own user may connect.
+    pub users: Users,
     /// Zero: never.
     pub idle_exit: Duration,
 }
@@ -87,7 +90,7 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
     let (listener, bound) = match inherited {
         Some(fd) => (fd, None),
-        None => match bind(&path) {
+        None => match bind(&path, args.users.shared()) {
             Ok((fd, lock)) => (fd, Some(lock)),
             Err(why) => {
                 messages::error(&why);
@@ -134,9 +137,10 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
     let (events_tx, events_rx) = mpsc::channel();
     let accepting = {
         let shared = Arc::clone(&shared);
+        let users = args.users.clone();
         std::thread::Builder::new()
             .name("aiscp-accept".into())
-            .spawn(move || accept_loop(listener, events_tx, &shared))
+            .spawn(move || accept_loop(listener, events_tx, &shared, &users))
     };
     if let Err(e) = accepting {
         messages::error(&format!("cannot start the service's threads: {e}"));
@@ -169,8 +173,10 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
 type SocketLock = Flock<File>;
 
 /// Makes the socket: its directory private (created 0700 when missing), the lock taken, a
-/// stale socket removed, the new one bound 0600.
-fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
+/// stale socket removed, the new one bound 0600. A service `shared` with other users needs
+/// their connections: its directory 0755 (no one else may write there) and its socket 0666
+/// (who is served is then SO_PEERCRED's answer, checked on every connection).
+fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), String> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -178,11 +184,11 @@ fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
     if !dir.exists() {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
-            .mode(0o700)
+            .mode(if shared { 0o755 } else { 0o700 })
             .create(&dir)
             .map_err(|e| format!("cannot create {}: {}", quote(&dir), messages::os_text(&e)))?;
     }
-    super::private_dir(&dir).map_err(|e| format!("not serving: {e}"))?;
+    super::socket_dir(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
     let mut lock_name = path.as_os_str().to_owned();
     lock_name.push(".lock");
     use std::os::unix::fs::OpenOptionsExt;
@@ -220,9 +226,10 @@ fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
     )
     .map_err(|e| format!("cannot make a socket: {e}"))?;
     let addr = UnixAddr::new(path).map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
-    // 0600 from the start: the umask is the process's, and no other thread makes files now
-    // (the engine's workers only read and write descriptors).
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    // 0600 (0666 shared) from the start: the umask is the process's, and no other thread
+    // makes files now (the engine's workers only read and write descriptors).
+    let mask = if shared { 0o111 } else { 0o177 };
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
     let bound = socket::bind(fd.as_raw_fd(), &addr);
     nix::sys::stat::umask(old);
     bound.map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
@@ -306,7 +313,7 @@ struct Job {
     handover: Handover,
 }
 
-fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc<Shared>) {
+fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc<Shared>, users: &Users) {
     let uid = nix::unistd::getuid().as_raw();
     let greeting = Arc::new(AtomicUsize::new(0));
     let mut next: ClientId = 1;
@@ -327,12 +334,12 @@ fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc<Shared>) {
             continue;
         }
         let greeted = Seat(Arc::clone(&greeting));
-        let (id, events, shared) = (next, events.clone(), Arc::clone(shared));
+        let (id, events, shared, users) = (next, events.clone(), Arc::clone(shared), users.clone());
         next += 1;
         let spawned = std::thread::Builder::new()
             .name(format!("aiscp-client-{id}"))
             .spawn(move || {
-                let seat = greet(conn, uid, &shared, greeted);
+                let seat = greet(conn, (uid, &users), &shared, greeted);
                 if let Some((conn, seat, pid)) = seat {
                     read_client(id, conn, seat, pid, &events, &shared);
                 }
@@ -348,7 +355,7 @@ fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc<Shared>) {
 /// Returns the connection, its seat and the client's pid when it is to be served.
 fn greet(
     conn: OwnedFd,
-    uid: u32,
+    (uid, users): (u32, &Users),
     shared: &Shared,
     _greeting: Seat,
 ) -> Option<(OwnedFd, Seat, i32)> {
@@ -369,10 +376,8 @@ fn greet(
         Ok(p) => p,
         Err(e) => return refuse(format!("cannot tell who is connecting: {e}")),
     };
-    if peer_uid != uid {
-        return refuse(format!(
-            "uid {peer_uid} may not use this service (it serves uid {uid} only)"
-        ));
+    if !users.admits(peer_uid, uid) {
+        return refuse(users.refusal(peer_uid));
     }
     match hello {
         Ok((Request::Hello { protocol, version }, _))

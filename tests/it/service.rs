@@ -478,6 +478,226 @@ fn another_uid_is_refused() {
     let _ = child.wait();
 }
 
+/// `setpriv` that runs a command as `user:group` (names), in that group only.
+fn as_user(user_group: &str) -> Command {
+    let (user, group) = user_group.split_once(':').unwrap();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={user}"))
+        .arg(format!("--regid={group}"))
+        .args(["--clear-groups", "--"]);
+    cmd
+}
+
+/// A service started without `Service::start` (as another user, or shared), killed when
+/// dropped so a failing test leaves no process behind.
+struct Other(Child);
+
+impl Other {
+    /// Spawns `cmd` and waits for its socket to answer.
+    fn start(cmd: &mut Command, socket: &Path, log: &Path) -> Other {
+        let mut child = Other(cmd.stderr(fs::File::create(log).unwrap()).spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while dial(socket).is_err() {
+            if child.0.try_wait().unwrap().is_some() {
+                panic!("service ended: {}", fs::read_to_string(log).unwrap());
+            }
+            assert!(Instant::now() < deadline, "service never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child
+    }
+}
+
+impl Drop for Other {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_shared_service_serves_the_users_it_allows_and_no_other() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.path().join("shared").join("service.sock");
+    let log = d.path().join("service.log");
+    let mut svc = Other::start(
+        Command::new(program())
+            .args([
+                "--serve",
+                "--backend",
+                "host",
+                "--debug",
+                "--allow-users",
+                "nobody",
+            ])
+            .arg("--socket")
+            .arg(&socket),
+        &socket,
+        &log,
+    );
+    // Others can reach it; no one else can put a socket in its place.
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(socket.parent().unwrap()), 0o755);
+    assert_eq!(mode(&socket), 0o666);
+    let src = d.path().join("a");
+    write_random(&src, 300_000, 12);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
+    let out_dir = d.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    fs::set_permissions(&out_dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |user: &str, name: &str| {
+        as_user(user)
+            .arg(program())
+            .args(["--backend", "host", "--debug"])
+            .arg(&src)
+            .arg(out_dir.join(name))
+            .env("AISCP_SERVICE", &socket)
+            .output()
+            .unwrap()
+    };
+    // nobody is served: the data goes through the service, and DEST is nobody's file.
+    let out = run("nobody:nogroup", "by-nobody");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("through the staging service"), "{stderr}");
+    assert!(!stderr.contains("in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(out_dir.join("by-nobody")).unwrap()
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        fs::metadata(out_dir.join("by-nobody")).unwrap().uid(),
+        65534
+    );
+    // daemon is not on the list: refused, it copies in-process with one warning.
+    let out = run("daemon:daemon", "by-daemon");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("may not use this service (see its --allow-users)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("copying in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(out_dir.join("by-daemon")).unwrap()
+    );
+    signal(svc.0.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait_for(&mut svc.0, Duration::from_secs(20)).success());
+    let log = fs::read_to_string(&log).unwrap();
+    assert_eq!(log.matches(" connected").count(), 1, "{log}");
+}
+
+#[test]
+fn a_shared_service_needs_a_directory_no_one_else_writes() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = Command::new(program())
+        .args([
+            "--serve",
+            "--backend",
+            "host",
+            "--allow-users",
+            "all",
+            "--socket",
+        ])
+        .arg(run.join("service.sock"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("with mode 0755 or tighter (it is a directory, uid 0, mode 1777)"),
+        "{stderr}"
+    );
+    assert!(!run.join("service.sock").exists());
+}
+
+#[test]
+fn an_unknown_user_to_allow_is_refused() {
+    let out = Command::new(program())
+        .args([
+            "--serve",
+            "--backend",
+            "host",
+            "--allow-users",
+            "root,no-such-user-here",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "invalid argument 'root,no-such-user-here' for '--allow-users': no such user: \
+             'no-such-user-here'"
+        ),
+        "{stderr}"
+    );
+}
+
+/// A client hands its descriptors only to a service of its own user or root's: root does not
+/// give its files to a service of nobody's, even one that would serve it.
+#[test]
+fn a_client_keeps_its_files_from_another_users_service() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let home = d.path().join("nobody");
+    fs::create_dir(&home).unwrap();
+    nix::unistd::chown(
+        &home,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let socket = home.join("run").join("service.sock");
+    let log = d.path().join("service.log");
+    let svc = Other::start(
+        as_user("nobody:nogroup")
+            .arg(program())
+            .args([
+                "--serve",
+                "--backend",
+                "host",
+                "--debug",
+                "--allow-users",
+                "all",
+            ])
+            .arg("--socket")
+            .arg(&socket),
+        &socket,
+        &log,
+    );
+    let src = d.path().join("secret");
+    write_random(&src, 50_000, 13);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o600)).unwrap();
+    let out = Command::new(program())
+        .env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", &socket)
+        .arg(&src)
+        .arg(d.path().join("copy"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("it runs as uid 65534, not 0; copying in-process"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("copying in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("copy")).unwrap()
+    );
+    drop(svc);
+    let log = fs::read_to_string(&log).unwrap();
+    assert!(!log.contains(" connected"), "{log}");
+}
+
 /// One message from the service, as text (empty once it has closed).
 fn read_message(sock: &OwnedFd) -> String {
     let tv = nix::sys::time::TimeVal::new(10, 0);
