@@ -201,6 +201,51 @@ fn eight_concurrent_clients_byte_exact() {
     }
 }
 
+/// `--serve --gpu all` on the fake library with two devices: the clients' files (in flight
+/// and in turn) spread over both GPUs, as one copy's do.
+#[test]
+fn a_gpu_all_service_spreads_files_over_every_gpu() {
+    let d = dir();
+    let svc = Service::start(
+        Backend::FakeGpu,
+        d.path(),
+        &["--gpu", "all", "--chunk-size", "64K", "--streams", "2"],
+        &[("AISCP_FAKE_GPU_DEVICES", "2")],
+    );
+    let src = d.path().join("src");
+    tree(&src, 30, 1 << 20, 21);
+    let clients: Vec<_> = (0..2)
+        .map(|c| {
+            svc.client()
+                .args(["-r", "--stats"])
+                .env("AISCP_FAKE_GPU_DEVICES", "2")
+                .arg(&src)
+                .arg(d.path().join(format!("dst{c}")))
+                .output()
+                .unwrap()
+        })
+        .collect();
+    for (c, out) in clients.iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("through the staging service") && stdout.contains("GPUs 0,1"),
+            "{stdout}"
+        );
+        assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
+    }
+    let report = svc.report.clone();
+    assert!(svc.stop().success());
+    // Two slots on each device, both devices used.
+    let devices = Report::read(&report).devices;
+    assert_eq!(devices.mallocs, [2, 2], "{devices:?}");
+    assert!(devices.bytes.iter().all(|&b| b > 0), "{devices:?}");
+}
+
 #[test]
 fn service_killed_mid_tree_client_finishes_as_in_process() {
     for backend in BACKENDS {
