@@ -227,6 +227,14 @@ fn io_functions(loaded: &Loaded, flavor: Flavor) -> Result<sys::IoFunctions, Loa
             get_op_error_string: names.get_op_error_string.and_then(|n| r.optional(n)),
             get_version,
             use_count: r.optional(names.use_count),
+            get_stats_l1: r.optional(names.get_stats_l1),
+            get_stats_l3: r.optional(names.get_stats_l3),
+            set_stats_level: names.set_stats_level.and_then(|n| r.optional(n)),
+            stats_start: names.stats_start.and_then(|n| r.optional(n)),
+            vector_io: names
+                .vector_io
+                .and_then(|n| r.optional::<unsafe extern "C" fn()>(n))
+                .is_some(),
         })
     }
 }
