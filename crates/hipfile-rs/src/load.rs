@@ -360,5 +360,15 @@ mod tests {
         let e = unsafe { get_version(&mut version) };
         assert_eq!(e, sys::FileError::default());
         assert!(version >= 1150, "cuFile version {version}");
+        // Statistics since 1.15; Level 1 with vector I/O counters where cuFileReadv is.
+        assert!(table.get_stats_l1.is_some() && table.get_stats_l3.is_some());
+        assert!(table.set_stats_level.is_some() && table.stats_start.is_some());
+        assert_eq!(table.vector_io, version >= 1190, "cuFile {version}");
+        // Without a driver the call answers through our signature: DriverNotInitialized.
+        let mut room = vec![0u64; 4096];
+        let get = table.get_stats_l1.unwrap();
+        // SAFETY: zeroed, writable, larger than the vectored Level 1.
+        let e = unsafe { get(room.as_mut_ptr().cast()) };
+        assert_eq!(e.err, sys::DRIVER_NOT_INITIALIZED, "{e:?}");
     }
 }
