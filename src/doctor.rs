@@ -462,6 +462,7 @@ fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
         route: aiscp_engine::RouteChoice::Auto,
         gpu: GpuChoice::default(),
         async_io: false,
+        library_stats: false,
     };
     let bounce = "bounce: O_DIRECT into pinned memory, copied through the GPU buffer";
     let (library, why) = aiscp_engine::backend::resolve_route(first.flavor, &auto);

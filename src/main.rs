@@ -207,7 +207,6 @@ fn main() {
         }
     };
     raise_open_file_limit();
-    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
     let mut config = aiscp_engine::Config::from(&cli.staging);
     // SAFETY: no thread has started yet: the signal thread, progress, MPI and the engine's
     // workers all start below.
@@ -237,6 +236,7 @@ fn main() {
         Some(Ok(format)) => Some(format == cli::StatsFormat::Json),
         Some(Err(e)) => usage_exit(&e),
     };
+    config.library_stats = stats_json.is_some();
     let progress = progress::Progress::start(
         cli.staging.progress_view_here(),
         jobs.iter().map(|j| j.src.clone()).collect(),
@@ -259,6 +259,7 @@ fn main() {
     }
     copier.settle();
     let failed = copier.failed;
+    let files = copier.files();
     let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
@@ -267,9 +268,12 @@ fn main() {
     let engine = engine.map(|(info, stages)| (info, stages, stopping.elapsed()));
     let summary = progress.finish();
     if let Some(json) = stats_json {
-        let report =
-            progress::StatsReport::new(summary, engine, failed || signals.received().is_some());
-        let text = if json { report.json() } else { report.line() };
+        let stopped = failed || signals.received().is_some();
+        let report = progress::StatsReport::new(summary, files, engine, stopped);
+        let text = match json {
+            true => report.json(),
+            false => report.text(cli.staging.debug),
+        };
         // A failed write is reported at exit, as for -v lines.
         messages::say(format_args!("{text}"));
     }

@@ -161,9 +161,12 @@ pub struct Cli {
     pub fsync: bool,
     #[command(flatten)]
     pub staging: staging::StagingArgs,
-    /// When done, print a summary on stdout: one line (text, the default) or one JSON object
-    /// (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each
-    /// stage's thread time, and the engine's start-up and shutdown
+    /// When done, print a summary on stdout: labelled lines in words (text, the default):
+    /// files copied, skipped (-n, -u, -i) and failed, bytes, time, rate, and the library and
+    /// GPU or host memory staged through, with --debug also the routes, each stage's thread
+    /// time, start-up and shutdown and the library's own counters; or one JSON object (json)
+    /// with all of these. On the library route it asks cuFile to count per GPU (hipFile
+    /// always counts), which the vendor says may cost some speed
     #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
           default_missing_value = "text", value_parser = Choices(STATS_CHOICES),
           help_heading = "Reporting")]

@@ -2,8 +2,9 @@
 //! an earlier copy, a symbolic or hard link instead of a copy, a regular file's data, a
 //! symlink or a special file.
 
-use super::{atomic, name_key, same_dir, Copier, FirstCopy, Found, Step};
+use super::{atomic, name_key, same_dir, Copier, FirstCopy, Found, Outcome, Step};
 use crate::attrs;
+use crate::messages::Reported;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os};
 use crate::open_dir::At;
@@ -28,7 +29,7 @@ impl Copier<'_> {
         found: &Found,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Step {
+    ) -> Result<Outcome, Reported> {
         let follow = self.follows(top);
         let opts = self.opts;
         let src_kind = src_meta.kind();
@@ -51,7 +52,7 @@ impl Copier<'_> {
                         "warning: source directory {} specified more than once",
                         quote(src.path)
                     ));
-                    return Ok(());
+                    return Ok(Outcome::Directory);
                 }
             }
             if self.remembers_link(src_meta, top) {
@@ -70,7 +71,9 @@ impl Copier<'_> {
                 }
             }
             let dst_meta = if found.new { None } else { found.sb.as_ref() };
-            return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
+            return self
+                .enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev)
+                .map(|()| Outcome::Directory);
         }
 
         if opts.verbose {
@@ -88,9 +91,12 @@ impl Copier<'_> {
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
             if let Some(first) = self.links.get(&src_meta.id()) {
-                return self.link_to_first(dst, first, follow);
+                return self
+                    .link_to_first(dst, first, follow)
+                    .map(|()| Outcome::Made);
             }
         }
+        let mut outcome = Outcome::Made;
 
         if opts.symbolic_link {
             if !src.path.is_absolute() {
@@ -125,10 +131,10 @@ impl Copier<'_> {
             })?;
         } else {
             match src_kind {
-                FileKind::File => self.copy_file(src, dst, src_meta, found, follow)?,
+                FileKind::File => outcome = self.copy_file(src, dst, src_meta, found, follow)?,
                 FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
                 _ if self.copies_as_regular() => {
-                    self.copy_file(src, dst, src_meta, found, follow)?
+                    outcome = self.copy_file(src, dst, src_meta, found, follow)?
                 }
                 _ => self.make_special(src, dst, src_meta)?,
             }
@@ -148,7 +154,7 @@ impl Copier<'_> {
             }
         }
         self.finish_ended();
-        Ok(())
+        Ok(outcome)
     }
 
     /// Makes DEST a hard link to the first copy of the same SOURCE inode (--preserve=links,

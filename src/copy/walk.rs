@@ -16,7 +16,7 @@
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
 //! where it was not (a bind mount inside itself).
 
-use super::{fail, fail_os, replaced, Copier, Reported, Step};
+use super::{fail, fail_os, replaced, Copier, Outcome, Reported, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{At, OpenDir};
@@ -214,8 +214,9 @@ impl Copier<'_> {
     /// Copies SRC to DST, walking a directory SRC with an explicit stack.
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
         let first = self.copy_entry(src, dst, true, None);
+        super::count(&mut self.files, first);
         let Some(frame) = self.entered.take() else {
-            return first;
+            return first.map(|_| ());
         };
         let mut stack = vec![frame];
         let (deepest, top_kept) = open_window();
@@ -228,8 +229,9 @@ impl Copier<'_> {
             };
             let next = if stop { None } else { top.entries.next() };
             if let Some((_, name)) = next {
-                let ok = self.copy_child(top, &name).is_ok();
-                top.ok &= ok;
+                let result = self.copy_child(top, &name);
+                super::count(&mut self.files, result);
+                top.ok &= result.is_ok();
                 if let Some(child) = self.entered.take() {
                     stack.push(child);
                     // Give back the descriptors of the levels that left the open window.
@@ -262,7 +264,7 @@ impl Copier<'_> {
     }
 
     /// Copies the entry `name` of the directory `top`.
-    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Step {
+    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Result<Outcome, Reported> {
         let (Some(src_dir), Some(dst_dir)) = (
             top.src.as_ref().and_then(|s| s.dir.as_ref()),
             top.dst.dir.as_ref(),

@@ -605,6 +605,11 @@ impl DataMover for ServiceClient {
             )),
             gpus: w.gpus.clone(),
             startup: up.connected_in,
+            library_stats: Err(format!(
+                "the data went through the staging service (pid {}), whose library counters \
+                 cover every client it serves",
+                w.pid
+            )),
         };
         Some((info, self.stages))
     }

@@ -148,6 +148,18 @@ fn tree(root: &Path, files: usize, big: usize, seed: u64) {
     write_random(&root.join("big"), big, seed ^ 0xb19);
 }
 
+/// The bytes of the regular files under `root`.
+fn tree_bytes(root: &Path) -> u64 {
+    fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => tree_bytes(&e.path()),
+            false => e.metadata().unwrap().len(),
+        })
+        .sum()
+}
+
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
@@ -191,8 +203,9 @@ fn eight_concurrent_clients_byte_exact() {
                 "{backend:?} {c}: {stderr}"
             );
             let stats = String::from_utf8_lossy(&out.stdout);
-            let through = format!("through the staging service (pid {}", svc.pid());
-            assert!(stats.contains(&through), "{stats}");
+            let through = format!("the staging service (pid {}, ", svc.pid());
+            let staged = crate::support::stats_value(&stats, "Staged through");
+            assert!(staged.is_some_and(|s| s.starts_with(&through)), "{stats}");
             assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
         }
         let log = svc.log();
@@ -233,7 +246,8 @@ fn a_gpu_all_service_spreads_files_over_every_gpu() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            stdout.contains("through the staging service") && stdout.contains("GPUs 0,1"),
+            stdout.contains("Staged through: the staging service (pid ")
+                && stdout.contains(") on GPUs 0,1\n"),
             "{stdout}"
         );
         assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
@@ -288,6 +302,15 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
         assert_eq!(stderr.lines().count(), 1, "one warning: {stderr}");
         assert!(stderr.contains("warning: staging service at"), "{stderr}");
         assert!(stderr.contains("copying in-process"), "{stderr}");
+        // Each file counts once, the one cut by the service's death and redone here too.
+        let stats = String::from_utf8_lossy(&out.stdout);
+        let value = |label| crate::support::stats_value(&stats, label);
+        assert_eq!(value("Files copied").as_deref(), Some("41"), "{stats}");
+        assert_eq!(value("Files failed").as_deref(), Some("0"), "{stats}");
+        // And its bytes once: those the service reported before it died are not added again.
+        let bytes = tree_bytes(&src);
+        let data = value("Data copied").unwrap_or_default();
+        assert!(data.ends_with(&format!("({bytes} bytes)")), "{stats}");
         // The same copy in-process gives the same tree.
         let mut alone = Command::new(program());
         backend.apply(&mut alone, &d.path().join("alone-report"));

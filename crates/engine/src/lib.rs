@@ -45,6 +45,7 @@ pub use stages::StageTimes;
 pub use worker::PartEnd;
 
 use crate::quote::quote;
+pub use backend::LibraryStats;
 use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::ops::Range;
@@ -62,6 +63,8 @@ pub struct EngineInfo {
     pub gpus: Vec<u32>,
     /// How long [`Engine::start`] took: loading the libraries and bringing the GPU up.
     pub startup: Duration,
+    /// The I/O library's own counters over the run, or why there are none.
+    pub library_stats: LibraryStats,
 }
 
 /// Failure to bring up the backend (fatal for the run).
@@ -330,11 +333,16 @@ impl Engine {
 
     /// What the run stages through, for the summary.
     pub fn info(&self) -> EngineInfo {
-        let (library, gpus) = match &self.backend {
-            Backend::Host(_) => (None, Vec::new()),
+        let (library, gpus, library_stats) = match &self.backend {
+            Backend::Host(_) => (
+                None,
+                Vec::new(),
+                Err("host memory: no GPU I/O library".to_owned()),
+            ),
             Backend::Gpu(p) => (
                 p.staging().version().map(str::to_owned),
                 p.staging().indices(),
+                p.staging().library_stats(),
             ),
         };
         EngineInfo {
@@ -342,6 +350,7 @@ impl Engine {
             library,
             gpus,
             startup: self.startup,
+            library_stats,
         }
     }
 
