@@ -214,6 +214,75 @@ fn eight_concurrent_clients_byte_exact() {
     }
 }
 
+/// A client's large file does not wait behind another client's files: while one client's
+/// file in flight is held (paused before its first slice), another client's file too large
+/// to fly is copied on a free slot and its run ends.
+#[test]
+fn a_large_file_does_not_wait_behind_another_clients_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("slice:{}", flag.display());
+        // Files fly on the bounce route only (the library route copies them one at a time).
+        let args: &[&str] = match backend {
+            Backend::Host => &["--chunk-size", "64K", "--streams", "2"],
+            _ => &["--chunk-size", "64K", "--streams", "2", "--route", "bounce"],
+        };
+        let svc = Service::start(backend, d.path(), args, &[("AISCP_TEST_PAUSE", &pause)]);
+        // Small files only: all of them fly.
+        let held = d.path().join("held");
+        fs::create_dir(&held).unwrap();
+        for i in 0..6 {
+            write_random(&held.join(format!("f{i}")), 10_000 + i, 31 + i as u64);
+        }
+        let holder = svc
+            .client()
+            .arg("-r")
+            .arg(&held)
+            .arg(d.path().join("held-copy"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        let big = d.path().join("big");
+        write_random(&big, (3 << 20) + 5, 32);
+        let mut large = svc
+            .client()
+            .arg("--debug")
+            .arg(&big)
+            .arg(d.path().join("big-copy"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let ended = loop {
+            if let Some(st) = large.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: still waiting:\n{}",
+                svc.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(large.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(ended.success(), "{backend:?}: {err}");
+        assert!(err.contains("through the staging service"), "{err}");
+        assert_eq!(
+            fs::read(&big).unwrap(),
+            fs::read(d.path().join("big-copy")).unwrap()
+        );
+        // The holder is still held; let it go and it finishes too.
+        fs::remove_file(&flag).unwrap();
+        let out = holder.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(listing(&held), listing(&d.path().join("held-copy")));
+        assert!(svc.stop().success());
+    }
+}
+
 /// `--serve --gpu all` on the fake library with two devices: the clients' files (in flight
 /// and in turn) spread over both GPUs, as one copy's do.
 #[test]

@@ -244,8 +244,10 @@ impl Engine {
         self.landed.finished.len() + with_pipeline!(&self.backend, p => p.in_flight())
     }
 
-    /// Queues a whole file (at most [`Engine::queue_max`] bytes, SRC and DST regular, DST
-    /// empty) to be copied while the caller goes on; its result comes from
+    /// Queues a whole file (SRC and DST regular, DST empty; usually at most
+    /// [`Engine::queue_max`] bytes: a larger one moves slot by slot on one worker, which a
+    /// caller sharing the engine between several copiers may prefer to giving it every slot)
+    /// to be copied while the caller goes on; its result comes from
     /// [`Engine::next_finished`] with the ticket returned here. Tickets count up in the
     /// order files are queued. The job comes back when it cannot be queued (no worker
     /// thread could be started): copy it with [`Engine::copy`] instead.
