@@ -34,19 +34,19 @@ impl Copier<'_> {
         let src_kind = src_meta.kind();
         if src_kind == FileKind::Dir {
             // A directory this run created showing up as a source means DEST is inside SOURCE.
-            if self.made_dirs.contains(&src_meta.id()) {
-                self.into_itself = true;
+            if self.memory.made_dirs.contains(&src_meta.id()) {
+                self.memory.into_itself = true;
                 return Err(fail(format!(
                     "cannot copy a directory, {}, into itself, {}",
-                    quote(&self.top.0),
-                    quote(&self.top.1)
+                    quote(&self.memory.top.0),
+                    quote(&self.memory.top.1)
                 )));
             }
             if top {
                 // The same directory named twice for one DEST: copied once, with a warning.
                 let dst_id = dst.dir.stat_self().map(|m| m.id()).ok();
                 let key = (dst_id, same_file::last_component(dst.name).to_os_string());
-                if !self.top_dirs.insert((src_meta.id(), key)) {
+                if !self.memory.top_dirs.insert((src_meta.id(), key)) {
                     error(&format!(
                         "warning: source directory {} specified more than once",
                         quote(src.path)
@@ -55,7 +55,7 @@ impl Copier<'_> {
                 }
             }
             if self.remembers_link(src_meta, top) {
-                if let Some(earlier) = self.dir_links.get(&src_meta.id()) {
+                if let Some(earlier) = self.memory.dir_links.get(&src_meta.id()) {
                     // Reached again through a followed symlink (-L, or -H on the command
                     // line), cp copies it again; otherwise it refuses.
                     if !follow {
@@ -66,7 +66,9 @@ impl Copier<'_> {
                         )));
                     }
                 } else {
-                    self.dir_links.insert(src_meta.id(), dst.path.to_path_buf());
+                    self.memory
+                        .dir_links
+                        .insert(src_meta.id(), dst.path.to_path_buf());
                 }
             }
             let dst_meta = if found.new { None } else { found.sb.as_ref() };
@@ -87,7 +89,7 @@ impl Copier<'_> {
 
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
-            if let Some(first) = self.links.get(&src_meta.id()) {
+            if let Some(first) = self.memory.links.get(&src_meta.id()) {
                 return self.link_to_first(dst, first, follow);
             }
         }
@@ -139,12 +141,12 @@ impl Copier<'_> {
                 name: dst.name.to_os_string(),
                 path: dst.path.to_path_buf(),
             };
-            self.links.insert(src_meta.id(), first);
+            self.memory.links.insert(src_meta.id(), first);
         }
         // cp remembers what each command-line operand made, to refuse overwriting it.
-        if top && self.track {
+        if top && self.memory.track {
             if let Ok(m) = dst.dir.stat(dst.name, false) {
-                self.created.insert((m.id(), name_key(dst.path)));
+                self.memory.created.insert((m.id(), name_key(dst.path)));
             }
         }
         self.finish_ended();

@@ -86,9 +86,9 @@ impl Copier<'_> {
                 quote(src.path)
             )));
         }
-        if top && self.track && src_kind != FileKind::Dir && self.backup.is_none() {
+        if top && self.memory.track && src_kind != FileKind::Dir && self.backup.is_none() {
             let key = (src_meta.id(), name_key(src.path));
-            if !self.seen_sources.insert(key) {
+            if !self.memory.seen_sources.insert(key) {
                 error(&format!(
                     "warning: source file {} specified more than once",
                     quote(src.path)
@@ -142,7 +142,8 @@ impl Copier<'_> {
             && (src_kind == FileKind::File
                 || (self.copies_as_regular()
                     && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-            && !(self.remembers_link(src_meta, top) && self.links.contains_key(&src_meta.id()))
+            && !(self.remembers_link(src_meta, top)
+                && self.memory.links.contains_key(&src_meta.id()))
     }
 
     /// cp's rules for a DEST that exists (`dm`): the same file, -u, -n and -i, a directory
@@ -208,7 +209,7 @@ impl Copier<'_> {
             }
             // Numbered backups keep what a second source would overwrite.
             if top
-                && self.track
+                && self.memory.track
                 && self.backup != Some(BackupKind::Numbered)
                 && self.just_created(&(dm.id(), name_key(dst.path)))
             {
@@ -295,7 +296,7 @@ impl Copier<'_> {
 
     /// Never writes through a symlink this run made from an earlier SOURCE.
     fn refuse_created_symlink(&self, src: At<'_>, dst: At<'_>, top: bool, look: &DestLook) -> Step {
-        if !(top && self.track && self.backup.is_none()) {
+        if !(top && self.memory.track && self.backup.is_none()) {
             return Ok(());
         }
         let lstat = if look.lstat {
@@ -304,7 +305,7 @@ impl Copier<'_> {
             dst.dir.stat(dst.name, false).ok()
         };
         if let Some(l) = lstat.filter(Stat::is_symlink) {
-            if self.created.contains(&(l.id(), name_key(dst.path))) {
+            if self.memory.created.contains(&(l.id(), name_key(dst.path))) {
                 return Err(fail(format!(
                     "will not copy {} through just-created symlink {}",
                     quote(src.path),
@@ -350,13 +351,13 @@ impl Copier<'_> {
     /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
     /// of that inode a link to this DEST, replacing whatever was there.
     fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
-        let Some(first) = self.links.get(&src_meta.id()) else {
+        let Some(first) = self.memory.links.get(&src_meta.id()) else {
             let first = FirstCopy {
                 dir: Rc::clone(dst.dir),
                 name: dst.name.to_os_string(),
                 path: dst.path.to_path_buf(),
             };
-            self.links.insert(src_meta.id(), first);
+            self.memory.links.insert(src_meta.id(), first);
             return Ok(());
         };
         self.link_to_first(dst, first, follow)

@@ -291,10 +291,10 @@ impl Copier<'_> {
     /// Whether DEST (its inode and name) was made by this run from another operand, once
     /// the files in flight that may have made it have ended.
     pub(super) fn just_created(&mut self, key: &(FileId, PathBuf)) -> bool {
-        if self.created.contains(key) && !self.inflight.pending.is_empty() {
+        if self.memory.created.contains(key) && !self.inflight.pending.is_empty() {
             self.settle();
         }
-        self.created.contains(key)
+        self.memory.created.contains(key)
     }
 
     /// Prints held messages and finishes queued files from the front of the order, as far
@@ -414,7 +414,7 @@ impl Copier<'_> {
             self.failed = true;
             // A failed copy is not "just created" (as when copied in turn).
             let name = super::name_key(&p.dst_path);
-            self.created.remove(&(p.dst_id, name));
+            self.memory.created.remove(&(p.dst_id, name));
         }
     }
 

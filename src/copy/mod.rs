@@ -59,12 +59,10 @@ struct FirstCopy {
     path: PathBuf,
 }
 
-pub struct Copier<'a> {
-    opts: &'a Options,
-    config: Config,
-    engine: Option<Engine>,
-    progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
-    umask: u32,
+/// What a run remembers of what it has copied, for cp's rules that look back: hard links
+/// kept, sources named twice, DEST inside SOURCE, cycles, files not to be overwritten.
+#[derive(Default)]
+struct RunMemory {
     /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
     links: HashMap<FileId, FirstCopy>,
     /// --preserve=links: each SOURCE directory copied, by inode, and the DEST made of it: a
@@ -83,13 +81,23 @@ pub struct Copier<'a> {
     top: (PathBuf, PathBuf),
     /// Whether the run has several sources (GNU keeps the two sets above only then).
     track: bool,
-    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
-    entered: Option<walk::DirFrame>,
     /// The SOURCE directories being copied, outermost first, with their DEST: met again,
     /// they are a cycle.
     active: Vec<(FileId, PathBuf)>,
     /// Command-line directories copied: (SOURCE, DEST's directory and name).
     top_dirs: HashSet<(FileId, (Option<FileId>, OsString))>,
+}
+
+pub struct Copier<'a> {
+    opts: &'a Options,
+    config: Config,
+    engine: Option<Engine>,
+    progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
+    umask: u32,
+    /// What the run has copied so far, for cp's rules that look back.
+    memory: RunMemory,
+    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
+    entered: Option<walk::DirFrame>,
     /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
     backup: Option<BackupKind>,
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
@@ -203,17 +211,11 @@ impl<'a> Copier<'a> {
             engine: None,
             progress: progress.into(),
             umask,
-            links: HashMap::new(),
-            dir_links: HashMap::new(),
-            created: HashSet::new(),
-            seen_sources: HashSet::new(),
-            made_dirs: HashSet::new(),
-            into_itself: false,
-            top: Default::default(),
-            track: several_sources,
+            memory: RunMemory {
+                track: several_sources,
+                ..RunMemory::default()
+            },
             entered: None,
-            active: Vec::new(),
-            top_dirs: HashSet::new(),
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
             inflight: Default::default(),
@@ -231,8 +233,8 @@ impl<'a> Copier<'a> {
         } else {
             self.opts.backup
         };
-        self.top = (src.to_path_buf(), dst.to_path_buf());
-        self.into_itself = false;
+        self.memory.top = (src.to_path_buf(), dst.to_path_buf());
+        self.memory.into_itself = false;
         let (src_dir, src_name) = open_parent(src);
         let mut made_parents = Vec::new();
         let (dst_dir, dst_name) = match parents_of {

@@ -222,7 +222,7 @@ impl Copier<'_> {
         stack.iter_mut().for_each(list_entries);
         let mut result = Ok(());
         loop {
-            let stop = self.into_itself || self.config.cancel.load(Ordering::SeqCst);
+            let stop = self.memory.into_itself || self.config.cancel.load(Ordering::SeqCst);
             let Some(top) = stack.last_mut() else {
                 break;
             };
@@ -248,7 +248,7 @@ impl Copier<'_> {
             let Some(done) = stack.pop() else {
                 break;
             };
-            self.active.pop();
+            self.memory.active.pop();
             // Finished before the level above is opened again: setting its attributes
             // takes a descriptor, which then is not needed beside that level's two.
             let res = self.finish_dir(&done);
@@ -298,7 +298,12 @@ impl Copier<'_> {
     ) -> Step {
         // A directory met again inside itself: through a followed symlink cp calls it a
         // cyclic link; otherwise (a bind mount) it would be a hard link to a directory.
-        if let Some((_, outer)) = self.active.iter().find(|(id, _)| *id == src_meta.id()) {
+        if let Some((_, outer)) = self
+            .memory
+            .active
+            .iter()
+            .find(|(id, _)| *id == src_meta.id())
+        {
             return Err(fail(if follow {
                 format!("cannot copy cyclic symbolic link {}", quote(src.path))
             } else {
@@ -329,7 +334,7 @@ impl Copier<'_> {
             return Err(replaced(dst.path));
         }
         if new_dir {
-            self.made_dirs.insert(dst_now.id());
+            self.memory.made_dirs.insert(dst_now.id());
         }
         let mut ok = true;
         let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());
@@ -344,7 +349,9 @@ impl Copier<'_> {
                 }
             }
         };
-        self.active.push((src_meta.id(), dst.path.to_path_buf()));
+        self.memory
+            .active
+            .push((src_meta.id(), dst.path.to_path_buf()));
         self.entered = Some(DirFrame {
             src_path: src.path.to_path_buf(),
             dst_path: dst.path.to_path_buf(),
