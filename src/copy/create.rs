@@ -2,7 +2,7 @@
 //! an earlier copy, a symbolic or hard link instead of a copy, a regular file's data, a
 //! symlink or a special file.
 
-use super::{atomic, name_key, same_dir, Copier, FirstCopy, Found, Step};
+use super::{atomic, name_key, same_dir, Copier, Entered, FirstCopy, Found, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os};
@@ -18,8 +18,8 @@ use std::path::Path;
 use std::rc::Rc;
 
 impl Copier<'_> {
-    /// Makes DEST once the checks have passed: a directory, a link, a regular file's data or
-    /// a special file.
+    /// Makes DEST once the checks have passed: a directory (entered, and returned for the walk
+    /// to copy its entries), a link, a regular file's data or a special file.
     pub(super) fn create(
         &mut self,
         src: At<'_>,
@@ -28,7 +28,7 @@ impl Copier<'_> {
         found: &Found,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Step {
+    ) -> Entered {
         let follow = self.follows(top);
         let opts = self.opts;
         let src_kind = src_meta.kind();
@@ -51,7 +51,7 @@ impl Copier<'_> {
                         "warning: source directory {} specified more than once",
                         quote(src.path)
                     ));
-                    return Ok(());
+                    return Ok(None);
                 }
             }
             if self.remembers_link(src_meta, top) {
@@ -72,7 +72,9 @@ impl Copier<'_> {
                 }
             }
             let dst_meta = if found.new { None } else { found.sb.as_ref() };
-            return self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev);
+            return self
+                .enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev)
+                .map(Some);
         }
 
         if opts.verbose {
@@ -90,7 +92,7 @@ impl Copier<'_> {
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
             if let Some(first) = self.memory.links.get(&src_meta.id()) {
-                return self.link_to_first(dst, first, follow);
+                return self.link_to_first(dst, first, follow).map(|()| None);
             }
         }
 
@@ -150,7 +152,7 @@ impl Copier<'_> {
             }
         }
         self.finish_ended();
-        Ok(())
+        Ok(None)
     }
 
     /// Makes DEST a hard link to the first copy of the same SOURCE inode (--preserve=links,

@@ -3,7 +3,7 @@
 //! making of DEST (`create`), with the backup put back where that fails.
 
 use super::atomic::Aside;
-use super::{ask, name_key, Copier, FirstCopy, Found, Step};
+use super::{ask, name_key, Copier, Entered, FirstCopy, Found, Step};
 use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
@@ -36,16 +36,17 @@ enum Next {
 impl Copier<'_> {
     /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
     /// being copied (for -x). The steps, in cp's order: look at SOURCE, look at DEST, the
-    /// rules for a DEST that exists, making room for the new one, then making it.
+    /// rules for a DEST that exists, making room for the new one, then making it. A directory
+    /// is entered and returned for the walk to copy its entries.
     pub(super) fn copy_entry(
         &mut self,
         src: At<'_>,
         dst: At<'_>,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Step {
+    ) -> Entered {
         let Some(src_meta) = self.check_source(src, top)? else {
-            return Ok(());
+            return Ok(None);
         };
         let look = self.look_at_dest(dst, src_meta.kind())?;
         let mut found = Found {
@@ -56,7 +57,7 @@ impl Copier<'_> {
         };
         if let Some(dm) = &look.sb {
             if self.check_existing(src, dst, &src_meta, dm, top)? == Next::Done {
-                return Ok(());
+                return Ok(None);
             }
             self.make_room(src, dst, &src_meta, dm, top, &mut found)?;
         }

@@ -39,6 +39,10 @@ use std::rc::Rc;
 
 type Step = Result<(), Reported>;
 
+/// A step that may enter a directory: the level entered (`Some`), for the walk to copy its
+/// entries.
+type Entered = Result<Option<walk::DirFrame>, Reported>;
+
 /// What cp found at DEST and did (or, under --atomic, leaves to the rename) before the new
 /// file is made.
 struct Found {
@@ -96,8 +100,6 @@ pub struct Copier<'a> {
     umask: u32,
     /// What the run has copied so far, for cp's rules that look back.
     memory: RunMemory,
-    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
-    entered: Option<walk::DirFrame>,
     /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
     backup: Option<BackupKind>,
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
@@ -215,7 +217,6 @@ impl<'a> Copier<'a> {
                 track: several_sources,
                 ..RunMemory::default()
             },
-            entered: None,
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
             inflight: Default::default(),

@@ -16,7 +16,7 @@
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
 //! where it was not (a bind mount inside itself).
 
-use super::{fail, fail_os, replaced, Copier, Reported, Step};
+use super::{fail, fail_os, replaced, Copier, Entered, Reported, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{At, OpenDir};
@@ -213,9 +213,8 @@ fn list_entries(frame: &mut DirFrame) {
 impl Copier<'_> {
     /// Copies SRC to DST, walking a directory SRC with an explicit stack.
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
-        let first = self.copy_entry(src, dst, true, None);
-        let Some(frame) = self.entered.take() else {
-            return first;
+        let Some(frame) = self.copy_entry(src, dst, true, None)? else {
+            return Ok(());
         };
         let mut stack = vec![frame];
         let (deepest, top_kept) = open_window();
@@ -228,9 +227,9 @@ impl Copier<'_> {
             };
             let next = if stop { None } else { top.entries.next() };
             if let Some((_, name)) = next {
-                let ok = self.copy_child(top, &name).is_ok();
-                top.ok &= ok;
-                if let Some(child) = self.entered.take() {
+                let entered = self.copy_child(top, &name);
+                top.ok &= entered.is_ok();
+                if let Ok(Some(child)) = entered {
                     stack.push(child);
                     // Give back the descriptors of the levels that left the open window.
                     let first = usize::from(top_kept);
@@ -261,8 +260,8 @@ impl Copier<'_> {
         result
     }
 
-    /// Copies the entry `name` of the directory `top`.
-    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Step {
+    /// Copies the entry `name` of the directory `top`; a directory is entered, not yet copied.
+    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Entered {
         let (Some(src_dir), Some(dst_dir)) = (
             top.src.as_ref().and_then(|s| s.dir.as_ref()),
             top.dst.dir.as_ref(),
@@ -286,7 +285,7 @@ impl Copier<'_> {
 
     /// Starts copying a directory: DEST made (owner-only until its contents are in) or
     /// merged into, both opened by descriptor and checked to be what was stat'ed, SOURCE's
-    /// entries listed. The level is left in `self.entered` for [`Copier::copy_tree`] to walk.
+    /// entries listed. Returns the level for [`Copier::copy_tree`] to walk.
     pub(super) fn enter_dir(
         &mut self,
         src: At<'_>,
@@ -295,7 +294,7 @@ impl Copier<'_> {
         dst_meta: Option<&Stat>,
         follow: bool,
         parent_dev: Option<u64>,
-    ) -> Step {
+    ) -> Result<DirFrame, Reported> {
         // A directory met again inside itself: through a followed symlink cp calls it a
         // cyclic link; otherwise (a bind mount) it would be a hard link to a directory.
         if let Some((_, outer)) = self
@@ -352,7 +351,7 @@ impl Copier<'_> {
         self.memory
             .active
             .push((src_meta.id(), dst.path.to_path_buf()));
-        self.entered = Some(DirFrame {
+        Ok(DirFrame {
             src_path: src.path.to_path_buf(),
             dst_path: dst.path.to_path_buf(),
             src_meta: *src_meta,
@@ -372,8 +371,7 @@ impl Copier<'_> {
             unlisted: true,
             new_dir,
             ok,
-        });
-        Ok(())
+        })
     }
 
     /// Ends a directory's copy: DEST's mode and attributes set on its descriptor.
