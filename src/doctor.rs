@@ -159,6 +159,42 @@ fn nvidia_fs_version() -> Option<String> {
 /// Loads `flavor` as a copy would and reports each step; Some when GPU `gpu` can be used.
 fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
     let name = flavor.name();
+    let library = load_library(flavor, out)?;
+    let count = list_gpus(&library, out)?;
+    if gpu >= count {
+        let _ = writeln!(
+            out,
+            "    GPU {gpu} (--gpu) does not exist: {count} device(s) found"
+        );
+        return None;
+    }
+    make_context(&library, gpu, out)?;
+    let device = match library.open_driver().and_then(|d| d.device(gpu)) {
+        Ok(d) => {
+            let _ = writeln!(
+                out,
+                "    {name} driver: opened (use count {})",
+                library
+                    .use_count()
+                    .map_or("not reported".to_owned(), |n| n.to_string())
+            );
+            Some(d)
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "    {name} driver: cannot open: {e} (the bounce route needs no driver)"
+            );
+            None
+        }
+    };
+    Some(Ready { flavor, device })
+}
+
+/// `flavor`'s libraries loaded as a copy loads them (not tried without its driver unless
+/// an override names them), with where they came from and their version.
+fn load_library(flavor: Flavor, out: &mut String) -> Option<Library> {
+    let name = flavor.name();
     let paths = library_paths(flavor);
     if !flavor.driver_present() && !paths.any() {
         let _ = writeln!(
@@ -186,6 +222,12 @@ fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
             .unwrap_or("version not reported"),
         library.runtime_library_path().display(),
     );
+    Some(library)
+}
+
+/// The GPUs the runtime sees, each with its PCI address and memory; their count, None when
+/// there are none.
+fn list_gpus(library: &Library, out: &mut String) -> Option<u32> {
     let count = match library.device_count() {
         Ok(n) => n,
         Err(e) => {
@@ -207,17 +249,15 @@ fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
         };
         let _ = writeln!(out, "    GPU {i}: {bus}, {memory}");
     }
-    if gpu >= count {
-        let _ = writeln!(
-            out,
-            "    GPU {gpu} (--gpu) does not exist: {count} device(s) found"
-        );
-        return None;
-    }
-    // A context on the GPU: what fails when another process holds all its memory.
+    Some(count)
+}
+
+/// A context on GPU `gpu`: what fails when another process holds all its memory.
+fn make_context(library: &Library, gpu: u32, out: &mut String) -> Option<()> {
     match library.staging_device(gpu) {
         Ok(_) => {
             let _ = writeln!(out, "    GPU {gpu}: context ok");
+            Some(())
         }
         Err(e) => {
             let full = matches!(
@@ -236,29 +276,9 @@ fn check_flavor(flavor: Flavor, gpu: u32, out: &mut String) -> Option<Ready> {
                     ""
                 }
             );
-            return None;
-        }
-    }
-    let device = match library.open_driver().and_then(|d| d.device(gpu)) {
-        Ok(d) => {
-            let _ = writeln!(
-                out,
-                "    {name} driver: opened (use count {})",
-                library
-                    .use_count()
-                    .map_or("not reported".to_owned(), |n| n.to_string())
-            );
-            Some(d)
-        }
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                "    {name} driver: cannot open: {e} (the bounce route needs no driver)"
-            );
             None
         }
-    };
-    Some(Ready { flavor, device })
+    }
 }
 
 /// A filesystem's name from statfs's magic number, for the common ones.
@@ -377,37 +397,10 @@ fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
     let _ = writeln!(out, "  filesystem: {fs}");
     let _ = writeln!(out, "  udev record: {}", udev_record(meta.dev(), &fs));
     if !dir && !meta.is_file() {
-        // Described, never opened: a FIFO's open() would wait for a writer, a device's
-        // could have effects. A copy reads such a file as a stream.
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        let kind = if t.is_fifo() {
-            "FIFO"
-        } else if t.is_char_device() {
-            "character device"
-        } else if t.is_block_device() {
-            "block device"
-        } else if t.is_socket() {
-            "socket"
-        } else {
-            "not a regular file"
-        };
-        let _ = writeln!(
-            out,
-            "  type: {kind} (not opened: a copy reads it as a stream, without O_DIRECT)"
-        );
-        let route = match ready.first() {
-            Some(first) => format!(
-                "bounce through {} GPU memory with buffered POSIX I/O (not a regular file)",
-                first.flavor.name()
-            ),
-            None => "host memory (no GPU library came up)".to_owned(),
-        };
-        let _ = writeln!(out, "  route: {route}");
+        describe_special(&meta, ready, out);
         return;
     }
-    let direct = open_direct(path, dir);
-    let direct = match direct {
+    let direct = match open_direct(path, dir) {
         Ok(f) => {
             let _ = writeln!(out, "  O_DIRECT: supported");
             Some(f)
@@ -438,6 +431,42 @@ fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
         );
         return;
     };
+    report_route(first, &probe, out);
+}
+
+/// A file that is neither regular nor a directory: described, never opened (a FIFO's open()
+/// would wait for a writer, a device's could have effects). A copy reads it as a stream.
+fn describe_special(meta: &std::fs::Metadata, ready: &[Ready], out: &mut String) {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_fifo() {
+        "FIFO"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else if t.is_socket() {
+        "socket"
+    } else {
+        "not a regular file"
+    };
+    let _ = writeln!(
+        out,
+        "  type: {kind} (not opened: a copy reads it as a stream, without O_DIRECT)"
+    );
+    let route = match ready.first() {
+        Some(first) => format!(
+            "bounce through {} GPU memory with buffered POSIX I/O (not a regular file)",
+            first.flavor.name()
+        ),
+        None => "host memory (no GPU library came up)".to_owned(),
+    };
+    let _ = writeln!(out, "  route: {route}");
+}
+
+/// The library's answer to registering the probe file opened with O_DIRECT, and the route
+/// the engine takes with that answer under `--route auto`.
+fn report_route(first: &Ready, probe: &Probe, out: &mut String) {
     let registration = match &first.device {
         Some(device) => device
             .register_file(probe.file.as_fd())
