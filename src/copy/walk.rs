@@ -295,24 +295,7 @@ impl Copier<'_> {
         follow: bool,
         parent_dev: Option<u64>,
     ) -> Result<DirFrame, Reported> {
-        // A directory met again inside itself: through a followed symlink cp calls it a
-        // cyclic link; otherwise (a bind mount) it would be a hard link to a directory.
-        if let Some((_, outer)) = self
-            .memory
-            .active
-            .iter()
-            .find(|(id, _)| *id == src_meta.id())
-        {
-            return Err(fail(if follow {
-                format!("cannot copy cyclic symbolic link {}", quote(src.path))
-            } else {
-                format!(
-                    "will not create hard link {} to directory {}",
-                    quote(dst.path),
-                    quote(outer)
-                )
-            }));
-        }
+        self.refuse_cycle(src, dst, src_meta, follow)?;
         let opts = self.opts;
         let new_dir = dst_meta.is_none();
         if new_dir {
@@ -372,6 +355,24 @@ impl Copier<'_> {
             new_dir,
             ok,
         })
+    }
+
+    /// A directory met again inside itself: through a followed symlink cp calls it a cyclic
+    /// link; otherwise (a bind mount) it would be a hard link to a directory.
+    fn refuse_cycle(&self, src: At<'_>, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
+        let active = &self.memory.active;
+        let Some((_, outer)) = active.iter().find(|(id, _)| *id == src_meta.id()) else {
+            return Ok(());
+        };
+        Err(fail(if follow {
+            format!("cannot copy cyclic symbolic link {}", quote(src.path))
+        } else {
+            format!(
+                "will not create hard link {} to directory {}",
+                quote(dst.path),
+                quote(outer)
+            )
+        }))
     }
 
     /// Ends a directory's copy: DEST's mode and attributes set on its descriptor.
