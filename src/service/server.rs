@@ -46,86 +46,36 @@ pub struct ServeArgs {
 
 /// Runs the service in the foreground; returns the exit status.
 pub fn run(config: Config, args: ServeArgs) -> i32 {
-    // Read (and cleared from the environment) before any thread starts.
-    let mut activated = listenfd::ListenFd::from_env();
-    let inherited = match activated.take_custom::<OwnedFd>(
-        0,
-        libc::AF_UNIX,
-        libc::SOCK_SEQPACKET,
-        "unix seqpacket socket",
-    ) {
-        Ok(fd) => fd,
-        Err(e) => {
-            messages::error(&format!("cannot use the socket systemd passed: {e}"));
-            return 1;
-        }
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
-            messages::error(&format!("cannot install signal handlers: {e}"));
-            return 1;
+    match serve(config, args) {
+        Ok(()) => 0,
+        Err(why) => {
+            messages::error(&why);
+            1
         }
     }
+}
+
+/// The service's life: the socket and the engine brought up, clients served until a signal
+/// or the idle limit, the socket removed. Err: why it could not start.
+fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
+    let inherited = socket_passed()?;
+    let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
     let slots_bytes =
         config.chunk_size.bytes() * config.streams.unwrap_or(aiscp_engine::DEFAULT_STREAMS) as u64;
     let diag = Box::new(ServiceDiagnostics { quiet });
-    let mut engine = match Engine::start(config, diag) {
-        Ok(e) => e,
-        Err(e) => {
-            messages::error(&e.to_string());
-            return 1;
-        }
-    };
+    let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
     let limits = crate::copy::queue_limits();
     engine.set_queue_limits(limits);
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
     let (listener, bound) = match inherited {
         Some(fd) => (fd, None),
-        None => match bind(&path) {
-            Ok((fd, lock)) => (fd, Some(lock)),
-            Err(why) => {
-                messages::error(&why);
-                return 1;
-            }
-        },
+        None => bind(&path).map(|(fd, lock)| (fd, Some(lock)))?,
     };
     let info = engine.info();
-    let welcome = Welcome {
-        protocol: wire::PROTOCOL,
-        version: wire::VERSION.to_owned(),
-        pid: std::process::id(),
-        backend: info.backend.to_owned(),
-        library: info.library.clone(),
-        gpus: info.gpus.clone(),
-        queue_max: engine.queue_max(),
-    };
-    let shared = Arc::new(Shared {
-        staging_bytes: slots_bytes * info.gpus.len().max(1) as u64,
-        welcome,
-        seats: Arc::new(AtomicUsize::new(0)),
-        started: Instant::now(),
-        files: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-    });
+    let shared = Arc::new(Shared::new(&info, engine.queue_max(), slots_bytes));
     if !quiet {
-        let gpus = match info.gpus.len() {
-            0 => String::new(),
-            1 => format!(" on GPU {}", info.gpus[0]),
-            _ => format!(" on GPUs {:?}", info.gpus),
-        };
-        say(&format!(
-            "serving at {} (pid {}): {}{gpus}, up in {:.3} s",
-            if bound.is_some() {
-                quote(&path)
-            } else {
-                "the socket systemd passed".to_owned()
-            },
-            std::process::id(),
-            info.library.as_deref().unwrap_or(info.backend),
-            info.startup.as_secs_f64()
-        ));
+        announce(&info, bound.is_some().then_some(&path));
     }
     let (events_tx, events_rx) = mpsc::channel();
     let accepting = {
@@ -134,10 +84,7 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
             .name("aiscp-accept".into())
             .spawn(move || accept_loop(listener, events_tx, &shared))
     };
-    if let Err(e) = accepting {
-        messages::error(&format!("cannot start the service's threads: {e}"));
-        return 1;
-    }
+    accepting.map_err(|e| format!("cannot start the service's threads: {e}"))?;
     let mut scheduler = Scheduler::new(engine, limits, debug, shared);
     scheduler.serve(&events_rx, &stop, args.idle_exit);
     // Every client's files stop; dropping the engine lands them and releases the GPU.
@@ -147,7 +94,51 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
         let _ = std::fs::remove_file(&path);
         drop(lock);
     }
-    0
+    Ok(())
+}
+
+/// The socket systemd passed (socket activation), if any. Read, and cleared from the
+/// environment, before any thread starts.
+fn socket_passed() -> Result<Option<OwnedFd>, String> {
+    let mut activated = listenfd::ListenFd::from_env();
+    activated
+        .take_custom::<OwnedFd>(
+            0,
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET,
+            "unix seqpacket socket",
+        )
+        .map_err(|e| format!("cannot use the socket systemd passed: {e}"))
+}
+
+/// A flag SIGINT, SIGTERM and SIGHUP set, for the service to stop cleanly.
+fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    }
+    Ok(stop)
+}
+
+/// The line saying the service is up: where (`path`, or the socket systemd passed when
+/// None), its pid, what it stages through and how long it took to start.
+fn announce(info: &aiscp_engine::EngineInfo, path: Option<&PathBuf>) {
+    let gpus = match info.gpus.len() {
+        0 => String::new(),
+        1 => format!(" on GPU {}", info.gpus[0]),
+        _ => format!(" on GPUs {:?}", info.gpus),
+    };
+    say(&format!(
+        "serving at {} (pid {}): {}{gpus}, up in {:.3} s",
+        match path {
+            Some(path) => quote(path),
+            None => "the socket systemd passed".to_owned(),
+        },
+        std::process::id(),
+        info.library.as_deref().unwrap_or(info.backend),
+        info.startup.as_secs_f64()
+    ));
 }
 
 type ClientId = u64;
@@ -164,6 +155,28 @@ struct Shared {
 }
 
 impl Shared {
+    /// What clients are told (the engine `info` and its largest file in flight), counts at
+    /// zero; `slots_bytes`: one GPU's staging.
+    fn new(info: &aiscp_engine::EngineInfo, queue_max: Option<u64>, slots_bytes: u64) -> Shared {
+        let welcome = Welcome {
+            protocol: wire::PROTOCOL,
+            version: wire::VERSION.to_owned(),
+            pid: std::process::id(),
+            backend: info.backend.to_owned(),
+            library: info.library.clone(),
+            gpus: info.gpus.clone(),
+            queue_max,
+        };
+        Shared {
+            staging_bytes: slots_bytes * info.gpus.len().max(1) as u64,
+            welcome,
+            seats: Arc::new(AtomicUsize::new(0)),
+            started: Instant::now(),
+            files: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
     /// Counts a file copied.
     fn count(&self, outcome: &Outcome) {
         if let Outcome::Copied { end, .. } = outcome {
