@@ -42,8 +42,8 @@ complete -c aiscp -l gpu -d 'GPU(s) to stage through: an index, a list (0,2,3), 
 complete -c aiscp -l route -d 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)' -r -f -a "auto\t''
 library\t''
 bounce\t''"
-complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE' -r
-complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
+complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU' -r
+complete -c aiscp -l streams -d 'Staging slots per GPU: each holds one slice in flight in its own buffer of --chunk-size bytes [default: 4]' -r
 complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage\'s thread time, and the engine\'s start-up and shutdown' -f -a "text\t''
 json\t''"
 complete -c aiscp -l socket -d 'The service\'s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user\'s own with mode 0700 (made so when missing)' -r -F

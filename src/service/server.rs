@@ -61,8 +61,10 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let inherited = socket_passed()?;
     let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
-    let slots_bytes =
-        config.chunk_size.bytes() * config.streams.unwrap_or(aiscp_engine::DEFAULT_STREAMS) as u64;
+    let slots_bytes = config.chunk_size.bytes()
+        * config
+            .slots_per_gpu
+            .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
     let diag = Box::new(ServiceDiagnostics { quiet });
     let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
     let limits = crate::copy::queue_limits();

@@ -36,7 +36,7 @@ pub mod verify;
 mod worker;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
-pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_STREAMS, MAX_CHUNK};
+pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
@@ -70,7 +70,7 @@ pub enum StartError {
     #[error(transparent)]
     Backend(#[from] backend::NoBackend),
     #[error("invalid number of streams 0: must be at least 1")]
-    Streams,
+    SlotsPerGpu,
 }
 
 /// Where the engine's messages go: the caller shows them (the engine never prints).
@@ -147,8 +147,8 @@ impl Drop for Engine {
 impl Engine {
     /// Brings up the backend. Warnings and (with `config.debug`) --debug lines go to `diag`.
     pub fn start(config: Config, diag: Box<dyn Diagnostics>) -> Result<Engine, StartError> {
-        if config.streams == Some(0) {
-            return Err(StartError::Streams);
+        if config.slots_per_gpu == Some(0) {
+            return Err(StartError::SlotsPerGpu);
         }
         let mut diag = Diag {
             sink: diag,
@@ -160,7 +160,7 @@ impl Engine {
             diag.sink.warn(&warning);
         }
         let chunk = config.chunk_size.bytes() as usize;
-        let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
+        let slots_per_gpu = config.slots_per_gpu.unwrap_or(DEFAULT_SLOTS_PER_GPU);
         let mut spread = None;
         let backend = match loaded {
             Loaded::Host(h) => {
@@ -169,10 +169,10 @@ impl Engine {
                     diag.sink
                         .warn("--async has no effect with host memory staging; using threads");
                 }
-                Backend::Host(Pipeline::new(h, chunk, streams, config.pause))
+                Backend::Host(Pipeline::new(h, chunk, slots_per_gpu, config.pause))
             }
             Loaded::Gpu(g) => {
-                let mut pipeline = Pipeline::new(g, chunk, streams, config.pause);
+                let mut pipeline = Pipeline::new(g, chunk, slots_per_gpu, config.pause);
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {
                         Ok(()) => {
@@ -193,13 +193,13 @@ impl Engine {
         };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         diag.debug(&format!(
-            "chunk {}, {streams} stream(s){}: up to {} of staging memory",
+            "chunk {}, {slots_per_gpu} stream(s){}: up to {} of staging memory",
             units::size(chunk as u64),
             match gpus {
                 1 => String::new(),
                 n => format!(" on each of {n} GPUs"),
             },
-            units::size((chunk * streams * gpus) as u64)
+            units::size((chunk * slots_per_gpu * gpus) as u64)
         ));
         Ok(Engine {
             startup: diag.started.elapsed(),

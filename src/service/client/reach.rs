@@ -123,7 +123,7 @@ impl ServiceClient {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .process_group(0);
-        if let Some(n) = c.streams {
+        if let Some(n) = c.slots_per_gpu {
             cmd.arg(format!("--streams={n}"));
         }
         if let Some(dir) = path.parent() {

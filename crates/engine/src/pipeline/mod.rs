@@ -25,7 +25,7 @@ pub(crate) struct Pipeline<S: Staging> {
     threads: Option<rayon::ThreadPool>,
     /// Files in flight (see `queue`): workers holding slots lent from `slots`.
     flight: Option<crate::queue::Flight<S>>,
-    /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
+    /// `slots_per_gpu` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
     slots: Vec<Option<S::Slot>>,
     /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
     chosen: Vec<usize>,
@@ -49,10 +49,10 @@ impl<S: Staging> Pipeline<S> {
     pub(crate) fn new(
         staging: S,
         chunk: usize,
-        streams: usize,
+        slots_per_gpu: usize,
         pause: fn(&'static str),
     ) -> Pipeline<S> {
-        let n = streams * staging.devices();
+        let n = slots_per_gpu * staging.devices();
         Pipeline {
             threads: None,
             flight: None,

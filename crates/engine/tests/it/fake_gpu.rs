@@ -178,7 +178,7 @@ fn child_process_entry() {
             let config = Config {
                 backend: BackendChoice::HipFile,
                 chunk_size: chunk_size(CHUNK),
-                streams: Some(1),
+                slots_per_gpu: Some(1),
                 async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
                 ..Config::default()
             };

@@ -246,7 +246,7 @@ fn cancelled_copy_stops_and_keeps_only_copied_bytes() {
     let config = Config {
         backend: BackendChoice::Host,
         chunk_size: chunk_size(CHUNK),
-        streams: Some(2),
+        slots_per_gpu: Some(2),
         ..Config::default()
     };
     let cancel = config.cancel.clone();
@@ -300,7 +300,7 @@ fn bad_configuration_is_refused() {
     assert_eq!(ChunkSize::new(0x7fff_f000).unwrap().bytes(), 0x7fff_f000);
     let config = Config {
         backend: BackendChoice::Host,
-        streams: Some(0),
+        slots_per_gpu: Some(0),
         ..Config::default()
     };
     let err = Engine::start(config, Box::new(Silent))
@@ -319,7 +319,7 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
         let config = Config {
             backend: BackendChoice::Host,
             chunk_size: chunk_size(CHUNK),
-            streams: Some(streams),
+            slots_per_gpu: Some(streams),
             ..Config::default()
         };
         let cancel = config.cancel.clone();

@@ -16,7 +16,7 @@ pub fn start_engine(backend: BackendChoice, chunk: u64, streams: usize, async_io
     let config = Config {
         backend,
         chunk_size: chunk_size(chunk),
-        streams: Some(streams),
+        slots_per_gpu: Some(streams),
         async_io,
         ..Config::default()
     };
