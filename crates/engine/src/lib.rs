@@ -16,6 +16,7 @@
 //! are both registered is copied by workers that each queue ReadAsync then WriteAsync on
 //! their own stream and synchronize once per slice; everything else is as above.
 
+mod async_io;
 pub mod backend;
 mod bounce;
 pub mod chunk_plan;
@@ -29,7 +30,6 @@ mod pipeline;
 mod queue;
 pub mod quote;
 mod stages;
-mod streams;
 mod transfer;
 pub mod units;
 pub mod verify;

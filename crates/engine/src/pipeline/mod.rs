@@ -384,7 +384,7 @@ impl<S: Staging> Pipeline<S> {
         } = self;
         let staging = &**staging;
         let worker = if use_async {
-            crate::streams::run_async_worker::<S>
+            crate::async_io::run_async_worker::<S>
         } else {
             run_worker::<S>
         };
