@@ -435,7 +435,7 @@ fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
 }
 
 /// A file that is neither regular nor a directory: described, never opened (a FIFO's open()
-/// would wait for a writer, a device's could have effects). A copy reads it as a stream.
+/// would wait for a writer, a device's could have effects). A copy reads it in order until EOF.
 fn describe_special(meta: &std::fs::Metadata, ready: &[Ready], out: &mut String) {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();

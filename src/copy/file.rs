@@ -241,14 +241,14 @@ impl Copier<'_> {
                 quote(src)
             )));
         }
-        // /proc and /sys files report a size that is not their length: stream anything
+        // /proc and /sys files report a size that is not their length: read in order anything
         // that is not a regular file, and regular files claiming to be empty.
         let src_kind = if src_meta.is_file() && src_meta.len() > 0 {
             SourceKind::Regular {
                 len: src_meta.len(),
             }
         } else {
-            SourceKind::Stream
+            SourceKind::Sequential
         };
         let job = DataJob {
             src: src_file,

@@ -394,7 +394,7 @@ impl DataMover for ServiceClient {
         }
         let len = match job.src_kind {
             SourceKind::Regular { len } => Some(len),
-            SourceKind::Stream => None,
+            SourceKind::Sequential => None,
         };
         // Only regular files cross (a pipe or a device could hold the service's thread).
         let regular = |f: &File| f.metadata().is_ok_and(|m| m.is_file());

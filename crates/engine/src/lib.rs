@@ -8,8 +8,8 @@
 //! each through its own staging slot (device memory on GPU backends), by the direct route
 //! (O_DIRECT + hipFile/cuFile) or the bounce route (POSIX I/O + copies to and from the
 //! slot); the finish reads on to SOURCE's end (the unaligned tail, growth, a shrink) through
-//! the bounce route on the calling thread and sets the exact size. Streams go through the
-//! bounce route in order. The library, its driver, the slots and the
+//! the bounce route on the calling thread and sets the exact size. Sequential sources (pipes,
+//! FIFOs, devices) go through the bounce route in order. The library, its driver, the slots and the
 //! worker threads are made once and reused for every file of the run.
 //!
 //! With `--async` (GPU backends whose library has the stream API), a file whose SRC and DST

@@ -79,7 +79,7 @@ impl QueuedJob {
             src: &self.src,
             src_name: &self.src_name,
             src_kind: match self.len {
-                0 => SourceKind::Stream,
+                0 => SourceKind::Sequential,
                 len => SourceKind::Regular { len },
             },
             dst: &self.dst,

@@ -340,7 +340,7 @@ impl Scheduler {
         // The engine cuts DEST once the staging exists, as for a copy in the client.
         let src_kind = match job.handover {
             Handover::InFlight { len: 0, .. } | Handover::InTurn { len: None } => {
-                SourceKind::Stream
+                SourceKind::Sequential
             }
             Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => {
                 SourceKind::Regular { len }

@@ -1,6 +1,6 @@
 //! One file's data phase over the staging slots: the slices [`FileCopy`] plans, run on the
-//! workers (one per slot), then [`FileCopy::finish`] on the first slot; streams go through
-//! the first slot's bounce route in order.
+//! workers (one per slot), then [`FileCopy::finish`] on the first slot; sequential sources
+//! go through the first slot's bounce route in order.
 
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
@@ -94,7 +94,7 @@ impl<S: Staging> Pipeline<S> {
         (self.last_stages, self.run_stages)
     }
 
-    /// Copies a whole file (a regular SRC into a regular DST, else a stream) and sets DST's
+    /// Copies a whole file (a regular SRC into a regular DST, else in order) and sets DST's
     /// size; returns it.
     pub(crate) fn copy(
         &mut self,
@@ -125,7 +125,7 @@ impl<S: Staging> Pipeline<S> {
                 diag(&format!("{}: streamed through the bounce route", names.src));
                 progress.route("stream", "bounce");
                 file.begin(dst_regular)
-                    .and_then(|()| self.stream(job, dst_regular, &cx, progress))
+                    .and_then(|()| self.copy_sequential(job, dst_regular, &cx, progress))
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.
@@ -308,10 +308,10 @@ impl<S: Staging> Pipeline<S> {
         Ok((phase, reported))
     }
 
-    /// Copies a stream (or into a non-regular DST) from its start to EOF on this thread
+    /// Copies a sequential source (or into a non-regular DST) from its start to EOF on this thread
     /// through the first chosen slot's bounce route, a window at a time, so a slow writer
     /// into the pipe sees its bytes come out as they arrive. Returns the bytes copied.
-    fn stream(
+    fn copy_sequential(
         &mut self,
         job: &DataJob<'_>,
         dst_regular: bool,
@@ -320,13 +320,13 @@ impl<S: Staging> Pipeline<S> {
     ) -> Result<u64, CopyError> {
         let (staging, slot) = self.first_chosen();
         staging.enter_worker(slot).map_err(|e| cx.names.read(e))?;
-        let reader = Reader::Stream(job.src);
+        let reader = Reader::Sequential(job.src);
         let writer = match dst_regular {
             true => Writer::At {
                 file: job.dst,
                 skip_zeros: (job.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
             },
-            false => Writer::Stream(job.dst),
+            false => Writer::Sequential(job.dst),
         };
         let round = staging.window_len(slot);
         // `pos`: read so far; `written`: where the last bytes written to DEST end (a DEST

@@ -1,5 +1,5 @@
 //! The engine as a library on the host backend: sizes across every boundary, existing DST,
-//! sparse files, streams, cancellation, errors.
+//! sparse files, sequential sources, cancellation, errors.
 
 use crate::support::*;
 use aiscp_engine::{
@@ -171,7 +171,7 @@ fn data_either_side_of_the_cap_offset_in_a_sparse_file_is_copied() {
 }
 
 #[test]
-fn streams_copy_until_eof() {
+fn sequential_sources_copy_until_eof() {
     let dir = tempfile::tempdir().unwrap();
     let mut engine = engine(CHUNK, 4);
     let data = random_bytes(3 * CHUNK as usize + 5, 11);
@@ -187,7 +187,7 @@ fn streams_copy_until_eof() {
     let job = DataJob {
         src: &s,
         src_name: &fifo,
-        src_kind: SourceKind::Stream,
+        src_kind: SourceKind::Sequential,
         dst: &d,
         dst_name: &dst,
         sparse: SparseMode::Auto,
