@@ -7,7 +7,7 @@ use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::file_copy::{opening, FileCopy};
 use crate::fileio::{self, MIN_ALIGN};
 use crate::stages::{Stage, StageClock, StageTimes};
-use crate::worker::{run_worker, Handle, PartEnd, Phase, Route, Side, Work};
+use crate::worker::{run_worker, Endpoints, Handle, PartEnd, Phase, SideRoute, Work};
 use crate::{CopyError, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
@@ -271,8 +271,11 @@ impl<S: Staging> Pipeline<S> {
         }
         // The stream API moves bytes between registered files and device memory only: a
         // file with a bouncing side takes the threaded workers.
-        let use_async =
-            self.async_io && matches!((&src_side, &dst_side), (Side::Library(_), Side::Library(_)));
+        let use_async = self.async_io
+            && matches!(
+                (&src_side, &dst_side),
+                (SideRoute::Library(_), SideRoute::Library(_))
+            );
         diag(&format!(
             "{} -> {}: {}, {} slice(s) aligned to {}, read {}{}, write {}{}{}",
             names.src,
@@ -290,7 +293,7 @@ impl<S: Staging> Pipeline<S> {
             if use_async { ", async streams" } else { "" },
         ));
         progress.route(src_side.describe(), dst_side.describe());
-        let route = Route {
+        let ends = Endpoints {
             src: file.src,
             dst: file.dst,
             src_side: &src_side,
@@ -300,7 +303,7 @@ impl<S: Staging> Pipeline<S> {
             align: plan.align,
         };
         let work = Work::new(&plan.slices, cx.cancel);
-        let reported = self.run_workers(workers, use_async, &route, &work, progress);
+        let reported = self.run_workers(workers, use_async, &ends, &work, progress);
         // Workers are joined: hand the fds back buffered for the finish and for the caller.
         drop(src_side);
         drop(dst_side);
@@ -371,7 +374,7 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         workers: usize,
         use_async: bool,
-        route: &Route<'_, Handle<'_, S>>,
+        ends: &Endpoints<'_, Handle<'_, S>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
@@ -405,7 +408,7 @@ impl<S: Staging> Pipeline<S> {
         let Some(threads) = threads.as_ref().filter(|_| workers > 1) else {
             let mut total = 0;
             if let Some(slot) = slots.next() {
-                worker(staging, slot, route, work, &mut |n| {
+                worker(staging, slot, ends, work, &mut |n| {
                     total += n;
                     progress.advanced(n);
                 });
@@ -418,7 +421,7 @@ impl<S: Staging> Pipeline<S> {
             for slot in slots {
                 let tx = tx.clone();
                 scope.spawn(move |_| {
-                    worker(staging, slot, route, work, &mut |n| {
+                    worker(staging, slot, ends, work, &mut |n| {
                         let _ = tx.send(n);
                     })
                 });
