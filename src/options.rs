@@ -318,21 +318,24 @@ fn apply_in_order(recursive: bool, events: Vec<(usize, Event<'_>)>) -> Result<In
     Ok(r)
 }
 
+/// Reads an environment variable (None: unset or not UTF-8); tests pass their own.
+type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
+
 /// The backup kind (--backup, -b, --suffix; else $VERSION_CONTROL) and suffix (--suffix,
 /// else $SIMPLE_BACKUP_SUFFIX, else "~"). The kind is None when no backups are made.
-fn backups(cli: &Cli) -> Result<(Option<BackupKind>, String), UsageError> {
+fn backups(cli: &Cli, env: Env<'_>) -> Result<(Option<BackupKind>, String), UsageError> {
     let mut backup = None;
     if makes_backups(cli) {
         backup = match cli.backup.as_deref() {
             Some(v) if !v.is_empty() => backup_kind("backup type", v)?,
-            _ => match std::env::var("VERSION_CONTROL") {
-                Ok(v) => backup_kind("$VERSION_CONTROL", &v)?,
-                Err(_) => Some(BackupKind::Existing),
+            _ => match env("VERSION_CONTROL") {
+                Some(v) => backup_kind("$VERSION_CONTROL", &v)?,
+                None => Some(BackupKind::Existing),
             },
         };
     }
     let suffix = usable_suffix(cli.suffix.clone())
-        .or_else(|| usable_suffix(std::env::var("SIMPLE_BACKUP_SUFFIX").ok()))
+        .or_else(|| usable_suffix(env("SIMPLE_BACKUP_SUFFIX")))
         .unwrap_or_else(|| "~".to_owned());
     Ok((backup, suffix))
 }
@@ -402,8 +405,13 @@ impl Options {
     /// cp's decisions from the parsed command line: the order-dependent flags applied left
     /// to right, option values matched, refused combinations refused with cp's words.
     pub fn resolve(cli: &Cli, m: &ArgMatches) -> Result<Options, UsageError> {
+        Options::resolve_in(cli, m, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Options::resolve`] with the environment read through `env`.
+    fn resolve_in(cli: &Cli, m: &ArgMatches, env: Env<'_>) -> Result<Options, UsageError> {
         let in_order = apply_in_order(cli.recursive, events_in_order(cli, m))?;
-        let (backup, suffix) = backups(cli)?;
+        let (backup, suffix) = backups(cli, env)?;
         let sparse = match cli.sparse.as_deref() {
             None => SparseMode::Auto,
             Some(v) => argmatch("--sparse", v, cli::SPARSE_CHOICES)?,
@@ -454,6 +462,9 @@ impl Options {
         })
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;
 
 /// The message for an operand GNU names in a usage error, e.g. "extra operand 'c'".
 pub fn extra_operand(op: &std::ffi::OsStr) -> UsageError {
