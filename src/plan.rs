@@ -199,6 +199,9 @@ fn into_directory(files: &[PathBuf], target: &Path, opts: &Options) -> Vec<CopyJ
     jobs
 }
 
+#[cfg(test)]
+mod tests;
+
 /// Joins like GNU's file_name_concat: one slash between, none doubled.
 pub fn join(dir: &Path, name: &Path) -> PathBuf {
     let d = dir.as_os_str().as_bytes();
