@@ -8,7 +8,7 @@ use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
-use crate::options::{BackupKind, Clobber, Deref};
+use crate::options::{BackupKind, Clobber, Deref, Options};
 use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileKind, Stat};
 use aiscp_engine::quote::quote;
@@ -110,13 +110,7 @@ impl Copier<'_> {
     /// it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
     fn look_at_dest(&self, dst: At<'_>, src_kind: FileKind) -> Result<DestLook, Reported> {
         let opts = self.opts;
-        let lstat = (src_kind != FileKind::File
-            && (!self.copies_as_regular()
-                || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-            || opts.symbolic_link
-            || opts.hard_link
-            || self.backup.is_some()
-            || opts.remove_destination;
+        let lstat = looks_at_dest_as_link(opts, self.backup.is_some(), src_kind);
         let mut new = false;
         let sb = match dst.dir.stat(dst.name, !lstat) {
             Ok(m) => Some(m),
@@ -175,19 +169,21 @@ impl Copier<'_> {
             }
         }
         if src_kind != FileKind::Dir {
-            if opts.update_older && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps) {
-                let follow = self.follows(top);
-                return self
-                    .keep_current(dst, src_meta, follow)
-                    .map(|()| Next::Done);
-            }
-            match opts.clobber {
-                Clobber::Overwrite => {}
-                Clobber::SkipSilently => return Ok(Next::Done),
-                Clobber::SkipAndFail => {
+            let current =
+                opts.update_older && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps);
+            match clobbering(opts, current) {
+                Clobbering::KeepCurrent => {
+                    let follow = self.follows(top);
+                    return self
+                        .keep_current(dst, src_meta, follow)
+                        .map(|()| Next::Done);
+                }
+                Clobbering::Overwrite => {}
+                Clobbering::Skip => return Ok(Next::Done),
+                Clobbering::Refuse => {
                     return Err(fail(format!("not replacing {}", quote(dst.path))));
                 }
-                Clobber::Ask => {
+                Clobbering::Ask => {
                     self.settle();
                     match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                         Some(true) => {}
@@ -243,10 +239,16 @@ impl Copier<'_> {
     ) -> Step {
         let opts = self.opts;
         let atomic = self.writes_atomically(src_meta, top);
-        let src_kind = src_meta.kind();
         let src_base = same_file::last_component(src.path.as_os_str());
         let dot_or_dotdot = src_base == "." || src_base == "..";
-        if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
+        let room = room_for(
+            opts,
+            self.backup.filter(|_| !dot_or_dotdot),
+            src_meta.kind(),
+            self.follows(top),
+            dm,
+        );
+        if let Room::BackUp(kind) = room {
             if kind != BackupKind::Numbered && self.source_is_dst_backup(src_base, src_meta, dst) {
                 return Err(fail(format!(
                     "backing up {} might destroy source;  {} not copied",
@@ -268,12 +270,7 @@ impl Copier<'_> {
                 }
             }
             found.new = true;
-        } else if !dm.is_dir()
-            && (opts.remove_destination
-                || (!opts.attributes_only
-                    && ((opts.preserve.links && dm.nlink() > 1)
-                        || (!self.follows(top) && src_kind != FileKind::File))))
-        {
+        } else if room == Room::Unlink {
             // Unlinked first: with --preserve=links DEST's other names keep their data.
             // (Not following here includes -H below the command line, where GNU copies
             // with DEREF_NEVER.)
@@ -400,6 +397,84 @@ impl Copier<'_> {
             .is_ok_and(|m| m.id() == src_meta.id())
     }
 }
+
+/// Whether cp looks at DEST without following a symlink: it does unless a regular file's
+/// data will be written through it (a SOURCE copied as a regular file, no link made instead,
+/// DEST neither backed up nor removed first).
+fn looks_at_dest_as_link(opts: &Options, backing_up: bool, src_kind: FileKind) -> bool {
+    let as_regular = !opts.recursive || opts.copy_contents;
+    (src_kind != FileKind::File
+        && (!as_regular || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
+        || opts.symbolic_link
+        || opts.hard_link
+        || backing_up
+        || opts.remove_destination
+}
+
+/// What -u, -n, -i and --update do with an existing DEST a non-directory would replace.
+#[derive(Debug, PartialEq, Eq)]
+enum Clobbering {
+    Overwrite,
+    /// -u found DEST up to date (`dst_current`).
+    KeepCurrent,
+    Skip,
+    /// --update=none-fail: "not replacing".
+    Refuse,
+    Ask,
+}
+
+fn clobbering(opts: &Options, dst_current: bool) -> Clobbering {
+    if opts.update_older && dst_current {
+        return Clobbering::KeepCurrent;
+    }
+    match opts.clobber {
+        Clobber::Overwrite => Clobbering::Overwrite,
+        Clobber::SkipSilently => Clobbering::Skip,
+        Clobber::SkipAndFail => Clobbering::Refuse,
+        Clobber::Ask => Clobbering::Ask,
+    }
+}
+
+/// What must happen to an existing DEST (`dm`) before the new one is made.
+#[derive(Debug, PartialEq, Eq)]
+enum Room {
+    /// Written in place, or merged into (a directory).
+    Leave,
+    /// Renamed to its backup name.
+    BackUp(BackupKind),
+    /// Unlinked first: --remove-destination; with --preserve=links, so DEST's other names
+    /// keep their data; a SOURCE that is no regular file, copied without following links.
+    Unlink,
+}
+
+/// The room rule: `backup` is how DEST is backed up (None also where SOURCE is `.` or `..`),
+/// `follows` whether symlinks are followed at this level.
+fn room_for(
+    opts: &Options,
+    backup: Option<BackupKind>,
+    src_kind: FileKind,
+    follows: bool,
+    dm: &Stat,
+) -> Room {
+    if dm.is_dir() {
+        return Room::Leave;
+    }
+    if let Some(kind) = backup {
+        return Room::BackUp(kind);
+    }
+    let unlink = opts.remove_destination
+        || (!opts.attributes_only
+            && ((opts.preserve.links && dm.nlink() > 1)
+                || (!follows && src_kind != FileKind::File)));
+    if unlink {
+        Room::Unlink
+    } else {
+        Room::Leave
+    }
+}
+
+#[cfg(test)]
+mod tests;
 
 /// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
 /// shows them.
