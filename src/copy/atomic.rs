@@ -132,9 +132,19 @@ impl Copier<'_> {
             ));
             return Ok(None);
         }
+        self.plan_replacing(src, dst, src_meta)
+    }
+
+    /// The plan for a DEST that is a regular file: opened for writing as cp opens it (but
+    /// not truncated), so what cp could not write aiscp does not replace.
+    fn plan_replacing(
+        &self,
+        src: &Path,
+        dst: At<'_>,
+        src_meta: &Stat,
+    ) -> Result<Option<AtomicPlan>, Reported> {
+        let cannot_create = |e: &io::Error| fail_os("cannot create regular file", dst.path, e);
         let (dir, name, path) = resolve(dst).map_err(|e| cannot_create(&e))?;
-        // Opened for writing as cp opens it (but not truncated): what cp could not write,
-        // aiscp does not replace.
         let flags = OFlag::O_WRONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW;
         match dir.open_file(&name, flags, 0) {
             Ok(f) => {
@@ -165,7 +175,13 @@ impl Copier<'_> {
                 how: Commit::NoReplace,
             })),
             // cp -f unlinks a DEST it cannot open and creates a new file in its place.
-            Err(_) if self.opts.force => here(Commit::Replace { removed: true }),
+            Err(_) if self.opts.force => Ok(Some(AtomicPlan {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+                old: None,
+                how: Commit::Replace { removed: true },
+            })),
             Err(e) => Err(cannot_create(&e)),
         }
     }
@@ -213,26 +229,7 @@ impl Copier<'_> {
         if let Some((old, old_file)) = &plan.old {
             // Owner, group and extended attributes first: where they cannot be kept, nothing
             // has been copied yet.
-            let cannot_keep = |what: &str, e: &io::Error| {
-                fail(format!(
-                    "cannot replace {} atomically keeping its {what}: {}",
-                    quote(dst.path),
-                    os_text(e)
-                ))
-            };
-            let chown = |uid: u32, gid: u32| {
-                nix::unistd::fchown(fd, Some(uid.into()), Some(gid.into())).map_err(io::Error::from)
-            };
-            // -p gives DEST SOURCE's owner and group in place too: where the new file can
-            // have them, the old ones do not matter.
-            let preserved =
-                opts.preserve.ownership && chown(src_meta.uid(), src_meta.gid()).is_ok();
-            let now = Stat::of(&tmp_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
-            if !preserved && (now.uid(), now.gid()) != (old.uid(), old.gid()) {
-                chown(old.uid(), old.gid()).map_err(|e| cannot_keep("owner and group", &e))?;
-            }
-            attrs::carry_to_replacement(old_file, &tmp_file)
-                .map_err(|e| cannot_keep("extended attributes and ACLs", &e))?;
+            self.keep_old_owner(dst.path, src_meta, &tmp_file, old, old_file)?;
         }
         self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
         let set_mode = |m: u32| {
@@ -264,6 +261,39 @@ impl Copier<'_> {
         self.commit(at, &tmp, &plan.how)?;
         guard.disarm();
         sync_dir(at)
+    }
+
+    /// Gives the temporary the owner, group, extended attributes and ACLs of the file it
+    /// replaces (`old`), or SOURCE's owner under -p where it can have them.
+    fn keep_old_owner(
+        &self,
+        dst_path: &Path,
+        src_meta: &Stat,
+        tmp_file: &File,
+        old: &Stat,
+        old_file: &File,
+    ) -> Step {
+        let fd = tmp_file.as_raw_fd();
+        let cannot_keep = |what: &str, e: &io::Error| {
+            fail(format!(
+                "cannot replace {} atomically keeping its {what}: {}",
+                quote(dst_path),
+                os_text(e)
+            ))
+        };
+        let chown = |uid: u32, gid: u32| {
+            nix::unistd::fchown(fd, Some(uid.into()), Some(gid.into())).map_err(io::Error::from)
+        };
+        // -p gives DEST SOURCE's owner and group in place too: where the new file can
+        // have them, the old ones do not matter.
+        let preserved =
+            self.opts.preserve.ownership && chown(src_meta.uid(), src_meta.gid()).is_ok();
+        let now = Stat::of(tmp_file).map_err(|e| fail_os("cannot fstat", dst_path, &e))?;
+        if !preserved && (now.uid(), now.gid()) != (old.uid(), old.gid()) {
+            chown(old.uid(), old.gid()).map_err(|e| cannot_keep("owner and group", &e))?;
+        }
+        attrs::carry_to_replacement(old_file, tmp_file)
+            .map_err(|e| cannot_keep("extended attributes and ACLs", &e))
     }
 
     /// Gives the complete temporary its name, with the backup or removal DEST was due.
