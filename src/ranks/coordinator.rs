@@ -371,21 +371,26 @@ impl Coordinator {
             }
         }
         if self.debug {
-            let shares: Vec<String> = by_rank
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(r, n)| format!("rank {r}: {n}"))
-                .collect();
-            messages::to_stderr_raw(&format!(
-                "{}: debug: {}: {count} parts of {} bytes ({})\n",
-                messages::program(),
-                quote(job.src_name),
-                self.piece,
-                shares.join(", ")
-            ));
+            self.debug_shares(job, count, &by_rank);
         }
         results
+    }
+
+    /// --debug: how many of a file's `count` parts each rank copied.
+    fn debug_shares(&self, job: &DataJob<'_>, count: usize, by_rank: &[usize]) {
+        let shares: Vec<String> = by_rank
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("rank {r}: {n}"))
+            .collect();
+        messages::to_stderr_raw(&format!(
+            "{}: debug: {}: {count} parts of {} bytes ({})\n",
+            messages::program(),
+            quote(job.src_name),
+            self.piece,
+            shares.join(", ")
+        ));
     }
 }
 
