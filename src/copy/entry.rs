@@ -196,6 +196,20 @@ impl Copier<'_> {
         if done {
             return Ok(Next::Done);
         }
+        self.refuse_kind_clash(src, dst, src_kind, dm, top)?;
+        Ok(Next::Go)
+    }
+
+    /// A directory onto a non-directory or the reverse, and a file this run just made
+    /// overwritten from another command-line SOURCE: refused with cp's words.
+    fn refuse_kind_clash(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_kind: FileKind,
+        dm: &Stat,
+        top: bool,
+    ) -> Step {
         if !dm.is_dir() {
             if src_kind == FileKind::Dir {
                 return Err(fail(format!(
@@ -222,7 +236,7 @@ impl Copier<'_> {
                 quote(dst.path)
             )));
         }
-        Ok(Next::Go)
+        Ok(())
     }
 
     /// Makes room for the new DEST where the old one (`dm`) must go first: renamed to its
