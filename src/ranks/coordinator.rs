@@ -288,6 +288,8 @@ type PartResult = Option<Result<PartEnd, CopyError>>;
 impl Coordinator {
     /// Hands `parts` to whichever rank is free, rank 0 copying one whenever none is, until
     /// all are copied or one fails. No whole file is in flight meanwhile.
+    /// (Longer than most: one loop whose counters, `next`, `busy`, `idle` and `by_rank`, are
+    /// its state; split, they would travel as arguments.)
     fn copy_parts(
         &mut self,
         engine: &mut Engine,
