@@ -2,16 +2,21 @@
 //! existing DEST (same file, -u, -n/-i, file types), making room (backup or unlink), then the
 //! making of DEST (`create`), with the backup put back where that fails.
 
+mod rules;
+#[cfg(test)]
+mod tests;
+
 use super::atomic::Aside;
 use super::{ask, name_key, Copier, Entered, FirstCopy, Found, Step};
 use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
-use crate::options::{BackupKind, Clobber, Deref, Options};
+use crate::options::{BackupKind, Clobber, Deref};
 use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileKind, Stat};
 use aiscp_engine::quote::quote;
+use rules::{clobbering, looks_at_dest_as_link, room_for, Clobbering, Room};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -411,84 +416,6 @@ impl Copier<'_> {
             .is_ok_and(|m| m.id() == src_meta.id())
     }
 }
-
-/// Whether cp looks at DEST without following a symlink: it does unless a regular file's
-/// data will be written through it (a SOURCE copied as a regular file, no link made instead,
-/// DEST neither backed up nor removed first).
-fn looks_at_dest_as_link(opts: &Options, backing_up: bool, src_kind: FileKind) -> bool {
-    let as_regular = !opts.recursive || opts.copy_contents;
-    (src_kind != FileKind::File
-        && (!as_regular || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-        || opts.symbolic_link
-        || opts.hard_link
-        || backing_up
-        || opts.remove_destination
-}
-
-/// What -u, -n, -i and --update do with an existing DEST a non-directory would replace.
-#[derive(Debug, PartialEq, Eq)]
-enum Clobbering {
-    Overwrite,
-    /// -u found DEST up to date (`dst_current`).
-    KeepCurrent,
-    Skip,
-    /// --update=none-fail: "not replacing".
-    Refuse,
-    Ask,
-}
-
-fn clobbering(opts: &Options, dst_current: bool) -> Clobbering {
-    if opts.update_older && dst_current {
-        return Clobbering::KeepCurrent;
-    }
-    match opts.clobber {
-        Clobber::Overwrite => Clobbering::Overwrite,
-        Clobber::SkipSilently => Clobbering::Skip,
-        Clobber::SkipAndFail => Clobbering::Refuse,
-        Clobber::Ask => Clobbering::Ask,
-    }
-}
-
-/// What must happen to an existing DEST (`dm`) before the new one is made.
-#[derive(Debug, PartialEq, Eq)]
-enum Room {
-    /// Written in place, or merged into (a directory).
-    Leave,
-    /// Renamed to its backup name.
-    BackUp(BackupKind),
-    /// Unlinked first: --remove-destination; with --preserve=links, so DEST's other names
-    /// keep their data; a SOURCE that is no regular file, copied without following links.
-    Unlink,
-}
-
-/// The room rule: `backup` is how DEST is backed up (None also where SOURCE is `.` or `..`),
-/// `follows` whether symlinks are followed at this level.
-fn room_for(
-    opts: &Options,
-    backup: Option<BackupKind>,
-    src_kind: FileKind,
-    follows: bool,
-    dm: &Stat,
-) -> Room {
-    if dm.is_dir() {
-        return Room::Leave;
-    }
-    if let Some(kind) = backup {
-        return Room::BackUp(kind);
-    }
-    let unlink = opts.remove_destination
-        || (!opts.attributes_only
-            && ((opts.preserve.links && dm.nlink() > 1)
-                || (!follows && src_kind != FileKind::File)));
-    if unlink {
-        Room::Unlink
-    } else {
-        Room::Leave
-    }
-}
-
-#[cfg(test)]
-mod tests;
 
 /// The nine permission characters of `ls -l` (with s/S and t/T), as cp's -i question
 /// shows them.

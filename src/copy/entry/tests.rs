@@ -2,6 +2,7 @@
 //! link, what -u/-n/-i/--update do with it, and what must happen to it before the new DEST
 //! is made. DEST is described by a `struct stat`, never made.
 
+use super::rules::*;
 use super::*;
 use crate::options::tests::resolve;
 
