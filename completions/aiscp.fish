@@ -44,9 +44,10 @@ library\t''
 bounce\t''"
 complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU' -r
 complete -c aiscp -l streams -d 'Staging slots per GPU: each holds one slice in flight in its own buffer of --chunk-size bytes [default: 4]' -r
-complete -c aiscp -l stats -d 'When done, print a summary on stdout: one line (text, the default) or one JSON object (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each stage\'s thread time, and the engine\'s start-up and shutdown' -f -a "text\t''
+complete -c aiscp -l stats -d 'When done, print a summary on stdout: labelled lines in words (text, the default): files copied, skipped (-n, -u, -i) and failed, bytes, time, rate, and the library and GPU or host memory staged through, with --debug also the routes, each stage\'s thread time, start-up and shutdown and the library\'s own counters; or one JSON object (json) with all of these. On the library route it asks cuFile to count per GPU (hipFile always counts), which the vendor says may cost some speed' -f -a "text\t''
 json\t''"
-complete -c aiscp -l socket -d 'The service\'s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user\'s own with mode 0700 (made so when missing)' -r -F
+complete -c aiscp -l socket -d 'The service\'s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user\'s own with mode 0700 (0755 with --allow-users; made so when missing)' -r -F
+complete -c aiscp -l allow-users -d 'Serve these users too (names or uids, comma-separated, or all): a system-wide service. It still reads and writes only the descriptors each client passes' -r
 complete -c aiscp -l idle-exit -d 'Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never' -r
 complete -c aiscp -s a -l archive -d 'Same as -dR --preserve=all'
 complete -c aiscp -l attributes-only -d 'Don\'t copy the file data, just the attributes'

@@ -36,6 +36,11 @@ mode 0600 in a directory of the user's own with mode 0700; the service serves on
 (SO_PEERCRED). Under systemd it can be socket-activated (LISTEN_FDS); contrib/systemd holds a
 user socket and service unit.
 .PP
+A system-wide service for several users is opt-in: \fB\-\-allow\-users\fR all (or a list of
+names and uids) serves them too, its socket 0666 in a directory no one else may write (0755 or
+tighter). It still reads and writes only the descriptors each client passes, and a client
+passes its descriptors only to a service of its own uid or root's.
+.PP
 A client copies in-process, with one warning, when the service is unreachable, of another
 version, refuses, or dies mid-run (kill \-9): files it had are cut back and copied again from
 their start, and the exit status is what it would have been. SIGINT at a client stops its files

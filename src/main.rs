@@ -198,6 +198,15 @@ fn serve_and_exit(cli: &cli::Cli) -> ! {
     unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
     let args = service::server::ServeArgs {
         socket: cli.socket.clone(),
+        users: match cli.allow_users.as_deref() {
+            None => service::users::Users::Own,
+            Some(text) => service::users::Users::parse(text).unwrap_or_else(|e| {
+                usage_exit(&UsageError::new(format!(
+                    "invalid argument {} for '--allow-users': {e}",
+                    aiscp_engine::quote::quote(text)
+                )))
+            }),
+        },
         idle_exit: cli.idle_exit,
     };
     messages::exit(service::server::run(config, args));
@@ -231,7 +240,6 @@ fn copy_and_exit(
     jobs: &[plan::CopyJob],
 ) -> ! {
     raise_open_file_limit();
-    #[cfg_attr(not(feature = "mpi"), allow(unused_mut))]
     let mut config = aiscp_engine::Config::from(&cli.staging);
     // SAFETY: no thread has started yet: the signal thread, progress, MPI and the engine's
     // workers all start below.
@@ -261,6 +269,7 @@ fn copy_and_exit(
         Some(Ok(format)) => Some(format == cli::StatsFormat::Json),
         Some(Err(e)) => usage_exit(&e),
     };
+    config.library_stats = stats_json.is_some();
     let progress = progress::Progress::start(
         cli.staging.progress_view_here(),
         jobs.iter().map(|j| j.src.clone()).collect(),
@@ -282,7 +291,7 @@ fn copy_and_exit(
         copier.copy_top(job);
     }
     copier.settle();
-    finish_and_exit(copier, progress, &signals, stats_json)
+    finish_and_exit(copier, progress, &signals, stats_json, cli.staging.debug)
 }
 
 /// Ends the run: the engine shut down, the progress view closed, --stats printed, then the
@@ -292,8 +301,10 @@ fn finish_and_exit(
     progress: progress::Progress,
     signals: &signals::Signals,
     stats_json: Option<bool>,
+    debug: bool,
 ) -> ! {
     let failed = copier.failed;
+    let files = copier.files();
     let engine = copier.engine_info();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
@@ -302,9 +313,12 @@ fn finish_and_exit(
     let engine = engine.map(|(info, stages)| (info, stages, stopping.elapsed()));
     let summary = progress.finish();
     if let Some(json) = stats_json {
-        let report =
-            progress::StatsReport::new(summary, engine, failed || signals.received().is_some());
-        let text = if json { report.json() } else { report.line() };
+        let stopped = failed || signals.received().is_some();
+        let report = progress::StatsReport::new(summary, files, engine, stopped);
+        let text = match json {
+            true => report.json(),
+            false => report.text(debug),
+        };
         // A failed write is reported at exit, as for -v lines.
         messages::say(format_args!("{text}"));
     }

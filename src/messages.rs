@@ -242,7 +242,7 @@ pub fn exit(status: i32) -> ! {
 }
 
 /// A failure already reported on stderr.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Reported;
 
 /// Reports `msg` as an error; the failure is then [`Reported`].

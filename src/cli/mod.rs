@@ -161,9 +161,12 @@ pub struct Cli {
     pub fsync: bool,
     #[command(flatten)]
     pub staging: staging::StagingArgs,
-    /// When done, print a summary on stdout: one line (text, the default) or one JSON object
-    /// (json) with files, bytes, seconds, rate, backend, library, GPU, the routes taken, each
-    /// stage's thread time, and the engine's start-up and shutdown
+    /// When done, print a summary on stdout: labelled lines in words (text, the default):
+    /// files copied, skipped (-n, -u, -i) and failed, bytes, time, rate, and the library and
+    /// GPU or host memory staged through, with --debug also the routes, each stage's thread
+    /// time, start-up and shutdown and the library's own counters; or one JSON object (json)
+    /// with all of these. On the library route it asks cuFile to count per GPU (hipFile
+    /// always counts), which the vendor says may cost some speed
     #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
           default_missing_value = "text", value_parser = Choices(STATS_CHOICES),
           help_heading = "Reporting")]
@@ -182,10 +185,19 @@ pub struct Cli {
     #[arg(long, help_heading = "Staging service")]
     pub serve: bool,
     /// The service's socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory
-    /// must be the user's own with mode 0700 (made so when missing)
+    /// must be the user's own with mode 0700 (0755 with --allow-users; made so when missing)
     #[arg(long, value_name = "PATH", requires = "serve", value_hint = ValueHint::FilePath,
           help_heading = "Staging service")]
     pub socket: Option<PathBuf>,
+    /// Serve these users too (names or uids, comma-separated, or all): a system-wide service.
+    /// It still reads and writes only the descriptors each client passes
+    #[arg(
+        long,
+        value_name = "USERS",
+        requires = "serve",
+        help_heading = "Staging service"
+    )]
+    pub allow_users: Option<String>,
     /// Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never
     #[arg(long, value_name = "DURATION", requires = "serve", default_value = "0",
           value_parser = parse_duration, help_heading = "Staging service")]

@@ -2,8 +2,9 @@
 //! an earlier copy, a symbolic or hard link instead of a copy, a regular file's data, a
 //! symlink or a special file.
 
-use super::{atomic, name_key, same_dir, Copier, Entered, FirstCopy, Found, Step};
+use super::{atomic, name_key, same_dir, Copier, FirstCopy, Found, Outcome, Step};
 use crate::attrs;
+use crate::messages::Reported;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os};
 use crate::open_dir::At;
@@ -28,7 +29,7 @@ impl Copier<'_> {
         found: &Found,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Entered {
+    ) -> Result<Outcome, Reported> {
         let follow = self.follows(top);
         let opts = self.opts;
         if src_meta.kind() == FileKind::Dir {
@@ -48,9 +49,12 @@ impl Copier<'_> {
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
             if let Some(first) = self.memory.links.get(&src_meta.id()) {
-                return self.link_to_first(dst, first, follow).map(|()| None);
+                return self
+                    .link_to_first(dst, first, follow)
+                    .map(|()| Outcome::Made);
             }
         }
+        let mut outcome = Outcome::Made;
         if opts.symbolic_link {
             make_symlink_instead(src, dst, opts.force)?;
         } else if opts.hard_link {
@@ -65,17 +69,17 @@ impl Copier<'_> {
             })?;
         } else {
             match src_meta.kind() {
-                FileKind::File => self.copy_file(src, dst, src_meta, found, follow)?,
+                FileKind::File => outcome = self.copy_file(src, dst, src_meta, found, follow)?,
                 FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
                 _ if self.copies_as_regular() => {
-                    self.copy_file(src, dst, src_meta, found, follow)?
+                    outcome = self.copy_file(src, dst, src_meta, found, follow)?
                 }
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
         self.remember_made(dst, src_meta, top);
         self.finish_ended();
-        Ok(None)
+        Ok(outcome)
     }
 
     /// A SOURCE directory: refused when DEST lies inside it or it would be a hard link to a
@@ -88,7 +92,7 @@ impl Copier<'_> {
         found: &Found,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Entered {
+    ) -> Result<Outcome, Reported> {
         let follow = self.follows(top);
         // A directory this run created showing up as a source means DEST is inside SOURCE.
         if self.memory.made_dirs.contains(&src_meta.id()) {
@@ -108,7 +112,7 @@ impl Copier<'_> {
                     "warning: source directory {} specified more than once",
                     quote(src.path)
                 ));
-                return Ok(None);
+                return Ok(Outcome::Directory(None));
             }
         }
         if self.remembers_link(src_meta, top) {
@@ -130,7 +134,7 @@ impl Copier<'_> {
         }
         let dst_meta = if found.new { None } else { found.sb.as_ref() };
         self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev)
-            .map(Some)
+            .map(|frame| Outcome::Directory(Some(Box::new(frame))))
     }
 
     /// Remembers the DEST just made: as the first copy of SOURCE's inode (--preserve=links),

@@ -11,8 +11,9 @@
 //! every file queued before it has been finished. A prompt first waits for every file in
 //! flight (it must follow their messages, and its answer may depend on them).
 
-use super::{Copier, Found};
+use super::{Copier, Found, Outcome};
 use crate::attrs;
+use crate::messages::Reported;
 use crate::messages::{self, error, Held};
 use crate::stat::{FileId, Stat};
 use aiscp_engine::{CopyError, Finished, QueueLimits, QueuedJob, Ticket};
@@ -343,7 +344,11 @@ impl Copier<'_> {
                     // Its own messages come out now, in its turn.
                     let hold = messages::hold(None);
                     match (pending, finished) {
-                        (Some(p), Some(f)) => self.finish_file(p, f),
+                        (Some(p), Some(f)) => {
+                            if let Some(result) = self.finish_file(p, f) {
+                                super::count(&mut self.files, &result);
+                            }
+                        }
                         // The engine lost the file (cannot happen): never a silent success.
                         (p, _) => {
                             if let Some(p) = p {
@@ -353,6 +358,7 @@ impl Copier<'_> {
                                 ));
                             }
                             self.failed = true;
+                            super::count(&mut self.files, &Err(Reported));
                         }
                     }
                     messages::hold(hold);
@@ -372,8 +378,9 @@ impl Copier<'_> {
     }
 
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
-    /// the error, or the attributes.
-    fn finish_file(&mut self, p: Pending, f: Finished) {
+    /// the error, or the attributes. Returns what became of the file; None for one the run
+    /// was stopped before (neither copied nor failed).
+    fn finish_file(&mut self, p: Pending, f: Finished) -> Option<Result<Outcome, Reported>> {
         for (set, id) in [
             (&mut self.inflight.reading, p.src_id),
             (&mut self.inflight.writing, p.dst_id),
@@ -410,12 +417,14 @@ impl Copier<'_> {
             }
             Ok(_) => self.apply_attrs(&p, &f),
         };
-        if !ok {
-            self.failed = true;
-            // A failed copy is not "just created" (as when copied in turn).
-            let name = super::name_key(&p.dst_path);
-            self.memory.created.remove(&(p.dst_id, name));
+        if ok {
+            return Some(Ok(Outcome::Made));
         }
+        self.failed = true;
+        // A failed copy is not "just created" (as when copied in turn).
+        let name = super::name_key(&p.dst_path);
+        self.memory.created.remove(&(p.dst_id, name));
+        (!never_began(&f)).then_some(Err(Reported))
     }
 
     /// A queued file whose data was not moved, copied now as `copy_file` copies one in

@@ -19,6 +19,7 @@ use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
+use crate::progress::Files;
 use crate::stat::{FileId, Stat};
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
@@ -39,9 +40,32 @@ use std::rc::Rc;
 
 type Step = Result<(), Reported>;
 
-/// A step that may enter a directory: the level entered (`Some`), for the walk to copy its
-/// entries.
-type Entered = Result<Option<walk::DirFrame>, Reported>;
+/// What became of one entry, as the steps that decide it return it; the run's file counts
+/// are added up from these values ([`count`]).
+enum Outcome {
+    /// DEST made: a file's data copied, a link or a special file made.
+    Made,
+    /// A directory made or merged into: its entries count on their own. The level entered,
+    /// for the walk to copy them; None for a directory named twice, copied once.
+    Directory(Option<Box<walk::DirFrame>>),
+    /// The file's data is in flight: it counts once it is finished (see `inflight`).
+    InFlight,
+    /// cp's rules left DEST as it was: -n, -u, -i answered no, a source named twice, the
+    /// same file.
+    Skipped,
+}
+
+/// Counts one entry in the run's files by the result its steps returned. A failure is an
+/// entry cp reported an error for (a directory that could not be made or read included); an
+/// error on a directory's attributes counts only in the exit status.
+fn count(files: &mut Files, result: &Result<Outcome, Reported>) {
+    match result {
+        Ok(Outcome::Made) => files.copied += 1,
+        Ok(Outcome::Skipped) => files.skipped += 1,
+        Ok(Outcome::Directory(_) | Outcome::InFlight) => {}
+        Err(Reported) => files.failed += 1,
+    }
+}
 
 /// What cp found at DEST and did (or, under --atomic, leaves to the rename) before the new
 /// file is made.
@@ -110,6 +134,8 @@ pub struct Copier<'a> {
     /// engine copies it here.
     pub mover: Option<Box<dyn DataMover + 'a>>,
     pub failed: bool,
+    /// The files counted so far (see [`count`]).
+    files: Files,
 }
 
 /// This process's engine, brought up the first time it is asked for: a mover that moves
@@ -196,6 +222,12 @@ impl<'a> Copier<'a> {
             .or_else(|| self.mover.as_ref().and_then(|m| m.info()))
     }
 
+    /// The run's files so far by what became of them; files still in flight count once
+    /// [`Copier::settle`] has finished them.
+    pub fn files(&self) -> Files {
+        self.files
+    }
+
     pub fn new(
         opts: &'a Options,
         config: Config,
@@ -222,6 +254,7 @@ impl<'a> Copier<'a> {
             inflight: Default::default(),
             mover: None,
             failed: false,
+            files: Files::default(),
         }
     }
 
@@ -243,6 +276,7 @@ impl<'a> Copier<'a> {
                 Ok(made) => made,
                 Err(Reported) => {
                     self.failed = true;
+                    count(&mut self.files, &Err(Reported));
                     return;
                 }
             },

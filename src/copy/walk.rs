@@ -16,7 +16,7 @@
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
 //! where it was not (a bind mount inside itself).
 
-use super::{fail, fail_os, replaced, Copier, Entered, Reported, Step};
+use super::{fail, fail_os, replaced, Copier, Outcome, Reported, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{At, OpenDir};
@@ -213,10 +213,12 @@ fn list_entries(frame: &mut DirFrame) {
 impl Copier<'_> {
     /// Copies SRC to DST, walking a directory SRC with an explicit stack.
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
-        let Some(frame) = self.copy_entry(src, dst, true, None)? else {
+        let first = self.copy_entry(src, dst, true, None);
+        super::count(&mut self.files, &first);
+        let Outcome::Directory(Some(frame)) = first? else {
             return Ok(());
         };
-        let mut stack = vec![frame];
+        let mut stack = vec![*frame];
         let (deepest, top_kept) = open_window();
         stack.iter_mut().for_each(list_entries);
         let mut result = Ok(());
@@ -227,10 +229,11 @@ impl Copier<'_> {
             };
             let next = if stop { None } else { top.entries.next() };
             if let Some((_, name)) = next {
-                let entered = self.copy_child(top, &name);
-                top.ok &= entered.is_ok();
-                if let Ok(Some(child)) = entered {
-                    stack.push(child);
+                let result = self.copy_child(top, &name);
+                super::count(&mut self.files, &result);
+                top.ok &= result.is_ok();
+                if let Ok(Outcome::Directory(Some(child))) = result {
+                    stack.push(*child);
                     // Give back the descriptors of the levels that left the open window.
                     let first = usize::from(top_kept);
                     let end = stack.len().saturating_sub(deepest);
@@ -261,7 +264,7 @@ impl Copier<'_> {
     }
 
     /// Copies the entry `name` of the directory `top`; a directory is entered, not yet copied.
-    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Entered {
+    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Result<Outcome, Reported> {
         let (Some(src_dir), Some(dst_dir)) = (
             top.src.as_ref().and_then(|s| s.dir.as_ref()),
             top.dst.dir.as_ref(),

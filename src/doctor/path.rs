@@ -222,6 +222,7 @@ fn report_route(first: &Ready, probe: &Probe, out: &mut String) {
         route: aiscp_engine::RouteChoice::Auto,
         gpu: GpuChoice::default(),
         async_io: false,
+        library_stats: false,
     };
     let bounce = "bounce: O_DIRECT into pinned memory, copied through the GPU buffer";
     let (library, why) = aiscp_engine::backend::resolve_route(first.flavor, &auto);

@@ -17,7 +17,7 @@ mod line;
 mod stats;
 
 pub use line::human;
-pub use stats::{StatsReport, Summary};
+pub use stats::{Files, StatsReport, Summary};
 
 use line::Snapshot;
 use stats::RouteCount;
@@ -231,7 +231,6 @@ impl Progress {
         let c = &self.counters;
         let routes = c.routes.lock().unwrap_or_else(|p| p.into_inner());
         Summary {
-            files: c.files_done.load(Relaxed),
             bytes: c.bytes_done.load(Relaxed),
             seconds: self.started.elapsed().as_secs_f64(),
             routes: routes

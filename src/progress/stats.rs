@@ -1,5 +1,8 @@
-//! The `--stats` summary: one line of text or one JSON object, from the run's counters and
-//! what the engine staged through.
+//! The `--stats` summary: labelled lines in words (like rsync's `--stats`), or one JSON
+//! object, from the run's file counts, the progress counters and what the engine staged
+//! through. The text keeps to what a person asks of a copy (files, bytes, time, rate, where
+//! the data went); stage times, routes and the library's own counters are for `--debug` and
+//! the JSON.
 
 use super::line::human;
 use aiscp_engine::{EngineInfo, StageTimes};
@@ -15,20 +18,32 @@ pub struct RouteCount {
     pub files: u64,
 }
 
-/// What the run did, from the engine's events.
+/// What the run moved, from the engine's events.
 #[derive(Clone, Debug)]
 pub struct Summary {
-    /// Files whose data phase ran (copied, or failed part way).
-    pub files: u64,
     pub bytes: u64,
     pub seconds: f64,
     pub routes: Vec<RouteCount>,
 }
 
+/// The run's files (anything but directories) by what became of them, as cp's side
+/// decides and counts them (`copy::count`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Files {
+    pub copied: u64,
+    pub skipped: u64,
+    pub failed: u64,
+}
+
 /// `--stats=json`: one object, its fields stable for scripts.
 #[derive(Debug, Serialize)]
 pub struct StatsReport {
+    /// Files (anything but directories) copied: data, links, special files.
     pub files: u64,
+    /// Files cp's rules left as they were: -n, -u, -i answered no, a source named twice.
+    pub files_skipped: u64,
+    /// Files (and directories that could not be made or read) reported as errors.
+    pub files_failed: u64,
     pub bytes: u64,
     pub seconds: f64,
     pub bytes_per_second: f64,
@@ -51,6 +66,10 @@ pub struct StatsReport {
     /// Seconds the run took to shut down once the last file was done (staging memory freed,
     /// context and libraries released). Null when no file had data to copy.
     pub shutdown_seconds: Option<f64>,
+    /// The I/O library's own counters (cuFile's or hipFile's statistics calls); null when
+    /// there are none, with the reason in `library_stats_absent`.
+    pub library_stats: Option<LibraryCounters>,
+    pub library_stats_absent: Option<String>,
 }
 
 /// The engine's stage times in seconds: each stage's busy time summed over the threads that
@@ -77,14 +96,108 @@ impl From<StageTimes> for StageSeconds {
     }
 }
 
+/// Calls by outcome.
+#[derive(Debug, Serialize)]
+pub struct Calls {
+    pub ok: u64,
+    pub failed: u64,
+}
+
+impl From<hipfile::OpCount> for Calls {
+    fn from(c: hipfile::OpCount) -> Calls {
+        Calls {
+            ok: c.ok,
+            failed: c.failed,
+        }
+    }
+}
+
+/// What the library says its own calls did over the run.
+#[derive(Debug, Serialize)]
+pub struct LibraryCounters {
+    pub reads: Calls,
+    pub writes: Calls,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub file_registrations: Calls,
+    pub buffer_registrations: Calls,
+    /// Per GPU with I/O: fast path against fallback; null when the library gives no
+    /// per-GPU counts, with the reason in `per_gpu_absent`.
+    pub per_gpu: Option<Vec<GpuCounters>>,
+    pub per_gpu_absent: Option<String>,
+}
+
+/// One GPU's library calls by path.
+#[derive(Debug, Serialize)]
+pub struct GpuCounters {
+    /// The slot in the library's table (hipFile: the GPU's ordinal).
+    pub slot: u32,
+    pub uuid: Option<String>,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub fast_path_reads: u64,
+    pub fallback_reads: u64,
+    pub fast_path_writes: u64,
+    pub fallback_writes: u64,
+    pub unaligned_reads: u64,
+    pub unaligned_writes: u64,
+    pub read_errors: u64,
+    pub write_errors: u64,
+}
+
+impl From<hipfile::IoStats> for LibraryCounters {
+    fn from(s: hipfile::IoStats) -> LibraryCounters {
+        let (per_gpu, per_gpu_absent) = match s.per_gpu {
+            Ok(gpus) => (
+                Some(gpus.into_iter().map(GpuCounters::from).collect()),
+                None,
+            ),
+            Err(why) => (None, Some(why)),
+        };
+        LibraryCounters {
+            reads: s.reads.into(),
+            writes: s.writes.into(),
+            read_bytes: s.read_bytes,
+            write_bytes: s.write_bytes,
+            file_registrations: s.file_registrations.into(),
+            buffer_registrations: s.buffer_registrations.into(),
+            per_gpu,
+            per_gpu_absent,
+        }
+    }
+}
+
+impl From<hipfile::GpuIoStats> for GpuCounters {
+    fn from(g: hipfile::GpuIoStats) -> GpuCounters {
+        GpuCounters {
+            slot: g.slot,
+            uuid: g.uuid,
+            read_bytes: g.read_bytes,
+            write_bytes: g.write_bytes,
+            fast_path_reads: g.fast_reads,
+            fallback_reads: g.fallback_reads,
+            fast_path_writes: g.fast_writes,
+            fallback_writes: g.fallback_writes,
+            unaligned_reads: g.unaligned_reads,
+            unaligned_writes: g.unaligned_writes,
+            read_errors: g.read_errors,
+            write_errors: g.write_errors,
+        }
+    }
+}
+
+/// Why the JSON has no library counters when no engine came up.
+const NO_ENGINE: &str = "no file had data to copy: no library was used";
+
 impl StatsReport {
     /// `engine`: what it staged through, its stage times and how long its shutdown took.
     pub fn new(
         summary: Summary,
+        files: Files,
         engine: Option<(EngineInfo, StageTimes, Duration)>,
         failed: bool,
     ) -> StatsReport {
-        let (backend, library, gpus, stages, startup, shutdown) = match engine {
+        let (backend, library, gpus, stages, startup, shutdown, counters) = match engine {
             Some((e, t, stop)) => (
                 Some(e.backend),
                 e.library,
@@ -92,11 +205,26 @@ impl StatsReport {
                 Some(t.into()),
                 Some(e.startup.as_secs_f64()),
                 Some(stop.as_secs_f64()),
+                e.library_stats,
             ),
-            None => (None, None, Vec::new(), None, None, None),
+            None => (
+                None,
+                None,
+                Vec::new(),
+                None,
+                None,
+                None,
+                Err(NO_ENGINE.into()),
+            ),
+        };
+        let (library_stats, library_stats_absent) = match counters {
+            Ok(s) => (Some(s.into()), None),
+            Err(why) => (None, Some(why)),
         };
         StatsReport {
-            files: summary.files,
+            files: files.copied,
+            files_skipped: files.skipped,
+            files_failed: files.failed,
             bytes: summary.bytes,
             seconds: summary.seconds,
             bytes_per_second: summary.bytes as f64 / summary.seconds.max(1e-9),
@@ -108,62 +236,146 @@ impl StatsReport {
             stages,
             startup_seconds: startup,
             shutdown_seconds: shutdown,
+            library_stats,
+            library_stats_absent,
         }
     }
 
-    /// The one-line summary of `--stats`.
-    pub fn line(&self) -> String {
-        let mut line = format!(
-            "{} file{}, {} in {:.2} s ({}/s)",
-            self.files,
-            if self.files == 1 { "" } else { "s" },
-            human(self.bytes),
-            self.seconds,
-            human(self.bytes_per_second as u64),
-        );
-        if let Some(backend) = self.backend {
+    /// The summary in words, one labelled line each; `debug` adds the routes, the stage
+    /// times, start-up and shutdown, and the library's own counters.
+    pub fn text(&self, debug: bool) -> String {
+        let mut lines: Vec<(&str, String)> = vec![
+            ("Files copied", self.files.to_string()),
+            ("Files skipped", self.files_skipped.to_string()),
+            ("Files failed", self.files_failed.to_string()),
+            ("Data copied", exact(self.bytes)),
+            ("Time", format!("{:.2} s", self.seconds)),
+            ("Rate", format!("{}/s", human(self.bytes_per_second as u64))),
+            ("Staged through", self.staged_through()),
+        ];
+        if self.failed && self.files_failed == 0 {
+            lines.push(("Errors", "reported above (exit status 1)".to_owned()));
+        }
+        if debug {
+            lines.extend(self.debug_lines());
+        }
+        let width = lines
+            .iter()
+            .map(|(label, _)| label.len())
+            .max()
+            .unwrap_or(0);
+        let mut out = String::new();
+        for (i, (label, value)) in lines.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
             let _ = write!(
-                line,
-                ", through {}",
-                self.library.as_deref().unwrap_or(backend)
+                out,
+                "{:width$} {value}",
+                format!("{label}:"),
+                width = width + 1
             );
-            let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
-            match gpus.len() {
-                0 => {}
-                1 => {
-                    let _ = write!(line, " on GPU {}", gpus[0]);
-                }
-                _ => {
-                    let _ = write!(line, " on GPUs {}", gpus.join(","));
-                }
+        }
+        out
+    }
+
+    /// "cuFile 1.15.1 on GPU 0", "host memory", or why nothing was.
+    fn staged_through(&self) -> String {
+        let Some(backend) = self.backend else {
+            return "nothing (no file had data to copy)".to_owned();
+        };
+        let mut text = self.library.clone().unwrap_or_else(|| backend.to_owned());
+        let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
+        match gpus.len() {
+            0 => {}
+            1 => {
+                let _ = write!(text, " on GPU {}", gpus[0]);
+            }
+            _ => {
+                let _ = write!(text, " on GPUs {}", gpus.join(","));
             }
         }
+        text
+    }
+
+    /// What `--debug` adds: the routes, stage times, start-up and shutdown, the library's
+    /// counters.
+    fn debug_lines(&self) -> Vec<(&'static str, String)> {
+        let mut lines = Vec::new();
         if !self.routes.is_empty() {
             let routes: Vec<String> = self
                 .routes
                 .iter()
                 .map(|r| format!("{} {}/{}", r.files, r.read, r.write))
                 .collect();
-            let _ = write!(line, "; read/write routes: {}", routes.join(", "));
+            lines.push(("Read/write routes", routes.join(", ")));
         }
         if let Some(t) = &self.stages {
-            let _ = write!(
-                line,
-                "; thread time: open {:.2} s, read {:.2} s, copy queue {:.2} s, copy wait {:.2} s, \
-                 write {:.2} s",
-                t.open, t.read, t.copy_queue, t.copy_wait, t.write
-            );
+            lines.push((
+                "Thread time",
+                format!(
+                    "open {:.2} s, read {:.2} s, copy queue {:.2} s, copy wait {:.2} s, \
+                     write {:.2} s",
+                    t.open, t.read, t.copy_queue, t.copy_wait, t.write
+                ),
+            ));
         }
         if let (Some(up), Some(down)) = (self.startup_seconds, self.shutdown_seconds) {
-            let _ = write!(line, "; start-up {up:.2} s, shutdown {down:.2} s");
+            lines.push(("Start-up, shutdown", format!("{up:.2} s, {down:.2} s")));
         }
-        if self.failed {
-            line.push_str("; some operands failed");
-        }
-        line
+        let library = match (&self.library_stats, &self.library_stats_absent) {
+            (Some(c), _) => c.summary(),
+            (None, Some(why)) => format!("none: {why}"),
+            (None, None) => "none".to_owned(),
+        };
+        lines.push(("Library counters", library));
+        lines
     }
 
     pub fn json(&self) -> String {
         serde_json::to_string(self).expect("plain data serializes")
+    }
+}
+
+impl LibraryCounters {
+    /// One line: calls and bytes each way, and the paths per GPU.
+    fn summary(&self) -> String {
+        let mut text = format!(
+            "{} reads ({} failed), {}; {} writes ({} failed), {}",
+            self.reads.ok,
+            self.reads.failed,
+            human(self.read_bytes),
+            self.writes.ok,
+            self.writes.failed,
+            human(self.write_bytes),
+        );
+        match (&self.per_gpu, &self.per_gpu_absent) {
+            (Some(gpus), _) => {
+                for g in gpus {
+                    let _ = write!(
+                        text,
+                        "; slot {}: fast path {} reads, {} writes; fallback {} reads, {} writes",
+                        g.slot,
+                        g.fast_path_reads,
+                        g.fast_path_writes,
+                        g.fallback_reads,
+                        g.fallback_writes
+                    );
+                }
+            }
+            (None, Some(why)) => {
+                let _ = write!(text, "; no per-GPU counts: {why}");
+            }
+            (None, None) => {}
+        }
+        text
+    }
+}
+
+/// A size in binary units and, past 1 KiB, exactly: "5.00 MiB (5242880 bytes)".
+fn exact(n: u64) -> String {
+    match n {
+        0..1024 => human(n),
+        _ => format!("{} ({n} bytes)", human(n)),
     }
 }

@@ -28,7 +28,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a client waits for its files to stop after SIGINT before it leaves them to the
@@ -233,11 +233,9 @@ impl ServiceClient {
         self.state = State::Down;
         for (id, job) in std::mem::take(&mut self.out) {
             let result = match (&how, interrupted) {
-                (Lost::Gone(_), false) => {
-                    // Copied again in turn from its start (see `copy::inflight`).
-                    let _ = job.dst.set_len(0);
-                    Err(CopyError::NotMoved)
-                }
+                // Copied again in turn from its start (see `copy::inflight`); the engine
+                // cuts DEST back once its staging exists.
+                (Lost::Gone(_), false) => Err(CopyError::NotMoved),
                 _ => Err(CopyError::Interrupted),
             };
             job.progress.file_finished();
@@ -438,12 +436,12 @@ impl DataMover for ServiceClient {
                     return Err(CopyError::Interrupted);
                 }
                 None => {
-                    // Gone mid-copy: this file again, here, from its start.
-                    job.dst.set_len(0).map_err(|e| CopyError::Write {
-                        name: quote(job.dst_name),
-                        source: e,
-                    })?;
-                    return engine.get().copy(job, progress);
+                    // Gone mid-copy: this file again, here, from its start (the engine cuts
+                    // DEST once its staging exists, so a local engine that cannot stage
+                    // leaves DEST as the service left it). The bytes the service's reports
+                    // already showed are not shown twice.
+                    let again = Redone::after(progress, shown);
+                    return engine.get().copy(job, &again);
                 }
             }
         }
@@ -472,6 +470,11 @@ impl DataMover for ServiceClient {
             )),
             gpus: w.gpus.clone(),
             startup: up.connected_in,
+            library_stats: Err(format!(
+                "the data went through the staging service (pid {}), whose library counters \
+                 cover every client it serves",
+                w.pid
+            )),
         };
         Some((info, self.stages))
     }
@@ -499,5 +502,44 @@ pub fn gpus_text(gpus: &[u32]) -> String {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
+    }
+}
+
+/// The progress of a file the service had begun and this process copies again from its
+/// start: the first `shown` bytes were already reported, and the file already started, so
+/// neither counts twice in the progress view and --stats.
+struct Redone<'p> {
+    inner: &'p dyn ProgressSink,
+    unshown: AtomicU64,
+}
+
+impl<'p> Redone<'p> {
+    fn after(inner: &'p dyn ProgressSink, shown: u64) -> Redone<'p> {
+        Redone {
+            inner,
+            unshown: AtomicU64::new(shown),
+        }
+    }
+}
+
+impl ProgressSink for Redone<'_> {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        let hidden = match self
+            .unshown
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                Some(left.saturating_sub(bytes))
+            }) {
+            Ok(left) | Err(left) => left.min(bytes),
+        };
+        if bytes > hidden {
+            self.inner.advanced(bytes - hidden);
+        }
+    }
+    fn file_finished(&self) {
+        self.inner.file_finished();
+    }
+    fn route(&self, read: &'static str, write: &'static str) {
+        self.inner.route(read, write);
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod server;
+pub mod users;
 pub mod wire;
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
@@ -82,14 +83,21 @@ pub fn peer(sock: impl AsFd) -> io::Result<(i32, u32)> {
 }
 
 /// Whether `dir` is a directory owned by this user that no one else may enter (0700 or
-/// tighter): a socket inside it is reachable by this user (and root) only.
-fn private_dir(dir: &Path) -> io::Result<()> {
+/// tighter): a socket inside it is reachable by this user (and root) only. For a service
+/// shared with other users (`shared`), others may enter it but no one else may write in it
+/// (0755 or tighter), so no one else can put another socket in its place.
+fn socket_dir(dir: &Path, shared: bool) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
     let uid = nix::unistd::geteuid().as_raw();
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+    let (others, wanted) = match shared {
+        false => (0o077, "0700"),
+        true => (0o022, "0755"),
+    };
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & others != 0 {
         return Err(io::Error::other(format!(
-            "{} must be a directory of uid {uid} with mode 0700 (it is {}, uid {}, mode {:o})",
+            "{} must be a directory of uid {uid} with mode {wanted} or tighter (it is {}, uid \
+             {}, mode {:o})",
             aiscp_engine::quote::quote(dir),
             if meta.is_dir() {
                 "a directory"

@@ -4,8 +4,10 @@
 //! Threads: one accepts connections; one per client reads its requests (so a slow or hostile
 //! client blocks only itself); the main thread owns the engine and schedules. Clients' files
 //! go into the engine's files in flight, a fair share each (the in-flight limit divided by
-//! the clients with work), taken round-robin; a file too large to fly is copied in turn,
-//! which lands the flight first, so clients share the slots file by file. Each client has
+//! the clients with work), taken round-robin. A file too large to fly as its client sees it
+//! flies all the same, on one slot, while other clients have work (so no client waits behind
+//! another's large file); with no one else waiting it is copied in turn with every slot. On
+//! the library route nothing flies: files are copied in turn, one at a time. Each client has
 //! its own cancel flag: Cancel from it, or its connection closing, stops its files (and only
 //! its files) between slices, and its queued files are dropped at once.
 //!
@@ -16,10 +18,11 @@
 mod connections;
 mod scheduler;
 
+use super::users::Users;
 use super::wire::{self, Outcome, Status, Welcome};
 use crate::messages;
 use aiscp_engine::quote::quote;
-use aiscp_engine::{Config, Diagnostics, Engine};
+use aiscp_engine::{Config, Diagnostics, Engine, QueueLimits};
 use connections::{accept_loop, bind};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
@@ -40,6 +43,8 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// What `--serve` was asked for.
 pub struct ServeArgs {
     pub socket: Option<PathBuf>,
+    /// Who besides the service's own user may connect.
+    pub users: Users,
     /// Zero: never.
     pub idle_exit: Duration,
 }
@@ -67,12 +72,18 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
             .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
     let diag = Box::new(ServiceDiagnostics { quiet });
     let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
-    let limits = crate::copy::queue_limits();
+    // No byte bound on the files in flight: it keeps one copier from running too far ahead of
+    // its data, which each client still does for itself; here files in flight hold no memory
+    // beyond the fixed slots, and each client's descriptors are bounded (MAX_PENDING).
+    let limits = QueueLimits {
+        bytes: u64::MAX,
+        ..crate::copy::queue_limits()
+    };
     engine.set_queue_limits(limits);
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
     let (listener, bound) = match inherited {
         Some(fd) => (fd, None),
-        None => bind(&path).map(|(fd, lock)| (fd, Some(lock)))?,
+        None => bind(&path, args.users.shared()).map(|(fd, lock)| (fd, Some(lock)))?,
     };
     let info = engine.info();
     let shared = Arc::new(Shared::new(&info, engine.queue_max(), slots_bytes));
@@ -82,9 +93,10 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let (events_tx, events_rx) = mpsc::channel();
     let accepting = {
         let shared = Arc::clone(&shared);
+        let users = args.users.clone();
         std::thread::Builder::new()
             .name("aiscp-accept".into())
-            .spawn(move || accept_loop(listener, events_tx, &shared))
+            .spawn(move || accept_loop(listener, events_tx, &shared, &users))
     };
     accepting.map_err(|e| format!("cannot start the service's threads: {e}"))?;
     let mut scheduler = Scheduler::new(engine, limits, debug, shared);

@@ -28,6 +28,7 @@ mod routes;
 mod service;
 mod signals;
 mod source_changes;
+mod stats;
 mod support;
 mod trees;
 mod vendor_cufile;

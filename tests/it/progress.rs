@@ -4,7 +4,7 @@
 //! Copies are made to last by a FIFO source fed slowly (`--copy-contents` makes -r read it),
 //! so the views have time to draw whatever the machine's speed.
 
-use crate::support::{program, random_bytes, write_random, Backend, BACKENDS};
+use crate::support::{program, random_bytes, stats_value, write_random, Backend, BACKENDS};
 use nix::pty::{openpty, Winsize};
 use std::fs;
 use std::io::{Read, Write};
@@ -307,11 +307,12 @@ fn stats_line_and_json_add_up() {
         let src = dir.path().join("src");
         let bytes = tree(&src, 12, (5 << 20) + 123);
         let report = dir.path().join("report");
-        let run = |format: &str, dst: PathBuf| {
+        let run = |format: &[&str], dst: PathBuf| {
             let mut cmd = Command::new(program());
             backend.apply(&mut cmd, &report);
             let out = cmd
-                .args(["-r", "--chunk-size", "1M", format])
+                .args(["-r", "--chunk-size", "1M"])
+                .args(format)
                 .arg(&src)
                 .arg(&dst)
                 .output()
@@ -320,7 +321,7 @@ fn stats_line_and_json_add_up() {
             backend.assert_report_clean(&report);
             String::from_utf8(out.stdout).unwrap()
         };
-        let json = run("--stats=json", dir.path().join("a"));
+        let json = run(&["--stats=json"], dir.path().join("a"));
         let v: serde_json::Value = serde_json::from_str(json.trim_end()).unwrap();
         assert_eq!(json.lines().count(), 1, "{json}");
         assert_eq!(v["files"], 13, "{json}");
@@ -374,19 +375,38 @@ fn stats_line_and_json_add_up() {
             .sum();
         assert!(fixed <= seconds, "{json}");
 
-        let line = run("--stats", dir.path().join("b"));
-        assert_eq!(line.lines().count(), 1, "{line}");
-        let want = format!("13 files, {} in ", progress_size(bytes));
-        assert!(line.starts_with(&want), "{line}");
+        // The text: labelled lines in words; stage times and routes only under --debug.
+        let text = run(&["--stats"], dir.path().join("b"));
+        let value = |label| stats_value(&text, label).unwrap_or_else(|| panic!("{label}: {text}"));
+        assert_eq!(value("Files copied"), "13", "{text}");
+        assert_eq!(value("Files skipped"), "0", "{text}");
+        assert_eq!(value("Files failed"), "0", "{text}");
+        assert!(
+            value("Data copied").ends_with(&format!(" ({bytes} bytes)")),
+            "{text}"
+        );
+        assert!(value("Time").ends_with(" s"), "{text}");
+        assert!(value("Rate").ends_with("/s"), "{text}");
         let through = match backend {
-            Backend::Host => ", through host memory;".to_owned(),
-            Backend::FakeGpu => format!(", through {} on GPU 0;", v["library"].as_str().unwrap()),
+            Backend::Host => "host memory".to_owned(),
+            Backend::FakeGpu => format!("{} on GPU 0", v["library"].as_str().unwrap()),
         };
-        assert!(line.contains(&through), "{line}");
-        assert!(line.contains("read/write routes: "), "{line}");
-        assert!(line.contains("; thread time: open "), "{line}");
-        assert!(line.contains("; start-up "), "{line}");
-        assert!(line.contains(" s, shutdown "), "{line}");
+        assert_eq!(value("Staged through"), through, "{text}");
+        for internal in ["routes", "Thread time", "copy queue", "Start-up", "bounce"] {
+            assert!(!text.contains(internal), "{internal}: {text}");
+        }
+        let debug = run(&["--stats", "--debug"], dir.path().join("c"));
+        let debug = debug.rsplit_once("Files copied:").map(|(_, s)| s).unwrap();
+        let value = |label| stats_value(debug, label).unwrap_or_else(|| panic!("{label}: {debug}"));
+        let routed: u64 = value("Read/write routes")
+            .split(", ")
+            .map(|r| r.split(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(routed, 13, "{debug}");
+        assert!(value("Thread time").starts_with("open "), "{debug}");
+        assert!(value("Thread time").contains(", copy wait "), "{debug}");
+        assert!(value("Start-up, shutdown").contains(" s, "), "{debug}");
+        assert!(!value("Library counters").is_empty(), "{debug}");
     }
 }
 
@@ -405,6 +425,10 @@ fn stats_report_failures_and_bad_formats() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["failed"], true);
     assert_eq!(v["files"], 0, "a onto itself is refused before its data");
+    assert_eq!(
+        v["files_failed"], 2,
+        "a onto itself, and the missing operand: {v}"
+    );
     // No data moved, so no engine came up: nothing to time.
     for unused in ["backend", "stages", "startup_seconds", "shutdown_seconds"] {
         assert!(v[unused].is_null(), "{unused}: {v}");
@@ -552,5 +576,10 @@ fn whole_sizes_keep_two_decimals() {
     let err = String::from_utf8(output.stderr).unwrap();
     assert!(err.contains(": progress: 1.00 MiB, 1/2 files, "), "{err}");
     let stats = String::from_utf8(output.stdout).unwrap();
-    assert!(stats.starts_with("2 files, 1.00 MiB in "), "{stats}");
+    assert!(stats.starts_with("Files copied:   2\n"), "{stats}");
+    assert_eq!(
+        stats_value(&stats, "Data copied").as_deref(),
+        Some("1.00 MiB (1048576 bytes)"),
+        "{stats}"
+    );
 }

@@ -139,6 +139,18 @@ fn tree(root: &Path, files: usize, big: usize, seed: u64) {
     write_random(&root.join("big"), big, seed ^ 0xb19);
 }
 
+/// The bytes of the regular files under `root`.
+fn tree_bytes(root: &Path) -> u64 {
+    fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => tree_bytes(&e.path()),
+            false => e.metadata().unwrap().len(),
+        })
+        .sum()
+}
+
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
@@ -182,14 +194,130 @@ fn eight_concurrent_clients_byte_exact() {
                 "{backend:?} {c}: {stderr}"
             );
             let stats = String::from_utf8_lossy(&out.stdout);
-            let through = format!("through the staging service (pid {}", svc.pid());
-            assert!(stats.contains(&through), "{stats}");
+            let through = format!("the staging service (pid {}, ", svc.pid());
+            let staged = crate::support::stats_value(&stats, "Staged through");
+            assert!(staged.is_some_and(|s| s.starts_with(&through)), "{stats}");
             assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
         }
         let log = svc.log();
         assert_eq!(log.matches("connected").count(), 8, "{log}");
         assert!(svc.stop().success());
     }
+}
+
+/// A client's large file does not wait behind another client's files: while one client's
+/// file in flight is held (paused before its first slice), another client's file too large
+/// to fly is copied on a free slot and its run ends.
+#[test]
+fn a_large_file_does_not_wait_behind_another_clients_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("slice:{}", flag.display());
+        // Files fly on the bounce route only (the library route copies them one at a time).
+        let args: &[&str] = match backend {
+            Backend::Host => &["--chunk-size", "64K", "--streams", "2"],
+            _ => &["--chunk-size", "64K", "--streams", "2", "--route", "bounce"],
+        };
+        let svc = Service::start(backend, d.path(), args, &[("AISCP_TEST_PAUSE", &pause)]);
+        // Small files only: all of them fly.
+        let held = d.path().join("held");
+        fs::create_dir(&held).unwrap();
+        for i in 0..6 {
+            write_random(&held.join(format!("f{i}")), 10_000 + i, 31 + i as u64);
+        }
+        let holder = svc
+            .client()
+            .arg("-r")
+            .arg(&held)
+            .arg(d.path().join("held-copy"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        let big = d.path().join("big");
+        write_random(&big, (3 << 20) + 5, 32);
+        let mut large = svc
+            .client()
+            .arg("--debug")
+            .arg(&big)
+            .arg(d.path().join("big-copy"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let ended = loop {
+            if let Some(st) = large.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: still waiting:\n{}",
+                svc.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(large.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(ended.success(), "{backend:?}: {err}");
+        assert!(err.contains("through the staging service"), "{err}");
+        assert_eq!(
+            fs::read(&big).unwrap(),
+            fs::read(d.path().join("big-copy")).unwrap()
+        );
+        // The holder is still held; let it go and it finishes too.
+        fs::remove_file(&flag).unwrap();
+        let out = holder.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(listing(&held), listing(&d.path().join("held-copy")));
+        assert!(svc.stop().success());
+    }
+}
+
+/// `--serve --gpu all` on the fake library with two devices: the clients' files (in flight
+/// and in turn) spread over both GPUs, as one copy's do.
+#[test]
+fn a_gpu_all_service_spreads_files_over_every_gpu() {
+    let d = dir();
+    let svc = Service::start(
+        Backend::FakeGpu,
+        d.path(),
+        &["--gpu", "all", "--chunk-size", "64K", "--streams", "2"],
+        &[("AISCP_FAKE_GPU_DEVICES", "2")],
+    );
+    let src = d.path().join("src");
+    tree(&src, 30, 1 << 20, 21);
+    let clients: Vec<_> = (0..2)
+        .map(|c| {
+            svc.client()
+                .args(["-r", "--stats"])
+                .env("AISCP_FAKE_GPU_DEVICES", "2")
+                .arg(&src)
+                .arg(d.path().join(format!("dst{c}")))
+                .output()
+                .unwrap()
+        })
+        .collect();
+    for (c, out) in clients.iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("Staged through: the staging service (pid ")
+                && stdout.contains(") on GPUs 0,1\n"),
+            "{stdout}"
+        );
+        assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
+    }
+    let report = svc.report.clone();
+    assert!(svc.stop().success());
+    // Two slots on each device, both devices used.
+    let devices = Report::read(&report).devices;
+    assert_eq!(devices.mallocs, [2, 2], "{devices:?}");
+    assert!(devices.bytes.iter().all(|&b| b > 0), "{devices:?}");
 }
 
 #[test]
@@ -234,6 +362,15 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
         assert_eq!(stderr.lines().count(), 1, "one warning: {stderr}");
         assert!(stderr.contains("warning: staging service at"), "{stderr}");
         assert!(stderr.contains("copying in-process"), "{stderr}");
+        // Each file counts once, the one cut by the service's death and redone here too.
+        let stats = String::from_utf8_lossy(&out.stdout);
+        let value = |label| crate::support::stats_value(&stats, label);
+        assert_eq!(value("Files copied").as_deref(), Some("41"), "{stats}");
+        assert_eq!(value("Files failed").as_deref(), Some("0"), "{stats}");
+        // And its bytes once: those the service reported before it died are not added again.
+        let bytes = tree_bytes(&src);
+        let data = value("Data copied").unwrap_or_default();
+        assert!(data.ends_with(&format!("({bytes} bytes)")), "{stats}");
         // The same copy in-process gives the same tree.
         let mut alone = Command::new(program());
         backend.apply(&mut alone, &d.path().join("alone-report"));
@@ -248,6 +385,49 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
         assert_eq!(listing(&dst), listing(&here));
         assert_eq!(listing(&dst), listing(&src));
         let _ = fs::remove_file(&flag);
+        backend.assert_report_clean(&d.path().join("client-report"));
+    }
+}
+
+/// A file copied in turn whose service is killed after reporting some of its bytes is copied
+/// again in-process from its start: --stats counts its bytes and the file once.
+#[test]
+fn a_file_redone_after_the_service_died_counts_once() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("between-slices:{}", flag.display());
+        // One worker: the slice before the pause has been reported when the service stops.
+        let mut svc = Service::start(
+            backend,
+            d.path(),
+            &["--chunk-size", "64K", "--streams", "1"],
+            &[("AISCP_TEST_PAUSE", &pause)],
+        );
+        let len = (4 << 20) + 4097;
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        write_random(&a, len, 41);
+        let client = svc
+            .client()
+            .arg("--stats=json")
+            .arg(&a)
+            .arg(&b)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        signal(svc.pid(), nix::sys::signal::Signal::SIGKILL);
+        let mut child = svc.child.take().unwrap();
+        wait_for(&mut child, Duration::from_secs(10));
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {stderr}");
+        assert!(stderr.contains("copying in-process"), "{stderr}");
+        assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "{backend:?}");
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(stats["bytes"], len as u64, "{backend:?}: {stats}");
+        assert_eq!(stats["files"], 1, "{backend:?}: {stats}");
         backend.assert_report_clean(&d.path().join("client-report"));
     }
 }
@@ -424,6 +604,226 @@ fn another_uid_is_refused() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `setpriv` that runs a command as `user:group` (names), in that group only.
+fn as_user(user_group: &str) -> Command {
+    let (user, group) = user_group.split_once(':').unwrap();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={user}"))
+        .arg(format!("--regid={group}"))
+        .args(["--clear-groups", "--"]);
+    cmd
+}
+
+/// A service started without `Service::start` (as another user, or shared), killed when
+/// dropped so a failing test leaves no process behind.
+struct Other(Child);
+
+impl Other {
+    /// Spawns `cmd` and waits for its socket to answer.
+    fn start(cmd: &mut Command, socket: &Path, log: &Path) -> Other {
+        let mut child = Other(cmd.stderr(fs::File::create(log).unwrap()).spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while dial(socket).is_err() {
+            if child.0.try_wait().unwrap().is_some() {
+                panic!("service ended: {}", fs::read_to_string(log).unwrap());
+            }
+            assert!(Instant::now() < deadline, "service never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child
+    }
+}
+
+impl Drop for Other {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_shared_service_serves_the_users_it_allows_and_no_other() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.path().join("shared").join("service.sock");
+    let log = d.path().join("service.log");
+    let mut svc = Other::start(
+        Command::new(program())
+            .args([
+                "--serve",
+                "--backend",
+                "host",
+                "--debug",
+                "--allow-users",
+                "nobody",
+            ])
+            .arg("--socket")
+            .arg(&socket),
+        &socket,
+        &log,
+    );
+    // Others can reach it; no one else can put a socket in its place.
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(socket.parent().unwrap()), 0o755);
+    assert_eq!(mode(&socket), 0o666);
+    let src = d.path().join("a");
+    write_random(&src, 300_000, 12);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
+    let out_dir = d.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    fs::set_permissions(&out_dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |user: &str, name: &str| {
+        as_user(user)
+            .arg(program())
+            .args(["--backend", "host", "--debug"])
+            .arg(&src)
+            .arg(out_dir.join(name))
+            .env("AISCP_SERVICE", &socket)
+            .output()
+            .unwrap()
+    };
+    // nobody is served: the data goes through the service, and DEST is nobody's file.
+    let out = run("nobody:nogroup", "by-nobody");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("through the staging service"), "{stderr}");
+    assert!(!stderr.contains("in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(out_dir.join("by-nobody")).unwrap()
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        fs::metadata(out_dir.join("by-nobody")).unwrap().uid(),
+        65534
+    );
+    // daemon is not on the list: refused, it copies in-process with one warning.
+    let out = run("daemon:daemon", "by-daemon");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("may not use this service (see its --allow-users)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("copying in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(out_dir.join("by-daemon")).unwrap()
+    );
+    signal(svc.0.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait_for(&mut svc.0, Duration::from_secs(20)).success());
+    let log = fs::read_to_string(&log).unwrap();
+    assert_eq!(log.matches(" connected").count(), 1, "{log}");
+}
+
+#[test]
+fn a_shared_service_needs_a_directory_no_one_else_writes() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = Command::new(program())
+        .args([
+            "--serve",
+            "--backend",
+            "host",
+            "--allow-users",
+            "all",
+            "--socket",
+        ])
+        .arg(run.join("service.sock"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("with mode 0755 or tighter (it is a directory, uid 0, mode 1777)"),
+        "{stderr}"
+    );
+    assert!(!run.join("service.sock").exists());
+}
+
+#[test]
+fn an_unknown_user_to_allow_is_refused() {
+    let out = Command::new(program())
+        .args([
+            "--serve",
+            "--backend",
+            "host",
+            "--allow-users",
+            "root,no-such-user-here",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "invalid argument 'root,no-such-user-here' for '--allow-users': no such user: \
+             'no-such-user-here'"
+        ),
+        "{stderr}"
+    );
+}
+
+/// A client hands its descriptors only to a service of its own user or root's: root does not
+/// give its files to a service of nobody's, even one that would serve it.
+#[test]
+fn a_client_keeps_its_files_from_another_users_service() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let home = d.path().join("nobody");
+    fs::create_dir(&home).unwrap();
+    nix::unistd::chown(
+        &home,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let socket = home.join("run").join("service.sock");
+    let log = d.path().join("service.log");
+    let svc = Other::start(
+        as_user("nobody:nogroup")
+            .arg(program())
+            .args([
+                "--serve",
+                "--backend",
+                "host",
+                "--debug",
+                "--allow-users",
+                "all",
+            ])
+            .arg("--socket")
+            .arg(&socket),
+        &socket,
+        &log,
+    );
+    let src = d.path().join("secret");
+    write_random(&src, 50_000, 13);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o600)).unwrap();
+    let out = Command::new(program())
+        .env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", &socket)
+        .arg(&src)
+        .arg(d.path().join("copy"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("it runs as uid 65534, not 0; copying in-process"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("copying in-process"), "{stderr}");
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("copy")).unwrap()
+    );
+    drop(svc);
+    let log = fs::read_to_string(&log).unwrap();
+    assert!(!log.contains(" connected"), "{log}");
 }
 
 /// One message from the service, as text (empty once it has closed).

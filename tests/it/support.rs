@@ -138,3 +138,13 @@ fn entries(root: &Path, times: bool) -> Vec<String> {
     walk(root, Path::new(""), times, &mut out);
     out
 }
+
+/// The value after `label` in `--stats`' text ("Files copied:   4" gives "4"); None when no
+/// line has that label.
+pub fn stats_value(text: &str, label: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| *k == label)
+            .map(|(_, v)| v.trim().to_owned())
+    })
+}

@@ -79,6 +79,9 @@ pub struct Config {
     pub verify: bool,
     pub debug: bool,
     pub quiet: bool,
+    /// Ask the I/O library to keep its own statistics for [`crate::EngineInfo`]
+    /// (`--stats`): cuFile counts per GPU only when asked, at a cost.
+    pub library_stats: bool,
     /// Set (by a signal handler) to stop the copy between slices: [`crate::CopyError::Interrupted`].
     pub cancel: Arc<AtomicBool>,
     /// Called at named points of a file's copy ("slice": before a worker's first slice,
@@ -96,6 +99,7 @@ impl Config {
             route: self.route,
             gpu: self.gpu.clone(),
             async_io: self.async_io,
+            library_stats: self.library_stats,
         }
     }
 }
@@ -111,6 +115,7 @@ impl Default for Config {
             async_io: false,
             verify: false,
             debug: false,
+            library_stats: false,
             quiet: false,
             cancel: Arc::new(AtomicBool::new(false)),
             pause: |_| {},

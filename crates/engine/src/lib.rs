@@ -45,6 +45,7 @@ pub use stages::StageTimes;
 pub use worker::PartEnd;
 
 use crate::quote::quote;
+pub use backend::LibraryStats;
 use backend::{Loaded, Staging, StreamIo};
 use pipeline::Pipeline;
 use std::ops::Range;
@@ -62,6 +63,8 @@ pub struct EngineInfo {
     pub gpus: Vec<u32>,
     /// How long [`Engine::start`] took: loading the libraries and bringing the GPU up.
     pub startup: Duration,
+    /// The I/O library's own counters over the run, or why there are none.
+    pub library_stats: LibraryStats,
 }
 
 /// Failure to bring up the backend (fatal for the run).
@@ -241,8 +244,10 @@ impl Engine {
         self.landed.finished.len() + with_pipeline!(&self.backend, p => p.in_flight())
     }
 
-    /// Queues a whole file (at most [`Engine::queue_max`] bytes, SRC and DST regular, DST
-    /// empty) to be copied while the caller goes on; its result comes from
+    /// Queues a whole file (SRC and DST regular, DST empty; usually at most
+    /// [`Engine::queue_max`] bytes: a larger one moves slot by slot on one worker, which a
+    /// caller sharing the engine between several copiers may prefer to giving it every slot)
+    /// to be copied while the caller goes on; its result comes from
     /// [`Engine::next_finished`] with the ticket returned here. Tickets count up in the
     /// order files are queued. The job comes back when it cannot be queued (no worker
     /// thread could be started): copy it with [`Engine::copy`] instead.
@@ -330,11 +335,16 @@ impl Engine {
 
     /// What the run stages through, for the summary.
     pub fn info(&self) -> EngineInfo {
-        let (library, gpus) = match &self.backend {
-            Backend::Host(_) => (None, Vec::new()),
+        let (library, gpus, library_stats) = match &self.backend {
+            Backend::Host(_) => (
+                None,
+                Vec::new(),
+                Err("host memory: no GPU I/O library".to_owned()),
+            ),
             Backend::Gpu(p) => (
                 p.staging().version().map(str::to_owned),
                 p.staging().indices(),
+                p.staging().library_stats(),
             ),
         };
         EngineInfo {
@@ -342,6 +352,7 @@ impl Engine {
             library,
             gpus,
             startup: self.startup,
+            library_stats,
         }
     }
 

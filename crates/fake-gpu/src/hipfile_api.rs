@@ -1,4 +1,5 @@
-//! The hipFile symbols, with the signatures of hipfile.h 0.2.0.
+//! The hipFile symbols, with the signatures of hipfile.h 0.2.0 (the statistics calls of 0.5
+//! are in `lib_stats`).
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::Ordering;
@@ -9,6 +10,7 @@ use crate::io::{
     transfer, IoRequest, HIPFILE_HANDLE_NOT_REGISTERED, HIPFILE_INVALID_VALUE,
     HIPFILE_MEMORY_NOT_REGISTERED, HIPFILE_POINTER_RANGE_ERROR,
 };
+use crate::lib_stats::{Level, Registration};
 use crate::messages::hipfile_error_string;
 use crate::state::{fake, AsyncOp, BufferEntry, HandleEntry, Queued};
 
@@ -105,6 +107,16 @@ pub unsafe extern "C" fn hipFileHandleRegister(
     fh: *mut HipFileHandle,
     descr: *mut HipFileDescr,
 ) -> HipFileError {
+    registered(Registration::Handle, handle_register(fh, descr))
+}
+
+/// Counts a registration call by its result, and returns the result.
+fn registered(what: Registration, e: HipFileError) -> HipFileError {
+    fake().registry().lib_stats.registered(what, e.err == 0);
+    e
+}
+
+unsafe fn handle_register(fh: *mut HipFileHandle, descr: *mut HipFileDescr) -> HipFileError {
     let fake = fake();
     let call = fake.calls.register.fetch_add(1, Ordering::SeqCst) + 1;
     if fh.is_null() || descr.is_null() {
@@ -196,8 +208,15 @@ fn fd_identity(fd: i32) -> Option<(u64, u64)> {
 pub unsafe extern "C" fn hipFileBufRegister(
     buffer_base: *const c_void,
     length: usize,
-    _flags: c_int,
+    flags: c_int,
 ) -> HipFileError {
+    registered(
+        Registration::Buffer,
+        buf_register(buffer_base, length, flags),
+    )
+}
+
+unsafe fn buf_register(buffer_base: *const c_void, length: usize, _flags: c_int) -> HipFileError {
     let fake = fake();
     let call = fake.calls.bufregister.fetch_add(1, Ordering::SeqCst) + 1;
     if let Some(code) = FaultPlan::code_fault(&fake.faults.bufregister, call) {
@@ -468,4 +487,31 @@ pub unsafe extern "C" fn hipFileGetVersion(
         }
     }
     HipFileError::SUCCESS
+}
+
+/// hipFile 0.5's statistics calls: what the fake did (see `lib_stats`).
+unsafe fn get_stats(stats: *mut c_void, level: Level) -> HipFileError {
+    if stats.is_null() {
+        return HipFileError::code(HIPFILE_INVALID_VALUE);
+    }
+    let fake = fake();
+    fake.registry()
+        .lib_stats
+        .write(stats.cast(), level, fake.devices);
+    HipFileError::SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileGetStatsL1(stats: *mut c_void) -> HipFileError {
+    get_stats(stats, Level::Basic)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileGetStatsL2(stats: *mut c_void) -> HipFileError {
+    get_stats(stats, Level::Histograms)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipFileGetStatsL3(stats: *mut c_void) -> HipFileError {
+    get_stats(stats, Level::PerGpu)
 }

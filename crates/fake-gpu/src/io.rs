@@ -42,10 +42,14 @@ fn errno() -> i32 {
 pub fn transfer(req: IoRequest) -> isize {
     let fake = fake();
     let call = fake.calls.io(req.op).fetch_add(1, Ordering::SeqCst) + 1;
-    let (fd, result) = match begin(req, call) {
-        Ok(plan) => (plan.fd, finish(req, &plan)),
-        Err((fd, result)) => (fd, result),
+    let (fd, result, direct) = match begin(req, call) {
+        Ok(plan) => (plan.fd, finish(req, &plan), Some(plan.direct)),
+        Err((fd, result)) => (fd, result, None),
     };
+    // Counting takes the registry lock, which can leave EAGAIN in errno: keep the call's.
+    let call_errno = errno();
+    count(req, direct, result);
+    set_errno(call_errno);
     fake.trace(|| {
         format!(
             "{} fd={fd} size={} file_off={} buf_off={} result={result}",
@@ -56,6 +60,15 @@ pub fn transfer(req: IoRequest) -> isize {
         )
     });
     result
+}
+
+/// Counts a call for the statistics calls, on the device that holds its buffer.
+fn count(req: IoRequest, direct: Option<bool>, result: isize) {
+    let mut reg = fake().registry();
+    let device = reg
+        .device_alloc_holding(req.base, 1)
+        .and_then(|(base, _)| reg.devices.alloc_device.get(&base).copied());
+    reg.lib_stats.count(req.op, device, direct, result);
 }
 
 /// A validated call, ready to move its bytes.
@@ -71,6 +84,8 @@ struct Planned {
     report_at_most: usize,
     /// A `corrupt` fault: the first byte moved arrives with every bit flipped.
     corrupt: bool,
+    /// The descriptor is O_DIRECT: the real library's fast path (else its POSIX fallback).
+    direct: bool,
 }
 
 /// Validates and accounts for a call under the lock. On success returns the plan, with the
@@ -171,6 +186,7 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
         len,
         report_at_most,
         corrupt,
+        direct,
     })
 }
 

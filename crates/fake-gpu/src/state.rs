@@ -152,6 +152,8 @@ pub struct Registry {
     misuse: Vec<String>,
     misuse_dropped: u64,
     pub stats: Stats,
+    /// What hipFileGetStatsL1/L2/L3 report.
+    pub lib_stats: crate::lib_stats::LibStats,
     /// Which device each allocation is on, and what each device moved.
     pub devices: crate::device_use::DeviceUse,
 }
@@ -170,6 +172,7 @@ impl Registry {
             misuse: Vec::new(),
             misuse_dropped: 0,
             stats: Stats::default(),
+            lib_stats: Default::default(),
             devices: Default::default(),
         }
     }

@@ -248,3 +248,52 @@ impl Library {
         decode_file_error(e).map_err(|fail| self.error(self.async_call(write), fail))
     }
 }
+
+impl Library {
+    /// Whether the library has the statistics calls (cuFile 1.15, hipFile 0.5 and later).
+    pub(crate) fn has_stats(&self) -> bool {
+        self.inner.io.get_stats_l1.is_some()
+    }
+
+    /// Whether Level 1 has cuFile 1.19's vector I/O counters appended (see `sys`).
+    pub(crate) fn stats_vector_io(&self) -> bool {
+        self.inner.io.vector_io
+    }
+
+    /// The name of GetStatsL1, for messages.
+    pub(crate) fn stats_call(&self) -> &'static str {
+        self.inner.names.get_stats_l1
+    }
+
+    /// SetStatsLevel(`level`) and StatsStart, where the library has them (cuFile); hipFile
+    /// has neither and counts from its first call.
+    pub(crate) fn stats_start(&self, level: c_int) -> Result<(), Error> {
+        let io = &self.inner.io;
+        let names = self.inner.names;
+        if let (Some(f), Some(name)) = (io.set_stats_level, names.set_stats_level) {
+            // SAFETY: takes a plain int.
+            self.check_file_error(name, unsafe { f(level) })?;
+        }
+        if let (Some(f), Some(name)) = (io.stats_start, names.stats_start) {
+            // SAFETY: no arguments.
+            self.check_file_error(name, unsafe { f() })?;
+        }
+        Ok(())
+    }
+
+    /// GetStatsL3 (or GetStatsL1, when not `per_gpu`) into `out`; the library has them.
+    ///
+    /// # Safety
+    /// `out` points at zeroed, writable memory larger than this release's struct.
+    pub(crate) unsafe fn get_stats(&self, per_gpu: bool, out: *mut c_void) -> Result<(), Error> {
+        let io = &self.inner.io;
+        let names = self.inner.names;
+        let (f, name) = match per_gpu {
+            true => (io.get_stats_l3, names.get_stats_l3),
+            false => (io.get_stats_l1, names.get_stats_l1),
+        };
+        let f = f.ok_or_else(|| self.invalid(format!("{name} is not exported")))?;
+        // SAFETY: forwarded from the caller.
+        self.check_file_error(name, unsafe { f(out) })
+    }
+}

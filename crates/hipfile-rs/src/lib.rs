@@ -14,6 +14,7 @@
 //! | `flavor`, `load` | which vendor; finding the libraries and filling the tables |
 //! | `runtime`, `runtime_ops` | the GPU runtime; every HIP/CUDA call, each dispatched once |
 //! | `library`, `io_ops` | the I/O library and its driver; every hipFile/cuFile call |
+//! | `stats` | the library's own statistics as plain values ([`IoStats`]) |
 //! | `device`, `buffer`, `file`, `stream`, `window` | RAII wrappers: no dispatch of their own |
 //!
 //! The RAII wrappers' `Drop` gives back what they hold, in the order the library requires.
@@ -58,6 +59,7 @@ mod load;
 mod readahead;
 mod runtime;
 mod runtime_ops;
+mod stats;
 mod stream;
 mod window;
 
@@ -69,6 +71,7 @@ pub use flavor::Flavor;
 pub use library::{Driver, Library};
 pub use load::LibraryPaths;
 pub use runtime::Runtime;
+pub use stats::{GpuIoStats, IoStats, OpCount, StatsError};
 pub use stream::Stream;
 pub use window::CopyWindow;
 

@@ -227,6 +227,14 @@ fn io_functions(loaded: &Loaded, flavor: Flavor) -> Result<sys::IoFunctions, Loa
             get_op_error_string: names.get_op_error_string.and_then(|n| r.optional(n)),
             get_version,
             use_count: r.optional(names.use_count),
+            get_stats_l1: r.optional(names.get_stats_l1),
+            get_stats_l3: r.optional(names.get_stats_l3),
+            set_stats_level: names.set_stats_level.and_then(|n| r.optional(n)),
+            stats_start: names.stats_start.and_then(|n| r.optional(n)),
+            vector_io: names
+                .vector_io
+                .and_then(|n| r.optional::<unsafe extern "C" fn()>(n))
+                .is_some(),
         })
     }
 }
@@ -352,5 +360,15 @@ mod tests {
         let e = unsafe { get_version(&mut version) };
         assert_eq!(e, sys::FileError::default());
         assert!(version >= 1150, "cuFile version {version}");
+        // Statistics since 1.15; Level 1 with vector I/O counters where cuFileReadv is.
+        assert!(table.get_stats_l1.is_some() && table.get_stats_l3.is_some());
+        assert!(table.set_stats_level.is_some() && table.stats_start.is_some());
+        assert_eq!(table.vector_io, version >= 1190, "cuFile {version}");
+        // Without a driver the call answers through our signature: DriverNotInitialized.
+        let mut room = vec![0u64; 4096];
+        let get = table.get_stats_l1.unwrap();
+        // SAFETY: zeroed, writable, larger than the vectored Level 1.
+        let e = unsafe { get(room.as_mut_ptr().cast()) };
+        assert_eq!(e.err, sys::DRIVER_NOT_INITIALIZED, "{e:?}");
     }
 }

@@ -309,6 +309,20 @@ pub struct IoEvents {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Statistics (cufile.h 1.15 and later; hipfile.h 0.5 and later): the structs are in `stats`
+// ---------------------------------------------------------------------------------------------
+
+mod stats;
+pub use stats::*;
+
+/// The statistics levels `cuFileSetStatsLevel` takes: 3 counts per GPU (and by path).
+pub const STATS_LEVEL_PER_GPU: c_int = 3;
+
+/// `GetStatsL1` / `GetStatsL3`: fill the caller's struct (its size is the library
+/// release's, so callers pass room to spare: see `io_ops`).
+pub type GetStatsFn = unsafe extern "C" fn(*mut c_void) -> FileError;
+
+// ---------------------------------------------------------------------------------------------
 // Stream registration flags
 // ---------------------------------------------------------------------------------------------
 
@@ -378,6 +392,16 @@ pub struct IoFunctions {
     pub get_version: Option<VersionFn>,
     /// `hipFileUseCount` (int64_t) / `cuFileUseCount` (long).
     pub use_count: Option<unsafe extern "C" fn() -> i64>,
+    /// `GetStatsL1` / `GetStatsL3` (cuFile 1.15, hipFile 0.5 and later).
+    pub get_stats_l1: Option<GetStatsFn>,
+    pub get_stats_l3: Option<GetStatsFn>,
+    /// `cuFileSetStatsLevel(int)`; hipFile takes its level from `HIPFILE_STATS_LEVEL` only.
+    pub set_stats_level: Option<unsafe extern "C" fn(c_int) -> FileError>,
+    /// `cuFileStatsStart()`; hipFile counts from its first call on.
+    pub stats_start: Option<unsafe extern "C" fn() -> FileError>,
+    /// Whether the library exports `cuFileReadv`, whose release appends [`StatsVectorIo`]
+    /// to Level 1: which layout the statistics calls fill.
+    pub vector_io: bool,
 }
 
 /// `ReadAsync` / `WriteAsync`: `(fh, base, *size, *file_offset, *buf_offset, *bytes, stream)`.
@@ -472,6 +496,12 @@ pub struct IoSymbols {
     pub get_op_error_string: Option<&'static str>,
     pub get_version: &'static str,
     pub use_count: &'static str,
+    pub get_stats_l1: &'static str,
+    pub get_stats_l3: &'static str,
+    pub set_stats_level: Option<&'static str>,
+    pub stats_start: Option<&'static str>,
+    /// Looked up only for its presence (see [`IoFunctions::vector_io`]).
+    pub vector_io: Option<&'static str>,
 }
 
 impl IoSymbols {
@@ -494,6 +524,11 @@ impl IoSymbols {
             get_op_error_string,
             get_version,
             use_count,
+            get_stats_l1,
+            get_stats_l3,
+            set_stats_level,
+            stats_start,
+            vector_io,
         } = self;
         let mut all = vec![*driver_open];
         all.extend_from_slice(driver_close);
@@ -510,7 +545,10 @@ impl IoSymbols {
             *stream_deregister,
         ]);
         all.extend(*get_op_error_string);
-        all.extend([*get_version, *use_count]);
+        all.extend([*get_version, *use_count, *get_stats_l1, *get_stats_l3]);
+        all.extend(*set_stats_level);
+        all.extend(*stats_start);
+        all.extend(*vector_io);
         all
     }
 }
@@ -531,6 +569,11 @@ pub const HIPFILE_SYMBOLS: IoSymbols = IoSymbols {
     get_op_error_string: Some("hipFileGetOpErrorString"),
     get_version: "hipFileGetVersion",
     use_count: "hipFileUseCount",
+    get_stats_l1: "hipFileGetStatsL1",
+    get_stats_l3: "hipFileGetStatsL3",
+    set_stats_level: None,
+    stats_start: None,
+    vector_io: None,
 };
 
 pub const CUFILE_SYMBOLS: IoSymbols = IoSymbols {
@@ -549,4 +592,9 @@ pub const CUFILE_SYMBOLS: IoSymbols = IoSymbols {
     get_op_error_string: None,
     get_version: "cuFileGetVersion",
     use_count: "cuFileUseCount",
+    get_stats_l1: "cuFileGetStatsL1",
+    get_stats_l3: "cuFileGetStatsL3",
+    set_stats_level: Some("cuFileSetStatsLevel"),
+    stats_start: Some("cuFileStatsStart"),
+    vector_io: Some("cuFileReadv"),
 };

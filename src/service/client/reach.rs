@@ -169,7 +169,8 @@ pub fn status(path: &Path) -> Result<wire::Status, String> {
     }
 }
 
-/// Checks who serves on `sock` (this uid or root), says hello and takes the welcome; a
+/// Checks who serves on `sock` (this uid or root: the descriptors handed over give their
+/// holder this user's access, which root has anyway), says hello and takes the welcome; a
 /// service of another version is an error.
 fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
     let (_, uid) = crate::service::peer(sock).map_err(|e| e.to_string())?;

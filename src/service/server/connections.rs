@@ -4,6 +4,7 @@
 
 use super::{say, ClientId, Shared, HELLO_TIMEOUT, MAX_CLIENTS, MAX_PENDING};
 use crate::messages;
+use crate::service::users::Users;
 use crate::service::wire::{self, Handover, Reply, Request, WireError};
 use aiscp_engine::quote::quote;
 use nix::fcntl::{Flock, FlockArg, OFlag};
@@ -23,8 +24,10 @@ use std::time::Duration;
 pub(super) type SocketLock = Flock<File>;
 
 /// Makes the socket: its directory private (created 0700 when missing), the lock taken, a
-/// stale socket removed, the new one bound 0600.
-pub(super) fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
+/// stale socket removed, the new one bound 0600. A service `shared` with other users needs
+/// their connections: its directory 0755 (no one else may write there) and its socket 0666
+/// (who is served is then SO_PEERCRED's answer, checked on every connection).
+pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), String> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -32,11 +35,11 @@ pub(super) fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
     if !dir.exists() {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
-            .mode(0o700)
+            .mode(if shared { 0o755 } else { 0o700 })
             .create(&dir)
             .map_err(|e| format!("cannot create {}: {}", quote(&dir), messages::os_text(&e)))?;
     }
-    crate::service::private_dir(&dir).map_err(|e| format!("not serving: {e}"))?;
+    crate::service::socket_dir(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
     let mut lock_name = path.as_os_str().to_owned();
     lock_name.push(".lock");
     use std::os::unix::fs::OpenOptionsExt;
@@ -74,9 +77,10 @@ pub(super) fn bind(path: &Path) -> Result<(OwnedFd, SocketLock), String> {
     )
     .map_err(|e| format!("cannot make a socket: {e}"))?;
     let addr = UnixAddr::new(path).map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
-    // 0600 from the start: the umask is the process's, and no other thread makes files now
-    // (the engine's workers only read and write descriptors).
-    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    // 0600 (0666 shared) from the start: the umask is the process's, and no other thread
+    // makes files now (the engine's workers only read and write descriptors).
+    let mask = if shared { 0o111 } else { 0o177 };
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
     let bound = socket::bind(fd.as_raw_fd(), &addr);
     nix::sys::stat::umask(old);
     bound.map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
@@ -126,7 +130,12 @@ pub(super) struct Job {
     pub(super) handover: Handover,
 }
 
-pub(super) fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc<Shared>) {
+pub(super) fn accept_loop(
+    listener: OwnedFd,
+    events: Sender<Event>,
+    shared: &Arc<Shared>,
+    users: &Users,
+) {
     let uid = nix::unistd::getuid().as_raw();
     let greeting = Arc::new(AtomicUsize::new(0));
     let mut next: ClientId = 1;
@@ -147,12 +156,12 @@ pub(super) fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc
             continue;
         }
         let greeted = Seat(Arc::clone(&greeting));
-        let (id, events, shared) = (next, events.clone(), Arc::clone(shared));
+        let (id, events, shared, users) = (next, events.clone(), Arc::clone(shared), users.clone());
         next += 1;
         let spawned = std::thread::Builder::new()
             .name(format!("aiscp-client-{id}"))
             .spawn(move || {
-                let seat = greet(conn, uid, &shared, greeted);
+                let seat = greet(conn, (uid, &users), &shared, greeted);
                 if let Some((conn, seat, pid)) = seat {
                     read_client(id, conn, seat, pid, &events, &shared);
                 }
@@ -168,7 +177,7 @@ pub(super) fn accept_loop(listener: OwnedFd, events: Sender<Event>, shared: &Arc
 /// Returns the connection, its seat and the client's pid when it is to be served.
 fn greet(
     conn: OwnedFd,
-    uid: u32,
+    (uid, users): (u32, &Users),
     shared: &Shared,
     _greeting: Seat,
 ) -> Option<(OwnedFd, Seat, i32)> {
@@ -189,10 +198,8 @@ fn greet(
         Ok(p) => p,
         Err(e) => return refuse(format!("cannot tell who is connecting: {e}")),
     };
-    if peer_uid != uid {
-        return refuse(format!(
-            "uid {peer_uid} may not use this service (it serves uid {uid} only)"
-        ));
+    if !users.admits(peer_uid, uid) {
+        return refuse(users.refusal(peer_uid));
     }
     match hello {
         Ok((Request::Hello { protocol, version }, _))

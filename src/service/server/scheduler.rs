@@ -262,20 +262,29 @@ impl Scheduler {
     /// Starts the first waiting file of client `id`, if its share and the engine allow.
     fn start_one(&mut self, id: ClientId, share: usize) -> bool {
         let queue_max = self.engine.queue_max();
+        let others_busy = self
+            .clients
+            .iter()
+            .any(|(&o, c)| o != id && !c.gone && (!c.pending.is_empty() || c.in_flight > 0));
         let Some(c) = self.clients.get_mut(&id) else {
             return false;
         };
         let Some(front) = c.pending.front() else {
             return false;
         };
-        let flies = match front.handover {
-            Handover::InFlight { len, .. } => queue_max.is_some_and(|m| len <= m),
-            Handover::InTurn { .. } => false,
+        let flight = match front.handover {
+            Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
+                Some((len, truncate, None))
+            }
+            // A file too large to fly as the client sees it is copied with every slot while
+            // no other client has work; while others do, it flies on one slot beside their
+            // files, so no client waits behind another's large file.
+            Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
+                Some((len, true, Some(progress_to(c, front.id))))
+            }
+            _ => None,
         };
-        if flies {
-            let Handover::InFlight { len, truncate } = front.handover else {
-                unreachable!("checked above");
-            };
+        if let Some((len, truncate, reports)) = flight {
             if c.in_flight >= share || !self.engine.has_room(len) {
                 return false;
             }
@@ -283,7 +292,10 @@ impl Scheduler {
             self.last_served = id;
             c.files += 1;
             c.bytes += len;
-            let recorder = Arc::new(Recorder::default());
+            let recorder = Arc::new(Recorder {
+                route: Mutex::default(),
+                progress: reports,
+            });
             let queued = QueuedJob {
                 src: job.src,
                 src_name: job.src_name,
@@ -331,11 +343,7 @@ impl Scheduler {
         };
         let recorder = Recorder {
             route: Mutex::default(),
-            progress: Some(ProgressTo {
-                sock: Arc::clone(&c.joined.sock),
-                id: job.id,
-                unsent: Mutex::new((Instant::now(), 0)),
-            }),
+            progress: Some(progress_to(c, job.id)),
         };
         // The engine cuts DEST once the staging exists, as for a copy in the client.
         let src_kind = match job.handover {
@@ -386,6 +394,17 @@ impl Scheduler {
             }
             keep
         });
+    }
+}
+
+/// Where the progress of client `c`'s file `id` goes: its first bytes are reported at once
+/// (the client's view shows the file moving), then every PROGRESS_EVERY.
+fn progress_to(c: &Client, id: u64) -> ProgressTo {
+    let long_ago = Instant::now().checked_sub(PROGRESS_EVERY);
+    ProgressTo {
+        sock: Arc::clone(&c.joined.sock),
+        id,
+        unsent: Mutex::new((long_ago.unwrap_or_else(Instant::now), 0)),
     }
 }
 

@@ -75,6 +75,29 @@ impl OpenError {
     }
 }
 
+/// Why a run on the bounce route has no library statistics.
+const BOUNCE_STATS: &str = "the bounce route moves the data with aiscp's own POSIX I/O and \
+                            never calls the library's reads and writes";
+
+/// Starts the library's statistics when `--stats` asked for them (cuFile counts per GPU only
+/// then; hipFile always counts): Err says why there will be none.
+fn start_stats(
+    driver: Option<&hipfile::Driver>,
+    request: &Request,
+    diag: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let driver = driver.ok_or_else(|| BOUNCE_STATS.to_owned())?;
+    if !request.library_stats {
+        return Err("not asked for (--stats asks)".to_owned());
+    }
+    let started = driver.start_stats().map_err(|e| e.to_string());
+    diag(&match &started {
+        Ok(()) => "library statistics: counting per GPU".to_owned(),
+        Err(why) => format!("library statistics: none: {why}"),
+    });
+    started
+}
+
 pub struct GpuStaging {
     // Field order is drop order: the device (holding the driver) goes after everything else
     // the engine drops first (its slots).
@@ -88,6 +111,10 @@ pub struct GpuStaging {
     library_route: bool,
     /// The library's own version text ("hipFile 0.2.0"), for the run's summary.
     version: Option<String>,
+    /// The open I/O driver (library route only), asked for its statistics at the end.
+    driver: Option<hipfile::Driver>,
+    /// Whether the library's statistics were started, or why not.
+    stats_started: Result<(), String>,
 }
 
 impl GpuStaging {
@@ -196,13 +223,26 @@ impl GpuStaging {
                  one stream per window; I/O driver not opened"
             }
         ));
+        let stats_started = start_stats(driver.as_ref(), request, diag);
         Ok(GpuStaging {
             devices,
             bus_ids,
             flavor,
             library_route,
             version,
+            driver,
+            stats_started,
         })
+    }
+
+    /// The library's own counters since [`GpuStaging::open`], or why there are none.
+    pub fn library_stats(&self) -> super::LibraryStats {
+        self.stats_started.clone()?;
+        let driver = self
+            .driver
+            .as_ref()
+            .ok_or_else(|| BOUNCE_STATS.to_owned())?;
+        driver.io_stats().map_err(|e| e.to_string())
     }
 
     /// The library's version text, when it tells ("hipFile 0.2.0").

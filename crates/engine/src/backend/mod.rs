@@ -309,7 +309,13 @@ pub struct Request {
     pub gpu: GpuChoice,
     /// `--async`: the library's stream API, which only the library route has.
     pub async_io: bool,
+    /// Start the library's own statistics (see `Config::library_stats`).
+    pub library_stats: bool,
 }
+
+/// The I/O library's own statistics (`Config::library_stats`), or why there are none (the
+/// host backend, the bounce route, a release without statistics, not asked for).
+pub type LibraryStats = Result<hipfile::IoStats, String>;
 
 /// No backend could be brought up as asked (fatal for the run).
 #[derive(Debug, thiserror::Error)]

@@ -97,3 +97,23 @@ fn constants() {
     }
     assert!(is_op_error(-5001) && is_op_error(5039) && !is_op_error(-5000) && !is_op_error(-1));
 }
+
+/// The statistics structs: hipFile 0.5's and cuFile 1.15's Level 1, cuFile 1.19's with its
+/// vector I/O counters, and Level 3 over each (scripts/abi-check.py checks cufile.h's).
+#[test]
+fn stats_structs() {
+    assert_eq!(size_of::<OpCounter>(), 16);
+    assert_eq!(size_of::<StatsLevel1>(), 512);
+    assert_eq!(size_of::<StatsLevel1Vectored>(), 624);
+    assert_eq!(size_of::<PerGpuStats>(), 248);
+    assert_eq!(offset_of!(StatsLevel1, read_bytes), 96);
+    assert_eq!(offset_of!(StatsLevel3<StatsLevel1>, num_gpus), 1024);
+    assert_eq!(offset_of!(StatsLevel3<StatsLevel1>, per_gpu_stats), 1032);
+    assert_eq!(size_of::<StatsLevel3<StatsLevel1>>(), 1032 + 16 * 248);
+    assert_eq!(
+        size_of::<StatsLevel3<StatsLevel1Vectored>>(),
+        1144 + 16 * 248
+    );
+    assert_eq!(offset_of!(PerGpuStats, n_nvfs_reads), 64);
+    assert_eq!(offset_of!(PerGpuStats, n_posix_writes), 176);
+}

@@ -6,6 +6,7 @@
 mod devices;
 mod faults;
 mod memory;
+mod stats;
 
 use crate::support;
 
