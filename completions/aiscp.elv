@@ -80,7 +80,7 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --progress 'Show the run''s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
             cand --no-progress 'Never show progress'
             cand --verify 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
-            cand --debug 'Report the backend, library, GPU, chunk, streams and each file''s route on stderr'
+            cand --debug 'Report the backend, library, GPU, chunk, slots and each file''s route on stderr'
             cand -q 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
             cand --quiet 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
             cand --doctor 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'

@@ -78,7 +78,7 @@ complete -c aiscp -l async -d 'Use hipFile\'s asynchronous stream API (one strea
 complete -c aiscp -l progress -d 'Show the run\'s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
 complete -c aiscp -l no-progress -d 'Never show progress'
 complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
-complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, streams and each file\'s route on stderr'
+complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, slots and each file\'s route on stderr'
 complete -c aiscp -s q -l quiet -d 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
 complete -c aiscp -l doctor -d 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'
 complete -c aiscp -l serve -d 'Instead of copying, run the staging service in the foreground: bring the staging backend up once (with the GPU staging options given here) and copy the file data of every aiscp run of this user that finds its socket (see AISCP_SERVICE)'

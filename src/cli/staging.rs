@@ -106,7 +106,7 @@ pub struct StagingArgs {
     /// checked, not the page cache) and fail if they differ, naming the first differing offset
     #[arg(long, help_heading = "GPU staging")]
     pub verify: bool,
-    /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
+    /// Report the backend, library, GPU, chunk, slots and each file's route on stderr
     #[arg(long, help_heading = "Reporting")]
     pub debug: bool,
     /// Suppress warnings (such as falling back to host memory when no GPU library loads)
