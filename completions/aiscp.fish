@@ -42,8 +42,8 @@ complete -c aiscp -l gpu -d 'GPU(s) to stage through: an index, a list (0,2,3), 
 complete -c aiscp -l route -d 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), bounce where cuFile would only emulate it (compatibility mode)' -r -f -a "auto\t''
 library\t''
 bounce\t''"
-complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE' -r
-complete -c aiscp -l streams -d 'Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]' -r
+complete -c aiscp -l chunk-size -d 'Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU' -r
+complete -c aiscp -l streams -d 'Staging slots per GPU: each holds one slice in flight in its own buffer of --chunk-size bytes [default: 4]' -r
 complete -c aiscp -l stats -d 'When done, print a summary on stdout: labelled lines in words (text, the default): files copied, skipped (-n, -u, -i) and failed, bytes, time, rate, and the library and GPU or host memory staged through, with --debug also the routes, each stage\'s thread time, start-up and shutdown and the library\'s own counters; or one JSON object (json) with all of these. On the library route it asks cuFile to count per GPU (hipFile always counts), which the vendor says may cost some speed' -f -a "text\t''
 json\t''"
 complete -c aiscp -l socket -d 'The service\'s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user\'s own with mode 0700 (0755 with --allow-users; made so when missing)' -r -F
@@ -78,7 +78,7 @@ complete -c aiscp -l async -d 'Use hipFile\'s asynchronous stream API (one strea
 complete -c aiscp -l progress -d 'Show the run\'s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
 complete -c aiscp -l no-progress -d 'Never show progress'
 complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
-complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, streams and each file\'s route on stderr'
+complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, slots and each file\'s route on stderr'
 complete -c aiscp -s q -l quiet -d 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
 complete -c aiscp -l doctor -d 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'
 complete -c aiscp -l serve -d 'Instead of copying, run the staging service in the foreground: bring the staging backend up once (with the GPU staging options given here) and copy the file data of every aiscp run of this user that finds its socket (see AISCP_SERVICE)'

@@ -114,82 +114,17 @@ fn raise_open_file_limit() {
 }
 
 fn main() {
-    let mut command = cli::Cli::command();
-    command.build();
-    let args = match cli::getopt::expand_prefixes(&command, std::env::args_os().collect()) {
-        Ok(args) => args,
-        Err(ambiguous) => {
-            // getopt stops at the first bad option: one before this prefix is reported instead.
-            if let Err(e) = command.clone().try_get_matches_from(&ambiguous.before) {
-                clap_exit(e);
-            }
-            usage_exit(&UsageError::new(ambiguous.to_string()))
-        }
-    };
-    let matches = match command.try_get_matches_from(args) {
-        Ok(m) => m,
-        Err(e) => clap_exit(e),
-    };
-    let cli = match cli::Cli::from_arg_matches(&matches) {
-        Ok(c) => c,
-        Err(e) => clap_exit(e),
-    };
+    let (cli, matches) = parse_command_line();
     if let Some(what) = &cli.generate {
-        let choice = match options::argmatch("--generate", what, cli::GENERATE_CHOICES) {
-            Ok(what) => what,
-            Err(e) => usage_exit(&e),
-        };
-        // Rendered into memory first: clap_complete panics on a failed write.
-        let mut text = Vec::new();
-        match generate::run(choice, &mut text) {
-            Ok(()) => messages::write_stdout(&text),
-            Err(e) => messages::stdout_failed(&e),
-        }
-        messages::exit(0);
+        generate_and_exit(what);
     }
     if cli.doctor {
         messages::exit(doctor::run(&cli.operands, &cli.staging));
     }
     if cli.serve {
-        if let Some(op) = cli.operands.first() {
-            usage_exit(&UsageError::new(format!(
-                "--serve takes no operands (got {})",
-                aiscp_engine::quote::quote(op)
-            )));
-        }
-        raise_open_file_limit();
-        let config = aiscp_engine::Config::from(&cli.staging);
-        // SAFETY: no thread has started yet; the service starts its own below.
-        unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
-        let args = service::server::ServeArgs {
-            socket: cli.socket.clone(),
-            users: match cli.allow_users.as_deref() {
-                None => service::users::Users::Own,
-                Some(text) => service::users::Users::parse(text).unwrap_or_else(|e| {
-                    usage_exit(&UsageError::new(format!(
-                        "invalid argument {} for '--allow-users': {e}",
-                        aiscp_engine::quote::quote(text)
-                    )))
-                }),
-            },
-            idle_exit: cli.idle_exit,
-        };
-        messages::exit(service::server::run(config, args));
+        serve_and_exit(&cli);
     }
-    // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
-    // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.
-    let context_given = cli.context_short || cli.context.is_some();
-    let context_named = cli.context.as_deref().is_some_and(|c| !c.is_empty());
-    if options::selinux_enabled() && context_given {
-        error("warning: ignoring --context; aiscp does not set SELinux contexts");
-    } else if context_named {
-        error("warning: ignoring --context; it requires an SELinux-enabled kernel");
-    }
-    if !cli.staging.quiet {
-        for w in cli.staging.ignored_flags(&matches) {
-            error(&format!("warning: {w}"));
-        }
-    }
+    warn_of_ignored_flags(&cli, &matches);
     let opts = match Options::resolve(&cli, &matches) {
         Ok(o) => o,
         Err(e) => usage_exit(&e),
@@ -206,6 +141,104 @@ fn main() {
             messages::exit(1);
         }
     };
+    copy_and_exit(&cli, &matches, &opts, &jobs)
+}
+
+/// The command line as clap reads it, long-option prefixes spelled out first as getopt
+/// would; a bad one exits with getopt's words.
+fn parse_command_line() -> (cli::Cli, clap::ArgMatches) {
+    let mut command = cli::Cli::command();
+    command.build();
+    let args = match cli::getopt::expand_prefixes(&command, std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(ambiguous) => {
+            // getopt stops at the first bad option: one before this prefix is reported instead.
+            if let Err(e) = command.clone().try_get_matches_from(&ambiguous.before) {
+                clap_exit(e);
+            }
+            usage_exit(&UsageError::new(ambiguous.to_string()))
+        }
+    };
+    let matches = match command.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => clap_exit(e),
+    };
+    match cli::Cli::from_arg_matches(&matches) {
+        Ok(c) => (c, matches),
+        Err(e) => clap_exit(e),
+    }
+}
+
+/// `--generate WHAT`: the man page or a completion script, on stdout.
+fn generate_and_exit(what: &str) -> ! {
+    let choice = match options::argmatch("--generate", what, cli::GENERATE_CHOICES) {
+        Ok(what) => what,
+        Err(e) => usage_exit(&e),
+    };
+    // Rendered into memory first: clap_complete panics on a failed write.
+    let mut text = Vec::new();
+    match generate::run(choice, &mut text) {
+        Ok(()) => messages::write_stdout(&text),
+        Err(e) => messages::stdout_failed(&e),
+    }
+    messages::exit(0);
+}
+
+/// `--serve`: the staging service, until it is stopped or idle.
+fn serve_and_exit(cli: &cli::Cli) -> ! {
+    if let Some(op) = cli.operands.first() {
+        usage_exit(&UsageError::new(format!(
+            "--serve takes no operands (got {})",
+            aiscp_engine::quote::quote(op)
+        )));
+    }
+    raise_open_file_limit();
+    let config = aiscp_engine::Config::from(&cli.staging);
+    // SAFETY: no thread has started yet; the service starts its own below.
+    unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
+    let args = service::server::ServeArgs {
+        socket: cli.socket.clone(),
+        users: match cli.allow_users.as_deref() {
+            None => service::users::Users::Own,
+            Some(text) => service::users::Users::parse(text).unwrap_or_else(|e| {
+                usage_exit(&UsageError::new(format!(
+                    "invalid argument {} for '--allow-users': {e}",
+                    aiscp_engine::quote::quote(text)
+                )))
+            }),
+        },
+        idle_exit: cli.idle_exit,
+    };
+    messages::exit(service::server::run(config, args));
+}
+
+/// Warns of flags given that change nothing here: SELinux contexts, and staging flags the
+/// chosen backend ignores.
+fn warn_of_ignored_flags(cli: &cli::Cli, matches: &clap::ArgMatches) {
+    // aiscp sets no SELinux contexts. Without SELinux that is what cp does too: -Z is ignored
+    // silently, --context=CTX with a warning; with SELinux, any -Z/--context gets the warning.
+    let context_given = cli.context_short || cli.context.is_some();
+    let context_named = cli.context.as_deref().is_some_and(|c| !c.is_empty());
+    if options::selinux_enabled() && context_given {
+        error("warning: ignoring --context; aiscp does not set SELinux contexts");
+    } else if context_named {
+        error("warning: ignoring --context; it requires an SELinux-enabled kernel");
+    }
+    if !cli.staging.quiet {
+        for w in cli.staging.ignored_flags(matches) {
+            error(&format!("warning: {w}"));
+        }
+    }
+}
+
+/// Copies every operand, then reports (--stats) and exits as cp does, or dies of the
+/// signal that stopped the copy.
+fn copy_and_exit(
+    cli: &cli::Cli,
+    #[cfg_attr(not(feature = "mpi"), allow(unused_variables))] matches: &clap::ArgMatches,
+    opts: &Options,
+    jobs: &[plan::CopyJob],
+) -> ! {
     raise_open_file_limit();
     let mut config = aiscp_engine::Config::from(&cli.staging);
     // SAFETY: no thread has started yet: the signal thread, progress, MPI and the engine's
@@ -215,7 +248,7 @@ fn main() {
     #[cfg(feature = "mpi")]
     let ranks = {
         let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);
-        ranks::join(&opts, gpu_given, &mut config)
+        ranks::join(opts, gpu_given, &mut config)
     };
     let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
         Ok(s) => s,
@@ -240,10 +273,10 @@ fn main() {
     let progress = progress::Progress::start(
         cli.staging.progress_view_here(),
         jobs.iter().map(|j| j.src.clone()).collect(),
-        progress::Walk::from(&opts),
+        progress::Walk::from(opts),
     );
     let service = service::client::ServiceClient::new(service::Choice::from_env(), &config);
-    let mut copier = copy::Copier::new(&opts, config, progress.sink(), jobs.len() > 1);
+    let mut copier = copy::Copier::new(opts, config, progress.sink(), jobs.len() > 1);
     if let Some(client) = service {
         copier.mover = Some(Box::new(client));
     }
@@ -251,13 +284,25 @@ fn main() {
     if let Some(coordinator) = ranks {
         copier.mover = Some(Box::new(coordinator));
     }
-    for job in &jobs {
+    for job in jobs {
         if signals.cancelled() {
             break;
         }
         copier.copy_top(job);
     }
     copier.settle();
+    finish_and_exit(copier, progress, &signals, stats_json, cli.staging.debug)
+}
+
+/// Ends the run: the engine shut down, the progress view closed, --stats printed, then the
+/// exit status (0, or 1 if any operand failed) or death by the signal that stopped it.
+fn finish_and_exit(
+    copier: copy::Copier<'_>,
+    progress: progress::Progress,
+    signals: &signals::Signals,
+    stats_json: Option<bool>,
+    debug: bool,
+) -> ! {
     let failed = copier.failed;
     let files = copier.files();
     let engine = copier.engine_info();
@@ -272,7 +317,7 @@ fn main() {
         let report = progress::StatsReport::new(summary, files, engine, stopped);
         let text = match json {
             true => report.json(),
-            false => report.text(cli.staging.debug),
+            false => report.text(debug),
         };
         // A failed write is reported at exit, as for -v lines.
         messages::say(format_args!("{text}"));

@@ -5,8 +5,8 @@
 //! the run as it ends cp, never in a panic (what `println!` does): cp keeps copying, and at
 //! exit reports a failed stdout as "write error: STRERROR" and exits 1; a failed stderr gives
 //! exit 1 silently; a closed pipe kills it with SIGPIPE (unless SIGPIPE was ignored, when the
-//! write fails with EPIPE like any other). After its first failure a stream is not written
-//! again.
+//! write fails with EPIPE like any other). After its first failure stdout (or stderr) is not
+//! written again.
 
 use crate::signals;
 use std::fmt;

@@ -203,115 +203,215 @@ fn usable_suffix(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty() && !s.contains('/'))
 }
 
-impl Options {
-    pub fn resolve(cli: &Cli, m: &ArgMatches) -> Result<Options, UsageError> {
-        let mut events: Vec<(usize, Event<'_>)> = Vec::new();
-        let flag = |id: &str| -> Option<usize> {
-            if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
-                m.indices_of(id).and_then(|mut i| i.next_back())
-            } else {
-                None
+/// What the order-dependent flags (-a, -d, -H/-L/-P, --preserve, --no-preserve, -i, -n,
+/// -u, --update) decide, applied left to right.
+struct InOrder {
+    recursive: bool,
+    /// None: no -H/-L/-P/-a/-d given; the default depends on -R and --link.
+    deref: Option<Deref>,
+    preserve: Preserve,
+    clobber: Clobber,
+    /// -n was given (it wins over a later --update, and clashes with --backup).
+    no_clobber_given: bool,
+    update_older: bool,
+}
+
+/// The order-dependent flags given on the command line, in the order given.
+fn events_in_order<'m>(cli: &'m Cli, m: &'m ArgMatches) -> Vec<(usize, Event<'m>)> {
+    let mut events: Vec<(usize, Event<'_>)> = Vec::new();
+    let flag = |id: &str| -> Option<usize> {
+        if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+            m.indices_of(id).and_then(|mut i| i.next_back())
+        } else {
+            None
+        }
+    };
+    let simple = [
+        (ids::ARCHIVE, Event::Archive),
+        (ids::D, Event::NoDerefLinks),
+        (ids::H, Event::Deref(Deref::CommandLine)),
+        (ids::L, Event::Deref(Deref::Always)),
+        (ids::P, Event::Deref(Deref::Never)),
+        (ids::PRESERVE_DEFAULT, Event::PreserveDefault),
+        (ids::INTERACTIVE, Event::Interactive),
+        (ids::NO_CLOBBER, Event::NoClobber),
+        (ids::UPDATE_SHORT, Event::UpdateShort),
+    ];
+    for (id, ev) in simple {
+        if let Some(i) = flag(id) {
+            events.push((i, ev));
+        }
+    }
+    if let (Some(idx), Some(vals)) = (
+        m.indices_of(ids::PRESERVE),
+        m.get_many::<String>(ids::PRESERVE),
+    ) {
+        for (i, v) in idx.zip(vals) {
+            events.push((i, Event::Preserve(v)));
+        }
+    }
+    if let (Some(idx), Some(vals)) = (
+        m.indices_of(ids::NO_PRESERVE),
+        m.get_many::<String>(ids::NO_PRESERVE),
+    ) {
+        for (i, v) in idx.zip(vals) {
+            events.push((i, Event::NoPreserve(v)));
+        }
+    }
+    if let (Some(i), Some(v)) = (flag(ids::UPDATE), cli.update.as_deref()) {
+        events.push((i, Event::Update(v)));
+    }
+    events.sort_by_key(|(i, _)| *i);
+    events
+}
+
+/// Applies the order-dependent flags left to right, as GNU cp does.
+fn apply_in_order(recursive: bool, events: Vec<(usize, Event<'_>)>) -> Result<InOrder, UsageError> {
+    let mut r = InOrder {
+        recursive,
+        deref: None,
+        preserve: Preserve::default(),
+        clobber: Clobber::Overwrite,
+        no_clobber_given: false,
+        update_older: false,
+    };
+    for (_, ev) in events {
+        match ev {
+            Event::Archive => {
+                r.recursive = true;
+                r.deref = Some(Deref::Never);
+                apply_preserve(&mut r.preserve, "all", true, "--preserve")?;
             }
+            Event::NoDerefLinks => {
+                r.deref = Some(Deref::Never);
+                r.preserve.links = true;
+            }
+            Event::Deref(d) => r.deref = Some(d),
+            Event::PreserveDefault => {
+                r.preserve.mode = true;
+                r.preserve.ownership = true;
+                r.preserve.timestamps = true;
+            }
+            Event::Preserve(list) => apply_preserve(&mut r.preserve, list, true, "--preserve")?,
+            Event::NoPreserve(list) => {
+                apply_preserve(&mut r.preserve, list, false, "--no-preserve")?
+            }
+            Event::Interactive => r.clobber = Clobber::Ask,
+            Event::NoClobber => {
+                r.clobber = Clobber::SkipSilently;
+                r.no_clobber_given = true;
+            }
+            Event::UpdateShort => r.update_older = true,
+            Event::Update(v) => {
+                let which = argmatch("--update", v, cli::UPDATE_CHOICES)?;
+                if !r.no_clobber_given {
+                    (r.update_older, r.clobber) = match which {
+                        UpdateWhich::All => (false, Clobber::Overwrite),
+                        UpdateWhich::None => (false, Clobber::SkipSilently),
+                        UpdateWhich::NoneFail => (false, Clobber::SkipAndFail),
+                        UpdateWhich::Older => (true, Clobber::Overwrite),
+                    };
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Reads an environment variable (None: unset or not UTF-8); tests pass their own.
+type Env<'e> = &'e dyn Fn(&str) -> Option<String>;
+
+/// The backup kind (--backup, -b, --suffix; else $VERSION_CONTROL) and suffix (--suffix,
+/// else $SIMPLE_BACKUP_SUFFIX, else "~"). The kind is None when no backups are made.
+fn backups(cli: &Cli, env: Env<'_>) -> Result<(Option<BackupKind>, String), UsageError> {
+    let mut backup = None;
+    if makes_backups(cli) {
+        backup = match cli.backup.as_deref() {
+            Some(v) if !v.is_empty() => backup_kind("backup type", v)?,
+            _ => match env("VERSION_CONTROL") {
+                Some(v) => backup_kind("$VERSION_CONTROL", &v)?,
+                None => Some(BackupKind::Existing),
+            },
         };
-        let simple = [
-            (ids::ARCHIVE, Event::Archive),
-            (ids::D, Event::NoDerefLinks),
-            (ids::H, Event::Deref(Deref::CommandLine)),
-            (ids::L, Event::Deref(Deref::Always)),
-            (ids::P, Event::Deref(Deref::Never)),
-            (ids::PRESERVE_DEFAULT, Event::PreserveDefault),
-            (ids::INTERACTIVE, Event::Interactive),
-            (ids::NO_CLOBBER, Event::NoClobber),
-            (ids::UPDATE_SHORT, Event::UpdateShort),
-        ];
-        for (id, ev) in simple {
-            if let Some(i) = flag(id) {
-                events.push((i, ev));
-            }
-        }
-        if let (Some(idx), Some(vals)) = (
-            m.indices_of(ids::PRESERVE),
-            m.get_many::<String>(ids::PRESERVE),
-        ) {
-            for (i, v) in idx.zip(vals) {
-                events.push((i, Event::Preserve(v)));
-            }
-        }
-        if let (Some(idx), Some(vals)) = (
-            m.indices_of(ids::NO_PRESERVE),
-            m.get_many::<String>(ids::NO_PRESERVE),
-        ) {
-            for (i, v) in idx.zip(vals) {
-                events.push((i, Event::NoPreserve(v)));
-            }
-        }
-        if let (Some(i), Some(v)) = (flag(ids::UPDATE), cli.update.as_deref()) {
-            events.push((i, Event::Update(v)));
-        }
-        events.sort_by_key(|(i, _)| *i);
+    }
+    let suffix = usable_suffix(cli.suffix.clone())
+        .or_else(|| usable_suffix(env("SIMPLE_BACKUP_SUFFIX")))
+        .unwrap_or_else(|| "~".to_owned());
+    Ok((backup, suffix))
+}
 
-        let mut recursive = cli.recursive;
-        let mut deref: Option<Deref> = None;
-        let mut preserve = Preserve::default();
-        let mut clobber = Clobber::Overwrite;
-        let mut no_clobber_given = false;
-        let mut update_older = false;
-        for (_, ev) in events {
-            match ev {
-                Event::Archive => {
-                    recursive = true;
-                    deref = Some(Deref::Never);
-                    apply_preserve(&mut preserve, "all", true, "--preserve")?;
-                }
-                Event::NoDerefLinks => {
-                    deref = Some(Deref::Never);
-                    preserve.links = true;
-                }
-                Event::Deref(d) => deref = Some(d),
-                Event::PreserveDefault => {
-                    preserve.mode = true;
-                    preserve.ownership = true;
-                    preserve.timestamps = true;
-                }
-                Event::Preserve(list) => apply_preserve(&mut preserve, list, true, "--preserve")?,
-                Event::NoPreserve(list) => {
-                    apply_preserve(&mut preserve, list, false, "--no-preserve")?
-                }
-                Event::Interactive => clobber = Clobber::Ask,
-                Event::NoClobber => {
-                    clobber = Clobber::SkipSilently;
-                    no_clobber_given = true;
-                }
-                Event::UpdateShort => update_older = true,
-                Event::Update(v) => {
-                    let which = argmatch("--update", v, cli::UPDATE_CHOICES)?;
-                    if !no_clobber_given {
-                        (update_older, clobber) = match which {
-                            UpdateWhich::All => (false, Clobber::Overwrite),
-                            UpdateWhich::None => (false, Clobber::SkipSilently),
-                            UpdateWhich::NoneFail => (false, Clobber::SkipAndFail),
-                            UpdateWhich::Older => (true, Clobber::Overwrite),
-                        };
-                    }
-                }
+/// Whether backups are asked for (--backup, -b or --suffix).
+fn makes_backups(cli: &Cli) -> bool {
+    cli.backup.is_some() || cli.backup_short || cli.suffix.is_some()
+}
+
+/// The combinations cp refuses, in the order cp checks them.
+fn refuse_combinations(
+    cli: &Cli,
+    in_order: &InOrder,
+    reflink_always: bool,
+    sparse: SparseMode,
+) -> Result<(), UsageError> {
+    if makes_backups(cli) && in_order.clobber == Clobber::SkipSilently && in_order.no_clobber_given
+    {
+        return Err(UsageError::new(
+            "options --backup and --no-clobber are mutually exclusive",
+        ));
+    }
+    if reflink_always && sparse != SparseMode::Auto {
+        return Err(UsageError::new(
+            "--reflink can be used only with --sparse=auto",
+        ));
+    }
+    if cli.link && cli.symbolic_link {
+        return Err(UsageError::new("cannot make both hard and symbolic links"));
+    }
+    if in_order.preserve.context_required {
+        return Err(UsageError {
+            msg: if selinux_enabled() {
+                "cannot preserve security context: aiscp does not copy SELinux contexts"
+            } else {
+                "cannot preserve security context without an SELinux-enabled kernel"
             }
-        }
+            .into(),
+            hint: false,
+        });
+    }
+    Ok(())
+}
 
-        let mut backup = None;
-        let make_backups = cli.backup.is_some() || cli.backup_short || cli.suffix.is_some();
-        if make_backups {
-            backup = match cli.backup.as_deref() {
-                Some(v) if !v.is_empty() => backup_kind("backup type", v)?,
-                _ => match std::env::var("VERSION_CONTROL") {
-                    Ok(v) => backup_kind("$VERSION_CONTROL", &v)?,
-                    Err(_) => Some(BackupKind::Existing),
-                },
-            };
+/// -t's directory: at most one, and not with -T.
+fn target_directory(cli: &Cli) -> Result<Option<PathBuf>, UsageError> {
+    let target_directory = match cli.target_directory.as_slice() {
+        [] => None,
+        [t] => Some(t.clone()),
+        _ => {
+            return Err(UsageError {
+                msg: "multiple target directories specified".into(),
+                hint: false,
+            })
         }
-        let suffix = usable_suffix(cli.suffix.clone())
-            .or_else(|| usable_suffix(std::env::var("SIMPLE_BACKUP_SUFFIX").ok()))
-            .unwrap_or_else(|| "~".to_owned());
+    };
+    if target_directory.is_some() && cli.no_target_directory {
+        return Err(UsageError {
+            msg: "cannot combine --target-directory (-t) and --no-target-directory (-T)".into(),
+            hint: false,
+        });
+    }
+    Ok(target_directory)
+}
 
+impl Options {
+    /// cp's decisions from the parsed command line: the order-dependent flags applied left
+    /// to right, option values matched, refused combinations refused with cp's words.
+    pub fn resolve(cli: &Cli, m: &ArgMatches) -> Result<Options, UsageError> {
+        Options::resolve_in(cli, m, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Options::resolve`] with the environment read through `env`.
+    fn resolve_in(cli: &Cli, m: &ArgMatches, env: Env<'_>) -> Result<Options, UsageError> {
+        let in_order = apply_in_order(cli.recursive, events_in_order(cli, m))?;
+        let (backup, suffix) = backups(cli, env)?;
         let sparse = match cli.sparse.as_deref() {
             None => SparseMode::Auto,
             Some(v) => argmatch("--sparse", v, cli::SPARSE_CHOICES)?,
@@ -320,47 +420,16 @@ impl Options {
             None => false,
             Some(v) => argmatch("--reflink", v, cli::REFLINK_CHOICES)? == Reflink::Always,
         };
-
-        if make_backups && clobber == Clobber::SkipSilently && no_clobber_given {
-            return Err(UsageError::new(
-                "options --backup and --no-clobber are mutually exclusive",
-            ));
-        }
-        if reflink_always && sparse != SparseMode::Auto {
-            return Err(UsageError::new(
-                "--reflink can be used only with --sparse=auto",
-            ));
-        }
-        if cli.link && cli.symbolic_link {
-            return Err(UsageError::new("cannot make both hard and symbolic links"));
-        }
-        if preserve.context_required {
-            return Err(UsageError {
-                msg: if selinux_enabled() {
-                    "cannot preserve security context: aiscp does not copy SELinux contexts"
-                } else {
-                    "cannot preserve security context without an SELinux-enabled kernel"
-                }
-                .into(),
-                hint: false,
-            });
-        }
-        let target_directory = match cli.target_directory.as_slice() {
-            [] => None,
-            [t] => Some(t.clone()),
-            _ => {
-                return Err(UsageError {
-                    msg: "multiple target directories specified".into(),
-                    hint: false,
-                })
-            }
-        };
-        if target_directory.is_some() && cli.no_target_directory {
-            return Err(UsageError {
-                msg: "cannot combine --target-directory (-t) and --no-target-directory (-T)".into(),
-                hint: false,
-            });
-        }
+        refuse_combinations(cli, &in_order, reflink_always, sparse)?;
+        let target_directory = target_directory(cli)?;
+        let InOrder {
+            recursive,
+            deref,
+            preserve,
+            clobber,
+            update_older,
+            ..
+        } = in_order;
         let deref = deref.unwrap_or(if recursive && !cli.link {
             Deref::Never
         } else {
@@ -393,6 +462,9 @@ impl Options {
         })
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;
 
 /// The message for an operand GNU names in a usage error, e.g. "extra operand 'c'".
 pub fn extra_operand(op: &std::ffi::OsStr) -> UsageError {

@@ -62,69 +62,108 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
         return Err(UsageError::new("missing file operand").into());
     }
     let mut files: Vec<PathBuf> = operands.to_vec();
-    let target: Option<PathBuf>;
+    let target = target_directory(&mut files, opts)?;
+    if opts.parents && target.is_none() {
+        return Err(UsageError::new("with --parents, the destination must be a directory").into());
+    }
+    match target {
+        Some(target) => Ok(into_directory(&files, &target, opts)),
+        None => Ok(vec![source_to_dest(&files, opts)]),
+    }
+}
+
+/// The directory the sources are copied into (-t's, or the last operand when it is a
+/// directory, taken off `files`); None: `files` is SOURCE and DEST (-T, or two operands
+/// and the last no directory). Refuses a missing or extra operand and a target that is
+/// no directory, with cp's words.
+fn target_directory(
+    files: &mut Vec<PathBuf>,
+    opts: &Options,
+) -> Result<Option<PathBuf>, PlanError> {
+    let missing_dest = |files: &[PathBuf]| -> PlanError {
+        UsageError::new(format!(
+            "missing destination file operand after {}",
+            quote(&files[0])
+        ))
+        .into()
+    };
     if opts.no_target_directory {
         if files.len() > 2 {
             return Err(extra_operand(files[2].as_os_str()).into());
         }
         if files.len() == 1 {
-            return Err(UsageError::new(format!(
-                "missing destination file operand after {}",
-                quote(&files[0])
-            ))
-            .into());
+            return Err(missing_dest(files));
         }
-        target = None;
-    } else if let Some(t) = &opts.target_directory {
-        match is_dir(t) {
-            Ok(true) => target = Some(t.clone()),
-            Ok(false) => {
+        return Ok(None);
+    }
+    if let Some(t) = &opts.target_directory {
+        return match is_dir(t) {
+            Ok(true) => Ok(Some(t.clone())),
+            Ok(false) => Err(PlanError::Fatal(format!(
+                "target directory {}: Not a directory",
+                quote(t)
+            ))),
+            Err(e) => Err(PlanError::Fatal(format!(
+                "target directory {}: {}",
+                quote(t),
+                crate::messages::os_text(&e)
+            ))),
+        };
+    }
+    if files.len() == 1 {
+        return Err(missing_dest(files));
+    }
+    let last = files.last().cloned().unwrap_or_default();
+    match is_dir(&last) {
+        Ok(true) => {
+            files.pop();
+            Ok(Some(last))
+        }
+        res => {
+            if files.len() > 2 {
+                let why = match res {
+                    Err(e) => crate::messages::os_text(&e),
+                    Ok(_) => "Not a directory".into(),
+                };
                 return Err(PlanError::Fatal(format!(
-                    "target directory {}: Not a directory",
-                    quote(t)
-                )))
+                    "target {}: {}",
+                    quote(&last),
+                    why
+                )));
             }
-            Err(e) => {
-                return Err(PlanError::Fatal(format!(
-                    "target directory {}: {}",
-                    quote(t),
-                    crate::messages::os_text(&e)
-                )))
-            }
-        }
-    } else {
-        if files.len() == 1 {
-            return Err(UsageError::new(format!(
-                "missing destination file operand after {}",
-                quote(&files[0])
-            ))
-            .into());
-        }
-        let last = files.last().cloned().unwrap_or_default();
-        match is_dir(&last) {
-            Ok(true) => {
-                files.pop();
-                target = Some(last);
-            }
-            res => {
-                if files.len() > 2 {
-                    let why = match res {
-                        Err(e) => crate::messages::os_text(&e),
-                        Ok(_) => "Not a directory".into(),
-                    };
-                    return Err(PlanError::Fatal(format!(
-                        "target {}: {}",
-                        quote(&last),
-                        why
-                    )));
-                }
-                target = None;
-            }
+            Ok(None)
         }
     }
-    if opts.parents && target.is_none() {
-        return Err(UsageError::new("with --parents, the destination must be a directory").into());
+}
+
+/// The one job of `SOURCE DEST`. cp strips trailing slashes only from operands copied into
+/// a directory, so none are stripped here.
+fn source_to_dest(files: &[PathBuf], opts: &Options) -> CopyJob {
+    let src = files[0].clone();
+    let mut dst = files[1].clone();
+    let mut no_backup = false;
+    // GNU turns `cp --force --backup a a` into `cp --force a BACKUP`: backing `a` up
+    // by renaming it would take SOURCE away before it is read.
+    if let Some(kind) = opts.backup {
+        let dst_is_file = || std::fs::metadata(&dst).is_ok_and(|m| m.is_file());
+        if opts.force && src.as_os_str() == dst.as_os_str() && dst_is_file() {
+            let (dir, name) = open_parent(&dst);
+            let suffix = backup::suffix(&dir, &name, kind, &opts.suffix);
+            dst = PathBuf::from(backup::with_suffix(dst.as_os_str(), &suffix));
+            no_backup = true;
+        }
     }
+    CopyJob {
+        src,
+        dst,
+        parents_of: None,
+        no_backup,
+    }
+}
+
+/// The jobs of `SOURCE... DIRECTORY`: each SOURCE to its last component inside `target`,
+/// or with --parents to its whole name under it.
+fn into_directory(files: &[PathBuf], target: &Path, opts: &Options) -> Vec<CopyJob> {
     let strip = |p: &Path| {
         if opts.strip_trailing_slashes {
             strip_trailing_slashes(p)
@@ -132,46 +171,23 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
             p.to_path_buf()
         }
     };
-    let Some(target) = target else {
-        // cp strips trailing slashes only from operands copied into a directory.
-        let src = files[0].clone();
-        let mut dst = files[1].clone();
-        let mut no_backup = false;
-        // GNU turns `cp --force --backup a a` into `cp --force a BACKUP`: backing `a` up
-        // by renaming it would take SOURCE away before it is read.
-        if let Some(kind) = opts.backup {
-            let dst_is_file = || std::fs::metadata(&dst).is_ok_and(|m| m.is_file());
-            if opts.force && src.as_os_str() == dst.as_os_str() && dst_is_file() {
-                let (dir, name) = open_parent(&dst);
-                let suffix = backup::suffix(&dir, &name, kind, &opts.suffix);
-                dst = PathBuf::from(backup::with_suffix(dst.as_os_str(), &suffix));
-                no_backup = true;
-            }
-        }
-        return Ok(vec![CopyJob {
-            src,
-            dst,
-            parents_of: None,
-            no_backup,
-        }]);
-    };
     let mut jobs = Vec::with_capacity(files.len());
-    for f in &files {
+    for f in files {
         let src = strip(f);
         if opts.parents {
             let rel: PathBuf = src
                 .components()
                 .filter(|c| !matches!(c, std::path::Component::RootDir))
                 .collect();
-            let dst = join(&target, &rel);
+            let dst = join(target, &rel);
             jobs.push(CopyJob {
                 src,
                 dst,
-                parents_of: Some(target.clone()),
+                parents_of: Some(target.to_path_buf()),
                 no_backup: false,
             });
         } else {
-            let dst = join(&target, &base_name(&src));
+            let dst = join(target, &base_name(&src));
             jobs.push(CopyJob {
                 src,
                 dst,
@@ -180,8 +196,11 @@ pub fn plan(operands: &[PathBuf], opts: &Options) -> Result<Vec<CopyJob>, PlanEr
             });
         }
     }
-    Ok(jobs)
+    jobs
 }
+
+#[cfg(test)]
+mod tests;
 
 /// Joins like GNU's file_name_concat: one slash between, none doubled.
 pub fn join(dir: &Path, name: &Path) -> PathBuf {

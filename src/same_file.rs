@@ -11,6 +11,7 @@ use crate::open_dir::At;
 use crate::options::Options;
 use crate::stat::{FileId, Stat};
 use std::ffi::OsStr;
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 
 /// What the same-file check decided.
@@ -37,44 +38,94 @@ pub fn check(
     backups: bool,
     follows: bool,
 ) -> Verdict {
-    use Verdict::*;
-    let same = src_sb.id() == dst_sb.id();
-    if same && opts.hard_link {
-        return Done;
+    if src_sb.id() == dst_sb.id() && opts.hard_link {
+        return Verdict::Done;
     }
     let deref_never = !follows;
-    let (src_l, dst_l, same_link);
+    match link_views(src, src_sb, dst, dst_sb, opts, backups, deref_never) {
+        ControlFlow::Break(verdict) => verdict,
+        ControlFlow::Continue(views) => compare_views(src, dst, &views, opts, backups, deref_never),
+    }
+}
+
+/// SOURCE and DEST as links (not followed), which the rest of the check compares.
+struct LinkViews {
+    src_l: Stat,
+    dst_l: Stat,
+    /// The two are one directory entry's inode, or one inode as links.
+    same_link: bool,
+}
+
+/// The link views of SOURCE and DEST: under DEREF_NEVER the stats cp made, else looked up
+/// without following. Two symlinks, and two different files followed, are decided here
+/// (`Break`).
+fn link_views(
+    src: At<'_>,
+    src_sb: &Stat,
+    dst: At<'_>,
+    dst_sb: &Stat,
+    opts: &Options,
+    backups: bool,
+    deref_never: bool,
+) -> ControlFlow<Verdict, LinkViews> {
+    use Verdict::*;
+    let same = src_sb.id() == dst_sb.id();
     if deref_never {
-        same_link = same;
+        let same_link = same;
         // Two symlinks: fine unless they are one directory entry.
         if src_sb.is_symlink() && dst_sb.is_symlink() {
             let sn = same_name(src, dst);
             if !sn {
                 if backups {
-                    return Proceed;
+                    return ControlFlow::Break(Proceed);
                 }
                 if same_link {
-                    return Done;
+                    return ControlFlow::Break(Done);
                 }
             }
-            return if sn { Refuse } else { Proceed };
+            return ControlFlow::Break(if sn { Refuse } else { Proceed });
         }
-        (src_l, dst_l) = (*src_sb, *dst_sb);
-    } else {
-        if !same {
-            return Proceed;
-        }
-        let (Ok(d), Ok(s)) = (dst.dir.stat(dst.name, false), src.dir.stat(src.name, false)) else {
-            return Proceed;
-        };
-        (src_l, dst_l) = (s, d);
-        same_link = src_l.id() == dst_l.id();
-        // Two symlinks to one file: fine when DEST is unlinked before it is opened.
-        if src_l.is_symlink() && dst_l.is_symlink() && opts.remove_destination {
-            return Proceed;
-        }
+        return ControlFlow::Continue(LinkViews {
+            src_l: *src_sb,
+            dst_l: *dst_sb,
+            same_link,
+        });
     }
+    if !same {
+        return ControlFlow::Break(Proceed);
+    }
+    let (Ok(d), Ok(s)) = (dst.dir.stat(dst.name, false), src.dir.stat(src.name, false)) else {
+        return ControlFlow::Break(Proceed);
+    };
+    let (src_l, dst_l) = (s, d);
+    let same_link = src_l.id() == dst_l.id();
+    // Two symlinks to one file: fine when DEST is unlinked before it is opened.
+    if src_l.is_symlink() && dst_l.is_symlink() && opts.remove_destination {
+        return ControlFlow::Break(Proceed);
+    }
+    ControlFlow::Continue(LinkViews {
+        src_l,
+        dst_l,
+        same_link,
+    })
+}
 
+/// The rest of same_file_ok, on the link views: backups, --remove-destination, hard and
+/// symbolic links, and what two symlinks resolve to.
+fn compare_views(
+    src: At<'_>,
+    dst: At<'_>,
+    views: &LinkViews,
+    opts: &Options,
+    backups: bool,
+    deref_never: bool,
+) -> Verdict {
+    use Verdict::*;
+    let LinkViews {
+        src_l,
+        dst_l,
+        same_link,
+    } = *views;
     // A backup moves DEST aside, so SOURCE survives, unless they are one directory entry.
     if backups {
         if !same_link {

@@ -71,7 +71,7 @@ pub struct StagingArgs {
     )]
     pub route: RouteArg,
     /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
-    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE
+    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU
     #[arg(
         long,
         value_name = "SIZE",
@@ -81,7 +81,8 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub chunk_size: ChunkSize,
-    /// Slices in flight, each with its own staging buffer of --chunk-size bytes [default: 4]
+    /// Staging slots per GPU: each holds one slice in flight in its own buffer of
+    /// --chunk-size bytes [default: 4]
     #[arg(
         long,
         value_name = "N",
@@ -105,7 +106,7 @@ pub struct StagingArgs {
     /// checked, not the page cache) and fail if they differ, naming the first differing offset
     #[arg(long, help_heading = "GPU staging")]
     pub verify: bool,
-    /// Report the backend, library, GPU, chunk, streams and each file's route on stderr
+    /// Report the backend, library, GPU, chunk, slots and each file's route on stderr
     #[arg(long, help_heading = "Reporting")]
     pub debug: bool,
     /// Suppress warnings (such as falling back to host memory when no GPU library loads)
@@ -242,7 +243,7 @@ impl From<&StagingArgs> for Config {
                 RouteArg::Library => RouteChoice::Library,
                 RouteArg::Bounce => RouteChoice::Bounce,
             },
-            streams: a.streams.map(|n| n as usize),
+            slots_per_gpu: a.streams.map(|n| n as usize),
             async_io: a.async_io,
             debug: a.debug,
             quiet: a.quiet,
@@ -318,7 +319,7 @@ mod tests {
         .unwrap();
         let c = aiscp_engine::Config::from(&only.staging);
         assert_eq!(c.chunk_size.bytes(), 1 << 20);
-        assert_eq!(c.streams, Some(8));
+        assert_eq!(c.slots_per_gpu, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
         let view = |args: &[&str], tty| {

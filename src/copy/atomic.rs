@@ -25,6 +25,8 @@
 //! them too), and the directory holding it gets a new mtime: that is what replacing a name
 //! means.
 
+mod temp;
+
 use super::{fail, fail_os, parent_path, replaced, sync_dir, Copier, Found, Reported, Step};
 use crate::attrs;
 use crate::messages::{os_text, say};
@@ -40,6 +42,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+pub use temp::make_temp;
+use temp::TempGuard;
 
 /// What becomes of an existing DEST before the new file takes its name; under --atomic it
 /// happens at the rename.
@@ -132,9 +136,19 @@ impl Copier<'_> {
             ));
             return Ok(None);
         }
+        self.plan_replacing(src, dst, src_meta)
+    }
+
+    /// The plan for a DEST that is a regular file: opened for writing as cp opens it (but
+    /// not truncated), so what cp could not write aiscp does not replace.
+    fn plan_replacing(
+        &self,
+        src: &Path,
+        dst: At<'_>,
+        src_meta: &Stat,
+    ) -> Result<Option<AtomicPlan>, Reported> {
+        let cannot_create = |e: &io::Error| fail_os("cannot create regular file", dst.path, e);
         let (dir, name, path) = resolve(dst).map_err(|e| cannot_create(&e))?;
-        // Opened for writing as cp opens it (but not truncated): what cp could not write,
-        // aiscp does not replace.
         let flags = OFlag::O_WRONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW;
         match dir.open_file(&name, flags, 0) {
             Ok(f) => {
@@ -165,7 +179,13 @@ impl Copier<'_> {
                 how: Commit::NoReplace,
             })),
             // cp -f unlinks a DEST it cannot open and creates a new file in its place.
-            Err(_) if self.opts.force => here(Commit::Replace { removed: true }),
+            Err(_) if self.opts.force => Ok(Some(AtomicPlan {
+                dir: Rc::clone(dst.dir),
+                name: dst.name.to_os_string(),
+                path: dst.path.to_path_buf(),
+                old: None,
+                how: Commit::Replace { removed: true },
+            })),
             Err(e) => Err(cannot_create(&e)),
         }
     }
@@ -213,26 +233,7 @@ impl Copier<'_> {
         if let Some((old, old_file)) = &plan.old {
             // Owner, group and extended attributes first: where they cannot be kept, nothing
             // has been copied yet.
-            let cannot_keep = |what: &str, e: &io::Error| {
-                fail(format!(
-                    "cannot replace {} atomically keeping its {what}: {}",
-                    quote(dst.path),
-                    os_text(e)
-                ))
-            };
-            let chown = |uid: u32, gid: u32| {
-                nix::unistd::fchown(fd, Some(uid.into()), Some(gid.into())).map_err(io::Error::from)
-            };
-            // -p gives DEST SOURCE's owner and group in place too: where the new file can
-            // have them, the old ones do not matter.
-            let preserved =
-                opts.preserve.ownership && chown(src_meta.uid(), src_meta.gid()).is_ok();
-            let now = Stat::of(&tmp_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
-            if !preserved && (now.uid(), now.gid()) != (old.uid(), old.gid()) {
-                chown(old.uid(), old.gid()).map_err(|e| cannot_keep("owner and group", &e))?;
-            }
-            attrs::carry_to_replacement(old_file, &tmp_file)
-                .map_err(|e| cannot_keep("extended attributes and ACLs", &e))?;
+            self.keep_old_owner(dst.path, src_meta, &tmp_file, old, old_file)?;
         }
         self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
         let set_mode = |m: u32| {
@@ -264,6 +265,39 @@ impl Copier<'_> {
         self.commit(at, &tmp, &plan.how)?;
         guard.disarm();
         sync_dir(at)
+    }
+
+    /// Gives the temporary the owner, group, extended attributes and ACLs of the file it
+    /// replaces (`old`), or SOURCE's owner under -p where it can have them.
+    fn keep_old_owner(
+        &self,
+        dst_path: &Path,
+        src_meta: &Stat,
+        tmp_file: &File,
+        old: &Stat,
+        old_file: &File,
+    ) -> Step {
+        let fd = tmp_file.as_raw_fd();
+        let cannot_keep = |what: &str, e: &io::Error| {
+            fail(format!(
+                "cannot replace {} atomically keeping its {what}: {}",
+                quote(dst_path),
+                os_text(e)
+            ))
+        };
+        let chown = |uid: u32, gid: u32| {
+            nix::unistd::fchown(fd, Some(uid.into()), Some(gid.into())).map_err(io::Error::from)
+        };
+        // -p gives DEST SOURCE's owner and group in place too: where the new file can
+        // have them, the old ones do not matter.
+        let preserved =
+            self.opts.preserve.ownership && chown(src_meta.uid(), src_meta.gid()).is_ok();
+        let now = Stat::of(tmp_file).map_err(|e| fail_os("cannot fstat", dst_path, &e))?;
+        if !preserved && (now.uid(), now.gid()) != (old.uid(), old.gid()) {
+            chown(old.uid(), old.gid()).map_err(|e| cannot_keep("owner and group", &e))?;
+        }
+        attrs::carry_to_replacement(old_file, tmp_file)
+            .map_err(|e| cannot_keep("extended attributes and ACLs", &e))
     }
 
     /// Gives the complete temporary its name, with the backup or removal DEST was due.
@@ -412,95 +446,9 @@ fn sibling(path: &Path, name: &OsStr) -> PathBuf {
     crate::plan::join(&parent_path(path), Path::new(leaf))
 }
 
-/// A fresh name beside `name` (same directory part) for a file that is to be renamed over
-/// it: `.BASE.aiscp-XXXXXXXX`, with BASE cut short so the name fits NAME_MAX (255 bytes)
-/// whatever DEST's own length.
-pub fn temp_name(name: &OsStr) -> OsString {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let b = name.as_bytes();
-    let (prefix, base) = match b.iter().rposition(|&c| c == b'/') {
-        Some(i) => b.split_at(i + 1),
-        None => (&b[..0], b),
-    };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // splitmix64 of the time, the pid and a counter: distinct names, unlikely to be guessed.
-    let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ count.wrapping_mul(0x9e37_79b9);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    let tag = format!(".aiscp-{:08x}", z as u32);
-    let room = 255 - 1 - tag.len();
-    let mut base = &base[..base.len().min(room)];
-    // Cut on a character boundary where the name is UTF-8.
-    if let Err(e) = std::str::from_utf8(base) {
-        if e.error_len().is_none() {
-            base = &base[..e.valid_up_to()];
-        }
-    }
-    let mut out = prefix.to_vec();
-    out.push(b'.');
-    out.extend_from_slice(base);
-    out.extend_from_slice(tag.as_bytes());
-    OsString::from_vec(out)
-}
-
-/// Runs `make` on fresh temporary names beside DEST until one is not taken.
-pub fn make_temp<T>(
-    dst: At<'_>,
-    mut make: impl FnMut(&OsStr) -> io::Result<T>,
-) -> io::Result<(OsString, T)> {
-    for _ in 0..100 {
-        let name = temp_name(dst.name);
-        match make(&name) {
-            Ok(t) => return Ok((name, t)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::from_raw_os_error(libc::EEXIST))
-}
-
-/// Removes the temporary file unless disarmed; registered meanwhile for removal by a
-/// killing signal.
-struct TempGuard<'a> {
-    dir: &'a OpenDir,
-    name: Option<OsString>,
-    _on_kill: Option<crate::signals::TempRegistration>,
-}
-
-impl TempGuard<'_> {
-    fn disarm(mut self) {
-        self.name = None;
-    }
-}
-
-impl Drop for TempGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(n) = self.name.take() {
-            let _ = self.dir.unlink(&n);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn temporary_names_fit_name_max() {
-        for len in [1, 200, 240, 255] {
-            let long = "é".repeat(len / 2) + &"x".repeat(len % 2);
-            let t = temp_name(OsStr::new(&format!("dir/{long}")));
-            let leaf = &t.as_bytes()[4..];
-            assert!(leaf.len() <= 255, "{} bytes", leaf.len());
-            assert!(std::str::from_utf8(leaf).is_ok());
-            assert!(t.as_bytes().starts_with(b"dir/."));
-        }
-        assert_ne!(temp_name(OsStr::new("a")), temp_name(OsStr::new("a")));
-    }
 
     #[test]
     fn setuid_dropped_as_a_write_drops_it() {

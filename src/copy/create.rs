@@ -19,8 +19,8 @@ use std::path::Path;
 use std::rc::Rc;
 
 impl Copier<'_> {
-    /// Makes DEST once the checks have passed: a directory, a link, a regular file's data or
-    /// a special file.
+    /// Makes DEST once the checks have passed: a directory (entered, and returned for the walk
+    /// to copy its entries), a link, a regular file's data or a special file.
     pub(super) fn create(
         &mut self,
         src: At<'_>,
@@ -32,50 +32,9 @@ impl Copier<'_> {
     ) -> Result<Outcome, Reported> {
         let follow = self.follows(top);
         let opts = self.opts;
-        let src_kind = src_meta.kind();
-        if src_kind == FileKind::Dir {
-            // A directory this run created showing up as a source means DEST is inside SOURCE.
-            if self.made_dirs.contains(&src_meta.id()) {
-                self.into_itself = true;
-                return Err(fail(format!(
-                    "cannot copy a directory, {}, into itself, {}",
-                    quote(&self.top.0),
-                    quote(&self.top.1)
-                )));
-            }
-            if top {
-                // The same directory named twice for one DEST: copied once, with a warning.
-                let dst_id = dst.dir.stat_self().map(|m| m.id()).ok();
-                let key = (dst_id, same_file::last_component(dst.name).to_os_string());
-                if !self.top_dirs.insert((src_meta.id(), key)) {
-                    error(&format!(
-                        "warning: source directory {} specified more than once",
-                        quote(src.path)
-                    ));
-                    return Ok(Outcome::Directory);
-                }
-            }
-            if self.remembers_link(src_meta, top) {
-                if let Some(earlier) = self.dir_links.get(&src_meta.id()) {
-                    // Reached again through a followed symlink (-L, or -H on the command
-                    // line), cp copies it again; otherwise it refuses.
-                    if !follow {
-                        return Err(fail(format!(
-                            "will not create hard link {} to directory {}",
-                            quote(dst.path),
-                            quote(earlier)
-                        )));
-                    }
-                } else {
-                    self.dir_links.insert(src_meta.id(), dst.path.to_path_buf());
-                }
-            }
-            let dst_meta = if found.new { None } else { found.sb.as_ref() };
-            return self
-                .enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev)
-                .map(|()| Outcome::Directory);
+        if src_meta.kind() == FileKind::Dir {
+            return self.create_dir(src, dst, src_meta, found, top, parent_dev);
         }
-
         if opts.verbose {
             match &found.backup {
                 Some((_, b)) => say(format_args!(
@@ -87,38 +46,17 @@ impl Copier<'_> {
                 None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
             }
         }
-
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
-            if let Some(first) = self.links.get(&src_meta.id()) {
+            if let Some(first) = self.memory.links.get(&src_meta.id()) {
                 return self
                     .link_to_first(dst, first, follow)
                     .map(|()| Outcome::Made);
             }
         }
         let mut outcome = Outcome::Made;
-
         if opts.symbolic_link {
-            if !src.path.is_absolute() {
-                let parent = dst.path.parent().unwrap_or(Path::new(""));
-                let here = parent.as_os_str().is_empty()
-                    || parent == Path::new(".")
-                    || same_dir(parent, Path::new("."));
-                if !here {
-                    return Err(fail(format!(
-                        "{}: can make relative symbolic links only in current directory",
-                        quote_if_needed(dst.path)
-                    )));
-                }
-            }
-            force_symlink(dst, src.path.as_os_str(), opts.force).map_err(|e| {
-                fail(format!(
-                    "cannot create symbolic link {} to {}: {}",
-                    quote(dst.path),
-                    quote(src.path),
-                    os_text(&e)
-                ))
-            })?;
+            make_symlink_instead(src, dst, opts.force)?;
         } else if opts.hard_link {
             let replace = opts.force || opts.clobber == Clobber::Ask;
             force_link(dst, src, replace, follow).map_err(|e| {
@@ -130,7 +68,7 @@ impl Copier<'_> {
                 ))
             })?;
         } else {
-            match src_kind {
+            match src_meta.kind() {
                 FileKind::File => outcome = self.copy_file(src, dst, src_meta, found, follow)?,
                 FileKind::Symlink => self.copy_symlink(src, dst, src_meta)?,
                 _ if self.copies_as_regular() => {
@@ -139,22 +77,82 @@ impl Copier<'_> {
                 _ => self.make_special(src, dst, src_meta)?,
             }
         }
+        self.remember_made(dst, src_meta, top);
+        self.finish_ended();
+        Ok(outcome)
+    }
+
+    /// A SOURCE directory: refused when DEST lies inside it or it would be a hard link to a
+    /// directory, skipped when named twice for one DEST, else entered.
+    fn create_dir(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        found: &Found,
+        top: bool,
+        parent_dev: Option<u64>,
+    ) -> Result<Outcome, Reported> {
+        let follow = self.follows(top);
+        // A directory this run created showing up as a source means DEST is inside SOURCE.
+        if self.memory.made_dirs.contains(&src_meta.id()) {
+            self.memory.into_itself = true;
+            return Err(fail(format!(
+                "cannot copy a directory, {}, into itself, {}",
+                quote(&self.memory.top.0),
+                quote(&self.memory.top.1)
+            )));
+        }
+        if top {
+            // The same directory named twice for one DEST: copied once, with a warning.
+            let dst_id = dst.dir.stat_self().map(|m| m.id()).ok();
+            let key = (dst_id, same_file::last_component(dst.name).to_os_string());
+            if !self.memory.top_dirs.insert((src_meta.id(), key)) {
+                error(&format!(
+                    "warning: source directory {} specified more than once",
+                    quote(src.path)
+                ));
+                return Ok(Outcome::Directory(None));
+            }
+        }
+        if self.remembers_link(src_meta, top) {
+            if let Some(earlier) = self.memory.dir_links.get(&src_meta.id()) {
+                // Reached again through a followed symlink (-L, or -H on the command
+                // line), cp copies it again; otherwise it refuses.
+                if !follow {
+                    return Err(fail(format!(
+                        "will not create hard link {} to directory {}",
+                        quote(dst.path),
+                        quote(earlier)
+                    )));
+                }
+            } else {
+                self.memory
+                    .dir_links
+                    .insert(src_meta.id(), dst.path.to_path_buf());
+            }
+        }
+        let dst_meta = if found.new { None } else { found.sb.as_ref() };
+        self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev)
+            .map(|frame| Outcome::Directory(Some(Box::new(frame))))
+    }
+
+    /// Remembers the DEST just made: as the first copy of SOURCE's inode (--preserve=links),
+    /// and, for a command-line operand, as made by this run, so cp refuses to overwrite it.
+    fn remember_made(&mut self, dst: At<'_>, src_meta: &Stat, top: bool) {
         if self.remembers_link(src_meta, top) {
             let first = FirstCopy {
                 dir: Rc::clone(dst.dir),
                 name: dst.name.to_os_string(),
                 path: dst.path.to_path_buf(),
             };
-            self.links.insert(src_meta.id(), first);
+            self.memory.links.insert(src_meta.id(), first);
         }
-        // cp remembers what each command-line operand made, to refuse overwriting it.
-        if top && self.track {
+        if top && self.memory.track {
             if let Ok(m) = dst.dir.stat(dst.name, false) {
-                self.created.insert((m.id(), name_key(dst.path)));
+                self.memory.created.insert((m.id(), name_key(dst.path)));
             }
         }
-        self.finish_ended();
-        Ok(outcome)
     }
 
     /// Makes DEST a hard link to the first copy of the same SOURCE inode (--preserve=links,
@@ -206,6 +204,32 @@ impl Copier<'_> {
         res.map_err(|e| fail_os(what, dst.path, &e))?;
         attrs::apply_by_name(src, dst, meta, self.opts)
     }
+}
+
+/// -s: DEST made a symbolic link to SOURCE as named; a relative one only in the current
+/// directory, as cp allows.
+fn make_symlink_instead(src: At<'_>, dst: At<'_>, force: bool) -> Step {
+    if !src.path.is_absolute() {
+        let parent = dst.path.parent().unwrap_or(Path::new(""));
+        let here = parent.as_os_str().is_empty()
+            || parent == Path::new(".")
+            || same_dir(parent, Path::new("."));
+        if !here {
+            return Err(fail(format!(
+                "{}: can make relative symbolic links only in current directory",
+                quote_if_needed(dst.path)
+            )));
+        }
+    }
+    force_symlink(dst, src.path.as_os_str(), force).map_err(|e| {
+        fail(format!(
+            "cannot create symbolic link {} to {}: {}",
+            quote(dst.path),
+            quote(src.path),
+            os_text(&e)
+        ))
+    })?;
+    Ok(())
 }
 
 /// Makes DEST a symlink to `target`; an existing DEST is replaced (atomically, through a

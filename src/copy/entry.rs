@@ -2,6 +2,10 @@
 //! existing DEST (same file, -u, -n/-i, file types), making room (backup or unlink), then the
 //! making of DEST (`create`), with the backup put back where that fails.
 
+mod rules;
+#[cfg(test)]
+mod tests;
+
 use super::atomic::Aside;
 use super::{ask, name_key, Copier, FirstCopy, Found, Outcome, Step};
 use crate::backup;
@@ -12,6 +16,7 @@ use crate::options::{BackupKind, Clobber, Deref};
 use crate::same_file::{self, Verdict};
 use crate::stat::{dst_is_current, FileKind, Stat};
 use aiscp_engine::quote::quote;
+use rules::{clobbering, looks_at_dest_as_link, room_for, Clobbering, Room};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -36,7 +41,8 @@ enum Next {
 impl Copier<'_> {
     /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
     /// being copied (for -x). The steps, in cp's order: look at SOURCE, look at DEST, the
-    /// rules for a DEST that exists, making room for the new one, then making it.
+    /// rules for a DEST that exists, making room for the new one, then making it. A directory
+    /// is entered and returned for the walk to copy its entries.
     pub(super) fn copy_entry(
         &mut self,
         src: At<'_>,
@@ -86,9 +92,9 @@ impl Copier<'_> {
                 quote(src.path)
             )));
         }
-        if top && self.track && src_kind != FileKind::Dir && self.backup.is_none() {
+        if top && self.memory.track && src_kind != FileKind::Dir && self.backup.is_none() {
             let key = (src_meta.id(), name_key(src.path));
-            if !self.seen_sources.insert(key) {
+            if !self.memory.seen_sources.insert(key) {
                 error(&format!(
                     "warning: source file {} specified more than once",
                     quote(src.path)
@@ -109,13 +115,7 @@ impl Copier<'_> {
     /// it; a DEST that is unlinked, backed up or replaced by a link is taken as it is.
     fn look_at_dest(&self, dst: At<'_>, src_kind: FileKind) -> Result<DestLook, Reported> {
         let opts = self.opts;
-        let lstat = (src_kind != FileKind::File
-            && (!self.copies_as_regular()
-                || matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-            || opts.symbolic_link
-            || opts.hard_link
-            || self.backup.is_some()
-            || opts.remove_destination;
+        let lstat = looks_at_dest_as_link(opts, self.backup.is_some(), src_kind);
         let mut new = false;
         let sb = match dst.dir.stat(dst.name, !lstat) {
             Ok(m) => Some(m),
@@ -142,7 +142,8 @@ impl Copier<'_> {
             && (src_kind == FileKind::File
                 || (self.copies_as_regular()
                     && !matches!(src_kind, FileKind::Dir | FileKind::Symlink)))
-            && !(self.remembers_link(src_meta, top) && self.links.contains_key(&src_meta.id()))
+            && !(self.remembers_link(src_meta, top)
+                && self.memory.links.contains_key(&src_meta.id()))
     }
 
     /// cp's rules for a DEST that exists (`dm`): the same file, -u, -n and -i, a directory
@@ -173,19 +174,21 @@ impl Copier<'_> {
             }
         }
         if src_kind != FileKind::Dir {
-            if opts.update_older && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps) {
-                let follow = self.follows(top);
-                return self
-                    .keep_current(dst, src_meta, follow)
-                    .map(|()| Next::Done);
-            }
-            match opts.clobber {
-                Clobber::Overwrite => {}
-                Clobber::SkipSilently => return Ok(Next::Done),
-                Clobber::SkipAndFail => {
+            let current =
+                opts.update_older && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps);
+            match clobbering(opts, current) {
+                Clobbering::KeepCurrent => {
+                    let follow = self.follows(top);
+                    return self
+                        .keep_current(dst, src_meta, follow)
+                        .map(|()| Next::Done);
+                }
+                Clobbering::Overwrite => {}
+                Clobbering::Skip => return Ok(Next::Done),
+                Clobbering::Refuse => {
                     return Err(fail(format!("not replacing {}", quote(dst.path))));
                 }
-                Clobber::Ask => {
+                Clobbering::Ask => {
                     self.settle();
                     match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
                         Some(true) => {}
@@ -198,6 +201,20 @@ impl Copier<'_> {
         if done {
             return Ok(Next::Done);
         }
+        self.refuse_kind_clash(src, dst, src_kind, dm, top)?;
+        Ok(Next::Go)
+    }
+
+    /// A directory onto a non-directory or the reverse, and a file this run just made
+    /// overwritten from another command-line SOURCE: refused with cp's words.
+    fn refuse_kind_clash(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_kind: FileKind,
+        dm: &Stat,
+        top: bool,
+    ) -> Step {
         if !dm.is_dir() {
             if src_kind == FileKind::Dir {
                 return Err(fail(format!(
@@ -208,7 +225,7 @@ impl Copier<'_> {
             }
             // Numbered backups keep what a second source would overwrite.
             if top
-                && self.track
+                && self.memory.track
                 && self.backup != Some(BackupKind::Numbered)
                 && self.just_created(&(dm.id(), name_key(dst.path)))
             {
@@ -224,7 +241,7 @@ impl Copier<'_> {
                 quote(dst.path)
             )));
         }
-        Ok(Next::Go)
+        Ok(())
     }
 
     /// Makes room for the new DEST where the old one (`dm`) must go first: renamed to its
@@ -241,10 +258,16 @@ impl Copier<'_> {
     ) -> Step {
         let opts = self.opts;
         let atomic = self.writes_atomically(src_meta, top);
-        let src_kind = src_meta.kind();
         let src_base = same_file::last_component(src.path.as_os_str());
         let dot_or_dotdot = src_base == "." || src_base == "..";
-        if let (Some(kind), false, false) = (self.backup, dot_or_dotdot, dm.is_dir()) {
+        let room = room_for(
+            opts,
+            self.backup.filter(|_| !dot_or_dotdot),
+            src_meta.kind(),
+            self.follows(top),
+            dm,
+        );
+        if let Room::BackUp(kind) = room {
             if kind != BackupKind::Numbered && self.source_is_dst_backup(src_base, src_meta, dst) {
                 return Err(fail(format!(
                     "backing up {} might destroy source;  {} not copied",
@@ -266,12 +289,7 @@ impl Copier<'_> {
                 }
             }
             found.new = true;
-        } else if !dm.is_dir()
-            && (opts.remove_destination
-                || (!opts.attributes_only
-                    && ((opts.preserve.links && dm.nlink() > 1)
-                        || (!self.follows(top) && src_kind != FileKind::File))))
-        {
+        } else if room == Room::Unlink {
             // Unlinked first: with --preserve=links DEST's other names keep their data.
             // (Not following here includes -H below the command line, where GNU copies
             // with DEREF_NEVER.)
@@ -295,7 +313,7 @@ impl Copier<'_> {
 
     /// Never writes through a symlink this run made from an earlier SOURCE.
     fn refuse_created_symlink(&self, src: At<'_>, dst: At<'_>, top: bool, look: &DestLook) -> Step {
-        if !(top && self.track && self.backup.is_none()) {
+        if !(top && self.memory.track && self.backup.is_none()) {
             return Ok(());
         }
         let lstat = if look.lstat {
@@ -304,7 +322,7 @@ impl Copier<'_> {
             dst.dir.stat(dst.name, false).ok()
         };
         if let Some(l) = lstat.filter(Stat::is_symlink) {
-            if self.created.contains(&(l.id(), name_key(dst.path))) {
+            if self.memory.created.contains(&(l.id(), name_key(dst.path))) {
                 return Err(fail(format!(
                     "will not copy {} through just-created symlink {}",
                     quote(src.path),
@@ -350,13 +368,13 @@ impl Copier<'_> {
     /// -u found DEST up to date. cp still maps SOURCE's inode to it, and makes a later name
     /// of that inode a link to this DEST, replacing whatever was there.
     fn keep_current(&mut self, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
-        let Some(first) = self.links.get(&src_meta.id()) else {
+        let Some(first) = self.memory.links.get(&src_meta.id()) else {
             let first = FirstCopy {
                 dir: Rc::clone(dst.dir),
                 name: dst.name.to_os_string(),
                 path: dst.path.to_path_buf(),
             };
-            self.links.insert(src_meta.id(), first);
+            self.memory.links.insert(src_meta.id(), first);
             return Ok(());
         };
         self.link_to_first(dst, first, follow)

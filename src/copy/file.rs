@@ -27,41 +27,7 @@ impl Copier<'_> {
         follow: bool,
     ) -> Result<Outcome, Reported> {
         let opts = self.opts;
-        let mut flags = OFlag::O_RDONLY | OFlag::O_NOCTTY;
-        if !follow {
-            flags |= OFlag::O_NOFOLLOW;
-        }
-        // Opening a FIFO waits for a writer, out of reach of the first signal; open it
-        // without waiting and wait in poll() instead (below).
-        let fifo = src_meta.kind() == FileKind::Fifo;
-        if fifo {
-            flags |= OFlag::O_NONBLOCK;
-        }
-        let cannot_open = |e: &io::Error| {
-            fail(format!(
-                "cannot open {} for reading: {}",
-                quote(src.path),
-                os_text(e)
-            ))
-        };
-        crate::test_hook::pause("source-open");
-        let src_file = src
-            .dir
-            .open_file(src.name, flags, 0)
-            .map_err(|e| cannot_open(&e))?;
-        let opened = Stat::of(&src_file).map_err(|e| fail_os("cannot fstat", src.path, &e))?;
-        if opened.id() != src_meta.id() {
-            return Err(replaced(src.path));
-        }
-        if fifo {
-            // Wait for the writer as cp's open() would, before DEST is touched.
-            let fd = src_file.as_fd();
-            if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
-                return Err(Reported); // interrupted: main dies of the signal, silently
-            }
-            fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
-        }
-
+        let (src_file, opened) = self.open_source(src, src_meta, follow)?;
         // The backend and its first buffer come before DEST is touched: if the backend
         // cannot start the run ends, if the buffer cannot be had this file fails, and either
         // way DEST is neither created nor truncated.
@@ -109,6 +75,50 @@ impl Copier<'_> {
         Ok(Outcome::Made)
     }
 
+    /// Opens SOURCE for reading and checks it is the file stat'ed; a FIFO's writer is
+    /// waited for here, as cp's open() would, before DEST is touched.
+    fn open_source(
+        &self,
+        src: At<'_>,
+        src_meta: &Stat,
+        follow: bool,
+    ) -> Result<(File, Stat), Reported> {
+        let mut flags = OFlag::O_RDONLY | OFlag::O_NOCTTY;
+        if !follow {
+            flags |= OFlag::O_NOFOLLOW;
+        }
+        // Opening a FIFO waits for a writer, out of reach of the first signal; open it
+        // without waiting and wait in poll() instead (below).
+        let fifo = src_meta.kind() == FileKind::Fifo;
+        if fifo {
+            flags |= OFlag::O_NONBLOCK;
+        }
+        let cannot_open = |e: &io::Error| {
+            fail(format!(
+                "cannot open {} for reading: {}",
+                quote(src.path),
+                os_text(e)
+            ))
+        };
+        crate::test_hook::pause("source-open");
+        let src_file = src
+            .dir
+            .open_file(src.name, flags, 0)
+            .map_err(|e| cannot_open(&e))?;
+        let opened = Stat::of(&src_file).map_err(|e| fail_os("cannot fstat", src.path, &e))?;
+        if opened.id() != src_meta.id() {
+            return Err(replaced(src.path));
+        }
+        if fifo {
+            let fd = src_file.as_fd();
+            if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
+                return Err(Reported); // interrupted: main dies of the signal, silently
+            }
+            fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
+        }
+        Ok((src_file, opened))
+    }
+
     /// Opens DEST the way cp's copy_reg does: an existing file truncated in place (its inode,
     /// owner and mode kept; with -f removed and recreated when it can't be opened), a new one
     /// created O_EXCL with SOURCE's permission bits less set-id/sticky (the kernel applies
@@ -118,52 +128,71 @@ impl Copier<'_> {
         dst: At<'_>,
         src_meta: &Stat,
         dst_sb: Option<&Stat>,
-        mut new_dst: bool,
+        new_dst: bool,
     ) -> Result<(File, bool), Reported> {
-        let opts = self.opts;
         if !new_dst {
-            // No O_TRUNC: DEST is cut only once its descriptor is known not to be SOURCE
-            // (`copy_file`), so a DEST swapped for SOURCE's name can't empty SOURCE.
-            let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
-            // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
-            // ask without waiting (ENXIO while there is none) every 100 ms instead.
-            let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
-            if fifo {
-                flags |= OFlag::O_NONBLOCK;
-            }
-            let opened = loop {
-                match dst.dir.open_file(dst.name, flags, 0) {
-                    Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
-                        if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
-                            return Err(Reported); // interrupted: main dies of the signal, silently
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(100));
-                    }
-                    other => break other,
-                }
-            };
-            let opened = opened.and_then(|f| {
-                if fifo {
-                    fileio::clear_flag(f.as_fd(), OFlag::O_NONBLOCK)?;
-                }
-                Ok(f)
-            });
-            match opened {
-                Ok(f) => return Ok((f, false)),
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => new_dst = true,
-                Err(_) if opts.force => {
-                    match dst.dir.unlink(dst.name) {
-                        Ok(()) if opts.verbose => say(format_args!("removed {}", quote(dst.path))),
-                        Ok(()) => {}
-                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                        Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
-                    }
-                    new_dst = true;
-                }
-                Err(e) => return Err(fail_os("cannot create regular file", dst.path, &e)),
+            if let Some(f) = self.open_existing_dst(dst, dst_sb)? {
+                return Ok((f, false));
             }
         }
-        debug_assert!(new_dst);
+        self.create_dst(dst, src_meta).map(|f| (f, true))
+    }
+
+    /// An existing DEST opened for writing, not cut; None where it is gone or, with -f,
+    /// removed because it could not be opened: a new one is to be made.
+    fn open_existing_dst(
+        &self,
+        dst: At<'_>,
+        dst_sb: Option<&Stat>,
+    ) -> Result<Option<File>, Reported> {
+        let opts = self.opts;
+        // No O_TRUNC: DEST is cut only once its descriptor is known not to be SOURCE
+        // (`copy_file`), so a DEST swapped for SOURCE's name can't empty SOURCE.
+        let mut flags = OFlag::O_WRONLY | OFlag::O_NOCTTY;
+        // Opening a FIFO for writing waits for a reader, out of reach of the first signal:
+        // ask without waiting (ENXIO while there is none) every 100 ms instead.
+        let fifo = dst_sb.is_some_and(|m| m.kind() == FileKind::Fifo);
+        if fifo {
+            flags |= OFlag::O_NONBLOCK;
+        }
+        let opened = loop {
+            match dst.dir.open_file(dst.name, flags, 0) {
+                Err(e) if fifo && e.raw_os_error() == Some(libc::ENXIO) => {
+                    if self.config.cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                        return Err(Reported); // interrupted: main dies of the signal, silently
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                other => break other,
+            }
+        };
+        let opened = opened.and_then(|f| {
+            if fifo {
+                fileio::clear_flag(f.as_fd(), OFlag::O_NONBLOCK)?;
+            }
+            Ok(f)
+        });
+        match opened {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(_) if opts.force => {
+                match dst.dir.unlink(dst.name) {
+                    Ok(()) if opts.verbose => say(format_args!("removed {}", quote(dst.path))),
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                    Err(e) => return Err(fail_os("cannot remove", dst.path, &e)),
+                }
+                Ok(None)
+            }
+            Err(e) => Err(fail_os("cannot create regular file", dst.path, &e)),
+        }
+    }
+
+    /// A new DEST, created O_EXCL with SOURCE's permission bits less set-id/sticky (owner
+    /// only while the owner is still to be set); a dangling symlink there is refused, or
+    /// written through under POSIXLY_CORRECT.
+    fn create_dst(&self, dst: At<'_>, src_meta: &Stat) -> Result<File, Reported> {
+        let opts = self.opts;
         let mut mode = if opts.preserve.default_mode {
             0o666
         } else {
@@ -196,7 +225,7 @@ impl Copier<'_> {
             };
             fail_os("cannot create regular file", dst.path, &e)
         })?;
-        Ok((f, true))
+        Ok(f)
     }
 
     /// A file copied in turn, once DEST is open and empty: the data, then SOURCE's
@@ -243,14 +272,14 @@ impl Copier<'_> {
                 quote(src)
             )));
         }
-        // /proc and /sys files report a size that is not their length: stream anything
+        // /proc and /sys files report a size that is not their length: read in order anything
         // that is not a regular file, and regular files claiming to be empty.
         let src_kind = if src_meta.is_file() && src_meta.len() > 0 {
             SourceKind::Regular {
                 len: src_meta.len(),
             }
         } else {
-            SourceKind::Stream
+            SourceKind::Sequential
         };
         let job = DataJob {
             src: src_file,

@@ -292,10 +292,10 @@ impl Copier<'_> {
     /// Whether DEST (its inode and name) was made by this run from another operand, once
     /// the files in flight that may have made it have ended.
     pub(super) fn just_created(&mut self, key: &(FileId, PathBuf)) -> bool {
-        if self.created.contains(key) && !self.inflight.pending.is_empty() {
+        if self.memory.created.contains(key) && !self.inflight.pending.is_empty() {
             self.settle();
         }
-        self.created.contains(key)
+        self.memory.created.contains(key)
     }
 
     /// Prints held messages and finishes queued files from the front of the order, as far
@@ -346,7 +346,7 @@ impl Copier<'_> {
                     match (pending, finished) {
                         (Some(p), Some(f)) => {
                             if let Some(result) = self.finish_file(p, f) {
-                                super::count(&mut self.files, result);
+                                super::count(&mut self.files, &result);
                             }
                         }
                         // The engine lost the file (cannot happen): never a silent success.
@@ -358,7 +358,7 @@ impl Copier<'_> {
                                 ));
                             }
                             self.failed = true;
-                            super::count(&mut self.files, Err(Reported));
+                            super::count(&mut self.files, &Err(Reported));
                         }
                     }
                     messages::hold(hold);
@@ -423,7 +423,7 @@ impl Copier<'_> {
         self.failed = true;
         // A failed copy is not "just created" (as when copied in turn).
         let name = super::name_key(&p.dst_path);
-        self.created.remove(&(p.dst_id, name));
+        self.memory.created.remove(&(p.dst_id, name));
         (!never_began(&f)).then_some(Err(Reported))
     }
 

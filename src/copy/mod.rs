@@ -42,12 +42,12 @@ type Step = Result<(), Reported>;
 
 /// What became of one entry, as the steps that decide it return it; the run's file counts
 /// are added up from these values ([`count`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Outcome {
     /// DEST made: a file's data copied, a link or a special file made.
     Made,
-    /// A directory made or merged into: its entries count on their own.
-    Directory,
+    /// A directory made or merged into: its entries count on their own. The level entered,
+    /// for the walk to copy them; None for a directory named twice, copied once.
+    Directory(Option<Box<walk::DirFrame>>),
     /// The file's data is in flight: it counts once it is finished (see `inflight`).
     InFlight,
     /// cp's rules left DEST as it was: -n, -u, -i answered no, a source named twice, the
@@ -58,11 +58,11 @@ enum Outcome {
 /// Counts one entry in the run's files by the result its steps returned. A failure is an
 /// entry cp reported an error for (a directory that could not be made or read included); an
 /// error on a directory's attributes counts only in the exit status.
-fn count(files: &mut Files, result: Result<Outcome, Reported>) {
+fn count(files: &mut Files, result: &Result<Outcome, Reported>) {
     match result {
         Ok(Outcome::Made) => files.copied += 1,
         Ok(Outcome::Skipped) => files.skipped += 1,
-        Ok(Outcome::Directory | Outcome::InFlight) => {}
+        Ok(Outcome::Directory(_) | Outcome::InFlight) => {}
         Err(Reported) => files.failed += 1,
     }
 }
@@ -87,12 +87,10 @@ struct FirstCopy {
     path: PathBuf,
 }
 
-pub struct Copier<'a> {
-    opts: &'a Options,
-    config: Config,
-    engine: Option<Engine>,
-    progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
-    umask: u32,
+/// What a run remembers of what it has copied, for cp's rules that look back: hard links
+/// kept, sources named twice, DEST inside SOURCE, cycles, files not to be overwritten.
+#[derive(Default)]
+struct RunMemory {
     /// Source inode -> first DEST made from it, to keep hard links (--preserve=links).
     links: HashMap<FileId, FirstCopy>,
     /// --preserve=links: each SOURCE directory copied, by inode, and the DEST made of it: a
@@ -111,13 +109,21 @@ pub struct Copier<'a> {
     top: (PathBuf, PathBuf),
     /// Whether the run has several sources (GNU keeps the two sets above only then).
     track: bool,
-    /// A directory `copy_entry` has just entered, for the walk to copy its entries.
-    entered: Option<walk::DirFrame>,
     /// The SOURCE directories being copied, outermost first, with their DEST: met again,
     /// they are a cycle.
     active: Vec<(FileId, PathBuf)>,
     /// Command-line directories copied: (SOURCE, DEST's directory and name).
     top_dirs: HashSet<(FileId, (Option<FileId>, OsString))>,
+}
+
+pub struct Copier<'a> {
+    opts: &'a Options,
+    config: Config,
+    engine: Option<Engine>,
+    progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
+    umask: u32,
+    /// What the run has copied so far, for cp's rules that look back.
+    memory: RunMemory,
     /// How DEST is backed up for the operand being copied (none for `cp -fb a a`).
     backup: Option<BackupKind>,
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
@@ -239,17 +245,10 @@ impl<'a> Copier<'a> {
             engine: None,
             progress: progress.into(),
             umask,
-            links: HashMap::new(),
-            dir_links: HashMap::new(),
-            created: HashSet::new(),
-            seen_sources: HashSet::new(),
-            made_dirs: HashSet::new(),
-            into_itself: false,
-            top: Default::default(),
-            track: several_sources,
-            entered: None,
-            active: Vec::new(),
-            top_dirs: HashSet::new(),
+            memory: RunMemory {
+                track: several_sources,
+                ..RunMemory::default()
+            },
             backup: opts.backup,
             open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
             inflight: Default::default(),
@@ -268,8 +267,8 @@ impl<'a> Copier<'a> {
         } else {
             self.opts.backup
         };
-        self.top = (src.to_path_buf(), dst.to_path_buf());
-        self.into_itself = false;
+        self.memory.top = (src.to_path_buf(), dst.to_path_buf());
+        self.memory.into_itself = false;
         let (src_dir, src_name) = open_parent(src);
         let mut made_parents = Vec::new();
         let (dst_dir, dst_name) = match parents_of {
@@ -277,7 +276,7 @@ impl<'a> Copier<'a> {
                 Ok(made) => made,
                 Err(Reported) => {
                     self.failed = true;
-                    count(&mut self.files, Err(Reported));
+                    count(&mut self.files, &Err(Reported));
                     return;
                 }
             },

@@ -214,26 +214,26 @@ impl Copier<'_> {
     /// Copies SRC to DST, walking a directory SRC with an explicit stack.
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
         let first = self.copy_entry(src, dst, true, None);
-        super::count(&mut self.files, first);
-        let Some(frame) = self.entered.take() else {
-            return first.map(|_| ());
+        super::count(&mut self.files, &first);
+        let Outcome::Directory(Some(frame)) = first? else {
+            return Ok(());
         };
-        let mut stack = vec![frame];
+        let mut stack = vec![*frame];
         let (deepest, top_kept) = open_window();
         stack.iter_mut().for_each(list_entries);
         let mut result = Ok(());
         loop {
-            let stop = self.into_itself || self.config.cancel.load(Ordering::SeqCst);
+            let stop = self.memory.into_itself || self.config.cancel.load(Ordering::SeqCst);
             let Some(top) = stack.last_mut() else {
                 break;
             };
             let next = if stop { None } else { top.entries.next() };
             if let Some((_, name)) = next {
                 let result = self.copy_child(top, &name);
-                super::count(&mut self.files, result);
+                super::count(&mut self.files, &result);
                 top.ok &= result.is_ok();
-                if let Some(child) = self.entered.take() {
-                    stack.push(child);
+                if let Ok(Outcome::Directory(Some(child))) = result {
+                    stack.push(*child);
                     // Give back the descriptors of the levels that left the open window.
                     let first = usize::from(top_kept);
                     let end = stack.len().saturating_sub(deepest);
@@ -250,7 +250,7 @@ impl Copier<'_> {
             let Some(done) = stack.pop() else {
                 break;
             };
-            self.active.pop();
+            self.memory.active.pop();
             // Finished before the level above is opened again: setting its attributes
             // takes a descriptor, which then is not needed beside that level's two.
             let res = self.finish_dir(&done);
@@ -263,7 +263,7 @@ impl Copier<'_> {
         result
     }
 
-    /// Copies the entry `name` of the directory `top`.
+    /// Copies the entry `name` of the directory `top`; a directory is entered, not yet copied.
     fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Result<Outcome, Reported> {
         let (Some(src_dir), Some(dst_dir)) = (
             top.src.as_ref().and_then(|s| s.dir.as_ref()),
@@ -288,7 +288,7 @@ impl Copier<'_> {
 
     /// Starts copying a directory: DEST made (owner-only until its contents are in) or
     /// merged into, both opened by descriptor and checked to be what was stat'ed, SOURCE's
-    /// entries listed. The level is left in `self.entered` for [`Copier::copy_tree`] to walk.
+    /// entries listed. Returns the level for [`Copier::copy_tree`] to walk.
     pub(super) fn enter_dir(
         &mut self,
         src: At<'_>,
@@ -297,20 +297,8 @@ impl Copier<'_> {
         dst_meta: Option<&Stat>,
         follow: bool,
         parent_dev: Option<u64>,
-    ) -> Step {
-        // A directory met again inside itself: through a followed symlink cp calls it a
-        // cyclic link; otherwise (a bind mount) it would be a hard link to a directory.
-        if let Some((_, outer)) = self.active.iter().find(|(id, _)| *id == src_meta.id()) {
-            return Err(fail(if follow {
-                format!("cannot copy cyclic symbolic link {}", quote(src.path))
-            } else {
-                format!(
-                    "will not create hard link {} to directory {}",
-                    quote(dst.path),
-                    quote(outer)
-                )
-            }));
-        }
+    ) -> Result<DirFrame, Reported> {
+        self.refuse_cycle(src, dst, src_meta, follow)?;
         let opts = self.opts;
         let new_dir = dst_meta.is_none();
         if new_dir {
@@ -331,7 +319,7 @@ impl Copier<'_> {
             return Err(replaced(dst.path));
         }
         if new_dir {
-            self.made_dirs.insert(dst_now.id());
+            self.memory.made_dirs.insert(dst_now.id());
         }
         let mut ok = true;
         let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());
@@ -346,8 +334,10 @@ impl Copier<'_> {
                 }
             }
         };
-        self.active.push((src_meta.id(), dst.path.to_path_buf()));
-        self.entered = Some(DirFrame {
+        self.memory
+            .active
+            .push((src_meta.id(), dst.path.to_path_buf()));
+        Ok(DirFrame {
             src_path: src.path.to_path_buf(),
             dst_path: dst.path.to_path_buf(),
             src_meta: *src_meta,
@@ -367,8 +357,25 @@ impl Copier<'_> {
             unlisted: true,
             new_dir,
             ok,
-        });
-        Ok(())
+        })
+    }
+
+    /// A directory met again inside itself: through a followed symlink cp calls it a cyclic
+    /// link; otherwise (a bind mount) it would be a hard link to a directory.
+    fn refuse_cycle(&self, src: At<'_>, dst: At<'_>, src_meta: &Stat, follow: bool) -> Step {
+        let active = &self.memory.active;
+        let Some((_, outer)) = active.iter().find(|(id, _)| *id == src_meta.id()) else {
+            return Ok(());
+        };
+        Err(fail(if follow {
+            format!("cannot copy cyclic symbolic link {}", quote(src.path))
+        } else {
+            format!(
+                "will not create hard link {} to directory {}",
+                quote(dst.path),
+                quote(outer)
+            )
+        }))
     }
 
     /// Ends a directory's copy: DEST's mode and attributes set on its descriptor.

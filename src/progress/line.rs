@@ -22,7 +22,7 @@ pub(super) struct Snapshot {
     pub(super) files_done: u64,
     pub(super) files_total: u64,
     pub(super) counting: bool,
-    /// Files of unknown size (streams) are in the run: there is no byte total to show.
+    /// Files of unknown size (sequential sources) are in the run: there is no byte total to show.
     pub(super) sizeless: bool,
     /// Bytes per second, once measured.
     pub(super) rate: Option<f64>,
@@ -55,7 +55,7 @@ impl Snapshot {
     fn parts(&self) -> Vec<String> {
         let more = if self.counting { "+" } else { "" };
         let bytes = match self.sizeless {
-            // A stream has no size: only what is done means anything.
+            // A sequential source has no size: only what is done means anything.
             true => human(self.bytes_done),
             false => format!("{}{more}", fraction(self.bytes_done, self.bytes_total)),
         };
@@ -251,10 +251,10 @@ mod tests {
             43,
             "padded so the bar gets nothing"
         );
-        // A stream: no total, so no bar, percentage or ETA.
-        let mut stream = snap("fifo", false, Some(1e6));
-        stream.sizeless = true;
-        let (pre, post) = stream.around_bar(99);
+        // A sequential source: no total, so no bar, percentage or ETA.
+        let mut fifo = snap("fifo", false, Some(1e6));
+        fifo.sizeless = true;
+        let (pre, post) = fifo.around_bar(99);
         assert_eq!(pre, "");
         assert!(
             post.starts_with("3.00 GiB  12/200 files  976.56 KiB/s  fifo"),

@@ -3,8 +3,8 @@
 //!
 //! One view for the whole run: once the total is known indicatif's bar and the percentage,
 //! bytes done of the run's total, files done of the total, the rate once measured, the
-//! overall ETA, and the file being copied, fitted to the terminal's width. Streams have no
-//! size: a run with one shows bytes and rate only. On a terminal it is one indicatif line
+//! overall ETA, and the file being copied, fitted to the terminal's width. Sequential sources (pipes,
+//! FIFOs, devices) have no size: a run with one shows bytes and rate only. On a terminal it is one indicatif line
 //! redrawn in place; off a terminal (`--progress` with stderr in a log) it is a plain line
 //! every [`LINE_INTERVAL`]. Asked for with `--progress`, a last line stays at the end. The totals come from the command-line operands (stat'ed up front) and,
 //! for trees, from one counting thread that walks them while the copy runs, so the total
@@ -56,7 +56,7 @@ struct Counters {
     files_total: AtomicU64,
     /// Set while the counting thread still walks a tree: the totals are lower bounds.
     counting: AtomicBool,
-    /// Files counted with no size (streams): the byte total is unknown.
+    /// Files counted with no size (sequential sources): the byte total is unknown.
     sizeless: AtomicU64,
     /// The run is over: the view shows the run's average rate, no ETA and no name.
     ended: AtomicBool,
@@ -75,7 +75,7 @@ impl Counters {
     }
 
     /// The totals shown: never below what is already done (a file the walk has not reached
-    /// yet, or a stream, adds to done first).
+    /// yet, or a sequential source, adds to done first).
     fn totals(&self) -> (u64, u64) {
         let bytes = self.bytes_total.load(Relaxed);
         let files = self.files_total.load(Relaxed);
@@ -121,7 +121,7 @@ pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
 #[derive(Clone, Copy)]
 pub struct Walk {
     pub recursive: bool,
-    /// Special files in trees are read as streams (--copy-contents), not recreated.
+    /// Special files in trees are read in order (--copy-contents), not recreated.
     pub copy_contents: bool,
     pub deref: Deref,
     pub one_file_system: bool,
@@ -280,7 +280,7 @@ impl Drop for Progress {
 }
 
 /// Adds one non-directory to the totals: a regular file's size; a special file only when
-/// it will be read as a stream, with no size to add.
+/// it will be read in order until EOF, with no size to add.
 fn count_file(c: &Counters, m: &fs::Metadata, walk: Walk) {
     if m.is_file() {
         c.files_total.fetch_add(1, Relaxed);

@@ -288,6 +288,8 @@ type PartResult = Option<Result<PartEnd, CopyError>>;
 impl Coordinator {
     /// Hands `parts` to whichever rank is free, rank 0 copying one whenever none is, until
     /// all are copied or one fails. No whole file is in flight meanwhile.
+    /// (Longer than most: one loop whose counters, `next`, `busy`, `idle` and `by_rank`, are
+    /// its state; split, they would travel as arguments.)
     fn copy_parts(
         &mut self,
         engine: &mut Engine,
@@ -371,21 +373,26 @@ impl Coordinator {
             }
         }
         if self.debug {
-            let shares: Vec<String> = by_rank
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-                .map(|(r, n)| format!("rank {r}: {n}"))
-                .collect();
-            messages::to_stderr_raw(&format!(
-                "{}: debug: {}: {count} parts of {} bytes ({})\n",
-                messages::program(),
-                quote(job.src_name),
-                self.piece,
-                shares.join(", ")
-            ));
+            self.debug_shares(job, count, &by_rank);
         }
         results
+    }
+
+    /// --debug: how many of a file's `count` parts each rank copied.
+    fn debug_shares(&self, job: &DataJob<'_>, count: usize, by_rank: &[usize]) {
+        let shares: Vec<String> = by_rank
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("rank {r}: {n}"))
+            .collect();
+        messages::to_stderr_raw(&format!(
+            "{}: debug: {}: {count} parts of {} bytes ({})\n",
+            messages::program(),
+            quote(job.src_name),
+            self.piece,
+            shares.join(", ")
+        ));
     }
 }
 

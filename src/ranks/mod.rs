@@ -110,8 +110,10 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
     if !gpu_given {
         config.gpu = GpuChoice::Local(u32::try_from(local).unwrap_or(0));
     }
-    let streams = config.streams.unwrap_or(aiscp_engine::DEFAULT_STREAMS) as u64;
-    let piece = config.chunk_size.bytes() * streams * 2;
+    let slots = config
+        .slots_per_gpu
+        .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
+    let piece = config.chunk_size.bytes() * slots * 2;
     if rank != 0 {
         worker::serve(&world, rank, config);
     }

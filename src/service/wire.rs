@@ -114,7 +114,7 @@ pub struct Status {
     /// Files and bytes copied since it started.
     pub files: u64,
     pub bytes: u64,
-    /// The staging memory its slots may hold (streams x chunk x GPUs).
+    /// The staging memory its slots may hold (slots per GPU x chunk x GPUs).
     pub staging_bytes: u64,
 }
 

@@ -109,17 +109,8 @@ fn signal(pid: i32, sig: nix::sys::signal::Signal) {
 }
 
 fn wait_for(child: &mut Child, limit: Duration) -> ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "process did not end in {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    test_support::child::wait_within(child, limit)
+        .unwrap_or_else(|| panic!("process did not end in {limit:?}"))
 }
 
 fn dial(path: &Path) -> nix::Result<OwnedFd> {

@@ -42,17 +42,7 @@ fn run(lib: &str, dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String,
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > KILL_AFTER {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = test_support::child::wait_within(&mut child, KILL_AFTER);
     let elapsed = start.elapsed();
     let mut text = String::new();
     child

@@ -2,7 +2,7 @@
 //! queued to the slot (GPU memory) while the next window is read, and the slot's bytes come
 //! back through the windows, each one queued while the previous is written out. Every path
 //! that does not use the I/O library takes it: the workers' slices, the unaligned tail, and
-//! streams.
+//! sequential sources.
 //!
 //! On the host backend a window is the slot itself and the copies are no-ops, so the same
 //! code is a plain read then write of the slice.
@@ -49,8 +49,8 @@ impl Names {
 pub(crate) enum Reader<'a> {
     /// Positional reads of a regular file; `direct` when its fd has O_DIRECT.
     At { file: &'a File, direct: bool },
-    /// Sequential reads of a stream, until EOF or until the copy is cancelled.
-    Stream(&'a File),
+    /// Reads in order from a sequential source, until EOF or until the copy is cancelled.
+    Sequential(&'a File),
 }
 
 /// Where the bounce route writes.
@@ -61,7 +61,7 @@ pub(crate) enum Writer<'a> {
         skip_zeros: Option<usize>,
     },
     /// Sequential writes (DST is a pipe, a terminal, a device).
-    Stream(&'a File),
+    Sequential(&'a File),
 }
 
 /// What one bounce needs besides the bytes' place.
@@ -110,10 +110,10 @@ pub(crate) fn read_in<S: Staging>(
                 Reader::At { file, direct } => {
                     fileio::pread_full(file, window, at + got as u64, *direct)
                 }
-                Reader::Stream(file) => fileio::read_stream(file, window, cx.cancel),
+                Reader::Sequential(file) => fileio::read_sequential(file, window, cx.cancel),
             })
             .map_err(|e| names.read(e))?;
-        // A stream read returns early when asked to stop; what it had is dropped with the
+        // A sequential read returns early when asked to stop; what it had is dropped with the
         // rest, as DST is cut back to before it.
         cx.check_cancel()?;
         clock
@@ -177,7 +177,9 @@ pub(crate) fn write_out<S: Staging>(
                 Writer::At { file, .. } => {
                     fileio::pwrite_all(file, window, at + off as u64).map(|()| n)
                 }
-                Writer::Stream(file) => (&**file).write_all(window).map(|()| n).map_err(|e| (0, e)),
+                Writer::Sequential(file) => {
+                    (&**file).write_all(window).map(|()| n).map_err(|e| (0, e))
+                }
             })
             .map_err(|(end, e)| {
                 let end = if end > 0 { off + end } else { written };

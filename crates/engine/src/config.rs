@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// four beat two and eight on the H200 and on the dev VM (BENCHMARKS.md, "H200 run 1: the
 /// bounce route written once, four slots", and "H200 runs 6–9": eight slots measured and
 /// not kept).
-pub const DEFAULT_STREAMS: usize = 4;
+pub const DEFAULT_SLOTS_PER_GPU: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
 
@@ -72,8 +72,9 @@ pub struct Config {
     pub gpu: GpuChoice,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
     pub route: RouteChoice,
-    /// Slices in flight; None = the engine's default.
-    pub streams: Option<usize>,
+    /// Staging slots per GPU (`--streams`), each one slice in flight; None = the engine's
+    /// default.
+    pub slots_per_gpu: Option<usize>,
     pub async_io: bool,
     pub verify: bool,
     pub debug: bool,
@@ -110,7 +111,7 @@ impl Default for Config {
             chunk_size: ChunkSize::DEFAULT,
             gpu: GpuChoice::default(),
             route: RouteChoice::Auto,
-            streams: None,
+            slots_per_gpu: None,
             async_io: false,
             verify: false,
             debug: false,

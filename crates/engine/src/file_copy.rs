@@ -30,7 +30,7 @@ use crate::chunk_plan::ChunkPlan;
 use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
-use crate::worker::{Handle, Phase, Side};
+use crate::worker::{Handle, Phase, SideRoute};
 use crate::{CopyError, DataJob, ProgressSink, SparseMode};
 use std::fs::File;
 use std::io;
@@ -167,21 +167,21 @@ impl<'a> FileCopy<'a> {
         library: Option<&S::Library>,
         name: &str,
         io_err: impl Fn(io::Error) -> CopyError,
-    ) -> Result<(Side<Handle<'fd, S>>, &'static str), CopyError> {
+    ) -> Result<(SideRoute<Handle<'fd, S>>, &'static str), CopyError> {
         if !direct {
-            return Ok((Side::Posix { direct: false }, "small or unaligned"));
+            return Ok((SideRoute::Posix { direct: false }, "small or unaligned"));
         }
         if !fileio::set_direct(file.as_fd()).map_err(&io_err)? {
-            return Ok((Side::Posix { direct: false }, "O_DIRECT refused"));
+            return Ok((SideRoute::Posix { direct: false }, "O_DIRECT refused"));
         }
         let Some(library) = library else {
-            return Ok((Side::Posix { direct: true }, ""));
+            return Ok((SideRoute::Posix { direct: true }, ""));
         };
         match library.register(file.as_fd()) {
-            Ok(Some(handle)) => Ok((Side::Library(handle), "")),
+            Ok(Some(handle)) => Ok((SideRoute::Library(handle), "")),
             Ok(None) => {
                 fileio::clear_direct(file.as_fd()).map_err(&io_err)?;
-                Ok((Side::Posix { direct: false }, "registration refused"))
+                Ok((SideRoute::Posix { direct: false }, "registration refused"))
             }
             Err(e) => {
                 let _ = fileio::clear_direct(file.as_fd());

@@ -74,7 +74,7 @@ pub fn clear_flag(fd: BorrowedFd<'_>, flag: OFlag) -> io::Result<()> {
 }
 
 /// Waits until `fd` has something to read or has hung up, in poll() slices of
-/// `STREAM_POLL_MS`. Returns false, without waiting further, once `cancel` is set.
+/// `SEQUENTIAL_POLL_MS`. Returns false, without waiting further, once `cancel` is set.
 ///
 /// For a FIFO opened with O_NONBLOCK this stands in for the blocking open(), which would
 /// wait for a writer out of reach of the first SIGINT: until a writer has come, Linux
@@ -83,7 +83,7 @@ pub fn wait_readable(fd: BorrowedFd<'_>, cancel: &AtomicBool) -> io::Result<bool
     use nix::poll::{poll, PollFd, PollFlags};
     while !cancel.load(Ordering::SeqCst) {
         let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-        match poll(&mut fds, STREAM_POLL_MS) {
+        match poll(&mut fds, SEQUENTIAL_POLL_MS) {
             Ok(0) | Err(Errno::EINTR) => {}
             Ok(_) => return Ok(true),
             Err(e) => return Err(e.into()),
@@ -141,23 +141,23 @@ fn smaller(e: &io::Error, most: &mut usize, asked: usize) -> bool {
     retry
 }
 
-/// How long a stream read waits in poll() before it looks at the cancel flag again.
-const STREAM_POLL_MS: u16 = 100;
+/// How long a sequential read waits in poll() before it looks at the cancel flag again.
+const SEQUENTIAL_POLL_MS: u16 = 100;
 
-/// How long a stream slice waits for more once its writer pauses, and at most gathers
+/// How long a sequential read waits for more once its writer pauses, and at most gathers
 /// after its first byte: a writer that waits for its data to reach DST (as cp writes each
-/// read at once) sees it within [`STREAM_GATHER_MAX`], while a fast one still fills whole
+/// read at once) sees it within [`SEQUENTIAL_GATHER_MAX`], while a fast one still fills whole
 /// slices rather than paying a GPU round trip per pipe buffer.
-const STREAM_GATHER_IDLE_MS: u16 = 1;
-const STREAM_GATHER_MAX: std::time::Duration = std::time::Duration::from_millis(50);
+const SEQUENTIAL_GATHER_IDLE_MS: u16 = 1;
+const SEQUENTIAL_GATHER_MAX: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Reads a stream (FIFO, pipe, terminal, /proc file) sequentially into `buf`, handing on
-/// what it has once the writer pauses (see `STREAM_GATHER_MAX`); 0 only at EOF or once
-/// `cancel` is set. Waits for the first data in poll() slices of `STREAM_POLL_MS`, looking
+/// Reads a sequential source (FIFO, pipe, terminal, /proc file) in order into `buf`, handing on
+/// what it has once the writer pauses (see `SEQUENTIAL_GATHER_MAX`); 0 only at EOF or once
+/// `cancel` is set. Waits for the first data in poll() slices of `SEQUENTIAL_POLL_MS`, looking
 /// at `cancel` between them: a plain read() would sit in the kernel through the first SIGINT
 /// (the handlers restart interrupted calls), so a copy from a stalled pipe could not stop
 /// cleanly.
-pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
+pub fn read_sequential(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Result<usize> {
     use std::io::Read;
     let mut done = 0;
     let mut most = MAX_IO;
@@ -166,8 +166,8 @@ pub fn read_stream(file: &File, buf: &mut [u8], cancel: &AtomicBool) -> io::Resu
         let more = match first_byte {
             None => wait_readable(file.as_fd(), cancel)?,
             Some(t) => {
-                t.elapsed() < STREAM_GATHER_MAX
-                    && readable_within(file.as_fd(), STREAM_GATHER_IDLE_MS)?
+                t.elapsed() < SEQUENTIAL_GATHER_MAX
+                    && readable_within(file.as_fd(), SEQUENTIAL_GATHER_IDLE_MS)?
             }
         };
         if !more {

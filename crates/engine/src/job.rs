@@ -12,11 +12,12 @@ pub enum SparseMode {
     Always,
 }
 
-/// What the source is: a regular file of known size, or a stream read until EOF.
+/// What the source is: a regular file of known size, or a sequential source (a pipe, FIFO,
+/// terminal, device or /proc file) read in order until EOF.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceKind {
     Regular { len: u64 },
-    Stream,
+    Sequential,
 }
 
 /// One file's data copy.
@@ -36,7 +37,7 @@ pub trait ProgressSink {
     /// The file's data phase ended, successfully or not (called before any error returns).
     fn file_finished(&self);
     /// How the file's bytes are read and written: "direct" (library I/O), "O_DIRECT" or
-    /// "bounce" (POSIX I/O through the host window), "stream" (read until EOF).
+    /// "bounce" (POSIX I/O through the host window), "stream" (a sequential source, read until EOF; the name in output predates the word).
     fn route(&self, _read: &'static str, _write: &'static str) {}
 }
 

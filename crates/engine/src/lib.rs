@@ -8,14 +8,15 @@
 //! each through its own staging slot (device memory on GPU backends), by the direct route
 //! (O_DIRECT + hipFile/cuFile) or the bounce route (POSIX I/O + copies to and from the
 //! slot); the finish reads on to SOURCE's end (the unaligned tail, growth, a shrink) through
-//! the bounce route on the calling thread and sets the exact size. Streams go through the
-//! bounce route in order. The library, its driver, the slots and the
+//! the bounce route on the calling thread and sets the exact size. Sequential sources (pipes,
+//! FIFOs, devices) go through the bounce route in order. The library, its driver, the slots and the
 //! worker threads are made once and reused for every file of the run.
 //!
 //! With `--async` (GPU backends whose library has the stream API), a file whose SRC and DST
 //! are both registered is copied by workers that each queue ReadAsync then WriteAsync on
 //! their own stream and synchronize once per slice; everything else is as above.
 
+mod async_io;
 pub mod backend;
 mod bounce;
 pub mod chunk_plan;
@@ -29,14 +30,13 @@ mod pipeline;
 mod queue;
 pub mod quote;
 mod stages;
-mod streams;
 mod transfer;
 pub mod units;
 pub mod verify;
 mod worker;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
-pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_STREAMS, MAX_CHUNK};
+pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
@@ -73,7 +73,7 @@ pub enum StartError {
     #[error(transparent)]
     Backend(#[from] backend::NoBackend),
     #[error("invalid number of streams 0: must be at least 1")]
-    Streams,
+    SlotsPerGpu,
 }
 
 /// Where the engine's messages go: the caller shows them (the engine never prints).
@@ -150,8 +150,8 @@ impl Drop for Engine {
 impl Engine {
     /// Brings up the backend. Warnings and (with `config.debug`) --debug lines go to `diag`.
     pub fn start(config: Config, diag: Box<dyn Diagnostics>) -> Result<Engine, StartError> {
-        if config.streams == Some(0) {
-            return Err(StartError::Streams);
+        if config.slots_per_gpu == Some(0) {
+            return Err(StartError::SlotsPerGpu);
         }
         let mut diag = Diag {
             sink: diag,
@@ -163,7 +163,7 @@ impl Engine {
             diag.sink.warn(&warning);
         }
         let chunk = config.chunk_size.bytes() as usize;
-        let streams = config.streams.unwrap_or(DEFAULT_STREAMS);
+        let slots_per_gpu = config.slots_per_gpu.unwrap_or(DEFAULT_SLOTS_PER_GPU);
         let mut spread = None;
         let backend = match loaded {
             Loaded::Host(h) => {
@@ -172,10 +172,10 @@ impl Engine {
                     diag.sink
                         .warn("--async has no effect with host memory staging; using threads");
                 }
-                Backend::Host(Pipeline::new(h, chunk, streams, config.pause))
+                Backend::Host(Pipeline::new(h, chunk, slots_per_gpu, config.pause))
             }
             Loaded::Gpu(g) => {
-                let mut pipeline = Pipeline::new(g, chunk, streams, config.pause);
+                let mut pipeline = Pipeline::new(g, chunk, slots_per_gpu, config.pause);
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {
                         Ok(()) => {
@@ -196,13 +196,13 @@ impl Engine {
         };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         diag.debug(&format!(
-            "chunk {}, {streams} stream(s){}: up to {} of staging memory",
+            "chunk {}, {slots_per_gpu} stream(s){}: up to {} of staging memory",
             units::size(chunk as u64),
             match gpus {
                 1 => String::new(),
                 n => format!(" on each of {n} GPUs"),
             },
-            units::size((chunk * streams * gpus) as u64)
+            units::size((chunk * slots_per_gpu * gpus) as u64)
         ));
         Ok(Engine {
             startup: diag.started.elapsed(),

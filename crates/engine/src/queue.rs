@@ -14,7 +14,7 @@ use crate::backend::Staging;
 use crate::bounce::{ready_windows, Ctx, Names};
 use crate::file_copy::{conclude, opening, Ends, FileCopy};
 use crate::stages::{StageClock, StageTimes};
-use crate::worker::{run_worker, Route, Work};
+use crate::worker::{run_worker, Endpoints, Work};
 use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -79,7 +79,7 @@ impl QueuedJob {
             src: &self.src,
             src_name: &self.src_name,
             src_kind: match self.len {
-                0 => SourceKind::Stream,
+                0 => SourceKind::Sequential,
                 len => SourceKind::Regular { len },
             },
             dst: &self.dst,
@@ -315,7 +315,7 @@ fn copy_whole<S: Staging>(
             ),
         ));
     }
-    let route = Route {
+    let ends = Endpoints {
         src: &job.src,
         dst: &job.dst,
         src_side: &src_side,
@@ -326,7 +326,7 @@ fn copy_whole<S: Staging>(
     };
     let work = Work::new(&plan.slices, cancel);
     let mut reported = 0;
-    run_worker(staging, slot, &route, &work, &mut |n| {
+    run_worker(staging, slot, &ends, &work, &mut |n| {
         reported += n;
         progress.advanced(n);
     });

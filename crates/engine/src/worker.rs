@@ -1,6 +1,6 @@
 //! One file's slices on the workers: the state they share ([`Work`]), how each side of the
-//! copy moves its bytes ([`Side`], [`Route`]), and the loop each worker runs: take a slice,
-//! read it into the slot, write it out (by the library or the bounce route).
+//! copy moves its bytes ([`SideRoute`], [`Endpoints`]), and the loop each worker runs: take a
+//! slice, read it into the slot, write it out (by the library or the bounce route).
 
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{self, Ctx, Reader, Writer};
@@ -16,24 +16,27 @@ use std::sync::Mutex;
 /// A registered file of backend `S`.
 pub(crate) type Handle<'fd, S> = <<S as Staging>::Library as LibraryIo>::Handle<'fd>;
 
-/// How one side of a copy moves its bytes.
-pub(crate) enum Side<H> {
+/// How one side (SOURCE or DEST) of a copy moves its bytes: that side's route.
+pub(crate) enum SideRoute<H> {
     /// Library I/O on a registered O_DIRECT fd, straight into device memory.
     Library(H),
     /// POSIX I/O through the host window; `direct` when O_DIRECT is set (host backend).
     Posix { direct: bool },
 }
 
-impl<H> Side<H> {
+impl<H> SideRoute<H> {
     pub(crate) fn is_direct(&self) -> bool {
-        matches!(self, Side::Library(_) | Side::Posix { direct: true })
+        matches!(
+            self,
+            SideRoute::Library(_) | SideRoute::Posix { direct: true }
+        )
     }
     /// The route's name in --debug lines and the progress sink.
     pub(crate) fn describe(&self) -> &'static str {
         match self {
-            Side::Library(_) => "direct",
-            Side::Posix { direct: true } => "O_DIRECT",
-            Side::Posix { direct: false } => "bounce",
+            SideRoute::Library(_) => "direct",
+            SideRoute::Posix { direct: true } => "O_DIRECT",
+            SideRoute::Posix { direct: false } => "bounce",
         }
     }
 }
@@ -205,12 +208,12 @@ impl<'a> Work<'a> {
     }
 }
 
-/// One side's files and routes for a slice copy.
-pub(crate) struct Route<'a, H> {
+/// Both ends of a file's copy, for its slices: the files and each side's route.
+pub(crate) struct Endpoints<'a, H> {
     pub(crate) src: &'a File,
     pub(crate) dst: &'a File,
-    pub(crate) src_side: &'a Side<H>,
-    pub(crate) dst_side: &'a Side<H>,
+    pub(crate) src_side: &'a SideRoute<H>,
+    pub(crate) dst_side: &'a SideRoute<H>,
     pub(crate) cx: &'a Ctx<'a>,
     /// Write only the non-zero `align` blocks (--sparse=always).
     pub(crate) skip_zeros: bool,
@@ -221,16 +224,16 @@ pub(crate) struct Route<'a, H> {
 pub(crate) fn run_worker<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    route: &Route<'_, Handle<'_, S>>,
+    ends: &Endpoints<'_, Handle<'_, S>>,
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
 ) {
     if let Err(e) = staging.enter_worker(slot) {
-        work.fail(0, route.cx.names.read(e));
+        work.fail(0, ends.cx.names.read(e));
         return;
     }
-    take_slices(work, report, route.cx.pause, |slice| {
-        copy_slice(staging, slot, route, slice)
+    take_slices(work, report, ends.cx.pause, |slice| {
+        copy_slice(staging, slot, ends, slice)
     });
 }
 
@@ -295,20 +298,20 @@ fn in_grains(
 fn copy_slice<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    route: &Route<'_, Handle<'_, S>>,
+    ends: &Endpoints<'_, Handle<'_, S>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
-    let cx = route.cx;
+    let cx = ends.cx;
     let names = cx.names;
     let len = (slice.end - slice.start) as usize;
-    let align = route.align as usize;
+    let align = ends.align as usize;
     // A slot whose buffer the library would not register bounces, even on a registered
     // file: the fd keeps O_DIRECT, and the windows and requests stay aligned for it.
     let library = staging
         .library()
         .filter(|library| library.slot_refusal(slot).is_none());
-    let got = match (route.src_side, library) {
-        (Side::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
+    let got = match (ends.src_side, library) {
+        (SideRoute::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
             cx.clock
                 .time(Stage::Read, || {
                     transfer::drive(Way::Read, n, align, fileio::MAX_IO, |done, want| {
@@ -320,19 +323,19 @@ fn copy_slice<S: Staging>(
         })?,
         (side, _) => {
             let reader = Reader::At {
-                file: route.src,
+                file: ends.src,
                 direct: side.is_direct(),
             };
             bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
         }
     };
-    let to_write = if got < len && route.src_side.is_direct() | route.dst_side.is_direct() {
+    let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
         got & !(align - 1)
     } else {
         got
     };
-    match (route.dst_side, library) {
-        (Side::Library(handle), Some(library)) => {
+    match (ends.dst_side, library) {
+        (SideRoute::Library(handle), Some(library)) => {
             in_grains(to_write, cx, |at, n| {
                 cx.clock
                     .time(Stage::Write, || {
@@ -346,8 +349,8 @@ fn copy_slice<S: Staging>(
         }
         _ => {
             let writer = Writer::At {
-                file: route.dst,
-                skip_zeros: route.skip_zeros.then_some(align),
+                file: ends.dst,
+                skip_zeros: ends.skip_zeros.then_some(align),
             };
             bounce::write_out(staging, slot, &writer, slice.start, to_write, cx)
                 .map_err(|(_, e)| e)?;

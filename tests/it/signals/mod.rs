@@ -150,17 +150,8 @@ impl Copy {
 
     /// Waits at most `limit` for the exit; kills and fails the test past it.
     fn wait_within(&mut self, limit: Duration) -> (ExitStatus, String) {
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > limit {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("aiscp did not stop within {limit:?} of the signal");
-            }
-            thread::sleep(Duration::from_millis(5));
+        let Some(status) = test_support::child::wait_within(&mut self.child, limit) else {
+            panic!("aiscp did not stop within {limit:?} of the signal");
         };
         self.stop.store(true, Ordering::SeqCst);
         if let Some(f) = self.feeder.take() {
@@ -391,16 +382,8 @@ fn start_waiting(backend: Backend, dir: &std::path::Path) -> Child {
 /// Waits up to [`STOP_WITHIN`] for `child` to exit; kills it and fails past that.
 fn exit_within(child: &mut Child) -> (ExitStatus, String) {
     use std::io::Read;
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > STOP_WITHIN {
-            let _ = child.kill();
-            panic!("aiscp did not stop within {STOP_WITHIN:?} of the signal");
-        }
-        thread::sleep(Duration::from_millis(5));
+    let Some(status) = test_support::child::wait_within(child, STOP_WITHIN) else {
+        panic!("aiscp did not stop within {STOP_WITHIN:?} of the signal");
     };
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {

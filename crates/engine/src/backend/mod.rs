@@ -263,7 +263,7 @@ pub enum RouteChoice {
     Bounce,
 }
 
-/// Which GPUs stage the data. With several, each GPU gets its own slots (`streams` of them)
+/// Which GPUs stage the data. With several, each GPU gets its own slots (`slots_per_gpu` of them)
 /// and a file's slices go to whichever of its GPUs' slots is free.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GpuChoice {

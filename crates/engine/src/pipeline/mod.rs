@@ -1,13 +1,13 @@
 //! One file's data phase over the staging slots: the slices [`FileCopy`] plans, run on the
-//! workers (one per slot), then [`FileCopy::finish`] on the first slot; streams go through
-//! the first slot's bounce route in order.
+//! workers (one per slot), then [`FileCopy::finish`] on the first slot; sequential sources
+//! go through the first slot's bounce route in order.
 
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::file_copy::{opening, FileCopy};
 use crate::fileio::{self, MIN_ALIGN};
 use crate::stages::{Stage, StageClock, StageTimes};
-use crate::worker::{run_worker, Handle, PartEnd, Phase, Route, Side, Work};
+use crate::worker::{run_worker, Endpoints, Handle, PartEnd, Phase, SideRoute, Work};
 use crate::{CopyError, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
@@ -25,7 +25,7 @@ pub(crate) struct Pipeline<S: Staging> {
     threads: Option<rayon::ThreadPool>,
     /// Files in flight (see `queue`): workers holding slots lent from `slots`.
     flight: Option<crate::queue::Flight<S>>,
-    /// `streams` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
+    /// `slots_per_gpu` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
     slots: Vec<Option<S::Slot>>,
     /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
     chosen: Vec<usize>,
@@ -49,10 +49,10 @@ impl<S: Staging> Pipeline<S> {
     pub(crate) fn new(
         staging: S,
         chunk: usize,
-        streams: usize,
+        slots_per_gpu: usize,
         pause: fn(&'static str),
     ) -> Pipeline<S> {
-        let n = streams * staging.devices();
+        let n = slots_per_gpu * staging.devices();
         Pipeline {
             threads: None,
             flight: None,
@@ -94,7 +94,7 @@ impl<S: Staging> Pipeline<S> {
         (self.last_stages, self.run_stages)
     }
 
-    /// Copies a whole file (a regular SRC into a regular DST, else a stream) and sets DST's
+    /// Copies a whole file (a regular SRC into a regular DST, else in order) and sets DST's
     /// size; returns it.
     pub(crate) fn copy(
         &mut self,
@@ -125,7 +125,7 @@ impl<S: Staging> Pipeline<S> {
                 diag(&format!("{}: streamed through the bounce route", names.src));
                 progress.route("stream", "bounce");
                 file.begin(dst_regular)
-                    .and_then(|()| self.stream(job, dst_regular, &cx, progress))
+                    .and_then(|()| self.copy_sequential(job, dst_regular, &cx, progress))
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.
@@ -271,8 +271,11 @@ impl<S: Staging> Pipeline<S> {
         }
         // The stream API moves bytes between registered files and device memory only: a
         // file with a bouncing side takes the threaded workers.
-        let use_async =
-            self.async_io && matches!((&src_side, &dst_side), (Side::Library(_), Side::Library(_)));
+        let use_async = self.async_io
+            && matches!(
+                (&src_side, &dst_side),
+                (SideRoute::Library(_), SideRoute::Library(_))
+            );
         diag(&format!(
             "{} -> {}: {}, {} slice(s) aligned to {}, read {}{}, write {}{}{}",
             names.src,
@@ -290,7 +293,7 @@ impl<S: Staging> Pipeline<S> {
             if use_async { ", async streams" } else { "" },
         ));
         progress.route(src_side.describe(), dst_side.describe());
-        let route = Route {
+        let ends = Endpoints {
             src: file.src,
             dst: file.dst,
             src_side: &src_side,
@@ -300,7 +303,7 @@ impl<S: Staging> Pipeline<S> {
             align: plan.align,
         };
         let work = Work::new(&plan.slices, cx.cancel);
-        let reported = self.run_workers(workers, use_async, &route, &work, progress);
+        let reported = self.run_workers(workers, use_async, &ends, &work, progress);
         // Workers are joined: hand the fds back buffered for the finish and for the caller.
         drop(src_side);
         drop(dst_side);
@@ -308,10 +311,10 @@ impl<S: Staging> Pipeline<S> {
         Ok((phase, reported))
     }
 
-    /// Copies a stream (or into a non-regular DST) from its start to EOF on this thread
+    /// Copies a sequential source (or into a non-regular DST) from its start to EOF on this thread
     /// through the first chosen slot's bounce route, a window at a time, so a slow writer
     /// into the pipe sees its bytes come out as they arrive. Returns the bytes copied.
-    fn stream(
+    fn copy_sequential(
         &mut self,
         job: &DataJob<'_>,
         dst_regular: bool,
@@ -320,13 +323,13 @@ impl<S: Staging> Pipeline<S> {
     ) -> Result<u64, CopyError> {
         let (staging, slot) = self.first_chosen();
         staging.enter_worker(slot).map_err(|e| cx.names.read(e))?;
-        let reader = Reader::Stream(job.src);
+        let reader = Reader::Sequential(job.src);
         let writer = match dst_regular {
             true => Writer::At {
                 file: job.dst,
                 skip_zeros: (job.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
             },
-            false => Writer::Stream(job.dst),
+            false => Writer::Sequential(job.dst),
         };
         let round = staging.window_len(slot);
         // `pos`: read so far; `written`: where the last bytes written to DEST end (a DEST
@@ -371,7 +374,7 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         workers: usize,
         use_async: bool,
-        route: &Route<'_, Handle<'_, S>>,
+        ends: &Endpoints<'_, Handle<'_, S>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
@@ -384,7 +387,7 @@ impl<S: Staging> Pipeline<S> {
         } = self;
         let staging = &**staging;
         let worker = if use_async {
-            crate::streams::run_async_worker::<S>
+            crate::async_io::run_async_worker::<S>
         } else {
             run_worker::<S>
         };
@@ -405,7 +408,7 @@ impl<S: Staging> Pipeline<S> {
         let Some(threads) = threads.as_ref().filter(|_| workers > 1) else {
             let mut total = 0;
             if let Some(slot) = slots.next() {
-                worker(staging, slot, route, work, &mut |n| {
+                worker(staging, slot, ends, work, &mut |n| {
                     total += n;
                     progress.advanced(n);
                 });
@@ -418,7 +421,7 @@ impl<S: Staging> Pipeline<S> {
             for slot in slots {
                 let tx = tx.clone();
                 scope.spawn(move |_| {
-                    worker(staging, slot, route, work, &mut |n| {
+                    worker(staging, slot, ends, work, &mut |n| {
                         let _ = tx.send(n);
                     })
                 });

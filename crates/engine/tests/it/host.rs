@@ -1,5 +1,5 @@
 //! The engine as a library on the host backend: sizes across every boundary, existing DST,
-//! sparse files, streams, cancellation, errors.
+//! sparse files, sequential sources, cancellation, errors.
 
 use crate::support::*;
 use aiscp_engine::{
@@ -171,7 +171,7 @@ fn data_either_side_of_the_cap_offset_in_a_sparse_file_is_copied() {
 }
 
 #[test]
-fn streams_copy_until_eof() {
+fn sequential_sources_copy_until_eof() {
     let dir = tempfile::tempdir().unwrap();
     let mut engine = engine(CHUNK, 4);
     let data = random_bytes(3 * CHUNK as usize + 5, 11);
@@ -187,7 +187,7 @@ fn streams_copy_until_eof() {
     let job = DataJob {
         src: &s,
         src_name: &fifo,
-        src_kind: SourceKind::Stream,
+        src_kind: SourceKind::Sequential,
         dst: &d,
         dst_name: &dst,
         sparse: SparseMode::Auto,
@@ -246,7 +246,7 @@ fn cancelled_copy_stops_and_keeps_only_copied_bytes() {
     let config = Config {
         backend: BackendChoice::Host,
         chunk_size: chunk_size(CHUNK),
-        streams: Some(2),
+        slots_per_gpu: Some(2),
         ..Config::default()
     };
     let cancel = config.cancel.clone();
@@ -300,7 +300,7 @@ fn bad_configuration_is_refused() {
     assert_eq!(ChunkSize::new(0x7fff_f000).unwrap().bytes(), 0x7fff_f000);
     let config = Config {
         backend: BackendChoice::Host,
-        streams: Some(0),
+        slots_per_gpu: Some(0),
         ..Config::default()
     };
     let err = Engine::start(config, Box::new(Silent))
@@ -319,7 +319,7 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
         let config = Config {
             backend: BackendChoice::Host,
             chunk_size: chunk_size(CHUNK),
-            streams: Some(streams),
+            slots_per_gpu: Some(streams),
             ..Config::default()
         };
         let cancel = config.cancel.clone();

@@ -204,7 +204,7 @@ fn cancelling_ends_every_file_in_flight() {
     let config = Config {
         backend: BackendChoice::Host,
         chunk_size: chunk_size(CHUNK),
-        streams: Some(2),
+        slots_per_gpu: Some(2),
         cancel: Arc::clone(&cancel),
         ..Config::default()
     };

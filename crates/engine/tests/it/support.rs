@@ -11,12 +11,12 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// An engine on `backend` with `chunk`-byte slices, `streams` of them; a warning fails the test.
+/// An engine on `backend` with `chunk`-byte slices, `slots_per_gpu` of them; a warning fails the test.
 pub fn start_engine(backend: BackendChoice, chunk: u64, streams: usize, async_io: bool) -> Engine {
     let config = Config {
         backend,
         chunk_size: chunk_size(chunk),
-        streams: Some(streams),
+        slots_per_gpu: Some(streams),
         async_io,
         ..Config::default()
     };

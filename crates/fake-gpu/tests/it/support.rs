@@ -4,7 +4,6 @@
 //! asserts inside the child) and exits, and the parent checks the exit status and the report.
 
 use std::fs;
-use std::process::Command;
 
 use crate::api::Api;
 use test_support::fake_gpu::{library, Report};
@@ -48,14 +47,8 @@ pub fn run(scenario: &str, env: &[(&str, &str)]) -> Outcome {
     let lib = library();
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let report = tmp.path().join("report.txt");
-    let mut child = Command::new(std::env::current_exe().unwrap());
+    let mut child = test_support::child::test_command("support::child_scenario_entry");
     child
-        .args([
-            "--exact",
-            "support::child_scenario_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env("FAKE_GPU_SCENARIO", scenario)
         .env("FAKE_GPU_LIB", lib)
         .env("FAKE_GPU_DIR", tmp.path())
@@ -70,12 +63,10 @@ pub fn run(scenario: &str, env: &[(&str, &str)]) -> Outcome {
     for (k, v) in env {
         child.env(k, v.replace("{dir}", &tmp.path().to_string_lossy()));
     }
-    let out = child.output().unwrap();
-    let stderr =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let out = test_support::child::run(&mut child);
     Outcome {
         status: out.status,
-        stderr,
+        stderr: out.stdout + &out.stderr,
         report: report.exists().then(|| Report::read(&report)),
         result: fs::read_to_string(tmp.path().join("result")).unwrap_or_default(),
         trace: fs::read_to_string(tmp.path().join("trace")).unwrap_or_default(),

@@ -284,29 +284,18 @@ fn the_crate_reads_no_variables_of_its_callers() {
     const CHILD: &str = "HIPFILE_RS_TEST_NO_VARIABLES";
     let bogus = "/nonexistent/aiscp/set-by-a-caller.so";
     if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "loading::the_crate_reads_no_variables_of_its_callers",
-                "--exact",
-            ])
-            .env(CHILD, "1")
-            .envs(
-                [
-                    "AISCP_HIPFILE_LIB",
-                    "AISCP_HIP_LIB",
-                    "AISCP_CUFILE_LIB",
-                    "AISCP_CUDA_LIB",
-                ]
-                .map(|v| (v, bogus)),
-            )
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
+        let name = "loading::the_crate_reads_no_variables_of_its_callers";
+        let mut cmd = test_support::child::test_command(name);
+        cmd.env(CHILD, "1").envs(
+            [
+                "AISCP_HIPFILE_LIB",
+                "AISCP_HIP_LIB",
+                "AISCP_CUFILE_LIB",
+                "AISCP_CUDA_LIB",
+            ]
+            .map(|v| (v, bogus)),
         );
+        test_support::child::run(&mut cmd).assert_passed(name);
         return;
     }
     for flavor in [Flavor::HipFile, Flavor::CuFile] {

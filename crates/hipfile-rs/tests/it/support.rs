@@ -6,7 +6,6 @@
 //! report.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Set in the child to the name of the test it should run for real.
 pub const CHILD_VAR: &str = "HIPFILE_RS_TEST_CHILD";
@@ -65,18 +64,10 @@ pub fn is_child(name: &str) -> bool {
 pub fn run_child(name: &str, faults: &str, devices: Option<u32>) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.txt");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .envs(fake_env(faults, devices, &report))
-        .env(CHILD_VAR, name)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child {name} failed:\n{stdout}\n{stderr}"
-    );
+    let mut cmd = test_support::child::test_command(name);
+    cmd.envs(fake_env(faults, devices, &report))
+        .env(CHILD_VAR, name);
+    test_support::child::run(&mut cmd).assert_passed(name);
     Report::read(&report)
 }
 

@@ -4,7 +4,7 @@
 use crate::backend::{LibraryIo, Staging, StreamIo};
 use crate::fileio;
 use crate::transfer::{self, Way};
-use crate::worker::{run_worker, take_slices, Handle, Route, Side, Work};
+use crate::worker::{run_worker, take_slices, Endpoints, Handle, SideRoute, Work};
 use crate::CopyError;
 use std::ops::Range;
 
@@ -14,20 +14,20 @@ use std::ops::Range;
 pub(crate) fn run_async_worker<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    route: &Route<'_, Handle<'_, S>>,
+    ends: &Endpoints<'_, Handle<'_, S>>,
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
 ) {
-    let (Side::Library(src), Side::Library(dst), Some(library)) =
-        (route.src_side, route.dst_side, staging.library())
+    let (SideRoute::Library(src), SideRoute::Library(dst), Some(library)) =
+        (ends.src_side, ends.dst_side, staging.library())
     else {
-        return run_worker(staging, slot, route, work, report);
+        return run_worker(staging, slot, ends, work, report);
     };
     if library.slot_refusal(slot).is_some() {
-        return run_worker(staging, slot, route, work, report);
+        return run_worker(staging, slot, ends, work, report);
     }
     if let Err(e) = staging.enter_worker(slot) {
-        work.fail(0, route.cx.names.read(e));
+        work.fail(0, ends.cx.names.read(e));
         return;
     }
     let mut stream = match library.open_stream(slot) {
@@ -35,12 +35,12 @@ pub(crate) fn run_async_worker<S: Staging>(
         // Only an unregistered slot has no stream, and that was asked above.
         Ok(None) => return,
         Err(e) => {
-            work.fail(0, route.cx.names.read(e));
+            work.fail(0, ends.cx.names.read(e));
             return;
         }
     };
-    take_slices(work, report, route.cx.pause, |slice| {
-        copy_slice_in_grains(library, &mut stream, src, dst, route, slice)
+    take_slices(work, report, ends.cx.pause, |slice| {
+        copy_slice_in_grains(library, &mut stream, src, dst, ends, slice)
     });
     // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and
     // destroys it before the slot can be used again.
@@ -56,18 +56,18 @@ fn copy_slice_in_grains<'s, L: StreamIo>(
     stream: &mut L::Stream<'s>,
     src: &'s L::Handle<'_>,
     dst: &'s L::Handle<'_>,
-    route: &Route<'_, L::Handle<'_>>,
+    ends: &Endpoints<'_, L::Handle<'_>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
     let len = slice.end - slice.start;
     let mut done = 0;
     while done < len {
         if done > 0 {
-            route.cx.check_cancel()?;
+            ends.cx.check_cancel()?;
         }
         let n = (len - done).min(fileio::STOP_GRAIN as u64);
         let at = slice.start + done;
-        let got = copy_slice_async(staging, stream, src, dst, route, at..at + n, done as usize)?;
+        let got = copy_slice_async(staging, stream, src, dst, ends, at..at + n, done as usize)?;
         done += got;
         if got < n {
             break;
@@ -110,13 +110,13 @@ fn copy_slice_async<'s, L: StreamIo>(
     stream: &mut L::Stream<'s>,
     src: &'s L::Handle<'_>,
     dst: &'s L::Handle<'_>,
-    route: &Route<'_, L::Handle<'_>>,
+    ends: &Endpoints<'_, L::Handle<'_>>,
     slice: Range<u64>,
     slot_base: usize,
 ) -> Result<u64, CopyError> {
-    let names = route.cx.names;
+    let names = ends.cx.names;
     let len = (slice.end - slice.start) as usize;
-    let align = route.align as usize;
+    let align = ends.align as usize;
     staging
         .submit_read(stream, src, len, slice.start, slot_base)
         .map_err(|e| names.read(e))?;

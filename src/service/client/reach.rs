@@ -1,0 +1,238 @@
+//! Reaching the service: connecting on first use, starting one under
+//! `AISCP_SERVICE=auto`, the handshake, and `--doctor`'s status request.
+
+use super::{gpus_text, ServiceClient, State, Up};
+use crate::messages;
+use crate::service::wire::{self, Reply, Request, Welcome, WireError};
+use crate::service::Choice;
+use aiscp_engine::quote::quote;
+use aiscp_engine::BackendChoice;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long the welcome may take (the service is up before it listens, so this only bounds
+/// a service that hangs).
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(5);
+/// `AISCP_SERVICE=auto`: how long a service started by a client waits for the next client.
+pub const AUTO_IDLE_EXIT: Duration = Duration::from_secs(30);
+/// ... and how long that client waits for it to come up (a GPU context takes 0.3-0.7 s).
+const AUTO_START_WAIT: Duration = Duration::from_secs(10);
+
+impl ServiceClient {
+    /// Connects on first use; whether the service is up.
+    pub(super) fn ensure(&mut self) -> bool {
+        if let State::Untried = self.state {
+            let started = Instant::now();
+            self.state = match self.connect() {
+                Ok(welcome) => {
+                    let up = Up {
+                        sock: welcome.0,
+                        welcome: welcome.1,
+                        connected_in: started.elapsed(),
+                    };
+                    self.debug(&format!(
+                        "through the staging service (pid {}) at {}: {}{}, connected in {:.3} ms",
+                        up.welcome.pid,
+                        quote(self.path()),
+                        up.welcome.library.as_deref().unwrap_or(&up.welcome.backend),
+                        gpus_text(&up.welcome.gpus),
+                        up.connected_in.as_secs_f64() * 1e3
+                    ));
+                    State::Up(up)
+                }
+                Err(None) => State::Down,
+                Err(Some(why)) => {
+                    self.warn(&why);
+                    State::Down
+                }
+            };
+        }
+        matches!(self.state, State::Up(_))
+    }
+
+    /// Connects (starting a service first under `auto`) and says hello. Err(None): not to
+    /// be used, silently (another backend than this run asks for).
+    fn connect(&mut self) -> Result<(OwnedFd, Welcome), Option<String>> {
+        let path = self.path().to_path_buf();
+        let sock = match dial(&path) {
+            Ok(s) => s,
+            Err(e) if matches!(self.choice, Choice::Auto(_)) => {
+                self.debug(&format!(
+                    "no staging service at {} ({e}): starting one",
+                    quote(&path)
+                ));
+                self.start_service(&path)?
+            }
+            Err(e) => return Err(Some(format!("cannot connect: {}", messages::os_text(&e)))),
+        };
+        let welcome = handshake(&sock).map_err(Some)?;
+        // A run that names its backend gets that backend: a service of another one is not
+        // used (without a warning: the user asked for exactly this).
+        let fits = match self.config.backend {
+            BackendChoice::Auto => true,
+            BackendChoice::Gpu => welcome.backend != "host memory",
+            BackendChoice::HipFile => welcome.backend == "hipFile",
+            BackendChoice::CuFile => welcome.backend == "cuFile",
+            BackendChoice::Host => welcome.backend == "host memory",
+        };
+        if !fits {
+            self.debug(&format!(
+                "not using the staging service: it stages through {}",
+                welcome.backend
+            ));
+            return Err(None);
+        }
+        Ok((sock, welcome))
+    }
+
+    /// `AISCP_SERVICE=auto`: starts `aiscp --serve` in its own session (so the terminal's
+    /// signals do not reach it) with this run's staging flags and a short idle exit, and
+    /// waits for it to answer. Several clients may race here: the lock beside the socket
+    /// lets one service serve, and the others exit.
+    fn start_service(&mut self, path: &Path) -> Result<OwnedFd, Option<String>> {
+        use std::os::unix::process::CommandExt;
+        let exe = std::env::current_exe().map_err(|e| Some(e.to_string()))?;
+        let c = &self.config;
+        let backend = match c.backend {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Gpu => "gpu",
+            BackendChoice::HipFile => "hipfile",
+            BackendChoice::CuFile => "cufile",
+            BackendChoice::Host => "host",
+        };
+        let route = match c.route {
+            aiscp_engine::RouteChoice::Auto => "auto",
+            aiscp_engine::RouteChoice::Library => "library",
+            aiscp_engine::RouteChoice::Bounce => "bounce",
+        };
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("--serve")
+            .arg("--socket")
+            .arg(path)
+            .arg(format!("--idle-exit={}s", AUTO_IDLE_EXIT.as_secs()))
+            .arg(format!("--backend={backend}"))
+            .arg(format!("--route={route}"))
+            .arg(format!("--gpu={}", c.gpu))
+            .arg(format!("--chunk-size={}", c.chunk_size))
+            .arg("-q")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0);
+        if let Some(n) = c.slots_per_gpu {
+            cmd.arg(format!("--streams={n}"));
+        }
+        if let Some(dir) = path.parent() {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Some(format!("cannot start it: {e}")))?;
+        let deadline = Instant::now() + AUTO_START_WAIT;
+        loop {
+            if let Ok(s) = dial(path) {
+                // Reaped by a thread so no zombie outlives this run's wait.
+                std::thread::spawn(move || child.wait());
+                return Ok(s);
+            }
+            // It exited: another client's service won the race, or it could not start.
+            if let Ok(Some(_)) = child.try_wait() {
+                if let Ok(s) = dial(path) {
+                    return Ok(s);
+                }
+            }
+            if Instant::now() > deadline || self.config.cancel.load(Ordering::SeqCst) {
+                return Err(Some("the service started did not answer".into()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Asks the service at `path` how it is doing (for `--doctor`).
+pub fn status(path: &Path) -> Result<wire::Status, String> {
+    let sock = dial(path).map_err(|e| messages::os_text(&e))?;
+    handshake(&sock)?;
+    wire::send(sock.as_fd(), &Request::Status, &[]).map_err(|e| messages::os_text(&e))?;
+    if !wait_readable(&sock, WELCOME_TIMEOUT) {
+        return Err("no answer".into());
+    }
+    match wire::receive::<Reply>(sock.as_fd()) {
+        Ok((Reply::Status(s), _)) => Ok(s),
+        Ok(_) => Err("unexpected answer".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Checks who serves on `sock` (this uid or root: the descriptors handed over give their
+/// holder this user's access, which root has anyway), says hello and takes the welcome; a
+/// service of another version is an error.
+fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
+    let (_, uid) = crate::service::peer(sock).map_err(|e| e.to_string())?;
+    let me = nix::unistd::getuid().as_raw();
+    if uid != me && uid != 0 {
+        return Err(format!("it runs as uid {uid}, not {me}"));
+    }
+    let hello = Request::Hello {
+        protocol: wire::PROTOCOL,
+        version: wire::VERSION.to_owned(),
+    };
+    // A service that refuses at once (too many clients) says why and closes before the
+    // hello arrives: its answer is read even when the hello could not be sent.
+    let sent = wire::send(sock.as_fd(), &hello, &[]);
+    let wait = match sent {
+        Ok(()) => WELCOME_TIMEOUT,
+        Err(_) => Duration::ZERO,
+    };
+    let welcome = match wait_readable(sock, wait) {
+        true => wire::receive::<Reply>(sock.as_fd()),
+        false => Err(WireError::Closed),
+    };
+    let welcome = match (welcome, sent) {
+        (Ok((Reply::Welcome(w), _)), Ok(())) => w,
+        (Ok((Reply::Refused { why }, _)), _) => return Err(format!("refused: {why}")),
+        (Err(_), Err(e)) => return Err(messages::os_text(&e)),
+        (Err(WireError::Closed), Ok(())) => return Err("no answer".into()),
+        (Err(e), Ok(())) => return Err(e.to_string()),
+        (Ok(_), _) => return Err("unexpected answer".into()),
+    };
+    if welcome.protocol != wire::PROTOCOL || welcome.version != wire::VERSION {
+        return Err(format!(
+            "another version (aiscp {}, protocol {})",
+            welcome.version, welcome.protocol
+        ));
+    }
+    Ok(welcome)
+}
+
+/// A connected socket to `path`.
+fn dial(path: &Path) -> std::io::Result<OwnedFd> {
+    let sock = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    socket::connect(sock.as_raw_fd(), &addr)?;
+    Ok(sock)
+}
+
+/// Whether `sock` has something to read (or has closed) within `wait`.
+pub(super) fn wait_readable(sock: &OwnedFd, wait: Duration) -> bool {
+    let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+    let ms = PollTimeout::try_from(wait.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(PollTimeout::MAX);
+    match nix::poll::poll(&mut fds, ms) {
+        Ok(n) => n > 0,
+        // A signal (SIGINT): the caller looks at the cancel flag.
+        Err(nix::errno::Errno::EINTR) => false,
+        // Let the read say what is wrong.
+        Err(_) => true,
+    }
+}

@@ -1,0 +1,338 @@
+//! The socket and the threads on it: the socket bound (with the lock that tells a stale
+//! socket from a live service), connections accepted, each client's handshake, then one
+//! thread per client reading its requests into [`Event`]s for the scheduler.
+
+use super::{say, ClientId, Shared, HELLO_TIMEOUT, MAX_CLIENTS, MAX_PENDING};
+use crate::messages;
+use crate::service::users::Users;
+use crate::service::wire::{self, Handover, Reply, Request, WireError};
+use aiscp_engine::quote::quote;
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The lock beside the socket, held while the socket is served: a socket whose lock is free
+/// is stale (its service died), one whose lock is held belongs to a live service.
+pub(super) type SocketLock = Flock<File>;
+
+/// Makes the socket: its directory private (created 0700 when missing), the lock taken, a
+/// stale socket removed, the new one bound 0600. A service `shared` with other users needs
+/// their connections: its directory 0755 (no one else may write there) and its socket 0666
+/// (who is served is then SO_PEERCRED's answer, checked on every connection).
+pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(if shared { 0o755 } else { 0o700 })
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {}", quote(&dir), messages::os_text(&e)))?;
+    }
+    crate::service::socket_dir(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
+    let mut lock_name = path.as_os_str().to_owned();
+    lock_name.push(".lock");
+    use std::os::unix::fs::OpenOptionsExt;
+    let lock_file = std::fs::OpenOptions::new()
+        .mode(0o600)
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_name)
+        .map_err(|e| {
+            format!(
+                "cannot open {}: {}",
+                quote(Path::new(&lock_name)),
+                messages::os_text(&e)
+            )
+        })?;
+    let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock)
+        .map_err(|_| format!("another staging service is serving at {}", quote(path)))?;
+    match std::fs::remove_file(path) {
+        Ok(()) => say(&format!("removed a stale socket at {}", quote(path))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(format!(
+                "cannot remove the stale socket {}: {}",
+                quote(path),
+                messages::os_text(&e)
+            ))
+        }
+    }
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| format!("cannot make a socket: {e}"))?;
+    let addr = UnixAddr::new(path).map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
+    // 0600 (0666 shared) from the start: the umask is the process's, and no other thread
+    // makes files now (the engine's workers only read and write descriptors).
+    let mask = if shared { 0o111 } else { 0o177 };
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
+    let bound = socket::bind(fd.as_raw_fd(), &addr);
+    nix::sys::stat::umask(old);
+    bound.map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
+    socket::listen(
+        &fd,
+        socket::Backlog::new(128).unwrap_or(socket::Backlog::MAXCONN),
+    )
+    .map_err(|e| format!("cannot listen on {}: {e}", quote(path)))?;
+    Ok((fd, lock))
+}
+
+/// What the reader threads tell the scheduler.
+pub(super) enum Event {
+    Join(ClientId, Joined),
+    Job(ClientId, Job),
+    Cancel(ClientId),
+    Gone(ClientId),
+}
+
+/// A client that said hello.
+pub(super) struct Joined {
+    pub(super) sock: Arc<OwnedFd>,
+    pub(super) pid: i32,
+    pub(super) cancel: Arc<AtomicBool>,
+    /// Files sent and not yet answered (the reader refuses more than [`MAX_PENDING`]).
+    pub(super) unanswered: Arc<AtomicUsize>,
+    _seat: Seat,
+}
+
+/// One of [`MAX_CLIENTS`] places, given back when the client is forgotten.
+pub(super) struct Seat(Arc<AtomicUsize>);
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One file a client sent.
+pub(super) struct Job {
+    pub(super) id: u64,
+    pub(super) src: File,
+    pub(super) dst: File,
+    pub(super) src_name: PathBuf,
+    pub(super) dst_name: PathBuf,
+    pub(super) sparse: aiscp_engine::SparseMode,
+    pub(super) handover: Handover,
+}
+
+pub(super) fn accept_loop(
+    listener: OwnedFd,
+    events: Sender<Event>,
+    shared: &Arc<Shared>,
+    users: &Users,
+) {
+    let uid = nix::unistd::getuid().as_raw();
+    let greeting = Arc::new(AtomicUsize::new(0));
+    let mut next: ClientId = 1;
+    loop {
+        let conn = match socket::accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
+            // SAFETY: accept4 returned a new descriptor that nothing else owns.
+            Ok(fd) => unsafe { OwnedFd::from_raw_fd(fd) },
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::ECONNABORTED) => continue,
+            Err(_) => {
+                // Out of descriptors or memory: let clients leave before taking more.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        // Connections still saying hello are bounded too; past that they are closed unheard.
+        if greeting.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+            greeting.fetch_sub(1, Ordering::SeqCst);
+            continue;
+        }
+        let greeted = Seat(Arc::clone(&greeting));
+        let (id, events, shared, users) = (next, events.clone(), Arc::clone(shared), users.clone());
+        next += 1;
+        let spawned = std::thread::Builder::new()
+            .name(format!("aiscp-client-{id}"))
+            .spawn(move || {
+                let seat = greet(conn, (uid, &users), &shared, greeted);
+                if let Some((conn, seat, pid)) = seat {
+                    read_client(id, conn, seat, pid, &events, &shared);
+                }
+            });
+        if spawned.is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// The handshake: the client's hello is read first (so a refusal is read by the client, not
+/// lost to a connection reset), then its uid, its version and a free seat are checked.
+/// Returns the connection, its seat and the client's pid when it is to be served.
+fn greet(
+    conn: OwnedFd,
+    (uid, users): (u32, &Users),
+    shared: &Shared,
+    _greeting: Seat,
+) -> Option<(OwnedFd, Seat, i32)> {
+    let refuse = |why: String| {
+        let _ = wire::send(conn.as_fd(), &Reply::Refused { why }, &[]);
+        None
+    };
+    let timeout = |t: Option<Duration>| {
+        let tv = nix::sys::time::TimeVal::new(
+            t.map_or(0, |t| t.as_secs() as libc::time_t),
+            t.map_or(0, |t| t.subsec_micros() as libc::suseconds_t),
+        );
+        socket::setsockopt(&conn, socket::sockopt::ReceiveTimeout, &tv)
+    };
+    timeout(Some(HELLO_TIMEOUT)).ok()?;
+    let hello = wire::receive::<Request>(conn.as_fd());
+    let (pid, peer_uid) = match crate::service::peer(&conn) {
+        Ok(p) => p,
+        Err(e) => return refuse(format!("cannot tell who is connecting: {e}")),
+    };
+    if !users.admits(peer_uid, uid) {
+        return refuse(users.refusal(peer_uid));
+    }
+    match hello {
+        Ok((Request::Hello { protocol, version }, _))
+            if protocol == wire::PROTOCOL && version == wire::VERSION => {}
+        Ok((Request::Hello { protocol, version }, _)) => {
+            return refuse(format!(
+                "another version: the service is aiscp {} (protocol {}), the client {version} \
+                 (protocol {protocol})",
+                wire::VERSION,
+                wire::PROTOCOL
+            ))
+        }
+        Ok(_) => return refuse("the first message must be hello".into()),
+        Err(WireError::Malformed(m)) => return refuse(m),
+        Err(_) => return None,
+    }
+    let seats = &shared.seats;
+    if seats.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+        seats.fetch_sub(1, Ordering::SeqCst);
+        return refuse(format!("busy: {MAX_CLIENTS} clients already"));
+    }
+    let seat = Seat(Arc::clone(seats));
+    timeout(None).ok()?;
+    wire::send(conn.as_fd(), &Reply::Welcome(shared.welcome.clone()), &[]).ok()?;
+    Some((conn, seat, pid))
+}
+
+/// One client's requests after its welcome: each file checked and handed to the scheduler.
+/// Anything malformed ends the connection (the client then copies in-process).
+fn read_client(
+    id: ClientId,
+    conn: OwnedFd,
+    seat: Seat,
+    pid: i32,
+    events: &Sender<Event>,
+    shared: &Shared,
+) {
+    let sock = Arc::new(conn);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let unanswered = Arc::new(AtomicUsize::new(0));
+    let joined = Joined {
+        sock: Arc::clone(&sock),
+        pid,
+        cancel: Arc::clone(&cancel),
+        unanswered: Arc::clone(&unanswered),
+        _seat: seat,
+    };
+    if events.send(Event::Join(id, joined)).is_err() {
+        return;
+    }
+    loop {
+        let event = match wire::receive::<Request>(sock.as_fd()) {
+            Ok((Request::Copy { .. }, _)) if unanswered.load(Ordering::SeqCst) >= MAX_PENDING => {
+                Err(format!("more than {MAX_PENDING} files unanswered"))
+            }
+            Ok((
+                Request::Copy {
+                    id: job,
+                    src_name,
+                    dst_name,
+                    sparse,
+                    handover,
+                },
+                fds,
+            )) => checked_files(fds).map(|(src, dst)| {
+                unanswered.fetch_add(1, Ordering::SeqCst);
+                Event::Job(
+                    id,
+                    Job {
+                        id: job,
+                        src,
+                        dst,
+                        src_name: PathBuf::from(OsString::from_vec(src_name)),
+                        dst_name: PathBuf::from(OsString::from_vec(dst_name)),
+                        sparse: sparse.into(),
+                        handover,
+                    },
+                )
+            }),
+            Ok((Request::Cancel, _)) => {
+                cancel.store(true, Ordering::SeqCst);
+                Ok(Event::Cancel(id))
+            }
+            Ok((Request::Status, _)) => {
+                let status = Reply::Status(shared.status());
+                match wire::send(sock.as_fd(), &status, &[]) {
+                    Ok(()) => continue,
+                    Err(_) => break,
+                }
+            }
+            Ok((Request::Hello { .. }, _)) => Err("hello twice".to_owned()),
+            Err(WireError::Malformed(m)) => Err(m),
+            Err(_) => break,
+        };
+        match event {
+            Ok(e) => {
+                if events.send(e).is_err() {
+                    break;
+                }
+            }
+            Err(why) => {
+                let _ = wire::send(sock.as_fd(), &Reply::Refused { why }, &[]);
+                break;
+            }
+        }
+    }
+    // Its files stop now, before the scheduler hears of it.
+    cancel.store(true, Ordering::SeqCst);
+    let _ = events.send(Event::Gone(id));
+}
+
+/// SOURCE and DEST as a copy request must pass them: two regular files, SOURCE open for
+/// reading, DEST for writing and not appending (the engine writes at offsets).
+fn checked_files(fds: Vec<OwnedFd>) -> Result<(File, File), String> {
+    let [src, dst]: [OwnedFd; 2] = fds
+        .try_into()
+        .map_err(|f: Vec<OwnedFd>| format!("a copy needs 2 descriptors, not {}", f.len()))?;
+    for (fd, write) in [(&src, false), (&dst, true)] {
+        let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| format!("fstat: {e}"))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err("a descriptor that is not a regular file".into());
+        }
+        let fl = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
+            .map_err(|e| format!("fcntl: {e}"))?;
+        let fl = OFlag::from_bits_truncate(fl);
+        let mode = fl & OFlag::O_ACCMODE;
+        let ok = match write {
+            false => mode != OFlag::O_WRONLY,
+            true => mode != OFlag::O_RDONLY && !fl.contains(OFlag::O_APPEND),
+        };
+        if !ok {
+            return Err("a descriptor open the wrong way".into());
+        }
+    }
+    Ok((File::from(src), File::from(dst)))
+}

@@ -1,0 +1,420 @@
+//! The main thread's part: clients' files into the one engine, a fair share each taken
+//! round-robin, a file too large to fly copied in turn, and each file's answer sent back.
+
+use super::connections::{Event, Job, Joined};
+use super::{debug_line, ClientId, Shared};
+use crate::service::wire::{self, Handover, Outcome, Reply};
+use aiscp_engine::{
+    CopyError, DataJob, Engine, ProgressSink, QueueLimits, QueuedJob, SourceKind, Ticket,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A client as the scheduler keeps it.
+struct Client {
+    joined: Joined,
+    pending: VecDeque<Job>,
+    in_flight: usize,
+    gone: bool,
+    files: u64,
+    bytes: u64,
+}
+
+/// The route the engine reports for a file, kept for its answer; for a file copied in turn,
+/// also its progress, sent to the client every [`PROGRESS_EVERY`].
+#[derive(Default)]
+struct Recorder {
+    route: Mutex<Option<(&'static str, &'static str)>>,
+    progress: Option<ProgressTo>,
+}
+
+/// Where a file's progress goes, and what has not been sent yet.
+struct ProgressTo {
+    sock: Arc<OwnedFd>,
+    id: u64,
+    unsent: Mutex<(Instant, u64)>,
+}
+
+/// How often a file copied in turn reports its progress.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+impl ProgressSink for Recorder {
+    fn file_started(&self, _: &Path, _: Option<u64>) {}
+    fn advanced(&self, bytes: u64) {
+        let Some(to) = &self.progress else {
+            return;
+        };
+        let mut unsent = to.unsent.lock().unwrap_or_else(|p| p.into_inner());
+        unsent.1 += bytes;
+        if unsent.0.elapsed() >= PROGRESS_EVERY {
+            let reply = Reply::Progress {
+                id: to.id,
+                bytes: unsent.1,
+            };
+            // A client that is gone stops the copy through its cancel flag, not here.
+            let _ = wire::send(to.sock.as_fd(), &reply, &[]);
+            *unsent = (Instant::now(), 0);
+        }
+    }
+    fn file_finished(&self) {}
+    fn route(&self, read: &'static str, write: &'static str) {
+        *self.route.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, write));
+    }
+}
+
+impl Recorder {
+    fn outcome(&self, result: Result<u64, CopyError>, started: bool, stages: [f64; 5]) -> Outcome {
+        match result {
+            Ok(end) => {
+                let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
+                Outcome::Copied {
+                    end,
+                    route: route.map(|(r, w)| (r.to_owned(), w.to_owned())),
+                    stages,
+                }
+            }
+            Err(CopyError::Interrupted) => Outcome::Interrupted { started },
+            Err(e) => Outcome::Failed {
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+pub(super) struct Scheduler {
+    engine: Engine,
+    clients: BTreeMap<ClientId, Client>,
+    /// Files in the engine's flight: whose, their id, their route.
+    tickets: HashMap<Ticket, (ClientId, u64, Arc<Recorder>)>,
+    last_served: ClientId,
+    limits: QueueLimits,
+    debug: bool,
+    shared: Arc<Shared>,
+}
+
+impl Scheduler {
+    pub(super) fn new(
+        engine: Engine,
+        limits: QueueLimits,
+        debug: bool,
+        shared: Arc<Shared>,
+    ) -> Scheduler {
+        Scheduler {
+            engine,
+            clients: BTreeMap::new(),
+            tickets: HashMap::new(),
+            last_served: 0,
+            limits,
+            debug,
+            shared,
+        }
+    }
+
+    /// Stops every client's files (dropping the scheduler then lands them).
+    pub(super) fn cancel_all(&self) {
+        for c in self.clients.values() {
+            c.joined.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn serve(
+        &mut self,
+        events: &Receiver<Event>,
+        stop: &AtomicBool,
+        idle_exit: Duration,
+    ) {
+        let mut idle_since = Instant::now();
+        let mut nap = Duration::ZERO;
+        while !stop.load(Ordering::SeqCst) {
+            let mut moved = self.collect_finished();
+            moved |= self.schedule();
+            self.reap();
+            if !self.clients.is_empty() || self.engine.in_flight() > 0 {
+                idle_since = Instant::now();
+            } else if !idle_exit.is_zero() && idle_since.elapsed() >= idle_exit {
+                if self.debug {
+                    debug_line(&format!(
+                        "no client for {:.1} s: releasing the GPU and exiting",
+                        idle_exit.as_secs_f64()
+                    ));
+                }
+                return;
+            }
+            // Files in flight end without an event: look again soon, backing off from 20 µs
+            // to 1 ms while nothing happens.
+            nap = match moved {
+                true => Duration::ZERO,
+                false => (nap * 2).clamp(Duration::from_micros(20), Duration::from_millis(1)),
+            };
+            let wait = if self.engine.in_flight() > 0 {
+                nap
+            } else if self.clients.is_empty() && !idle_exit.is_zero() {
+                idle_exit
+                    .saturating_sub(idle_since.elapsed())
+                    .min(Duration::from_millis(250))
+            } else {
+                Duration::from_millis(250)
+            };
+            match events.recv_timeout(wait) {
+                Ok(e) => {
+                    self.take(e);
+                    while let Ok(e) = events.try_recv() {
+                        self.take(e);
+                    }
+                    nap = Duration::ZERO;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn take(&mut self, event: Event) {
+        match event {
+            Event::Join(id, joined) => {
+                if self.debug {
+                    debug_line(&format!("client pid {} connected", joined.pid));
+                }
+                let client = Client {
+                    joined,
+                    pending: VecDeque::new(),
+                    in_flight: 0,
+                    gone: false,
+                    files: 0,
+                    bytes: 0,
+                };
+                self.clients.insert(id, client);
+            }
+            Event::Job(id, job) => {
+                if let Some(c) = self.clients.get_mut(&id) {
+                    c.pending.push_back(job);
+                }
+            }
+            Event::Cancel(id) => {
+                if let Some(c) = self.clients.get_mut(&id) {
+                    for job in std::mem::take(&mut c.pending) {
+                        let outcome = Outcome::Interrupted { started: false };
+                        answer(c, job.id, outcome);
+                    }
+                }
+            }
+            Event::Gone(id) => {
+                if let Some(c) = self.clients.get_mut(&id) {
+                    c.gone = true;
+                    c.pending.clear();
+                }
+            }
+        }
+    }
+
+    /// Answers the files in flight that have ended; whether any had.
+    fn collect_finished(&mut self) -> bool {
+        let mut any = false;
+        while let Some(f) = self.engine.next_finished(false) {
+            any = true;
+            let Some((client, id, recorder)) = self.tickets.remove(&f.ticket) else {
+                continue;
+            };
+            let outcome = recorder.outcome(f.result, f.started, wire::stage_secs(&f.stages));
+            self.count(&outcome);
+            // Closed before the answer: the client sets DEST's attributes next.
+            drop(f.job);
+            if let Some(c) = self.clients.get_mut(&client) {
+                c.in_flight -= 1;
+                answer(c, id, outcome);
+            }
+        }
+        any
+    }
+
+    /// Starts clients' files, round-robin, while there is room; whether any started.
+    fn schedule(&mut self) -> bool {
+        let mut started = false;
+        loop {
+            let waiting: Vec<ClientId> = self
+                .clients
+                .iter()
+                .filter(|(_, c)| !c.gone && !c.pending.is_empty())
+                .map(|(&id, _)| id)
+                .collect();
+            if waiting.is_empty() {
+                return started;
+            }
+            let share = (self.limits.files / waiting.len()).max(1);
+            let (after, upto): (Vec<_>, Vec<_>) =
+                waiting.iter().partition(|&&id| id > self.last_served);
+            let mut moved = false;
+            for id in after.into_iter().chain(upto) {
+                moved |= self.start_one(id, share);
+            }
+            if !moved {
+                return started;
+            }
+            started = true;
+        }
+    }
+
+    /// Starts the first waiting file of client `id`, if its share and the engine allow.
+    fn start_one(&mut self, id: ClientId, share: usize) -> bool {
+        let queue_max = self.engine.queue_max();
+        let others_busy = self
+            .clients
+            .iter()
+            .any(|(&o, c)| o != id && !c.gone && (!c.pending.is_empty() || c.in_flight > 0));
+        let Some(c) = self.clients.get_mut(&id) else {
+            return false;
+        };
+        let Some(front) = c.pending.front() else {
+            return false;
+        };
+        let flight = match front.handover {
+            Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
+                Some((len, truncate, None))
+            }
+            // A file too large to fly as the client sees it is copied with every slot while
+            // no other client has work; while others do, it flies on one slot beside their
+            // files, so no client waits behind another's large file.
+            Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
+                Some((len, true, Some(progress_to(c, front.id))))
+            }
+            _ => None,
+        };
+        if let Some((len, truncate, reports)) = flight {
+            if c.in_flight >= share || !self.engine.has_room(len) {
+                return false;
+            }
+            let job = c.pending.pop_front().expect("front exists");
+            self.last_served = id;
+            c.files += 1;
+            c.bytes += len;
+            let recorder = Arc::new(Recorder {
+                route: Mutex::default(),
+                progress: reports,
+            });
+            let queued = QueuedJob {
+                src: job.src,
+                src_name: job.src_name,
+                len,
+                dst: job.dst,
+                dst_name: job.dst_name,
+                sparse: job.sparse,
+                truncate,
+                progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
+            };
+            match self
+                .engine
+                .submit_cancellable(queued, Arc::clone(&c.joined.cancel))
+            {
+                Ok(ticket) => {
+                    c.in_flight += 1;
+                    self.tickets.insert(ticket, (id, job.id, recorder));
+                }
+                Err(refused) => {
+                    let (q, _) = *refused;
+                    let job = Job {
+                        id: job.id,
+                        src: q.src,
+                        dst: q.dst,
+                        src_name: q.src_name,
+                        dst_name: q.dst_name,
+                        sparse: q.sparse,
+                        handover: Handover::InFlight { len, truncate },
+                    };
+                    self.copy_in_turn(id, job);
+                }
+            }
+            return true;
+        }
+        let job = c.pending.pop_front().expect("front exists");
+        self.last_served = id;
+        self.copy_in_turn(id, job);
+        true
+    }
+
+    /// Copies a file now (all slots), as one process copies a file it does not queue.
+    fn copy_in_turn(&mut self, id: ClientId, job: Job) {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return;
+        };
+        let recorder = Recorder {
+            route: Mutex::default(),
+            progress: Some(progress_to(c, job.id)),
+        };
+        // The engine cuts DEST once the staging exists, as for a copy in the client.
+        let src_kind = match job.handover {
+            Handover::InFlight { len: 0, .. } | Handover::InTurn { len: None } => {
+                SourceKind::Sequential
+            }
+            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => {
+                SourceKind::Regular { len }
+            }
+        };
+        let data = DataJob {
+            src: &job.src,
+            src_name: &job.src_name,
+            src_kind,
+            dst: &job.dst,
+            dst_name: &job.dst_name,
+            sparse: job.sparse,
+        };
+        let result = self
+            .engine
+            .copy_cancellable(&data, &recorder, &c.joined.cancel);
+        if let Ok(end) = result {
+            c.bytes += end;
+        }
+        c.files += 1;
+        let stages = wire::stage_secs(&self.engine.last_stages());
+        let outcome = recorder.outcome(result, true, stages);
+        self.shared.count(&outcome);
+        drop(job.src);
+        drop(job.dst);
+        answer(c, job.id, outcome);
+    }
+
+    fn count(&self, outcome: &Outcome) {
+        self.shared.count(outcome);
+    }
+
+    /// Forgets clients that have gone and whose files have all ended.
+    fn reap(&mut self) {
+        let debug = self.debug;
+        self.clients.retain(|_, c| {
+            let keep = !(c.gone && c.in_flight == 0);
+            if !keep && debug {
+                debug_line(&format!(
+                    "client pid {} left: {} file(s), {} bytes",
+                    c.joined.pid, c.files, c.bytes
+                ));
+            }
+            keep
+        });
+    }
+}
+
+/// Where the progress of client `c`'s file `id` goes: its first bytes are reported at once
+/// (the client's view shows the file moving), then every PROGRESS_EVERY.
+fn progress_to(c: &Client, id: u64) -> ProgressTo {
+    let long_ago = Instant::now().checked_sub(PROGRESS_EVERY);
+    ProgressTo {
+        sock: Arc::clone(&c.joined.sock),
+        id,
+        unsent: Mutex::new((long_ago.unwrap_or_else(Instant::now), 0)),
+    }
+}
+
+/// Sends a file's answer; a client that cannot take it is gone.
+fn answer(c: &mut Client, id: u64, outcome: Outcome) {
+    c.joined.unanswered.fetch_sub(1, Ordering::SeqCst);
+    let reply = Reply::Done { id, outcome };
+    if wire::send(c.joined.sock.as_fd(), &reply, &[]).is_err() {
+        c.gone = true;
+        c.joined.cancel.store(true, Ordering::SeqCst);
+        c.pending.clear();
+    }
+}
