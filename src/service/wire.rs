@@ -178,7 +178,7 @@ pub fn stage_times(s: &[f64; 5]) -> StageTimes {
 /// A message that could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
-    #[error("{0}")]
+    #[error("{}", crate::messages::os_text(.0))]
     Io(#[from] io::Error),
     /// The peer closed the connection.
     #[error("connection closed")]

@@ -136,6 +136,7 @@ pub(super) fn accept_loop(
 ) {
     let uid = nix::unistd::getuid().as_raw();
     let greeting = Places::new(MAX_CLIENTS, users.places_each(MAX_CLIENTS));
+    let refusing = Places::new(REFUSING, REFUSING);
     let mut next: ClientId = 1;
     loop {
         let conn = match socket::accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
@@ -153,12 +154,7 @@ pub(super) fn accept_loop(
         let peer_uid = match crate::service::peer(&conn) {
             Ok((_, peer_uid)) if users.admits(peer_uid, uid) => peer_uid,
             Ok((_, peer_uid)) => {
-                let _ = wire::send_now(
-                    conn.as_fd(),
-                    &Reply::Refused {
-                        why: users.refusal(peer_uid),
-                    },
-                );
+                refuse_briefly(conn, users.refusal(peer_uid), &refusing);
                 continue;
             }
             Err(_) => continue,
@@ -182,6 +178,33 @@ pub(super) fn accept_loop(
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// Connections being refused at once, each on a thread of its own for at most
+/// [`REFUSAL_WAIT`]; past that many a refused connection is closed unheard.
+const REFUSING: usize = 16;
+/// How long a refused connection's hello is waited for.
+const REFUSAL_WAIT: Duration = Duration::from_millis(250);
+
+/// Tells a connection of a uid this service does not serve why, on a thread of its own: its
+/// hello is read first (a socket closed with a message unread resets the connection, and the
+/// client would lose the answer), for at most REFUSAL_WAIT, holding none of the places that
+/// served users need.
+fn refuse_briefly(conn: OwnedFd, why: String, refusing: &Arc<Places>) {
+    let Ok(place) = refusing.take(0) else {
+        return; // too many at once: closed unheard
+    };
+    let _ = std::thread::Builder::new()
+        .name("aiscp-refuse".into())
+        .spawn(move || {
+            let wait =
+                nix::sys::time::TimeVal::new(0, REFUSAL_WAIT.as_micros() as libc::suseconds_t);
+            if socket::setsockopt(&conn, socket::sockopt::ReceiveTimeout, &wait).is_ok() {
+                let _ = wire::receive::<Request>(conn.as_fd());
+            }
+            let _ = wire::send_now(conn.as_fd(), &Reply::Refused { why });
+            drop(place);
+        });
 }
 
 /// The handshake of a client of `uid` (already admitted): its hello is read first (so a
