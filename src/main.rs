@@ -260,16 +260,22 @@ fn copy_and_exit(
             messages::exit(1);
         }
     };
-    let stats_json = match cli
+    let stats = match cli
         .stats
         .as_deref()
         .map(|s| options::argmatch("--stats", s, cli::STATS_CHOICES))
     {
         None => None,
-        Some(Ok(format)) => Some(format == cli::StatsFormat::Json),
+        Some(Ok(format)) => Some(format),
         Some(Err(e)) => usage_exit(&e),
     };
-    config.library_stats = stats_json.is_some();
+    // The library counts (at some cost) only where its counts are shown: in the JSON, or in
+    // the text under --debug.
+    config.library_stats = match stats {
+        Some(cli::StatsFormat::Json) => true,
+        Some(cli::StatsFormat::Text) => cli.staging.debug,
+        None => false,
+    };
     let progress = progress::Progress::start(
         cli.staging.progress_view_here(),
         jobs.iter().map(|j| j.src.clone()).collect(),
@@ -291,7 +297,7 @@ fn copy_and_exit(
         copier.copy_top(job);
     }
     copier.settle();
-    finish_and_exit(copier, progress, &signals, stats_json, cli.staging.debug)
+    finish_and_exit(copier, progress, &signals, stats, cli.staging.debug)
 }
 
 /// Ends the run: the engine shut down, the progress view closed, --stats printed, then the
@@ -300,7 +306,7 @@ fn finish_and_exit(
     copier: copy::Copier<'_>,
     progress: progress::Progress,
     signals: &signals::Signals,
-    stats_json: Option<bool>,
+    stats: Option<cli::StatsFormat>,
     debug: bool,
 ) -> ! {
     let failed = copier.failed;
@@ -312,12 +318,12 @@ fn finish_and_exit(
     drop(copier);
     let engine = engine.map(|(info, stages)| (info, stages, stopping.elapsed()));
     let summary = progress.finish();
-    if let Some(json) = stats_json {
+    if let Some(format) = stats {
         let stopped = failed || signals.received().is_some();
         let report = progress::StatsReport::new(summary, files, engine, stopped);
-        let text = match json {
-            true => report.json(),
-            false => report.text(debug),
+        let text = match format {
+            cli::StatsFormat::Json => report.json(),
+            cli::StatsFormat::Text => report.text(debug),
         };
         // A failed write is reported at exit, as for -v lines.
         messages::say(format_args!("{text}"));

@@ -165,8 +165,9 @@ pub struct Cli {
     /// files copied, skipped (-n, -u, -i) and failed, bytes, time, rate, and the library and
     /// GPU or host memory staged through, with --debug also the routes, each stage's thread
     /// time, start-up and shutdown and the library's own counters; or one JSON object (json)
-    /// with all of these. On the library route it asks cuFile to count per GPU (hipFile
-    /// always counts), which the vendor says may cost some speed
+    /// with all of these. Where the library's counters are shown (json, or text with
+    /// --debug) it asks cuFile to count on the library route (hipFile always counts): 3% on
+    /// a 1 GiB copy on the H200 (BENCHMARKS.md, H200 runs 15-17)
     #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
           default_missing_value = "text", value_parser = Choices(STATS_CHOICES),
           help_heading = "Reporting")]

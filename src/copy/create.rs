@@ -2,7 +2,7 @@
 //! an earlier copy, a symbolic or hard link instead of a copy, a regular file's data, a
 //! symlink or a special file.
 
-use super::{atomic, name_key, same_dir, Copier, FirstCopy, Found, Outcome, Step};
+use super::{atomic, name_key, same_dir, Copier, Disposition, FirstCopy, Found, Step};
 use crate::attrs;
 use crate::messages::Reported;
 use crate::messages::{error, os_text, say};
@@ -29,7 +29,7 @@ impl Copier<'_> {
         found: &Found,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Result<Outcome, Reported> {
+    ) -> Result<Disposition, Reported> {
         let follow = self.follows(top);
         let opts = self.opts;
         if src_meta.kind() == FileKind::Dir {
@@ -51,10 +51,10 @@ impl Copier<'_> {
             if let Some(first) = self.memory.links.get(&src_meta.id()) {
                 return self
                     .link_to_first(dst, first, follow)
-                    .map(|()| Outcome::Made);
+                    .map(|()| Disposition::Made);
             }
         }
-        let mut outcome = Outcome::Made;
+        let mut outcome = Disposition::Made;
         if opts.symbolic_link {
             make_symlink_instead(src, dst, opts.force)?;
         } else if opts.hard_link {
@@ -92,7 +92,7 @@ impl Copier<'_> {
         found: &Found,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Result<Outcome, Reported> {
+    ) -> Result<Disposition, Reported> {
         let follow = self.follows(top);
         // A directory this run created showing up as a source means DEST is inside SOURCE.
         if self.memory.made_dirs.contains(&src_meta.id()) {
@@ -112,7 +112,7 @@ impl Copier<'_> {
                     "warning: source directory {} specified more than once",
                     quote(src.path)
                 ));
-                return Ok(Outcome::Directory(None));
+                return Ok(Disposition::Directory(None));
             }
         }
         if self.remembers_link(src_meta, top) {
@@ -134,7 +134,7 @@ impl Copier<'_> {
         }
         let dst_meta = if found.new { None } else { found.sb.as_ref() };
         self.enter_dir(src, dst, src_meta, dst_meta, follow, parent_dev)
-            .map(|frame| Outcome::Directory(Some(Box::new(frame))))
+            .map(|frame| Disposition::Directory(Some(Box::new(frame))))
     }
 
     /// Remembers the DEST just made: as the first copy of SOURCE's inode (--preserve=links),

@@ -7,7 +7,7 @@ mod rules;
 mod tests;
 
 use super::atomic::Aside;
-use super::{ask, name_key, Copier, FirstCopy, Found, Outcome, Step};
+use super::{ask, name_key, Copier, Disposition, FirstCopy, Found, Step};
 use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
@@ -49,9 +49,9 @@ impl Copier<'_> {
         dst: At<'_>,
         top: bool,
         parent_dev: Option<u64>,
-    ) -> Result<Outcome, Reported> {
+    ) -> Result<Disposition, Reported> {
         let Some(src_meta) = self.check_source(src, top)? else {
-            return Ok(Outcome::Skipped);
+            return Ok(Disposition::Skipped);
         };
         let look = self.look_at_dest(dst, src_meta.kind())?;
         let mut found = Found {
@@ -62,7 +62,7 @@ impl Copier<'_> {
         };
         if let Some(dm) = &look.sb {
             if self.check_existing(src, dst, &src_meta, dm, top)? == Next::Done {
-                return Ok(Outcome::Skipped);
+                return Ok(Disposition::Skipped);
             }
             self.make_room(src, dst, &src_meta, dm, top, &mut found)?;
         }

@@ -2,7 +2,7 @@
 //! cp's copy_reg does, the data handed to the engine (or queued, or written aside for
 //! --atomic), then attributes and --fsync.
 
-use super::{replaced, sync, Copier, Found, Outcome, Step};
+use super::{replaced, sync, Copier, Disposition, Found, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
@@ -25,7 +25,7 @@ impl Copier<'_> {
         src_meta: &Stat,
         found: &Found,
         follow: bool,
-    ) -> Result<Outcome, Reported> {
+    ) -> Result<Disposition, Reported> {
         let opts = self.opts;
         let (src_file, opened) = self.open_source(src, src_meta, follow)?;
         // The backend and its first buffer come before DEST is touched: if the backend
@@ -42,7 +42,7 @@ impl Copier<'_> {
             if let Some(plan) = plan {
                 return self
                     .copy_file_atomic(src.path, dst, &src_file, &opened, plan)
-                    .map(|()| Outcome::Made);
+                    .map(|()| Disposition::Made);
             }
         }
 
@@ -61,7 +61,7 @@ impl Copier<'_> {
             src.path, dst.path, src_file, dst_file, &opened, &dst_now, found, created,
         );
         let Err((src_file, dst_file)) = queued else {
-            return Ok(Outcome::InFlight); // the rest follows the data (see `inflight`)
+            return Ok(Disposition::InFlight); // the rest follows the data (see `inflight`)
         };
         if !created && !opts.attributes_only && dst_now.is_file() {
             dst_file
@@ -72,7 +72,7 @@ impl Copier<'_> {
         if opts.fsync {
             sync(&dst_file, dst, created)?;
         }
-        Ok(Outcome::Made)
+        Ok(Disposition::Made)
     }
 
     /// Opens SOURCE for reading and checks it is the file stat'ed; a FIFO's writer is

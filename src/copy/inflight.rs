@@ -11,7 +11,7 @@
 //! every file queued before it has been finished. A prompt first waits for every file in
 //! flight (it must follow their messages, and its answer may depend on them).
 
-use super::{Copier, Found, Outcome};
+use super::{Copier, Disposition, Found};
 use crate::attrs;
 use crate::messages::Reported;
 use crate::messages::{self, error, Held};
@@ -380,7 +380,7 @@ impl Copier<'_> {
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
     /// the error, or the attributes. Returns what became of the file; None for one the run
     /// was stopped before (neither copied nor failed).
-    fn finish_file(&mut self, p: Pending, f: Finished) -> Option<Result<Outcome, Reported>> {
+    fn finish_file(&mut self, p: Pending, f: Finished) -> Option<Result<Disposition, Reported>> {
         for (set, id) in [
             (&mut self.inflight.reading, p.src_id),
             (&mut self.inflight.writing, p.dst_id),
@@ -418,7 +418,7 @@ impl Copier<'_> {
             Ok(_) => self.apply_attrs(&p, &f),
         };
         if ok {
-            return Some(Ok(Outcome::Made));
+            return Some(Ok(Disposition::Made));
         }
         self.failed = true;
         // A failed copy is not "just created" (as when copied in turn).

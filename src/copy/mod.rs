@@ -42,7 +42,7 @@ type Step = Result<(), Reported>;
 
 /// What became of one entry, as the steps that decide it return it; the run's file counts
 /// are added up from these values ([`count`]).
-enum Outcome {
+enum Disposition {
     /// DEST made: a file's data copied, a link or a special file made.
     Made,
     /// A directory made or merged into: its entries count on their own. The level entered,
@@ -58,11 +58,11 @@ enum Outcome {
 /// Counts one entry in the run's files by the result its steps returned. A failure is an
 /// entry cp reported an error for (a directory that could not be made or read included); an
 /// error on a directory's attributes counts only in the exit status.
-fn count(files: &mut Files, result: &Result<Outcome, Reported>) {
+fn count(files: &mut Files, result: &Result<Disposition, Reported>) {
     match result {
-        Ok(Outcome::Made) => files.copied += 1,
-        Ok(Outcome::Skipped) => files.skipped += 1,
-        Ok(Outcome::Directory(_) | Outcome::InFlight) => {}
+        Ok(Disposition::Made) => files.copied += 1,
+        Ok(Disposition::Skipped) => files.skipped += 1,
+        Ok(Disposition::Directory(_) | Disposition::InFlight) => {}
         Err(Reported) => files.failed += 1,
     }
 }

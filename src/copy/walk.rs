@@ -16,7 +16,7 @@
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
 //! where it was not (a bind mount inside itself).
 
-use super::{fail, fail_os, replaced, Copier, Outcome, Reported, Step};
+use super::{fail, fail_os, replaced, Copier, Disposition, Reported, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{At, OpenDir};
@@ -215,12 +215,13 @@ impl Copier<'_> {
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
         let first = self.copy_entry(src, dst, true, None);
         super::count(&mut self.files, &first);
-        let Outcome::Directory(Some(frame)) = first? else {
+        let Disposition::Directory(Some(frame)) = first? else {
             return Ok(());
         };
         let mut stack = vec![*frame];
         let (deepest, top_kept) = open_window();
         stack.iter_mut().for_each(list_entries);
+        stack.iter().for_each(|level| self.count_unread(level));
         let mut result = Ok(());
         loop {
             let stop = self.memory.into_itself || self.config.cancel.load(Ordering::SeqCst);
@@ -232,7 +233,7 @@ impl Copier<'_> {
                 let result = self.copy_child(top, &name);
                 super::count(&mut self.files, &result);
                 top.ok &= result.is_ok();
-                if let Ok(Outcome::Directory(Some(child))) = result {
+                if let Ok(Disposition::Directory(Some(child))) = result {
                     stack.push(*child);
                     // Give back the descriptors of the levels that left the open window.
                     let first = usize::from(top_kept);
@@ -243,7 +244,10 @@ impl Copier<'_> {
                             s.dir = None;
                         }
                     }
-                    stack.last_mut().into_iter().for_each(list_entries);
+                    if let Some(level) = stack.last_mut() {
+                        list_entries(level);
+                        self.count_unread(level);
+                    }
                 }
                 continue;
             }
@@ -263,8 +267,16 @@ impl Copier<'_> {
         result
     }
 
+    /// Counts a directory just entered as failed when it could not be opened or its entries
+    /// read (cp reported it; its entries, if any were read, count on their own).
+    fn count_unread(&mut self, level: &DirFrame) {
+        if !level.ok {
+            self.files.failed += 1;
+        }
+    }
+
     /// Copies the entry `name` of the directory `top`; a directory is entered, not yet copied.
-    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Result<Outcome, Reported> {
+    fn copy_child(&mut self, top: &DirFrame, name: &OsStr) -> Result<Disposition, Reported> {
         let (Some(src_dir), Some(dst_dir)) = (
             top.src.as_ref().and_then(|s| s.dir.as_ref()),
             top.dst.dir.as_ref(),

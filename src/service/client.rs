@@ -233,12 +233,18 @@ impl ServiceClient {
         self.state = State::Down;
         for (id, job) in std::mem::take(&mut self.out) {
             let result = match (&how, interrupted) {
-                // Copied again in turn from its start (see `copy::inflight`); the engine
-                // cuts DEST back once its staging exists.
-                (Lost::Gone(_), false) => Err(CopyError::NotMoved),
-                _ => Err(CopyError::Interrupted),
+                // Cut back at once (as cp's O_TRUNC would leave it should this process fail
+                // too), then copied again in turn from its start (see `copy::inflight`),
+                // which reports the file's start and end itself.
+                (Lost::Gone(_), false) => {
+                    let _ = job.dst.set_len(0);
+                    Err(CopyError::NotMoved)
+                }
+                _ => {
+                    job.progress.file_finished();
+                    Err(CopyError::Interrupted)
+                }
             };
-            job.progress.file_finished();
             self.landed
                 .push_back(Finished::elsewhere(Ticket(id), job, result, true));
         }
@@ -436,10 +442,14 @@ impl DataMover for ServiceClient {
                     return Err(CopyError::Interrupted);
                 }
                 None => {
-                    // Gone mid-copy: this file again, here, from its start (the engine cuts
-                    // DEST once its staging exists, so a local engine that cannot stage
-                    // leaves DEST as the service left it). The bytes the service's reports
-                    // already showed are not shown twice.
+                    // Gone mid-copy: DEST cut back at once (as cp's O_TRUNC would leave it
+                    // should this process fail too), then this file again, here, from its
+                    // start. The bytes the service's reports already showed are not shown
+                    // twice.
+                    job.dst.set_len(0).map_err(|e| CopyError::Write {
+                        name: quote(job.dst_name),
+                        source: e,
+                    })?;
                     let again = Redone::after(progress, shown);
                     return engine.get().copy(job, &again);
                 }

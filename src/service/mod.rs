@@ -85,19 +85,24 @@ pub fn peer(sock: impl AsFd) -> io::Result<(i32, u32)> {
 /// Whether `dir` is a directory owned by this user that no one else may enter (0700 or
 /// tighter): a socket inside it is reachable by this user (and root) only. For a service
 /// shared with other users (`shared`), others may enter it but no one else may write in it
-/// (0755 or tighter), so no one else can put another socket in its place.
+/// (0755 or 0711), so no one else can put another socket in its place.
 fn socket_dir(dir: &Path, shared: bool) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
     let uid = nix::unistd::geteuid().as_raw();
-    let (others, wanted) = match shared {
-        false => (0o077, "0700"),
-        true => (0o022, "0755"),
+    // Private: no one else may do anything there. Shared: others must enter (to reach the
+    // socket) and no one else may write.
+    let (fits, wanted) = match shared {
+        false => (meta.mode() & 0o077 == 0, "0700 or tighter"),
+        true => (
+            meta.mode() & 0o022 == 0 && meta.mode() & 0o001 != 0,
+            "0755 or 0711",
+        ),
     };
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & others != 0 {
+    if !meta.is_dir() || meta.uid() != uid || !fits {
         return Err(io::Error::other(format!(
-            "{} must be a directory of uid {uid} with mode {wanted} or tighter (it is {}, uid \
-             {}, mode {:o})",
+            "{} must be a directory of uid {uid} with mode {wanted} (it is {}, uid {}, mode \
+             {:o})",
             aiscp_engine::quote::quote(dir),
             if meta.is_dir() {
                 "a directory"

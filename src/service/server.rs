@@ -16,6 +16,7 @@
 //! MAX_PENDING x MAX_MESSAGE bytes and 2 x MAX_PENDING descriptors.
 
 mod connections;
+mod places;
 mod scheduler;
 
 use super::users::Users;
@@ -27,7 +28,7 @@ use connections::{accept_loop, bind};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,6 +64,14 @@ pub fn run(config: Config, args: ServeArgs) -> i32 {
 /// The service's life: the socket and the engine brought up, clients served until a signal
 /// or the idle limit, the socket removed. Err: why it could not start.
 fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
+    if args.users.shared() && !nix::unistd::geteuid().is_root() {
+        // A client hands its descriptors only to a service of its own uid or root's.
+        return Err(
+            "--allow-users needs a service run as root: other users' runs use only \
+                    their own service or root's"
+                .into(),
+        );
+    }
     let inherited = socket_passed()?;
     let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
@@ -85,8 +94,12 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
         Some(fd) => (fd, None),
         None => bind(&path, args.users.shared()).map(|(fd, lock)| (fd, Some(lock)))?,
     };
+    if args.users.shared() {
+        keep_only_reopening()?;
+    }
     let info = engine.info();
-    let shared = Arc::new(Shared::new(&info, engine.queue_max(), slots_bytes));
+    let per_uid = args.users.places_each(MAX_CLIENTS);
+    let shared = Arc::new(Shared::new(&info, engine.queue_max(), slots_bytes, per_uid));
     if !quiet {
         announce(&info, bound.is_some().then_some(&path));
     }
@@ -108,6 +121,32 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
         let _ = std::fs::remove_file(&path);
         drop(lock);
     }
+    Ok(())
+}
+
+/// A service shared with other users keeps, once its socket is bound and its engine is up,
+/// only the capabilities the I/O libraries need to reopen a passed descriptor through
+/// /proc/self/fd: none of root's others, so what it writes for a user stays within that
+/// user's quota and out of the blocks a filesystem keeps for root.
+fn keep_only_reopening() -> Result<(), String> {
+    use caps::{CapSet, Capability, CapsHashSet};
+    let keep: CapsHashSet = [
+        Capability::CAP_DAC_OVERRIDE,
+        Capability::CAP_DAC_READ_SEARCH,
+    ]
+    .into_iter()
+    .collect();
+    let failed = |e: caps::errors::CapsError| format!("cannot give up capabilities: {e}");
+    // The bounding set first: dropping from it needs CAP_SETPCAP, about to go. What a unit
+    // (CapabilityBoundingSet=) already took is not dropped again.
+    let bounding = caps::read(None, CapSet::Bounding).map_err(failed)?;
+    for cap in bounding.difference(&keep) {
+        caps::drop(None, CapSet::Bounding, *cap).map_err(failed)?;
+    }
+    caps::clear(None, CapSet::Ambient).map_err(failed)?;
+    caps::clear(None, CapSet::Inheritable).map_err(failed)?;
+    caps::set(None, CapSet::Effective, &keep).map_err(failed)?;
+    caps::set(None, CapSet::Permitted, &keep).map_err(failed)?;
     Ok(())
 }
 
@@ -161,7 +200,8 @@ type ClientId = u64;
 /// `--doctor` shows.
 struct Shared {
     welcome: Welcome,
-    seats: Arc<AtomicUsize>,
+    /// The clients served, each holding its place.
+    seats: Arc<places::Places>,
     started: Instant,
     files: AtomicU64,
     bytes: AtomicU64,
@@ -171,7 +211,12 @@ struct Shared {
 impl Shared {
     /// What clients are told (the engine `info` and its largest file in flight), counts at
     /// zero; `slots_bytes`: one GPU's staging.
-    fn new(info: &aiscp_engine::EngineInfo, queue_max: Option<u64>, slots_bytes: u64) -> Shared {
+    fn new(
+        info: &aiscp_engine::EngineInfo,
+        queue_max: Option<u64>,
+        slots_bytes: u64,
+        per_uid: usize,
+    ) -> Shared {
         let welcome = Welcome {
             protocol: wire::PROTOCOL,
             version: wire::VERSION.to_owned(),
@@ -184,7 +229,7 @@ impl Shared {
         Shared {
             staging_bytes: slots_bytes * info.gpus.len().max(1) as u64,
             welcome,
-            seats: Arc::new(AtomicUsize::new(0)),
+            seats: places::Places::new(MAX_CLIENTS, per_uid),
             started: Instant::now(),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -203,7 +248,7 @@ impl Shared {
         Status {
             welcome: self.welcome.clone(),
             uptime_secs: self.started.elapsed().as_secs_f64(),
-            clients: self.seats.load(Ordering::SeqCst),
+            clients: self.seats.count(),
             files: self.files.load(Ordering::SeqCst),
             bytes: self.bytes.load(Ordering::SeqCst),
             staging_bytes: self.staging_bytes,

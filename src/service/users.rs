@@ -53,6 +53,15 @@ impl Users {
         *self != Users::Own
     }
 
+    /// How many of `places` (connections saying hello, or clients served) one uid may hold:
+    /// all of them on a service of one user's, a quarter where others share it.
+    pub fn places_each(&self, places: usize) -> usize {
+        match self {
+            Users::Own => places,
+            _ => (places / 4).max(1),
+        }
+    }
+
     /// Why `uid` was refused, for the client's warning.
     pub fn refusal(&self, uid: u32) -> String {
         let own = Uid::current().as_raw();

@@ -178,7 +178,7 @@ pub fn stage_times(s: &[f64; 5]) -> StageTimes {
 /// A message that could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
-    #[error("{0}")]
+    #[error("{}", crate::messages::os_text(.0))]
     Io(#[from] io::Error),
     /// The peer closed the connection.
     #[error("connection closed")]
@@ -190,6 +190,37 @@ pub enum WireError {
 /// Sends one message with `fds` attached. MSG_NOSIGNAL: a peer that is gone is an error
 /// here, not a SIGPIPE that would stop the run.
 pub fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -> io::Result<()> {
+    send_with(sock, msg, fds, MsgFlags::MSG_NOSIGNAL)
+}
+
+/// [`send`] that never waits: a peer whose socket has no room (it does not read what it is
+/// sent) gets an error (`WouldBlock`) instead of holding the sender.
+pub fn send_now<T: Serialize>(sock: BorrowedFd<'_>, msg: &T) -> io::Result<()> {
+    send_with(
+        sock,
+        msg,
+        &[],
+        MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+    )
+}
+
+/// Bytes sent on `sock` and not yet read by its peer (SIOCOUTQ).
+pub fn unread(sock: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one int through the pointer, which points at `queued`.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(queued).unwrap_or(0))
+}
+
+fn send_with<T: Serialize>(
+    sock: BorrowedFd<'_>,
+    msg: &T,
+    fds: &[RawFd],
+    flags: MsgFlags,
+) -> io::Result<()> {
     let bytes = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if bytes.len() > MAX_MESSAGE {
         return Err(io::Error::other("message too long"));
@@ -201,7 +232,7 @@ pub fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -> io::R
             sock.as_raw_fd(),
             &[IoSlice::new(&bytes)],
             cmsgs,
-            MsgFlags::MSG_NOSIGNAL,
+            flags,
             None,
         ) {
             Ok(_) => return Ok(()),

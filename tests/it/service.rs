@@ -344,7 +344,7 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
         }
         let client = svc
             .client()
-            .args(["-r", "--stats"])
+            .args(["-r", "--stats", "--progress"])
             .arg(src.join("."))
             .arg(&dst)
             .stdout(Stdio::piped())
@@ -359,9 +359,14 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
         let out = client.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{backend:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "one warning: {stderr}");
+        let (progress, other): (Vec<&str>, Vec<&str>) =
+            stderr.lines().partition(|l| l.contains(": progress: "));
+        assert_eq!(other.len(), 1, "one warning: {stderr}");
         assert!(stderr.contains("warning: staging service at"), "{stderr}");
         assert!(stderr.contains("copying in-process"), "{stderr}");
+        // The progress view's last line counts each file once, those redone here too.
+        let last = progress.last().expect(&stderr);
+        assert!(last.contains(" 41/41 files"), "{last}");
         // Each file counts once, the one cut by the service's death and redone here too.
         let stats = String::from_utf8_lossy(&out.stdout);
         let value = |label| crate::support::stats_value(&stats, label);
@@ -577,8 +582,9 @@ fn another_uid_is_refused() {
         uid_line.split_whitespace().skip(1).all(|u| u == "65534"),
         "{uid_line}"
     );
+    // Refused as it connects, before any hello (which may then find the socket closed).
     let hello = br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#;
-    socket::send(sock.as_raw_fd(), hello, MsgFlags::empty()).unwrap();
+    let _ = socket::send(sock.as_raw_fd(), hello, MsgFlags::MSG_NOSIGNAL);
     let answer = read_message(&sock);
     assert!(
         answer.contains("refused") && answer.contains("uid 0 may not use this service"),
@@ -649,8 +655,12 @@ fn a_shared_service_serves_the_users_it_allows_and_no_other() {
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let socket = d.path().join("shared").join("service.sock");
     let log = d.path().join("service.log");
+    // Under umask 077, which would keep others out of the directory it makes.
     let mut svc = Other::start(
-        Command::new(program())
+        Command::new("sh")
+            .arg("-c")
+            .arg("umask 077; exec \"$0\" \"$@\"")
+            .arg(program())
             .args([
                 "--serve",
                 "--backend",
@@ -668,6 +678,19 @@ fn a_shared_service_serves_the_users_it_allows_and_no_other() {
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(socket.parent().unwrap()), 0o755);
     assert_eq!(mode(&socket), 0o666);
+    // Of root's capabilities it kept only the two that reopen a passed descriptor
+    // (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: bits 1 and 2).
+    let status = fs::read_to_string(format!("/proc/{}/status", svc.0.id())).unwrap();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let line = status.lines().find(|l| l.starts_with(set)).unwrap();
+        let want = if set == "CapInh" || set == "CapAmb" {
+            0
+        } else {
+            6
+        };
+        let bits = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+        assert_eq!(bits, want, "{line}");
+    }
     let src = d.path().join("a");
     write_random(&src, 300_000, 12);
     fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
@@ -739,10 +762,125 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("with mode 0755 or tighter (it is a directory, uid 0, mode 1777)"),
+        stderr.contains("with mode 0755 or 0711 (it is a directory, uid 0, mode 1777)"),
         "{stderr}"
     );
     assert!(!run.join("service.sock").exists());
+}
+
+/// On a shared service neither a user it does not serve nor one it does can keep others out
+/// by holding connections open without a word: the first is refused as it connects, the
+/// second holds at most a quarter of the places.
+#[test]
+fn one_user_holding_connections_does_not_keep_others_out() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.path().join("shared").join("service.sock");
+    let log = d.path().join("service.log");
+    let _svc = Other::start(
+        Command::new(program())
+            .args(["--serve", "--backend", "host", "--allow-users", "nobody"])
+            .arg("--socket")
+            .arg(&socket),
+        &socket,
+        &log,
+    );
+    let src = d.path().join("a");
+    write_random(&src, 1000, 52);
+    const HOLD: &str = "import socket, sys, time\n\
+        held = []\n\
+        for _ in range(70):\n\
+        \x20   s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n\
+        \x20   s.connect(sys.argv[1])\n\
+        \x20   held.append(s)\n\
+        print('holding', flush=True)\n\
+        time.sleep(60)\n";
+    for user in ["daemon:daemon", "nobody:nogroup"] {
+        let mut holder = as_user(user)
+            // The system's interpreter: a root-only shim (pyenv) would not run as `user`.
+            .args(["/usr/bin/python3", "-c", HOLD])
+            .arg(&socket)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "holding\n", "{user}");
+        let out = Command::new(program())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_SERVICE", &socket)
+            .arg("--debug")
+            .arg(&src)
+            .arg(d.path().join(format!("copy-{}", &user[..6])))
+            .output()
+            .unwrap();
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("through the staging service"),
+            "{user}: {stderr}"
+        );
+        assert!(!stderr.contains("in-process"), "{user}: {stderr}");
+    }
+}
+
+/// As under the system unit (CapabilityBoundingSet=): a bounding set already narrowed to the
+/// two capabilities the service keeps, and CAP_SETPCAP gone, does not stop it.
+#[test]
+fn a_shared_service_starts_under_a_narrowed_bounding_set() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.path().join("shared").join("service.sock");
+    let svc = Other::start(
+        Command::new("setpriv")
+            .arg("--bounding-set=-all,+dac_override,+dac_read_search")
+            .arg(program())
+            .args([
+                "--serve",
+                "--backend",
+                "host",
+                "--allow-users",
+                "all",
+                "--socket",
+            ])
+            .arg(&socket),
+        &socket,
+        &d.path().join("service.log"),
+    );
+    let status = fs::read_to_string(format!("/proc/{}/status", svc.0.id())).unwrap();
+    let eff = status.lines().find(|l| l.starts_with("CapEff")).unwrap();
+    assert!(eff.ends_with("0000000000000006"), "{eff}");
+}
+
+#[test]
+fn a_shared_service_must_run_as_root() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let out = as_user("nobody:nogroup")
+        .arg(program())
+        .args([
+            "--serve",
+            "--backend",
+            "host",
+            "--allow-users",
+            "all",
+            "--socket",
+        ])
+        .arg(d.path().join("run").join("service.sock"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--allow-users needs a service run as root"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -769,7 +907,7 @@ fn an_unknown_user_to_allow_is_refused() {
 }
 
 /// A client hands its descriptors only to a service of its own user or root's: root does not
-/// give its files to a service of nobody's, even one that would serve it.
+/// give its files to a service of nobody's (refused by the client, before any hello).
 #[test]
 fn a_client_keeps_its_files_from_another_users_service() {
     let d = dir();
@@ -787,14 +925,7 @@ fn a_client_keeps_its_files_from_another_users_service() {
     let svc = Other::start(
         as_user("nobody:nogroup")
             .arg(program())
-            .args([
-                "--serve",
-                "--backend",
-                "host",
-                "--debug",
-                "--allow-users",
-                "all",
-            ])
+            .args(["--serve", "--backend", "host", "--debug"])
             .arg("--socket")
             .arg(&socket),
         &socket,
@@ -1018,6 +1149,61 @@ fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
         MsgFlags::MSG_NOSIGNAL,
         None,
     );
+}
+
+/// A client that sends files and never reads the answers must not hold the service: its
+/// answers would fill its socket and block the thread that serves every client. It is let
+/// go, and another client's copy goes through.
+#[test]
+fn a_client_that_never_reads_does_not_hold_the_others() {
+    let d = dir();
+    let svc = Service::start(Backend::Host, d.path(), &[], &[]);
+    write_random(&d.path().join("a"), 100, 51);
+    let src = fs::File::open(d.path().join("a")).unwrap();
+    let dst = fs::File::create(d.path().join("sink")).unwrap();
+    let sock = dial(&svc.socket).unwrap();
+    send_raw(
+        &sock,
+        br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#,
+        &[],
+    );
+    assert!(read_message(&sock).contains("welcome"));
+    let fds = [src.as_raw_fd(), dst.as_raw_fd()];
+    let nonblocking = std::thread::spawn(move || {
+        for id in 0..2000 {
+            let msg = format!(
+                r#"{{"type":"copy","id":{id},"src_name":[97],"dst_name":[98],"sparse":"auto","handover":{{"in_flight":{{"len":100,"truncate":false}}}}}}"#
+            );
+            let sent = socket::sendmsg::<()>(
+                sock.as_raw_fd(),
+                &[std::io::IoSlice::new(msg.as_bytes())],
+                &[socket::ControlMessage::ScmRights(&fds)],
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+                None,
+            );
+            if sent.is_err() {
+                break; // let go (or full): enough either way
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        sock // kept open and never read
+    });
+    let hostile = nonblocking.join().unwrap();
+    let mut normal = svc
+        .client()
+        .arg(d.path().join("a"))
+        .arg(d.path().join("b"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_for(&mut normal, Duration::from_secs(20));
+    assert!(st.success(), "{}", svc.log());
+    assert_eq!(
+        fs::read(d.path().join("a")).unwrap(),
+        fs::read(d.path().join("b")).unwrap()
+    );
+    drop(hostile);
+    assert!(svc.stop().success());
 }
 
 #[test]

@@ -121,6 +121,11 @@ fn an_unreadable_file_counts_as_failed() {
             fs::set_permissions(sub, fs::Permissions::from_mode(0o755)).unwrap();
         }
         fs::set_permissions(src.join("f2"), fs::Permissions::from_mode(0o000)).unwrap();
+        // And a directory that cannot be read: one failure, as cp reports one.
+        let locked = src.join("locked");
+        fs::create_dir(&locked).unwrap();
+        fs::write(locked.join("inside"), b"x").unwrap();
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
         let mut cmd = match root {
             true => {
                 let mut c = Command::new("setpriv");
@@ -143,8 +148,9 @@ fn an_unreadable_file_counts_as_failed() {
             err.contains("cannot open 'src/f2' for reading: Permission denied"),
             "{err}"
         );
+        assert!(err.contains("cannot access 'src/locked'"), "{err}");
         let n = SIZES.len() as u64;
-        assert_eq!(counts(&out), words(n - 1, 0, 1), "{backend:?}");
+        assert_eq!(counts(&out), words(n - 1, 0, 2), "{backend:?}");
     }
 }
 

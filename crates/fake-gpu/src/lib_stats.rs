@@ -180,7 +180,11 @@ impl Level {
     }
 }
 
-fn put(out: *mut u8, at: usize, value: u64) {
-    // SAFETY: `at` is inside the caller's struct (the offsets above, within Level::size).
+/// Writes `value` at byte `at` of the struct at `out`.
+///
+/// # Safety
+/// `out` must point to a writable struct of at least `at + 8` bytes.
+unsafe fn put(out: *mut u8, at: usize, value: u64) {
+    // SAFETY: the caller's contract.
     unsafe { out.add(at).cast::<u64>().write_unaligned(value) }
 }

@@ -164,7 +164,7 @@ fn per_gpu(
     if (read, write) != (basic.read_bytes, basic.write_bytes) {
         return Err(format!(
             "the per-GPU counts ({read} bytes read, {write} written) do not add up to the \
-             totals ({} and {}): a layout this build does not know",
+             totals ({} and {})",
             basic.read_bytes, basic.write_bytes
         ));
     }

@@ -196,8 +196,16 @@ fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
     let welcome = match (welcome, sent) {
         (Ok((Reply::Welcome(w), _)), Ok(())) => w,
         (Ok((Reply::Refused { why }, _)), _) => return Err(format!("refused: {why}")),
-        (Err(_), Err(e)) => return Err(messages::os_text(&e)),
-        (Err(WireError::Closed), Ok(())) => return Err("no answer".into()),
+        // Closed (or reset) without a word: the service is going away, or refused us
+        // before the hello and the answer was lost.
+        (Err(_), Err(_)) | (Err(WireError::Closed), Ok(())) => {
+            return Err("the service closed the connection".into())
+        }
+        (Err(WireError::Io(e)), Ok(()))
+            if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) =>
+        {
+            return Err("the service closed the connection".into())
+        }
         (Err(e), Ok(())) => return Err(e.to_string()),
         (Ok(_), _) => return Err("unexpected answer".into()),
     };

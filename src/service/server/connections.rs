@@ -2,6 +2,7 @@
 //! socket from a live service), connections accepted, each client's handshake, then one
 //! thread per client reading its requests into [`Event`]s for the scheduler.
 
+use super::places::{Place, Places};
 use super::{say, ClientId, Shared, HELLO_TIMEOUT, MAX_CLIENTS, MAX_PENDING};
 use crate::messages;
 use crate::service::users::Users;
@@ -33,11 +34,16 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), S
         _ => PathBuf::from("."),
     };
     if !dir.exists() {
-        use std::os::unix::fs::DirBuilderExt;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let mode = if shared { 0o755 } else { 0o700 };
+        let cannot =
+            |e: std::io::Error| format!("cannot create {}: {}", quote(&dir), messages::os_text(&e));
         std::fs::DirBuilder::new()
-            .mode(if shared { 0o755 } else { 0o700 })
+            .mode(mode)
             .create(&dir)
-            .map_err(|e| format!("cannot create {}: {}", quote(&dir), messages::os_text(&e)))?;
+            .map_err(cannot)?;
+        // The umask may have taken bits the mode needs (others entering a shared one).
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(cannot)?;
     }
     crate::service::socket_dir(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
     let mut lock_name = path.as_os_str().to_owned();
@@ -107,16 +113,8 @@ pub(super) struct Joined {
     pub(super) cancel: Arc<AtomicBool>,
     /// Files sent and not yet answered (the reader refuses more than [`MAX_PENDING`]).
     pub(super) unanswered: Arc<AtomicUsize>,
-    _seat: Seat,
-}
-
-/// One of [`MAX_CLIENTS`] places, given back when the client is forgotten.
-pub(super) struct Seat(Arc<AtomicUsize>);
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
+    /// One of the [`MAX_CLIENTS`] seats, given back when the client is forgotten.
+    _seat: Place,
 }
 
 /// One file a client sent.
@@ -137,7 +135,8 @@ pub(super) fn accept_loop(
     users: &Users,
 ) {
     let uid = nix::unistd::getuid().as_raw();
-    let greeting = Arc::new(AtomicUsize::new(0));
+    let greeting = Places::new(MAX_CLIENTS, users.places_each(MAX_CLIENTS));
+    let refusing = Places::new(REFUSING, REFUSING);
     let mut next: ClientId = 1;
     loop {
         let conn = match socket::accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
@@ -150,18 +149,27 @@ pub(super) fn accept_loop(
                 continue;
             }
         };
-        // Connections still saying hello are bounded too; past that they are closed unheard.
-        if greeting.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-            greeting.fetch_sub(1, Ordering::SeqCst);
+        // Who connects is the kernel's answer, known at once: a uid this service does not
+        // serve is refused before it holds any place (so it cannot keep others out).
+        let peer_uid = match crate::service::peer(&conn) {
+            Ok((_, peer_uid)) if users.admits(peer_uid, uid) => peer_uid,
+            Ok((_, peer_uid)) => {
+                refuse_briefly(conn, users.refusal(peer_uid), &refusing);
+                continue;
+            }
+            Err(_) => continue,
+        };
+        // Connections still saying hello are bounded too, per uid as well; past that they are
+        // closed unheard.
+        let Ok(greeted) = greeting.take(peer_uid) else {
             continue;
-        }
-        let greeted = Seat(Arc::clone(&greeting));
-        let (id, events, shared, users) = (next, events.clone(), Arc::clone(shared), users.clone());
+        };
+        let (id, events, shared) = (next, events.clone(), Arc::clone(shared));
         next += 1;
         let spawned = std::thread::Builder::new()
             .name(format!("aiscp-client-{id}"))
             .spawn(move || {
-                let seat = greet(conn, (uid, &users), &shared, greeted);
+                let seat = greet(conn, peer_uid, &shared, greeted);
                 if let Some((conn, seat, pid)) = seat {
                     read_client(id, conn, seat, pid, &events, &shared);
                 }
@@ -172,15 +180,43 @@ pub(super) fn accept_loop(
     }
 }
 
-/// The handshake: the client's hello is read first (so a refusal is read by the client, not
-/// lost to a connection reset), then its uid, its version and a free seat are checked.
-/// Returns the connection, its seat and the client's pid when it is to be served.
+/// Connections being refused at once, each on a thread of its own for at most
+/// [`REFUSAL_WAIT`]; past that many a refused connection is closed unheard.
+const REFUSING: usize = 16;
+/// How long a refused connection's hello is waited for.
+const REFUSAL_WAIT: Duration = Duration::from_millis(250);
+
+/// Tells a connection of a uid this service does not serve why, on a thread of its own: its
+/// hello is read first (a socket closed with a message unread resets the connection, and the
+/// client would lose the answer), for at most REFUSAL_WAIT, holding none of the places that
+/// served users need.
+fn refuse_briefly(conn: OwnedFd, why: String, refusing: &Arc<Places>) {
+    let Ok(place) = refusing.take(0) else {
+        return; // too many at once: closed unheard
+    };
+    let _ = std::thread::Builder::new()
+        .name("aiscp-refuse".into())
+        .spawn(move || {
+            let wait =
+                nix::sys::time::TimeVal::new(0, REFUSAL_WAIT.as_micros() as libc::suseconds_t);
+            if socket::setsockopt(&conn, socket::sockopt::ReceiveTimeout, &wait).is_ok() {
+                let _ = wire::receive::<Request>(conn.as_fd());
+            }
+            let _ = wire::send_now(conn.as_fd(), &Reply::Refused { why });
+            drop(place);
+        });
+}
+
+/// The handshake of a client of `uid` (already admitted): its hello is read first (so a
+/// refusal is read by the client, not lost to a connection reset), then its version and a
+/// free seat are checked. Returns the connection, its seat and the client's pid when it is to
+/// be served.
 fn greet(
     conn: OwnedFd,
-    (uid, users): (u32, &Users),
+    uid: u32,
     shared: &Shared,
-    _greeting: Seat,
-) -> Option<(OwnedFd, Seat, i32)> {
+    _greeting: Place,
+) -> Option<(OwnedFd, Place, i32)> {
     let refuse = |why: String| {
         let _ = wire::send(conn.as_fd(), &Reply::Refused { why }, &[]);
         None
@@ -194,13 +230,10 @@ fn greet(
     };
     timeout(Some(HELLO_TIMEOUT)).ok()?;
     let hello = wire::receive::<Request>(conn.as_fd());
-    let (pid, peer_uid) = match crate::service::peer(&conn) {
-        Ok(p) => p,
+    let pid = match crate::service::peer(&conn) {
+        Ok((pid, _)) => pid,
         Err(e) => return refuse(format!("cannot tell who is connecting: {e}")),
     };
-    if !users.admits(peer_uid, uid) {
-        return refuse(users.refusal(peer_uid));
-    }
     match hello {
         Ok((Request::Hello { protocol, version }, _))
             if protocol == wire::PROTOCOL && version == wire::VERSION => {}
@@ -216,12 +249,10 @@ fn greet(
         Err(WireError::Malformed(m)) => return refuse(m),
         Err(_) => return None,
     }
-    let seats = &shared.seats;
-    if seats.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-        seats.fetch_sub(1, Ordering::SeqCst);
-        return refuse(format!("busy: {MAX_CLIENTS} clients already"));
-    }
-    let seat = Seat(Arc::clone(seats));
+    let seat = match shared.seats.take(uid) {
+        Ok(seat) => seat,
+        Err(full) => return refuse(format!("busy: {full}")),
+    };
     timeout(None).ok()?;
     wire::send(conn.as_fd(), &Reply::Welcome(shared.welcome.clone()), &[]).ok()?;
     Some((conn, seat, pid))
@@ -232,7 +263,7 @@ fn greet(
 fn read_client(
     id: ClientId,
     conn: OwnedFd,
-    seat: Seat,
+    seat: Place,
     pid: i32,
     events: &Sender<Event>,
     shared: &Shared,

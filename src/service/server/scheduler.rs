@@ -42,6 +42,9 @@ struct ProgressTo {
 
 /// How often a file copied in turn reports its progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+/// Progress is held back (and added to the next report) while this much sent to the client
+/// is still unread, so a client that is busy or stopped (Ctrl-Z) finds room for its answers.
+const PROGRESS_ROOM: usize = 16 << 10;
 
 impl ProgressSink for Recorder {
     fn file_started(&self, _: &Path, _: Option<u64>) {}
@@ -51,14 +54,18 @@ impl ProgressSink for Recorder {
         };
         let mut unsent = to.unsent.lock().unwrap_or_else(|p| p.into_inner());
         unsent.1 += bytes;
-        if unsent.0.elapsed() >= PROGRESS_EVERY {
+        let room = || wire::unread(to.sock.as_fd()).is_ok_and(|n| n < PROGRESS_ROOM);
+        if unsent.0.elapsed() >= PROGRESS_EVERY && room() {
             let reply = Reply::Progress {
                 id: to.id,
                 bytes: unsent.1,
             };
-            // A client that is gone stops the copy through its cancel flag, not here.
-            let _ = wire::send(to.sock.as_fd(), &reply, &[]);
-            *unsent = (Instant::now(), 0);
+            // Never waits for the client (this is an engine thread); what could not be sent
+            // goes with the next report. A client that is gone stops the copy through its
+            // cancel flag, not here.
+            if wire::send_now(to.sock.as_fd(), &reply).is_ok() {
+                *unsent = (Instant::now(), 0);
+            }
         }
     }
     fn file_finished(&self) {}
@@ -412,7 +419,10 @@ fn progress_to(c: &Client, id: u64) -> ProgressTo {
 fn answer(c: &mut Client, id: u64, outcome: Outcome) {
     c.joined.unanswered.fetch_sub(1, Ordering::SeqCst);
     let reply = Reply::Done { id, outcome };
-    if wire::send(c.joined.sock.as_fd(), &reply, &[]).is_err() {
+    // Never waits: the scheduler serves every client. A client's answers (at most
+    // MAX_PENDING, and progress held back above PROGRESS_ROOM) always fit its socket unless
+    // it does not read them, and such a client is let go.
+    if wire::send_now(c.joined.sock.as_fd(), &reply).is_err() {
         c.gone = true;
         c.joined.cancel.store(true, Ordering::SeqCst);
         c.pending.clear();

@@ -88,7 +88,7 @@ fn start_stats(
 ) -> Result<(), String> {
     let driver = driver.ok_or_else(|| BOUNCE_STATS.to_owned())?;
     if !request.library_stats {
-        return Err("not asked for (--stats asks)".to_owned());
+        return Err("not asked for".to_owned());
     }
     let started = driver.start_stats().map_err(|e| e.to_string());
     diag(&match &started {
