@@ -458,7 +458,7 @@ fn one_program_name_in_every_line() {
         // Sizes in binary units, as README promises, lengths also exact.
         assert!(
             stderr.contains(": debug: +")
-                && stderr.contains("s chunk 64 MiB, 4 stream(s): up to 256 MiB of staging memory"),
+                && stderr.contains("s chunk 64 MiB, 4 slot(s): up to 256 MiB of staging memory"),
             "{stderr}"
         );
         assert!(

@@ -196,7 +196,7 @@ impl Engine {
         };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         diag.debug(&format!(
-            "chunk {}, {slots_per_gpu} stream(s){}: up to {} of staging memory",
+            "chunk {}, {slots_per_gpu} slot(s){}: up to {} of staging memory",
             units::size(chunk as u64),
             match gpus {
                 1 => String::new(),
