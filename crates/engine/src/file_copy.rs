@@ -484,13 +484,25 @@ pub(crate) fn conclude(
         ));
     }
     if verify {
-        pause("verify");
-        let checked = crate::verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
-        if debug {
-            line(checked.describe(job.dst_name));
-        }
+        read_back(job, debug, pause, line)?;
     }
     Ok(end)
+}
+
+/// --verify of a whole file whose data is written: the test pause (a test changes DEST
+/// there), then the read-back; its --debug line goes to `line` (only with `debug`).
+pub(crate) fn read_back(
+    job: &Ends<'_>,
+    debug: bool,
+    pause: fn(&'static str),
+    line: &mut dyn FnMut(String),
+) -> Result<(), CopyError> {
+    pause("verify");
+    let checked = crate::verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
+    if debug {
+        line(checked.describe(job.dst_name));
+    }
+    Ok(())
 }
 
 /// A whole file's two ends, by descriptor and by name, for [`conclude`].

@@ -8,9 +8,12 @@
 //! examples), and the digest is returned for --debug. The comparison itself is exact: the
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
 
+mod dest_reads;
+
 use super::fileio;
 use crate::backend::host::AlignedBuf;
 use crate::quote::quote;
+use dest_reads::DestReads;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -19,8 +22,9 @@ use std::path::Path;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Bytes read from each file per step: large enough that the per-call cost disappears,
-/// small enough that two of them are no burden (16 MiB in all).
-pub const VERIFY_CHUNK: usize = 8 << 20;
+/// small enough that three of them (SOURCE's, and DEST's two read ahead) are no burden
+/// (12 MiB in all for a file longer than this; a shorter one's buffers fit it).
+pub const VERIFY_CHUNK: usize = 4 << 20;
 
 /// How DST was read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +100,25 @@ impl VerifyError {
     }
 }
 
+/// Whether SOURCE's data phase may read it with O_DIRECT (`direct`: the plan would): not
+/// under --verify, where SOURCE is read through the page cache so that its read-back finds
+/// it there and only DEST comes from the device, one read of each file from the disk instead
+/// of three (BENCHMARKS.md, "--verify at copy speed"). A SOURCE the GPU library reads
+/// (`library`) keeps O_DIRECT, which that route needs, and is read from the disk twice.
+pub(crate) fn source_direct(direct: bool, verify: bool, library: bool) -> bool {
+    direct && (!verify || library)
+}
+
+/// Starts writing `dst`'s dirty pages to the device without waiting for them
+/// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): call it as soon as a file's data is
+/// written and read it back later, so that its O_DIRECT read-back finds the writeback done
+/// or under way instead of starting it and waiting a whole disk write. Failure is ignored:
+/// the read-back writes back what is still dirty itself.
+pub fn start_writeback(dst: &File) {
+    // SAFETY: sync_file_range reads and writes no memory of this process.
+    let _ = unsafe { libc::sync_file_range(dst.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+}
+
 /// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
 /// regular files (a stream cannot be read twice, a device has nothing to read back). `dst` may be open write-only: it is
 /// reopened for reading through /proc/self/fd, so the file checked is the one written even
@@ -161,38 +184,79 @@ fn verify_in_chunks(
     let fitted = longer.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN;
     let chunk = usize::try_from(fitted).map_or(chunk, |f| f.min(chunk));
     let mut src_buf = AlignedBuf::new(chunk).map_err(alloc_err)?;
-    let mut dst_buf = AlignedBuf::new(chunk).map_err(alloc_err)?;
-    let (src_buf, dst_buf) = (src_buf.as_mut_slice(), dst_buf.as_mut_slice());
+    // A file longer than one chunk has DEST read one chunk ahead, through a second buffer.
+    let ahead = 1 + usize::from(longer > chunk as u64);
+    let dst_bufs = (0..ahead)
+        .map(|_| AlignedBuf::new(chunk))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(alloc_err)?;
+    let sides = Sides {
+        src,
+        sq: &sq,
+        dq: &dq,
+    };
+    let (offset, digest) = std::thread::scope(|scope| {
+        let mut dst_reads = DestReads::start(scope, &reader, direct, dst_bufs);
+        compare(&sides, &reader, src_buf.as_mut_slice(), &mut dst_reads)
+    })?;
+    Ok(Verified {
+        bytes: offset,
+        digest,
+        dst_read,
+    })
+}
+
+/// SOURCE and both quoted names, as [`compare`] reports them.
+struct Sides<'a> {
+    src: &'a File,
+    sq: &'a str,
+    dq: &'a str,
+}
+
+/// Compares SOURCE (read here into `src_buf`) with DEST's chunks from `dst_reads` (of the
+/// same length), from offset 0 to the end both reach. Returns the bytes compared and their
+/// xxh3-128; `dst` is DEST as reopened, for the length a mismatch reports.
+fn compare(
+    sides: &Sides<'_>,
+    dst: &File,
+    src_buf: &mut [u8],
+    dst_reads: &mut DestReads<'_>,
+) -> Result<(u64, u128), VerifyError> {
+    let Sides { src, sq, dq } = *sides;
+    let read_err = |name: &str| {
+        let name = name.to_owned();
+        move |source| VerifyError::Read { name, source }
+    };
+    let chunk = src_buf.len();
     let (mut src_hash, mut dst_hash) = (Xxh3::new(), Xxh3::new());
     let mut offset = 0u64;
     loop {
-        let a = fileio::pread_full(src, src_buf, offset, false).map_err(read_err(&sq))?;
-        let b = fileio::pread_full(&reader, dst_buf, offset, direct).map_err(read_err(&dq))?;
+        let a = fileio::pread_full(src, src_buf, offset, false).map_err(read_err(sq))?;
+        let (mut dst_buf, b) = dst_reads.next().map_err(read_err(dq))?;
+        let dst_bytes = &dst_buf.as_mut_slice()[..b];
         let common = a.min(b);
-        if let Some(i) = first_difference(&src_buf[..common], &dst_buf[..common]) {
+        if let Some(i) = first_difference(&src_buf[..common], &dst_bytes[..common]) {
             return Err(VerifyError::Differs {
-                src: sq,
-                dst: dq,
+                src: sq.to_owned(),
+                dst: dq.to_owned(),
                 offset: offset + i as u64,
             });
         }
         if a != b {
             // One side ended inside this chunk; report both full lengths.
             let src_len = file_len(src, offset + a as u64, a < b);
-            let dst_len = file_len(&reader, offset + b as u64, b < a);
+            let dst_len = file_len(dst, offset + b as u64, b < a);
             return Err(VerifyError::Length {
-                src: sq,
-                dst: dq,
+                src: sq.to_owned(),
+                dst: dq.to_owned(),
                 src_len,
                 dst_len,
                 offset: offset + common as u64,
             });
         }
-        if a == 0 {
-            break;
-        }
         src_hash.update(&src_buf[..a]);
-        dst_hash.update(&dst_buf[..b]);
+        dst_hash.update(dst_bytes);
+        dst_reads.give_back(dst_buf);
         offset += a as u64;
         if a < chunk {
             break; // both ended here: a read stops short only at the end
@@ -202,15 +266,11 @@ fn verify_in_chunks(
     // Equal bytes give equal digests; checked anyway so a bug here cannot pass silently.
     if digest != dst_hash.digest128() {
         return Err(VerifyError::Cannot {
-            name: dq,
+            name: dq.to_owned(),
             what: "its checksum differs although its bytes matched (internal error)".into(),
         });
     }
-    Ok(Verified {
-        bytes: offset,
-        digest,
-        dst_read,
-    })
+    Ok((offset, digest))
 }
 
 /// The length to report for one side of a length mismatch: where it ended if it did,
