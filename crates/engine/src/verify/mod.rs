@@ -3,8 +3,9 @@
 //! DST is read with O_DIRECT so the check covers what reached the disk, not the page cache
 //! that the copy itself may have filled (a direct read first writes back any dirty pages of
 //! its range). Where the filesystem refuses O_DIRECT, DST is read buffered and the outcome
-//! says so. Both files stream through two fixed buffers, so memory stays bounded whatever
-//! the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
+//! says so. Both files stream through fixed buffers fitted to the file (at most three of
+//! [`VERIFY_CHUNK`]: SOURCE's, and DEST's two when it is read ahead), so memory stays bounded
+//! whatever the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
 //! examples), and the digest is returned for --debug. The comparison itself is exact: the
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
 
@@ -120,9 +121,9 @@ pub fn start_writeback(dst: &File) {
 }
 
 /// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
-/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst` may be open write-only: it is
-/// reopened for reading through /proc/self/fd, so the file checked is the one written even
-/// if its name was replaced meanwhile.
+/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst`
+/// may be open write-only: it is reopened for reading through /proc/self/fd, so the file
+/// checked is the one written even if its name was replaced meanwhile.
 pub fn verify(
     src: &File,
     src_name: &Path,
