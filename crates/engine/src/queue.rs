@@ -15,6 +15,7 @@ use crate::bounce::{ready_windows, Ctx, Names};
 use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
 use crate::read_back::{Checking, ReadBacks};
 use crate::stages::{StageClock, StageTimes};
+use crate::verify::Buffers;
 use crate::worker::{run_worker, Route, Work};
 use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::collections::VecDeque;
@@ -274,7 +275,7 @@ fn hand_on<S>(shared: &Shared<S>, finished: Finished, done: &mpsc::Sender<Finish
                 Ok(()) => return true,
                 // The read-back threads are gone: read it back here.
                 Err(mpsc::SendError(mut f)) => {
-                    read_back_one(&mut f, shared.checking());
+                    read_back_one(&mut f, shared.checking(), &mut Buffers::default());
                     f
                 }
             }
@@ -285,7 +286,7 @@ fn hand_on<S>(shared: &Shared<S>, finished: Finished, done: &mpsc::Sender<Finish
 }
 
 /// Reads back a queued file whose copy succeeded; a failure replaces its result.
-pub(crate) fn read_back_one(f: &mut Finished, c: Checking) {
+pub(crate) fn read_back_one(f: &mut Finished, c: Checking, buffers: &mut Buffers) {
     let Ok(end) = f.result else {
         return;
     };
@@ -297,10 +298,8 @@ pub(crate) fn read_back_one(f: &mut Finished, c: Checking) {
         dst_name: &job.dst_name,
     };
     let debug = &mut f.debug;
-    f.result = read_back(&ends, c.debug.is_some(), c.pause, &mut |line| {
-        debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line))
-    })
-    .map(|()| end);
+    let line = &mut |line| debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line));
+    f.result = read_back(&ends, (c.debug.is_some(), c.pause), buffers, line).map(|()| end);
 }
 
 /// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and

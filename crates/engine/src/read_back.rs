@@ -10,6 +10,7 @@
 //! thread of [`crate::verify::VERIFY_CHUNK`] each (12 MiB a thread, 48 MiB for all four;
 //! fitted to the file, so small files take little).
 
+use crate::verify::Buffers;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -33,8 +34,8 @@ pub(crate) struct Checking {
     pub(crate) debug: Option<Instant>,
 }
 
-/// Reads one file back, its outcome written into it.
-pub(crate) type Check<T> = fn(&mut T, Checking);
+/// Reads one file back, its outcome written into it, through the thread's buffers.
+pub(crate) type Check<T> = fn(&mut T, Checking, &mut Buffers);
 
 impl<T: Send + 'static> ReadBacks<T> {
     /// Starts up to [`THREADS`] threads; None when none could be started (the workers then
@@ -80,12 +81,13 @@ impl<T> Drop for ReadBacks<T> {
 
 /// One read-back thread: each file sent is checked and handed on to `done`.
 fn run<T>(files: &Mutex<mpsc::Receiver<T>>, done: &mpsc::Sender<T>, check: Check<T>, c: Checking) {
+    let mut buffers = Buffers::default();
     loop {
         let next = files.lock().unwrap_or_else(|p| p.into_inner()).recv();
         let Ok(mut f) = next else {
             return;
         };
-        check(&mut f, c);
+        check(&mut f, c, &mut buffers);
         if done.send(f).is_err() {
             return;
         }

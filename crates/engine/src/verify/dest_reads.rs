@@ -18,6 +18,8 @@ pub(super) enum DestReads<'env> {
         file: &'env File,
         direct: bool,
         buf: Option<AlignedBuf>,
+        /// Bytes read per chunk (the buffer may be longer).
+        len: usize,
         offset: u64,
     },
     Ahead {
@@ -27,18 +29,19 @@ pub(super) enum DestReads<'env> {
 }
 
 impl<'env> DestReads<'env> {
-    /// Reads `file` from its start through `bufs` (all of one length): ahead on a thread of
-    /// `scope` when there are two or more and the thread starts, else here with the first.
+    /// Reads `file` from its start, `len` bytes at a time, through `bufs` (each at least
+    /// `len` long): ahead on a thread of `scope` when there are two or more and the thread
+    /// starts, else here with the first.
     pub(super) fn start<'scope>(
         scope: &'scope Scope<'scope, 'env>,
         file: &'env File,
-        direct: bool,
+        (direct, len): (bool, usize),
         mut bufs: Vec<AlignedBuf>,
     ) -> DestReads<'env> {
         if bufs.len() > 1 {
             let (full_tx, full) = mpsc::channel();
             let (empty, empty_rx) = mpsc::channel();
-            let reader = move || read_ahead(file, direct, &empty_rx, &full_tx);
+            let reader = move || read_ahead(file, (direct, len), &empty_rx, &full_tx);
             let spawned = std::thread::Builder::new()
                 .name("aiscp-verify-ahead".into())
                 .spawn_scoped(scope, reader);
@@ -53,7 +56,16 @@ impl<'env> DestReads<'env> {
             file,
             direct,
             buf: bufs.pop(),
+            len,
             offset: 0,
+        }
+    }
+
+    /// The buffer read here, to be kept for the next file (none when read ahead).
+    pub(super) fn into_kept(self) -> Option<AlignedBuf> {
+        match self {
+            DestReads::Here { buf, .. } => buf,
+            DestReads::Ahead { .. } => None,
         }
     }
 
@@ -64,10 +76,12 @@ impl<'env> DestReads<'env> {
                 file,
                 direct,
                 buf,
+                len,
                 offset,
             } => {
                 let mut buf = buf.take().expect("the buffer was given back");
-                let n = fileio::pread_full(file, buf.as_mut_slice(), *offset, *direct)?;
+                let chunk = &mut buf.as_mut_slice()[..*len];
+                let n = fileio::pread_full(file, chunk, *offset, *direct)?;
                 *offset += n as u64;
                 Ok((buf, n))
             }
@@ -90,11 +104,16 @@ impl<'env> DestReads<'env> {
 
 /// The helper thread: fills each buffer given back with DEST's next bytes, in order, until
 /// a read stops short (the end) or fails, or the reader is dropped.
-fn read_ahead(file: &File, direct: bool, empty: &Receiver<AlignedBuf>, full: &Sender<Chunk>) {
+fn read_ahead(
+    file: &File,
+    (direct, len): (bool, usize),
+    empty: &Receiver<AlignedBuf>,
+    full: &Sender<Chunk>,
+) {
     let mut offset = 0u64;
     for mut buf in empty.iter() {
-        let slice = buf.as_mut_slice();
-        let (len, got) = (slice.len(), fileio::pread_full(file, slice, offset, direct));
+        let slice = &mut buf.as_mut_slice()[..len];
+        let got = fileio::pread_full(file, slice, offset, direct);
         let n = *got.as_ref().unwrap_or(&0);
         offset += n as u64;
         if full.send(got.map(|n| (buf, n))).is_err() || n < len {
