@@ -7,8 +7,8 @@
 //! Bounds: a file waiting here is still in flight (it counts against the files-in-flight
 //! limit until the caller takes its result), so the descriptors are those of the files in
 //! flight plus one reopened DEST per read-back thread; memory is at most three buffers per
-//! thread of [`crate::verify::VERIFY_CHUNK`] each (12 MiB a thread, 48 MiB for all four;
-//! fitted to the file, so small files take little).
+//! thread of [`crate::verify::VERIFY_CHUNK`] each, fitted to the file, besides the two of
+//! 256 KiB a thread keeps for small files (12.5 MiB a thread, 50 MiB for all four).
 
 use crate::verify::Buffers;
 use std::sync::{mpsc, Arc, Mutex};
