@@ -79,7 +79,7 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --async 'Use hipFile''s asynchronous stream API (one stream per slice)'
             cand --progress 'Show the run''s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
             cand --no-progress 'Never show progress'
-            cand --verify 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
+            cand --verify 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset. Files in flight are read back while the next ones copy; the disk reads DEST once more. Measured cost (virtio disk, caches dropped, with sync; three runs): 0.9-1.3x the unverified time for 20,000 files of 1-64 KiB, 1.1-1.3x for a 2 GiB file'
             cand --debug 'Report the backend, library, GPU, chunk, slots and each file''s route on stderr'
             cand -q 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
             cand --quiet 'Suppress warnings (such as falling back to host memory when no GPU library loads)'

@@ -77,7 +77,7 @@ complete -c aiscp -l fsync -d 'Flush each copied file (and, for new files, its d
 complete -c aiscp -l async -d 'Use hipFile\'s asynchronous stream API (one stream per slice)'
 complete -c aiscp -l progress -d 'Show the run\'s progress on stderr: a bar with the percentage, bytes, files, rate and ETA redrawn in place on a terminal, a plain line every 2 seconds otherwise (for logs); asked for, its last line stays at the end [default: only when stderr is a terminal]'
 complete -c aiscp -l no-progress -d 'Never show progress'
-complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset'
+complete -c aiscp -l verify -d 'After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is checked, not the page cache) and fail if they differ, naming the first differing offset. Files in flight are read back while the next ones copy; the disk reads DEST once more. Measured cost (virtio disk, caches dropped, with sync; three runs): 0.9-1.3x the unverified time for 20,000 files of 1-64 KiB, 1.1-1.3x for a 2 GiB file'
 complete -c aiscp -l debug -d 'Report the backend, library, GPU, chunk, slots and each file\'s route on stderr'
 complete -c aiscp -s q -l quiet -d 'Suppress warnings (such as falling back to host memory when no GPU library loads)'
 complete -c aiscp -l doctor -d 'Check what GPU staging needs on this machine: libraries and versions, GPUs and their memory, and the route files under each operand (a PATH here) would take, and why. Exit 0 when a GPU route is possible'

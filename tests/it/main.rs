@@ -33,3 +33,4 @@ mod support;
 mod trees;
 mod vendor_cufile;
 mod verify;
+mod verify_trees;

@@ -245,7 +245,7 @@ fn a_wide_tree_copies_under_a_tight_descriptor_limit() {
 
 /// Sets the soft and hard descriptor limits of the child (aiscp lifts the soft one to the
 /// hard one).
-fn limit_descriptors(cmd: &mut Command, n: u64) {
+pub(crate) fn limit_descriptors(cmd: &mut Command, n: u64) {
     use std::os::unix::process::CommandExt;
     // SAFETY: fcntl, close and setrlimit are async-signal-safe, as pre_exec requires.
     unsafe {

@@ -30,6 +30,7 @@ use crate::chunk_plan::ChunkPlan;
 use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
+use crate::verify::Buffers;
 use crate::worker::{Handle, Phase, SideRoute};
 use crate::{CopyError, DataJob, ProgressSink, SparseMode};
 use std::fs::File;
@@ -484,13 +485,27 @@ pub(crate) fn conclude(
         ));
     }
     if verify {
-        pause("verify");
-        let checked = crate::verify::verify(job.src, job.src_name, job.dst, job.dst_name)?;
-        if debug {
-            line(checked.describe(job.dst_name));
-        }
+        read_back(job, (debug, pause), &mut Buffers::default(), line)?;
     }
     Ok(end)
+}
+
+/// --verify of a whole file whose data is written: the test pause (a test changes DEST
+/// there), then the read-back through `buffers`; its --debug line goes to `line` (only with
+/// `debug`).
+pub(crate) fn read_back(
+    job: &Ends<'_>,
+    (debug, pause): (bool, fn(&'static str)),
+    buffers: &mut Buffers,
+    line: &mut dyn FnMut(String),
+) -> Result<(), CopyError> {
+    pause("verify");
+    let (src, dst) = ((job.src, job.src_name), (job.dst, job.dst_name));
+    let checked = crate::verify::verify_with(src.0, src.1, dst.0, dst.1, buffers)?;
+    if debug {
+        line(checked.describe(job.dst_name));
+    }
+    Ok(())
 }
 
 /// A whole file's two ends, by descriptor and by name, for [`conclude`].

@@ -29,6 +29,7 @@ mod job;
 mod pipeline;
 mod queue;
 pub mod quote;
+mod read_back;
 mod stages;
 mod transfer;
 pub mod units;
@@ -172,10 +173,15 @@ impl Engine {
                     diag.sink
                         .warn("--async has no effect with host memory staging; using threads");
                 }
-                Backend::Host(Pipeline::new(h, chunk, slots_per_gpu, config.pause))
+                Backend::Host(Pipeline::new(
+                    h,
+                    chunk,
+                    slots_per_gpu,
+                    (config.pause, config.verify),
+                ))
             }
             Loaded::Gpu(g) => {
-                let mut pipeline = Pipeline::new(g, chunk, slots_per_gpu, config.pause);
+                let mut pipeline = Pipeline::new(g, chunk, slots_per_gpu, (config.pause, config.verify));
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {
                         Ok(()) => {

@@ -12,8 +12,10 @@
 
 use crate::backend::Staging;
 use crate::bounce::{ready_windows, Ctx, Names};
-use crate::file_copy::{conclude, opening, Ends, FileCopy};
+use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
+use crate::read_back::{Checking, ReadBacks};
 use crate::stages::{StageClock, StageTimes};
+use crate::verify::Buffers;
 use crate::worker::{run_worker, Endpoints, Work};
 use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::collections::VecDeque;
@@ -134,9 +136,22 @@ pub(crate) struct Shared<S> {
     pub(crate) chunk: usize,
     pub(crate) direct_from: u64,
     pub(crate) verify: bool,
+    /// With --verify, where a file whose data is written goes to be read back (None: the
+    /// worker reads it back itself).
+    pub(crate) read_backs: Option<mpsc::Sender<Finished>>,
     pub(crate) pause: fn(&'static str),
     /// The engine's start, for --debug stamps; None without --debug.
     pub(crate) debug: Option<Instant>,
+}
+
+impl<S> Shared<S> {
+    /// What a read-back of one of these workers' files needs.
+    pub(crate) fn checking(&self) -> Checking {
+        Checking {
+            pause: self.pause,
+            debug: self.debug,
+        }
+    }
 }
 
 /// The workers and what is in flight.
@@ -144,6 +159,8 @@ pub(crate) struct Flight<S: Staging> {
     pub(crate) jobs: Option<mpsc::Sender<Sent>>,
     pub(crate) done: mpsc::Receiver<Finished>,
     pub(crate) workers: Vec<JoinHandle<(usize, S::Slot)>>,
+    /// With --verify, the threads that read the workers' files back (stopped after them).
+    pub(crate) read_backs: Option<ReadBacks<Finished>>,
     /// Files and bytes sent and not yet handed back.
     pub(crate) files: usize,
     pub(crate) bytes: u64,
@@ -155,10 +172,12 @@ impl<S: Staging> Flight<S> {
     /// Stops the workers once the queue is empty; returns their slots by index.
     pub(crate) fn land(mut self) -> Vec<(usize, S::Slot)> {
         self.jobs = None;
-        std::mem::take(&mut self.workers)
+        let slots = std::mem::take(&mut self.workers)
             .into_iter()
             .filter_map(|w| w.join().ok())
-            .collect()
+            .collect();
+        self.read_backs = None;
+        slots
     }
 }
 
@@ -170,6 +189,7 @@ impl<S: Staging> Drop for Flight<S> {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+        self.read_backs = None;
     }
 }
 
@@ -204,6 +224,8 @@ pub(crate) fn worker<S: Staging>(
             false => Err(CopyError::Interrupted),
         };
         let stages = clock.times();
+        // With read-back threads, --verify is theirs: the worker goes on to the next file.
+        let reads_back = shared.verify && shared.read_backs.is_none();
         if let Ok(end) = result {
             let gpu = match shared.staging.gpu_of(&slot) {
                 Some(g) => format!(" on GPU {g}"),
@@ -221,7 +243,7 @@ pub(crate) fn worker<S: Staging>(
                 began_at.elapsed().as_secs_f64(),
                 &stages,
                 Some(format!("slot {index}{gpu}, in flight")),
-                shared.verify,
+                reads_back,
                 shared.debug.is_some(),
                 shared.pause,
                 &mut |line| {
@@ -237,10 +259,47 @@ pub(crate) fn worker<S: Staging>(
             stages,
             debug,
         };
-        if done.send(finished).is_err() {
+        if !hand_on(&shared, finished, done) {
             return (index, slot);
         }
     }
+}
+
+/// Hands a file whose copy ended on: to the read-back threads when it is to be read back
+/// there (its writeback started first), else to the caller. False when the caller is gone.
+fn hand_on<S>(shared: &Shared<S>, finished: Finished, done: &mpsc::Sender<Finished>) -> bool {
+    let finished = match (&shared.read_backs, &finished.result) {
+        (Some(read_backs), Ok(_)) => {
+            crate::verify::start_writeback(&finished.job.dst);
+            match read_backs.send(finished) {
+                Ok(()) => return true,
+                // The read-back threads are gone: read it back here.
+                Err(mpsc::SendError(mut f)) => {
+                    read_back_one(&mut f, shared.checking(), &mut Buffers::default());
+                    f
+                }
+            }
+        }
+        _ => finished,
+    };
+    done.send(finished).is_ok()
+}
+
+/// Reads back a queued file whose copy succeeded; a failure replaces its result.
+pub(crate) fn read_back_one(f: &mut Finished, c: Checking, buffers: &mut Buffers) {
+    let Ok(end) = f.result else {
+        return;
+    };
+    let job = &f.job;
+    let ends = Ends {
+        src: &job.src,
+        src_name: &job.src_name,
+        dst: &job.dst,
+        dst_name: &job.dst_name,
+    };
+    let debug = &mut f.debug;
+    let line = &mut |line| debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line));
+    f.result = read_back(&ends, (c.debug.is_some(), c.pause), buffers, line).map(|()| end);
 }
 
 /// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and
@@ -282,7 +341,8 @@ fn copy_whole<S: Staging>(
         )
         .map_err(|e| names.read(e))?;
     let sides = opening(&cx, || {
-        let src = file.open_side(staging, &job.src, plan.direct, None, &names.src, |e| {
+        let src_direct = crate::verify::source_direct(plan.direct, shared.verify, false);
+        let src = file.open_side(staging, &job.src, src_direct, None, &names.src, |e| {
             names.read(e)
         })?;
         let dst = file.open_side(staging, &job.dst, plan.direct, None, &names.dst, |e| {

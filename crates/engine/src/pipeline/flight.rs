@@ -3,8 +3,11 @@
 
 use super::Pipeline;
 use crate::backend::Staging;
-use crate::queue::{no_workers, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared};
+use crate::queue::{
+    no_workers, read_back_one, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared,
+};
 use crate::quote::quote;
+use crate::read_back::{Checking, ReadBacks};
 use crate::{Config, CopyError};
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Mutex};
@@ -50,6 +53,14 @@ where
             let (jobs_tx, jobs_rx) = mpsc::channel::<Sent>();
             let jobs_rx = Arc::new(Mutex::new(jobs_rx));
             let (done_tx, done_rx) = mpsc::channel();
+            let checking = Checking {
+                pause: config.pause,
+                debug: debug_since,
+            };
+            let read_backs = config
+                .verify
+                .then(|| ReadBacks::start(&done_tx, read_back_one, checking))
+                .flatten();
             let mut workers = Vec::new();
             for &i in &self.chosen[..n] {
                 let Some(slot) = self.slots[i].take() else {
@@ -61,6 +72,7 @@ where
                     chunk: self.chunk,
                     direct_from: limits.direct_from,
                     verify: config.verify,
+                    read_backs: read_backs.as_ref().and_then(ReadBacks::sender),
                     pause: config.pause,
                     debug: debug_since,
                 };
@@ -83,6 +95,7 @@ where
                 jobs: Some(jobs_tx),
                 done: done_rx,
                 workers,
+                read_backs,
                 files: 0,
                 bytes: 0,
                 sizes: Default::default(),

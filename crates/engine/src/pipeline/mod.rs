@@ -43,6 +43,8 @@ pub(crate) struct Pipeline<S: Staging> {
     run_stages: StageTimes,
     /// [`crate::Config::pause`].
     pause: fn(&'static str),
+    /// [`crate::Config::verify`]: SOURCE is read through the page cache for the read-back.
+    verify: bool,
 }
 
 impl<S: Staging> Pipeline<S> {
@@ -50,7 +52,7 @@ impl<S: Staging> Pipeline<S> {
         staging: S,
         chunk: usize,
         slots_per_gpu: usize,
-        pause: fn(&'static str),
+        (pause, verify): (fn(&'static str), bool),
     ) -> Pipeline<S> {
         let n = slots_per_gpu * staging.devices();
         Pipeline {
@@ -66,6 +68,7 @@ impl<S: Staging> Pipeline<S> {
             last_stages: StageTimes::default(),
             run_stages: StageTimes::default(),
             pause,
+            verify,
         }
     }
 
@@ -240,7 +243,7 @@ impl<S: Staging> Pipeline<S> {
             file.open_side(
                 &*self.staging,
                 file.src,
-                plan.direct,
+                crate::verify::source_direct(plan.direct, self.verify, library.is_some()),
                 library,
                 &names.src,
                 |e| names.read(e),

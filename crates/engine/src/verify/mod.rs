@@ -3,14 +3,18 @@
 //! DST is read with O_DIRECT so the check covers what reached the disk, not the page cache
 //! that the copy itself may have filled (a direct read first writes back any dirty pages of
 //! its range). Where the filesystem refuses O_DIRECT, DST is read buffered and the outcome
-//! says so. Both files stream through two fixed buffers, so memory stays bounded whatever
-//! the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
+//! says so. Both files stream through fixed buffers fitted to the file (at most three of
+//! [`VERIFY_CHUNK`]: SOURCE's, and DEST's two when it is read ahead), so memory stays bounded
+//! whatever the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
 //! examples), and the digest is returned for --debug. The comparison itself is exact: the
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
+
+mod dest_reads;
 
 use super::fileio;
 use crate::backend::host::AlignedBuf;
 use crate::quote::quote;
+use dest_reads::DestReads;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -19,8 +23,9 @@ use std::path::Path;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Bytes read from each file per step: large enough that the per-call cost disappears,
-/// small enough that two of them are no burden (16 MiB in all).
-pub const VERIFY_CHUNK: usize = 8 << 20;
+/// small enough that three of them (SOURCE's, and DEST's two read ahead) are no burden
+/// (12 MiB in all for a file longer than this; a shorter one's buffers fit it).
+pub const VERIFY_CHUNK: usize = 4 << 20;
 
 /// How DST was read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,26 +101,82 @@ impl VerifyError {
     }
 }
 
+/// Whether SOURCE's data phase may read it with O_DIRECT (`direct`: the plan would): not
+/// under --verify, where SOURCE is read through the page cache so that its read-back finds
+/// it there and only DEST comes from the device, one read of each file from the disk instead
+/// of three (BENCHMARKS.md, "--verify at copy speed"). A SOURCE the GPU library reads
+/// (`library`) keeps O_DIRECT, which that route needs, and is read from the disk twice.
+pub(crate) fn source_direct(direct: bool, verify: bool, library: bool) -> bool {
+    direct && (!verify || library)
+}
+
+/// Starts writing `dst`'s dirty pages to the device without waiting for them
+/// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): call it as soon as a file's data is
+/// written and read it back later, so that its O_DIRECT read-back finds the writeback done
+/// or under way instead of starting it and waiting a whole disk write. Failure is ignored:
+/// the read-back writes back what is still dirty itself.
+pub fn start_writeback(dst: &File) {
+    // SAFETY: sync_file_range reads and writes no memory of this process.
+    let _ = unsafe { libc::sync_file_range(dst.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+}
+
 /// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
-/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst` may be open write-only: it is
-/// reopened for reading through /proc/self/fd, so the file checked is the one written even
-/// if its name was replaced meanwhile.
+/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst`
+/// may be open write-only: it is reopened for reading through /proc/self/fd, so the file
+/// checked is the one written even if its name was replaced meanwhile.
 pub fn verify(
     src: &File,
     src_name: &Path,
     dst: &File,
     dst_name: &Path,
 ) -> Result<Verified, VerifyError> {
-    verify_in_chunks(src, src_name, dst, dst_name, VERIFY_CHUNK)
+    verify_with(src, src_name, dst, dst_name, &mut Buffers::default())
 }
 
-/// [`verify`] with `chunk` bytes per read (tests cross chunk boundaries with a small one).
-fn verify_in_chunks(
+/// [`verify`] through `buffers`, kept by the caller from one file to the next.
+pub(crate) fn verify_with(
     src: &File,
     src_name: &Path,
     dst: &File,
     dst_name: &Path,
+    buffers: &mut Buffers,
+) -> Result<Verified, VerifyError> {
+    verify_in_chunks((src, src_name), (dst, dst_name), VERIFY_CHUNK, buffers)
+}
+
+/// Buffers one reader keeps from file to file, so that each of a tree's small files does not
+/// map and fault in fresh memory (that, and unmapping it, took about 7% of the CPU time of a
+/// verified copy of 20,000 small files: BENCHMARKS.md, "--verify at copy speed"). Only
+/// buffers of [`KEPT_LEN`] are kept, two at most.
+#[derive(Default)]
+pub(crate) struct Buffers(Vec<AlignedBuf>);
+
+/// The length of a kept buffer: files whose reads fit it (up to 256 KiB) share them.
+const KEPT_LEN: usize = 256 << 10;
+
+impl Buffers {
+    /// A buffer of at least `len` bytes: a kept one where `len` fits one.
+    fn take(&mut self, len: usize) -> Result<AlignedBuf, hipfile::Error> {
+        match len <= KEPT_LEN {
+            true => self.0.pop().map_or_else(|| AlignedBuf::new(KEPT_LEN), Ok),
+            false => AlignedBuf::new(len),
+        }
+    }
+
+    /// Keeps `buf` for the next file when it is of the kept length.
+    fn keep(&mut self, mut buf: AlignedBuf) {
+        if buf.as_mut_slice().len() == KEPT_LEN && self.0.len() < 2 {
+            self.0.push(buf);
+        }
+    }
+}
+
+/// [`verify_with`] with `chunk` bytes per read (tests cross chunk boundaries with a small one).
+fn verify_in_chunks(
+    (src, src_name): (&File, &Path),
+    (dst, dst_name): (&File, &Path),
     chunk: usize,
+    buffers: &mut Buffers,
 ) -> Result<Verified, VerifyError> {
     let (sq, dq) = (quote(src_name), quote(dst_name));
     // Builds the error only when there is one (the name is cloned then, not per chunk).
@@ -153,54 +214,106 @@ fn verify_in_chunks(
         name: dq.clone(),
         what: e.to_string(),
     };
-    let mut src_buf = AlignedBuf::new(chunk).map_err(alloc_err)?;
-    let mut dst_buf = AlignedBuf::new(chunk).map_err(alloc_err)?;
-    let (src_buf, dst_buf) = (src_buf.as_mut_slice(), dst_buf.as_mut_slice());
+    // Reads fitted to the files: a direct read's cost grows with the length asked, not the
+    // length read, so a small file read with a chunk-sized buffer pays for the whole chunk
+    // (BENCHMARKS.md, "--verify at copy speed"). One byte more than the larger file, so the
+    // first short read says both ended.
+    let longer = src_meta.len().max(dst_meta.len()).saturating_add(1);
+    let fitted = longer.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN;
+    let chunk = usize::try_from(fitted).map_or(chunk, |f| f.min(chunk));
+    let mut src_buf = buffers.take(chunk).map_err(alloc_err)?;
+    // A file longer than one chunk has DEST read one chunk ahead, through a second buffer.
+    let ahead = 1 + usize::from(longer > chunk as u64);
+    let dst_bufs = (0..ahead)
+        .map(|_| buffers.take(chunk))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(alloc_err)?;
+    let sides = Sides {
+        src,
+        sq: &sq,
+        dq: &dq,
+    };
+    let (compared, kept) = std::thread::scope(|scope| {
+        let mut dst_reads = DestReads::start(scope, &reader, (direct, chunk), dst_bufs);
+        let src_chunk = &mut src_buf.as_mut_slice()[..chunk];
+        let compared = compare(&sides, &reader, src_chunk, &mut dst_reads);
+        (compared, dst_reads.into_kept())
+    });
+    buffers.keep(src_buf);
+    kept.into_iter().for_each(|buf| buffers.keep(buf));
+    let (offset, digest) = compared?;
+    Ok(Verified {
+        bytes: offset,
+        digest,
+        dst_read,
+    })
+}
+
+/// SOURCE and both quoted names, as [`compare`] reports them.
+struct Sides<'a> {
+    src: &'a File,
+    sq: &'a str,
+    dq: &'a str,
+}
+
+/// Compares SOURCE (read here into `src_buf`) with DEST's chunks from `dst_reads` (of the
+/// same length), from offset 0 to the end both reach. Returns the bytes compared and their
+/// xxh3-128; `dst` is DEST as reopened, for the length a mismatch reports.
+fn compare(
+    sides: &Sides<'_>,
+    dst: &File,
+    src_buf: &mut [u8],
+    dst_reads: &mut DestReads<'_>,
+) -> Result<(u64, u128), VerifyError> {
+    let Sides { src, sq, dq } = *sides;
+    let read_err = |name: &str| {
+        let name = name.to_owned();
+        move |source| VerifyError::Read { name, source }
+    };
+    let chunk = src_buf.len();
     let (mut src_hash, mut dst_hash) = (Xxh3::new(), Xxh3::new());
     let mut offset = 0u64;
     loop {
-        let a = fileio::pread_full(src, src_buf, offset, false).map_err(read_err(&sq))?;
-        let b = fileio::pread_full(&reader, dst_buf, offset, direct).map_err(read_err(&dq))?;
+        let a = fileio::pread_full(src, src_buf, offset, false).map_err(read_err(sq))?;
+        let (mut dst_buf, b) = dst_reads.next().map_err(read_err(dq))?;
+        let dst_bytes = &dst_buf.as_mut_slice()[..b];
         let common = a.min(b);
-        if let Some(i) = first_difference(&src_buf[..common], &dst_buf[..common]) {
+        if let Some(i) = first_difference(&src_buf[..common], &dst_bytes[..common]) {
             return Err(VerifyError::Differs {
-                src: sq,
-                dst: dq,
+                src: sq.to_owned(),
+                dst: dq.to_owned(),
                 offset: offset + i as u64,
             });
         }
         if a != b {
             // One side ended inside this chunk; report both full lengths.
             let src_len = file_len(src, offset + a as u64, a < b);
-            let dst_len = file_len(&reader, offset + b as u64, b < a);
+            let dst_len = file_len(dst, offset + b as u64, b < a);
             return Err(VerifyError::Length {
-                src: sq,
-                dst: dq,
+                src: sq.to_owned(),
+                dst: dq.to_owned(),
                 src_len,
                 dst_len,
                 offset: offset + common as u64,
             });
         }
-        if a == 0 {
-            break;
-        }
         src_hash.update(&src_buf[..a]);
-        dst_hash.update(&dst_buf[..b]);
+        dst_hash.update(dst_bytes);
+        dst_reads.give_back(dst_buf);
         offset += a as u64;
+        if a < chunk {
+            break; // both ended here: a read stops short only at the end
+        }
     }
     let digest = src_hash.digest128();
     // Equal bytes give equal digests; checked anyway so a bug here cannot pass silently.
     if digest != dst_hash.digest128() {
         return Err(VerifyError::Cannot {
-            name: dq,
+            name: dq.to_owned(),
             what: "its checksum differs although its bytes matched (internal error)".into(),
         });
     }
-    Ok(Verified {
-        bytes: offset,
-        digest,
-        dst_read,
-    })
+    Ok((offset, digest))
 }
 
 /// The length to report for one side of a length mismatch: where it ended if it did,
@@ -263,172 +376,4 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    /// A small read size, so that tests cross many chunk boundaries cheaply.
-    const CHUNK: usize = 64 << 10;
-
-    /// Deterministic pseudo-random bytes (xorshift), so a failure reproduces.
-    fn data(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
-
-    fn file_with(dir: &Path, name: &str, bytes: &[u8]) -> (File, std::path::PathBuf) {
-        let path = dir.join(name);
-        let mut f = File::create(&path).unwrap();
-        f.write_all(bytes).unwrap();
-        f.sync_all().unwrap();
-        (File::open(&path).unwrap(), path)
-    }
-
-    fn check(src: &[u8], dst: &[u8]) -> Result<Verified, VerifyError> {
-        let dir = tempfile::tempdir().unwrap();
-        let (s, _) = file_with(dir.path(), "a", src);
-        let (d, _) = file_with(dir.path(), "b", dst);
-        // Short names, as a user in that directory would have typed them.
-        verify_in_chunks(&s, Path::new("a"), &d, Path::new("b"), CHUNK)
-    }
-
-    #[test]
-    fn identical_files_verify_at_boundary_sizes() {
-        let sizes = [
-            0,
-            1,
-            4095,
-            4096,
-            4097,
-            CHUNK - 1,
-            CHUNK,
-            CHUNK + 1,
-            2 * CHUNK + 12345,
-        ];
-        for (i, len) in sizes.into_iter().enumerate() {
-            let bytes = data(len, i as u64 + 1);
-            let v = check(&bytes, &bytes).unwrap_or_else(|e| panic!("size {len}: {e}"));
-            assert_eq!(v.bytes, len as u64);
-            assert_eq!(v.digest, xxhash_rust::xxh3::xxh3_128(&bytes), "size {len}");
-        }
-    }
-
-    #[test]
-    fn first_differing_offset_is_named() {
-        let len = CHUNK + 3 * 4096 + 17;
-        let bytes = data(len, 7);
-        let offsets = [0, 1, 4095, 4096, 4097, CHUNK - 1, CHUNK, len - 1];
-        for off in offsets {
-            let mut tampered = bytes.clone();
-            tampered[off] ^= 0x5a;
-            // A second, later difference must not hide the first one.
-            if off + 10 < len {
-                tampered[off + 10] ^= 1;
-            }
-            let e = check(&bytes, &tampered).expect_err("tampered copy verified");
-            assert_eq!(e.offset(), Some(off as u64), "{e}");
-            assert!(matches!(e, VerifyError::Differs { .. }), "{e}");
-            assert_eq!(
-                e.to_string(),
-                format!("verification failed: 'b' differs from 'a' at offset {off}")
-            );
-        }
-    }
-
-    #[test]
-    fn a_shorter_or_longer_copy_fails_where_it_ends() {
-        let bytes = data(3 * 4096 + 5, 9);
-        let e = check(&bytes, &bytes[..4096]).expect_err("short copy verified");
-        assert_eq!(e.offset(), Some(4096));
-        assert_eq!(
-            e.to_string(),
-            format!(
-                "verification failed: 'b' is 4096 bytes long, 'a' is {}",
-                bytes.len()
-            )
-        );
-        let mut longer = bytes.clone();
-        longer.extend_from_slice(&[0; 100]);
-        let e = check(&bytes, &longer).expect_err("padded copy verified");
-        assert_eq!(e.offset(), Some(bytes.len() as u64));
-        assert!(
-            e.to_string()
-                .contains(&format!("'b' is {} bytes long", longer.len())),
-            "{e}"
-        );
-        let e = check(&bytes, &[]).expect_err("empty copy verified");
-        assert_eq!(e.offset(), Some(0));
-    }
-
-    #[test]
-    fn a_padded_copy_longer_than_a_chunk_reports_its_full_length() {
-        let bytes = data(100, 3);
-        let mut longer = bytes.clone();
-        longer.resize(CHUNK + 100, 0);
-        let e = check(&bytes, &longer).expect_err("padded copy verified");
-        assert_eq!(e.offset(), Some(100));
-        assert!(
-            e.to_string()
-                .contains(&format!("'b' is {} bytes long, 'a' is 100", longer.len())),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_write_only_destination_is_read_back_through_a_new_descriptor() {
-        let dir = tempfile::tempdir().unwrap();
-        let bytes = data(10_000, 5);
-        let (s, sp) = file_with(dir.path(), "a", &bytes);
-        let dp = dir.path().join("b");
-        let mut d = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&dp)
-            .unwrap();
-        d.write_all(&bytes).unwrap();
-        verify(&s, &sp, &d, &dp).unwrap();
-        // A name replaced after the copy does not matter: the descriptor's inode is checked.
-        std::fs::remove_file(&dp).unwrap();
-        std::fs::write(&dp, b"something else").unwrap();
-        verify(&s, &sp, &d, &dp).unwrap();
-    }
-
-    #[test]
-    fn streams_and_devices_cannot_be_verified() {
-        let dir = tempfile::tempdir().unwrap();
-        let (d, dp) = file_with(dir.path(), "b", b"x");
-        let fifo = dir.path().join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let s = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-            .unwrap();
-        let e = verify(&s, &fifo, &d, &dp).expect_err("a FIFO verified");
-        assert!(e.to_string().starts_with("cannot verify "), "{e}");
-        let null = OpenOptions::new().write(true).open("/dev/null").unwrap();
-        let e = verify(&d, &dp, &null, Path::new("/dev/null")).expect_err("/dev/null verified");
-        assert_eq!(
-            e.to_string(),
-            "cannot verify '/dev/null': not a regular file"
-        );
-    }
-
-    #[test]
-    fn first_difference_finds_the_lowest_index() {
-        let a = data(20_000, 11);
-        assert_eq!(first_difference(&a, &a), None);
-        for i in [0, 1, 4095, 4096, 8191, 19_999] {
-            let mut b = a.clone();
-            b[i] ^= 1;
-            assert_eq!(first_difference(&a, &b), Some(i));
-        }
-    }
-}
+mod tests;

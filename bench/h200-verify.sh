@@ -1,0 +1,43 @@
+#!/bin/bash
+# --verify's cost on the H200 machine, in one device command (about 8 minutes): two
+# RAM-backed ext4s (SRC on one loop device, DST on the other), then 20,000 files of 1-64 KiB
+# and a 4 GiB file, each with aiscp on the GPU (engine defaults, and --route bounce),
+# verified and not, beside cp and, when BIN_DIR has it, the build before verified
+# (BENCHMARKS.md, "--verify at copy speed"). The large file's default route is the
+# library's, which keeps SOURCE on O_DIRECT: there --verify reads SOURCE from the device
+# again, and the bounce rows show the cost without that.
+#
+#   bench/h200-verify.sh BIN_DIR
+#
+# BIN_DIR holds aiscp (the build under test) and optionally aiscp-base. Everything lands in
+# $OUT: results.tsv, medians.tsv, summary.md, bench.log per workload.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+B=$(cd "${1:?usage: bench/h200-verify.sh BIN_DIR}" && pwd)
+export AISCP_BIN=$B/aiscp
+out=${OUT:?set OUT}
+t0=$SECONDS
+step() { echo "# [$((SECONDS - t0)) s] $*"; }
+
+step setup
+for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mnt /mnt/$m | grep -v '^env'; done
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
+S=/mnt/fast D=/mnt/fast2
+
+extra=(
+    --extra "verify=$B/aiscp --backend gpu --verify"
+    --extra "bounce=$B/aiscp --backend gpu --route bounce"
+    --extra "bounce_verify=$B/aiscp --backend gpu --route bounce --verify"
+)
+[[ -x $B/aiscp-base ]] && extra+=(--extra "base_verify=$B/aiscp-base --backend gpu --verify")
+
+step "tree, two RAM filesystems: 20,000 x 1-64 KiB"
+mkdir -p "$out/tree" "$out/file"
+bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 20000 --size 1K-64K --rounds 3 \
+    --budget 150 --out "$out/tree" "${extra[@]}" | grep -v '^  '
+rm -rf "$S/t" "$D/t"
+step "one 4 GiB file, two RAM filesystems"
+bash "$HERE/run.sh" --size 4G --dir "$S/f" --dst-dir "$D/f" --methods aiscp,cp --rounds 3 \
+    --budget 200 --out "$out/file" "${extra[@]}" | grep -v '^  '
+rm -rf "$S/f" "$D/f"
+step done
