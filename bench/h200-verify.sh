@@ -9,6 +9,9 @@
 #
 #   bench/h200-verify.sh BIN_DIR
 #
+# TREE_FILES (default 20000), FILE_SIZE (default 4G) and ROUNDS (default 3) shrink it for a
+# quick check of a build.
+#
 # BIN_DIR holds aiscp (the build under test) and optionally aiscp-base. Everything lands in
 # $OUT: results.tsv, medians.tsv, summary.md, bench.log per workload.
 set -uo pipefail
@@ -16,6 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-verify.sh BIN_DIR}" && pwd)
 export AISCP_BIN=$B/aiscp
 out=${OUT:?set OUT}
+files=${TREE_FILES:-20000} size=${FILE_SIZE:-4G} rounds=${ROUNDS:-3}
 t0=$SECONDS
 step() { echo "# [$((SECONDS - t0)) s] $*"; }
 
@@ -31,13 +35,13 @@ extra=(
 )
 [[ -x $B/aiscp-base ]] && extra+=(--extra "base_verify=$B/aiscp-base --backend gpu --verify")
 
-step "tree, two RAM filesystems: 20,000 x 1-64 KiB"
+step "tree, two RAM filesystems: $files x 1-64 KiB"
 mkdir -p "$out/tree" "$out/file"
-bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 20000 --size 1K-64K --rounds 3 \
+bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files "$files" --size 1K-64K --rounds "$rounds" \
     --budget 150 --out "$out/tree" "${extra[@]}" | grep -v '^  '
 rm -rf "$S/t" "$D/t"
-step "one 4 GiB file, two RAM filesystems"
-bash "$HERE/run.sh" --size 4G --dir "$S/f" --dst-dir "$D/f" --methods aiscp,cp --rounds 3 \
+step "one $size file, two RAM filesystems"
+bash "$HERE/run.sh" --size "$size" --dir "$S/f" --dst-dir "$D/f" --methods aiscp,cp --rounds "$rounds" \
     --budget 200 --out "$out/file" "${extra[@]}" | grep -v '^  '
 rm -rf "$S/f" "$D/f"
 step done
