@@ -181,7 +181,8 @@ impl Engine {
                 ))
             }
             Loaded::Gpu(g) => {
-                let mut pipeline = Pipeline::new(g, chunk, slots_per_gpu, (config.pause, config.verify));
+                let mut pipeline =
+                    Pipeline::new(g, chunk, slots_per_gpu, (config.pause, config.verify));
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {
                         Ok(()) => {
