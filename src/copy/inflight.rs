@@ -171,55 +171,22 @@ impl Copier<'_> {
         found: &Found,
         created: bool,
     ) -> Result<(), (File, File)> {
-        let opts = self.opts;
         let len = opened.len();
-        // Whatever must happen between the data and the next file stays in turn: --fsync,
-        // a backup put back on failure, a hard link remembered to this DEST.
-        let remembers = opts.preserve.links
-            && !opts.hard_link
-            && (opened.nlink() > 1 || opts.deref != crate::options::Deref::Never);
-        let eligible = !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
-            && found.backup.is_none()
-            && !remembers
-            && opened.is_file()
-            && dst_now.is_file();
-        let limits = *self.inflight.limits.get_or_insert_with(queue_limits);
-        let Some(queue) = self.file_queue().filter(|_| eligible) else {
+        let Some(limits) = self.may_fly(opened, dst_now, found) else {
             return Err((src_file, dst_file));
         };
-        queue.set_limits(limits);
-        if queue.queue_max().is_none_or(|max| len > max) {
-            return Err((src_file, dst_file));
-        }
-        // Copies in flight run in any order: one that touches the same data as another waits
-        // for them all, as cp would have finished the earlier one first.
-        let w = &self.inflight.writing;
-        if w.contains_key(&dst_now.id())
-            || w.contains_key(&opened.id())
-            || self.inflight.reading.contains_key(&dst_now.id())
-        {
-            self.settle();
-        }
-        // Room first: finish files in turn until there is. Files that ended but wait for an
-        // earlier one still hold their descriptors, so they count until finished here.
-        while self.inflight.pending.len() >= limits.files
-            || !self.file_queue().is_some_and(|q| q.has_room(len))
-        {
-            if !self.finish_in_turn(Until::OneFile) {
-                break;
-            }
-        }
+        self.wait_for_room(opened, dst_now, len, limits);
         let job = QueuedJob {
             src: src_file,
             src_name: src.to_path_buf(),
             len,
             dst: dst_file,
             dst_name: dst.to_path_buf(),
-            sparse: opts.sparse,
+            sparse: self.opts.sparse,
             truncate: !created,
             progress: self.progress.clone(),
         };
-        let queue = self.file_queue().expect("checked above");
+        let queue = self.file_queue().expect("checked by may_fly");
         let ticket = match queue.submit(job) {
             Ok(t) => t,
             Err(refused) => return Err((refused.0.src, refused.0.dst)),
@@ -231,11 +198,61 @@ impl Copier<'_> {
             dst_id: dst_now.id(),
             src_id: opened.id(),
         };
-        *self.inflight.reading.entry(opened.id()).or_default() += 1;
-        *self.inflight.writing.entry(dst_now.id()).or_default() += 1;
+        self.remember_in_flight(ticket, pending);
+        crate::test_hook::pause("queued");
+        Ok(())
+    }
+
+    /// The limits files in flight run under, when this file may fly: a queue takes it and
+    /// nothing must happen between its data and the next file (--fsync, a backup put back on
+    /// failure, a hard link remembered to this DEST, --atomic's rename).
+    fn may_fly(&mut self, opened: &Stat, dst_now: &Stat, found: &Found) -> Option<QueueLimits> {
+        let opts = self.opts;
+        let remembers = opts.preserve.links
+            && !opts.hard_link
+            && (opened.nlink() > 1 || opts.deref != crate::options::Deref::Never);
+        let eligible = !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
+            && found.backup.is_none()
+            && !remembers
+            && opened.is_file()
+            && dst_now.is_file();
+        let limits = *self.inflight.limits.get_or_insert_with(queue_limits);
+        let queue = self.file_queue().filter(|_| eligible)?;
+        queue.set_limits(limits);
+        let fits = queue.queue_max().is_some_and(|max| opened.len() <= max);
+        fits.then_some(limits)
+    }
+
+    /// Waits until a file of `len` bytes may join the files in flight: copies in flight run in
+    /// any order, so one that touches the same data as another waits for them all (as cp would
+    /// have finished the earlier one first); then files are finished in turn until there is
+    /// room (files that ended but wait for an earlier one still hold their descriptors).
+    fn wait_for_room(&mut self, opened: &Stat, dst_now: &Stat, len: u64, limits: QueueLimits) {
+        let w = &self.inflight.writing;
+        if w.contains_key(&dst_now.id())
+            || w.contains_key(&opened.id())
+            || self.inflight.reading.contains_key(&dst_now.id())
+        {
+            self.settle();
+        }
+        while self.inflight.pending.len() >= limits.files
+            || !self.file_queue().is_some_and(|q| q.has_room(len))
+        {
+            if !self.finish_in_turn(Until::OneFile) {
+                break;
+            }
+        }
+    }
+
+    /// Records a file now in flight: what it reads and writes, and its place in cp's order
+    /// (with its -v line, held until the file is finished); from the first such file on,
+    /// every message is held in that order.
+    fn remember_in_flight(&mut self, ticket: Ticket, pending: Pending) {
+        *self.inflight.reading.entry(pending.src_id).or_default() += 1;
+        *self.inflight.writing.entry(pending.dst_id).or_default() += 1;
         self.inflight.pending.insert(ticket, pending);
         let mut order = self.inflight.order.borrow_mut();
-        if opts.verbose {
+        if self.opts.verbose {
             // The file's -v line is the last line for stdout held since the previous file
             // ("removed 'DEST'" comes before it).
             let since = order
@@ -258,8 +275,6 @@ impl Copier<'_> {
             })));
             self.inflight.holding = true;
         }
-        crate::test_hook::pause("queued");
-        Ok(())
     }
 
     /// Finishes the files in flight that have ended, in turn, without waiting. Called once

@@ -286,29 +286,9 @@ fn read_client(
             Ok((Request::Copy { .. }, _)) if unanswered.load(Ordering::SeqCst) >= MAX_PENDING => {
                 Err(format!("more than {MAX_PENDING} files unanswered"))
             }
-            Ok((
-                Request::Copy {
-                    id: job,
-                    src_name,
-                    dst_name,
-                    sparse,
-                    handover,
-                },
-                fds,
-            )) => checked_files(fds).map(|(src, dst)| {
+            Ok((copy @ Request::Copy { .. }, fds)) => job_of(copy, fds).map(|job| {
                 unanswered.fetch_add(1, Ordering::SeqCst);
-                Event::Job(
-                    id,
-                    Job {
-                        id: job,
-                        src,
-                        dst,
-                        src_name: PathBuf::from(OsString::from_vec(src_name)),
-                        dst_name: PathBuf::from(OsString::from_vec(dst_name)),
-                        sparse: sparse.into(),
-                        handover,
-                    },
-                )
+                Event::Job(id, job)
             }),
             Ok((Request::Cancel, _)) => {
                 cancel.store(true, Ordering::SeqCst);
@@ -340,6 +320,30 @@ fn read_client(
     // Its files stop now, before the scheduler hears of it.
     cancel.store(true, Ordering::SeqCst);
     let _ = events.send(Event::Gone(id));
+}
+
+/// A copy request as the scheduler takes it: its descriptors checked, its names as paths.
+fn job_of(request: Request, fds: Vec<OwnedFd>) -> Result<Job, String> {
+    let Request::Copy {
+        id,
+        src_name,
+        dst_name,
+        sparse,
+        handover,
+    } = request
+    else {
+        return Err("not a copy request".into());
+    };
+    let (src, dst) = checked_files(fds)?;
+    Ok(Job {
+        id,
+        src,
+        dst,
+        src_name: PathBuf::from(OsString::from_vec(src_name)),
+        dst_name: PathBuf::from(OsString::from_vec(dst_name)),
+        sparse: sparse.into(),
+        handover,
+    })
 }
 
 /// SOURCE and DEST as a copy request must pass them: two regular files, SOURCE open for
