@@ -276,12 +276,15 @@ impl ServiceClient {
                 ));
                 let result = match self.config.verify {
                     false => Ok(end),
-                    true => aiscp_engine::verify::verify(src, src_name, dst, dst_name)
-                        .map(|checked| {
-                            self.debug(&checked.describe(dst_name));
-                            end
-                        })
-                        .map_err(CopyError::from),
+                    true => {
+                        let stop = &self.config.cancel;
+                        aiscp_engine::verify::verify(src, src_name, dst, dst_name, stop)
+                    }
+                    .map(|checked| {
+                        self.debug(&checked.describe(dst_name));
+                        end
+                    })
+                    .map_err(CopyError::from),
                 };
                 (result, true, stages)
             }

@@ -191,3 +191,68 @@ fn verify_reads_dest_back_with_o_direct() {
         .unwrap_or_else(|| panic!("DEST is not reopened:\n{log}"));
     assert!(reopen.contains("O_DIRECT"), "{reopen}");
 }
+
+/// A signal while a file is read back ends the read-back at its next chunk: the run dies of
+/// the signal as a stopped copy does, having read at most a chunk more of either file (it
+/// used to read the whole file back first, however large): strace counts the reads after
+/// the signal.
+#[test]
+fn a_signal_during_the_read_back_stops_it() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        test_support::skip::skip("no strace", "strace is not installed");
+        return;
+    }
+    // A file larger than a chunk is copied (and read back) in turn.
+    for (backend, args) in [
+        (Backend::Host, &["--chunk-size", "1M"][..]),
+        (
+            Backend::FakeGpu,
+            &["--route", "bounce", "--chunk-size", "1M"][..],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write_random(&d.join("a"), 48 << 20, 7);
+        let flag = d.join("paused");
+        let log = d.join("strace.log");
+        let mut cmd = Command::new("strace");
+        cmd.current_dir(d)
+            .args(["-f", "-qq", "-e", "trace=pread64", "-o"])
+            .arg(&log)
+            .arg(program())
+            .args(args)
+            .args(["--verify", "a", "b"])
+            .env("AISCP_TEST_PAUSE", format!("verify:{}", flag.display()))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        backend.apply(&mut cmd, &d.join("report"));
+        let child = cmd.spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !flag.exists() {
+            assert!(std::time::Instant::now() < deadline, "never paused");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // aiscp is strace's child.
+        let children = format!("/proc/{}/task/{}/children", child.id(), child.id());
+        let pid: i32 = fs::read_to_string(children)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let pid = nix::unistd::Pid::from_raw(pid);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        fs::remove_file(&flag).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let trace = fs::read_to_string(&log).unwrap();
+        let after = trace.split("--- SIGINT").nth(1).expect(&trace);
+        let reads = after.lines().filter(|l| l.contains("pread64(")).count();
+        // 48 MiB in 4 MiB chunks is 26 reads of the two files; at most the read ahead now.
+        assert!(
+            reads <= 2,
+            "{backend:?}: {reads} reads after the signal:\n{after}"
+        );
+        assert!(!out.status.success(), "{backend:?}");
+        backend.assert_report_clean(&d.join("report"));
+    }
+}

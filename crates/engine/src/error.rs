@@ -49,5 +49,15 @@ pub enum CopyError {
     NotMoved,
     /// --verify found DST different from SRC, or could not read them back.
     #[error(transparent)]
-    Verify(#[from] verify::VerifyError),
+    Verify(verify::VerifyError),
+}
+
+impl From<verify::VerifyError> for CopyError {
+    /// A read-back stopped by a signal is the copy interrupted, as a stopped copy is.
+    fn from(e: verify::VerifyError) -> CopyError {
+        match e {
+            verify::VerifyError::Stopped => CopyError::Interrupted,
+            e => CopyError::Verify(e),
+        }
+    }
 }

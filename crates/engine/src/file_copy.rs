@@ -38,6 +38,7 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 /// One regular SOURCE into one regular DEST.
 pub(crate) struct FileCopy<'a> {
@@ -469,7 +470,7 @@ pub(crate) fn conclude(
     secs: f64,
     stages: &StageTimes,
     where_: Option<String>,
-    verify: bool,
+    (verify, stop): (bool, &AtomicBool),
     debug: bool,
     pause: fn(&'static str),
     line: &mut dyn FnMut(String),
@@ -485,23 +486,24 @@ pub(crate) fn conclude(
         ));
     }
     if verify {
-        read_back(job, (debug, pause), &mut Buffers::default(), line)?;
+        read_back(job, (debug, pause), (&mut Buffers::default(), stop), line)?;
     }
     Ok(end)
 }
 
 /// --verify of a whole file whose data is written: the test pause (a test changes DEST
-/// there), then the read-back through `buffers`; its --debug line goes to `line` (only with
+/// there), then the read-back through `buffers`, ended at its next chunk once `stop` is set
+/// (a signal: [`CopyError::Interrupted`]); its --debug line goes to `line` (only with
 /// `debug`).
 pub(crate) fn read_back(
     job: &Ends<'_>,
     (debug, pause): (bool, fn(&'static str)),
-    buffers: &mut Buffers,
+    (buffers, stop): (&mut Buffers, &AtomicBool),
     line: &mut dyn FnMut(String),
 ) -> Result<(), CopyError> {
     pause("verify");
     let (src, dst) = ((job.src, job.src_name), (job.dst, job.dst_name));
-    let checked = crate::verify::verify_with(src.0, src.1, dst.0, dst.1, buffers)?;
+    let checked = crate::verify::verify_with(src, dst, buffers, stop)?;
     if debug {
         line(checked.describe(job.dst_name));
     }

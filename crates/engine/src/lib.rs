@@ -449,7 +449,7 @@ impl Engine {
             started.elapsed().as_secs_f64(),
             &stages,
             None,
-            self.config.verify,
+            (self.config.verify, &self.config.cancel),
             self.config.debug,
             self.config.pause,
             &mut |line| diag.debug(&line),

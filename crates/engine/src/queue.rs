@@ -150,6 +150,7 @@ impl<S> Shared<S> {
         Checking {
             pause: self.pause,
             debug: self.debug,
+            stop: Arc::clone(&self.cancel),
         }
     }
 }
@@ -243,7 +244,7 @@ pub(crate) fn worker<S: Staging>(
                 began_at.elapsed().as_secs_f64(),
                 &stages,
                 Some(format!("slot {index}{gpu}, in flight")),
-                reads_back,
+                (reads_back, &cancel),
                 shared.debug.is_some(),
                 shared.pause,
                 &mut |line| {
@@ -275,7 +276,7 @@ fn hand_on<S>(shared: &Shared<S>, finished: Finished, done: &mpsc::Sender<Finish
                 Ok(()) => return true,
                 // The read-back threads are gone: read it back here.
                 Err(mpsc::SendError(mut f)) => {
-                    read_back_one(&mut f, shared.checking(), &mut Buffers::default());
+                    read_back_one(&mut f, &shared.checking(), &mut Buffers::default());
                     f
                 }
             }
@@ -286,7 +287,7 @@ fn hand_on<S>(shared: &Shared<S>, finished: Finished, done: &mpsc::Sender<Finish
 }
 
 /// Reads back a queued file whose copy succeeded; a failure replaces its result.
-pub(crate) fn read_back_one(f: &mut Finished, c: Checking, buffers: &mut Buffers) {
+pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffers) {
     let Ok(end) = f.result else {
         return;
     };
@@ -299,7 +300,8 @@ pub(crate) fn read_back_one(f: &mut Finished, c: Checking, buffers: &mut Buffers
     };
     let debug = &mut f.debug;
     let line = &mut |line| debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line));
-    f.result = read_back(&ends, (c.debug.is_some(), c.pause), buffers, line).map(|()| end);
+    let debug = c.debug.is_some();
+    f.result = read_back(&ends, (debug, c.pause), (buffers, &c.stop), line).map(|()| end);
 }
 
 /// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and

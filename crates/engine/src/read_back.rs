@@ -11,6 +11,7 @@
 //! 256 KiB a thread keeps for small files (12.5 MiB a thread, 50 MiB for all four).
 
 use crate::verify::Buffers;
+use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -27,15 +28,17 @@ pub(crate) struct ReadBacks<T> {
 }
 
 /// What every read-back needs besides the file.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct Checking {
     pub(crate) pause: fn(&'static str),
     /// The engine's start, for --debug stamps; None without --debug.
     pub(crate) debug: Option<Instant>,
+    /// The run's stop flag (a signal): read-backs end at their next chunk, interrupted.
+    pub(crate) stop: Arc<AtomicBool>,
 }
 
 /// Reads one file back, its outcome written into it, through the thread's buffers.
-pub(crate) type Check<T> = fn(&mut T, Checking, &mut Buffers);
+pub(crate) type Check<T> = fn(&mut T, &Checking, &mut Buffers);
 
 impl<T: Send + 'static> ReadBacks<T> {
     /// Starts up to [`THREADS`] threads; None when none could be started (the workers then
@@ -49,7 +52,7 @@ impl<T: Send + 'static> ReadBacks<T> {
         let rx = Arc::new(Mutex::new(rx));
         let threads: Vec<_> = (0..THREADS)
             .filter_map(|i| {
-                let (rx, done) = (Arc::clone(&rx), done.clone());
+                let (rx, done, checking) = (Arc::clone(&rx), done.clone(), checking.clone());
                 std::thread::Builder::new()
                     .name(format!("aiscp-verify-{i}"))
                     .spawn(move || run(&rx, &done, check, checking))
@@ -87,7 +90,7 @@ fn run<T>(files: &Mutex<mpsc::Receiver<T>>, done: &mpsc::Sender<T>, check: Check
         let Ok(mut f) = next else {
             return;
         };
-        check(&mut f, c, &mut buffers);
+        check(&mut f, &c, &mut buffers);
         if done.send(f).is_err() {
             return;
         }

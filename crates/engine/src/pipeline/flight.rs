@@ -56,6 +56,7 @@ where
             let checking = Checking {
                 pause: config.pause,
                 debug: debug_since,
+                stop: Arc::clone(&config.cancel),
             };
             let read_backs = config
                 .verify

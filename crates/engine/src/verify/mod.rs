@@ -20,6 +20,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use xxhash_rust::xxh3::Xxh3;
 
 /// Bytes read from each file per step: large enough that the per-call cost disappears,
@@ -85,6 +86,9 @@ pub enum VerifyError {
     },
     #[error("cannot verify {name}: {what}")]
     Cannot { name: String, what: String },
+    /// The run was stopped (a signal) while the files were read back.
+    #[error("interrupted")]
+    Stopped,
     #[error("error reading {name} to verify it: {}", crate::quote::os_text(source))]
     Read { name: String, source: io::Error },
 }
@@ -123,25 +127,31 @@ pub fn start_writeback(dst: &File) {
 /// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
 /// regular files (a stream cannot be read twice, a device has nothing to read back). `dst`
 /// may be open write-only: it is reopened for reading through /proc/self/fd, so the file
-/// checked is the one written even if its name was replaced meanwhile.
+/// checked is the one written even if its name was replaced meanwhile. `stop` set (by a
+/// signal) ends the read-back at its next chunk: [`VerifyError::Stopped`].
 pub fn verify(
     src: &File,
     src_name: &Path,
     dst: &File,
     dst_name: &Path,
+    stop: &AtomicBool,
 ) -> Result<Verified, VerifyError> {
-    verify_with(src, src_name, dst, dst_name, &mut Buffers::default())
+    verify_with(
+        (src, src_name),
+        (dst, dst_name),
+        &mut Buffers::default(),
+        stop,
+    )
 }
 
 /// [`verify`] through `buffers`, kept by the caller from one file to the next.
 pub(crate) fn verify_with(
-    src: &File,
-    src_name: &Path,
-    dst: &File,
-    dst_name: &Path,
+    src: (&File, &Path),
+    dst: (&File, &Path),
     buffers: &mut Buffers,
+    stop: &AtomicBool,
 ) -> Result<Verified, VerifyError> {
-    verify_in_chunks((src, src_name), (dst, dst_name), VERIFY_CHUNK, buffers)
+    verify_in_chunks(src, dst, (VERIFY_CHUNK, stop), buffers)
 }
 
 /// Buffers one reader keeps from file to file, so that each of a tree's small files does not
@@ -175,7 +185,7 @@ impl Buffers {
 fn verify_in_chunks(
     (src, src_name): (&File, &Path),
     (dst, dst_name): (&File, &Path),
-    chunk: usize,
+    (chunk, stop): (usize, &AtomicBool),
     buffers: &mut Buffers,
 ) -> Result<Verified, VerifyError> {
     let (sq, dq) = (quote(src_name), quote(dst_name));
@@ -232,6 +242,7 @@ fn verify_in_chunks(
         src,
         sq: &sq,
         dq: &dq,
+        stop,
     };
     let (compared, kept) = std::thread::scope(|scope| {
         let mut dst_reads = DestReads::start(scope, &reader, (direct, chunk), dst_bufs);
@@ -254,6 +265,8 @@ struct Sides<'a> {
     src: &'a File,
     sq: &'a str,
     dq: &'a str,
+    /// Set by a signal: the read-back ends at the next chunk.
+    stop: &'a AtomicBool,
 }
 
 /// Compares SOURCE (read here into `src_buf`) with DEST's chunks from `dst_reads` (of the
@@ -265,7 +278,7 @@ fn compare(
     src_buf: &mut [u8],
     dst_reads: &mut DestReads<'_>,
 ) -> Result<(u64, u128), VerifyError> {
-    let Sides { src, sq, dq } = *sides;
+    let Sides { src, sq, dq, stop } = *sides;
     let read_err = |name: &str| {
         let name = name.to_owned();
         move |source| VerifyError::Read { name, source }
@@ -274,6 +287,9 @@ fn compare(
     let (mut src_hash, mut dst_hash) = (Xxh3::new(), Xxh3::new());
     let mut offset = 0u64;
     loop {
+        if stop.load(Ordering::SeqCst) {
+            return Err(VerifyError::Stopped);
+        }
         let a = fileio::pread_full(src, src_buf, offset, false).map_err(read_err(sq))?;
         let (mut dst_buf, b) = dst_reads.next().map_err(read_err(dq))?;
         let dst_bytes = &dst_buf.as_mut_slice()[..b];

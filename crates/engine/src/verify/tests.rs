@@ -3,6 +3,7 @@
 
 use super::*;
 use std::io::Write;
+use std::sync::atomic::AtomicBool;
 
 /// A small read size, so that tests cross many chunk boundaries cheaply.
 const CHUNK: usize = 64 << 10;
@@ -35,7 +36,12 @@ fn check(src: &[u8], dst: &[u8]) -> Result<Verified, VerifyError> {
     // Short names, as a user in that directory would have typed them.
     let mut buffers = Buffers::default();
     let (a, b) = (Path::new("a"), Path::new("b"));
-    verify_in_chunks((&s, a), (&d, b), CHUNK, &mut buffers)
+    verify_in_chunks(
+        (&s, a),
+        (&d, b),
+        (CHUNK, &AtomicBool::new(false)),
+        &mut buffers,
+    )
 }
 
 #[test]
@@ -132,11 +138,11 @@ fn a_write_only_destination_is_read_back_through_a_new_descriptor() {
         .open(&dp)
         .unwrap();
     d.write_all(&bytes).unwrap();
-    verify(&s, &sp, &d, &dp).unwrap();
+    verify(&s, &sp, &d, &dp, &AtomicBool::new(false)).unwrap();
     // A name replaced after the copy does not matter: the descriptor's inode is checked.
     std::fs::remove_file(&dp).unwrap();
     std::fs::write(&dp, b"something else").unwrap();
-    verify(&s, &sp, &d, &dp).unwrap();
+    verify(&s, &sp, &d, &dp, &AtomicBool::new(false)).unwrap();
 }
 
 #[test]
@@ -150,10 +156,17 @@ fn streams_and_devices_cannot_be_verified() {
         .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
         .unwrap();
-    let e = verify(&s, &fifo, &d, &dp).expect_err("a FIFO verified");
+    let e = verify(&s, &fifo, &d, &dp, &AtomicBool::new(false)).expect_err("a FIFO verified");
     assert!(e.to_string().starts_with("cannot verify "), "{e}");
     let null = OpenOptions::new().write(true).open("/dev/null").unwrap();
-    let e = verify(&d, &dp, &null, Path::new("/dev/null")).expect_err("/dev/null verified");
+    let e = verify(
+        &d,
+        &dp,
+        &null,
+        Path::new("/dev/null"),
+        &AtomicBool::new(false),
+    )
+    .expect_err("/dev/null verified");
     assert_eq!(
         e.to_string(),
         "cannot verify '/dev/null': not a regular file"
@@ -174,12 +187,23 @@ fn kept_buffers_carry_nothing_to_the_next_file() {
         let bytes = data(len, 40 + i as u64);
         let (s, _) = file_with(dir.path(), "a", &bytes);
         let (d, _) = file_with(dir.path(), "b", &bytes);
-        let v = verify_in_chunks((&s, a), (&d, b), VERIFY_CHUNK, &mut buffers).unwrap();
+        let v = verify_in_chunks(
+            (&s, a),
+            (&d, b),
+            (VERIFY_CHUNK, &AtomicBool::new(false)),
+            &mut buffers,
+        )
+        .unwrap();
         assert_eq!(v.bytes, len as u64);
         // The same SOURCE against a DEST one byte short, then one byte changed.
         if len > 0 {
             let (d, _) = file_with(dir.path(), "b", &bytes[..len - 1]);
-            let e = verify_in_chunks((&s, a), (&d, b), VERIFY_CHUNK, &mut buffers);
+            let e = verify_in_chunks(
+                (&s, a),
+                (&d, b),
+                (VERIFY_CHUNK, &AtomicBool::new(false)),
+                &mut buffers,
+            );
             assert_eq!(
                 e.expect_err("short copy verified").offset(),
                 Some(len as u64 - 1)
@@ -187,7 +211,12 @@ fn kept_buffers_carry_nothing_to_the_next_file() {
             let mut changed = bytes.clone();
             changed[len / 2] ^= 1;
             let (d, _) = file_with(dir.path(), "b", &changed);
-            let e = verify_in_chunks((&s, a), (&d, b), VERIFY_CHUNK, &mut buffers);
+            let e = verify_in_chunks(
+                (&s, a),
+                (&d, b),
+                (VERIFY_CHUNK, &AtomicBool::new(false)),
+                &mut buffers,
+            );
             assert_eq!(
                 e.expect_err("changed copy verified").offset(),
                 Some(len as u64 / 2)
