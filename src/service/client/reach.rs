@@ -198,15 +198,10 @@ fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
         (Ok((Reply::Refused { why }, _)), _) => return Err(format!("refused: {why}")),
         // Closed (or reset) without a word: the service is going away, or refused us
         // before the hello and the answer was lost.
-        (Err(_), Err(_)) | (Err(WireError::Closed), Ok(())) => {
+        (Err(e), sent) if sent.is_err() || closed(&e) => {
             return Err("the service closed the connection".into())
         }
-        (Err(WireError::Io(e)), Ok(()))
-            if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) =>
-        {
-            return Err("the service closed the connection".into())
-        }
-        (Err(e), Ok(())) => return Err(e.to_string()),
+        (Err(e), _) => return Err(e.to_string()),
         (Ok(_), _) => return Err("unexpected answer".into()),
     };
     if welcome.protocol != wire::PROTOCOL || welcome.version != wire::VERSION {
@@ -216,6 +211,15 @@ fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
         ));
     }
     Ok(welcome)
+}
+
+/// Whether a receive failed because the peer closed or reset the connection.
+fn closed(e: &WireError) -> bool {
+    match e {
+        WireError::Closed => true,
+        WireError::Io(e) => matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)),
+        WireError::Malformed(_) => false,
+    }
 }
 
 /// A connected socket to `path`.
