@@ -14,7 +14,9 @@ mod reach;
 pub use reach::status;
 use reach::wait_readable;
 
-use super::wire::{self, Handover, Outcome, Reply, Request, Welcome, WireError};
+use super::wire::{
+    self, FileDone, FileRequest, Handover, Inbox, Outcome, Reply, Request, Welcome, WireError,
+};
 use super::Choice;
 use crate::copy::{DataMover, FileQueue, LocalEngine};
 use crate::messages;
@@ -25,7 +27,7 @@ use aiscp_engine::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +47,7 @@ enum State {
 
 struct Up {
     sock: OwnedFd,
+    inbox: Inbox,
     welcome: Welcome,
     /// How long connecting took (shown where an in-process run shows its start-up).
     connected_in: Duration,
@@ -74,6 +77,11 @@ pub struct ServiceClient {
     /// follows the data and for a redo).
     out: HashMap<u64, QueuedJob>,
     out_bytes: u64,
+    /// Files of `out` not sent yet: they go together, [`wire::MAX_FILES`] to a message, or
+    /// before this process waits for anything.
+    unsent: Vec<u64>,
+    /// Answers that came in one message with the one taken.
+    arrived: VecDeque<Answer>,
     /// Answers taken while waiting for another.
     landed: VecDeque<Finished>,
     limits: QueueLimits,
@@ -102,6 +110,8 @@ impl ServiceClient {
             next_id: 0,
             out: HashMap::new(),
             out_bytes: 0,
+            unsent: Vec::new(),
+            arrived: VecDeque::new(),
             landed: VecDeque::new(),
             limits: QueueLimits::default(),
             cancelled_at: None,
@@ -132,39 +142,83 @@ impl ServiceClient {
         }
     }
 
-    /// Sends a copy request; Err(true) when the service is gone, Err(false) when this file
-    /// cannot be sent (its names do not fit a message) and is copied here.
-    fn send(
-        &mut self,
-        src: &File,
-        src_name: &Path,
-        dst: &File,
-        dst_name: &Path,
-        sparse: aiscp_engine::SparseMode,
-        handover: Handover,
-    ) -> Result<u64, bool> {
-        let State::Up(up) = &self.state else {
-            return Err(true);
-        };
-        let id = self.next_id;
-        let req = Request::Copy {
-            id,
-            src_name: src_name.as_os_str().as_bytes().to_vec(),
-            dst_name: dst_name.as_os_str().as_bytes().to_vec(),
-            sparse: sparse.into(),
-            handover,
-        };
-        match wire::send(up.sock.as_fd(), &req, &[src.as_raw_fd(), dst.as_raw_fd()]) {
-            Ok(()) => {
-                self.next_id += 1;
-                self.served = true;
-                Ok(id)
-            }
-            // Not the kernel's error: the request does not fit a message.
-            Err(e) if e.raw_os_error().is_none() => Err(false),
-            Err(e) => {
+    /// Sends `files` (each with its SOURCE and DEST descriptors) in as few messages as fit.
+    /// Returns the ids of files whose request does not fit a message even alone (their
+    /// names are too long): they are copied here. Err: the service is gone (and [`Self::lose`]
+    /// has taken its files).
+    fn post(&mut self, files: &[(FileRequest, [RawFd; 2])]) -> Result<Vec<u64>, ()> {
+        let mut misfits = Vec::new();
+        for run in files.chunks(wire::MAX_FILES) {
+            let State::Up(up) = &self.state else {
+                return Err(());
+            };
+            let sock = up.sock.as_fd();
+            let send = |run: &[(FileRequest, [RawFd; 2])]| {
+                let request = Request::Copy {
+                    files: run.iter().map(|(f, _)| f.clone()).collect(),
+                };
+                let fds: Vec<RawFd> = run.iter().flat_map(|(_, fds)| *fds).collect();
+                wire::send(sock, &request, &fds)
+            };
+            let sent = match send(run) {
+                // Long names: one by one, and a file that does not fit alone stays here.
+                Err(e) if wire::too_long(&e) => run.chunks(1).try_for_each(|one| match send(one) {
+                    Err(e) if wire::too_long(&e) => {
+                        misfits.push(one[0].0.id);
+                        Ok(())
+                    }
+                    other => other,
+                }),
+                other => other,
+            };
+            if let Err(e) = sent {
                 self.lose(Lost::Gone(e.to_string()));
-                Err(true)
+                return Err(());
+            }
+        }
+        self.served |= misfits.len() < files.len();
+        Ok(misfits)
+    }
+
+    /// Sends the files queued here. One whose request does not fit a message is answered
+    /// "not moved" at once, and the copier copies it here in its turn.
+    fn flush(&mut self) {
+        if self.unsent.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut self.unsent);
+        let files: Vec<_> = ids
+            .iter()
+            .filter_map(|id| self.out.get(id).map(|job| (*id, job)))
+            .map(|(id, job)| {
+                let handover = Handover::InFlight {
+                    len: job.len,
+                    truncate: job.truncate,
+                };
+                let request = request(id, &job.src_name, &job.dst_name, job.sparse, handover);
+                (request, [job.src.as_raw_fd(), job.dst.as_raw_fd()])
+            })
+            .collect();
+        let Ok(misfits) = self.post(&files) else {
+            return;
+        };
+        for id in misfits {
+            if let Some(job) = self.out.remove(&id) {
+                self.out_bytes = self.out_bytes.saturating_sub(job.len);
+                let f = Finished::elsewhere(Ticket(id), job, Err(CopyError::NotMoved), false);
+                self.landed.push_back(f);
+            }
+        }
+    }
+
+    /// After SIGINT: the files never sent end here, as never begun.
+    fn drop_unsent(&mut self) {
+        for id in std::mem::take(&mut self.unsent) {
+            if let Some(job) = self.out.remove(&id) {
+                self.out_bytes = self.out_bytes.saturating_sub(job.len);
+                job.progress.file_finished();
+                let f = Finished::elsewhere(Ticket(id), job, Err(CopyError::Interrupted), false);
+                self.landed.push_back(f);
             }
         }
     }
@@ -174,7 +228,13 @@ impl ServiceClient {
     fn next_reply(&mut self, wait: Option<Duration>) -> Option<Answer> {
         let until = wait.map(|w| Instant::now() + w);
         loop {
-            let State::Up(up) = &self.state else {
+            if let Some(a) = self.arrived.pop_front() {
+                return Some(a);
+            }
+            if self.config.cancel.load(Ordering::SeqCst) && self.cancelled_at.is_none() {
+                self.drop_unsent();
+            }
+            let State::Up(up) = &mut self.state else {
                 return None;
             };
             if self.config.cancel.load(Ordering::SeqCst) {
@@ -190,27 +250,39 @@ impl ServiceClient {
                     Some(_) => {}
                 }
             }
-            let slice = match until {
-                Some(u) => u
-                    .saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(50)),
-                None => Duration::from_millis(50),
-            };
-            if wait_readable(&up.sock, slice) {
-                match wire::receive::<Reply>(up.sock.as_fd()) {
-                    Ok((Reply::Done { id, outcome }, _)) => return Some(Answer::Done(id, outcome)),
-                    Ok((Reply::Progress { id, bytes }, _)) => {
-                        return Some(Answer::Progress(id, bytes))
-                    }
-                    Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
-                    Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
-                    Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
-                    Err(e) => self.lose(Lost::Gone(e.to_string())),
+            // Nothing to wait for: one look, no poll.
+            let got = if wait == Some(Duration::ZERO) {
+                match up.inbox.receive_now::<Reply>(up.sock.as_fd()) {
+                    Ok(None) => return None,
+                    Ok(Some(got)) => Ok(got),
+                    Err(e) => Err(e),
                 }
-                continue;
-            }
-            if until.is_some_and(|u| Instant::now() >= u) {
-                return None;
+            } else {
+                let slice = match until {
+                    Some(u) => u
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(50)),
+                    None => Duration::from_millis(50),
+                };
+                if !wait_readable(&up.sock, slice) {
+                    if until.is_some_and(|u| Instant::now() >= u) {
+                        return None;
+                    }
+                    continue;
+                }
+                up.inbox.receive::<Reply>(up.sock.as_fd())
+            };
+            match got {
+                Ok((Reply::Done { files }, _)) => self.arrived.extend(
+                    files
+                        .into_iter()
+                        .map(|FileDone { id, outcome }| Answer::Done(id, outcome)),
+                ),
+                Ok((Reply::Progress { id, bytes }, _)) => return Some(Answer::Progress(id, bytes)),
+                Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
+                Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
+                Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
+                Err(e) => self.lose(Lost::Gone(e.to_string())),
             }
         }
     }
@@ -231,6 +303,9 @@ impl ServiceClient {
             _ => {}
         }
         self.state = State::Down;
+        // Every file it had, sent or not, answered or not, is redone (or ends) here.
+        self.unsent.clear();
+        self.arrived.clear();
         for (id, job) in std::mem::take(&mut self.out) {
             let result = match (&how, interrupted) {
                 // Cut back at once (as cp's O_TRUNC would leave it should this process fail
@@ -270,10 +345,12 @@ impl ServiceClient {
                 progress.file_finished();
                 let stages = wire::stage_times(&stages);
                 self.stages.add(&stages);
-                self.debug(&format!(
-                    "{}: {end} bytes through the staging service",
-                    quote(dst_name)
-                ));
+                if self.config.debug {
+                    self.debug(&format!(
+                        "{}: {end} bytes through the staging service",
+                        quote(dst_name)
+                    ));
+                }
                 let result = match self.config.verify {
                     false => Ok(end),
                     true => {
@@ -334,33 +411,31 @@ impl FileQueue for ServiceClient {
     }
 
     fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
-        let handover = Handover::InFlight {
-            len: job.len,
-            truncate: job.truncate,
-        };
-        let sent = self.send(
-            &job.src,
-            &job.src_name,
-            &job.dst,
-            &job.dst_name,
-            job.sparse,
-            handover,
-        );
-        let Ok(id) = sent else {
+        if !matches!(self.state, State::Up(_)) {
             return Err(Box::new((job, CopyError::NotMoved)));
-        };
+        }
+        let id = self.next_id;
+        self.next_id += 1;
         job.progress.file_started(&job.src_name, Some(job.len));
         self.out_bytes += job.len;
         self.out.insert(id, job);
+        self.unsent.push(id);
+        if self.unsent.len() >= wire::MAX_FILES {
+            self.flush();
+        }
         Ok(Ticket(id))
     }
 
     fn next_finished(&mut self, block: bool) -> Option<Finished> {
+        if block {
+            self.flush();
+        }
         loop {
             if let Some(f) = self.landed.pop_front() {
                 return Some(f);
             }
-            if self.out.is_empty() {
+            // Only files sent can have ended.
+            if self.out.len() == self.unsent.len() {
                 return None;
             }
             let wait = (!block).then_some(Duration::ZERO);
@@ -408,19 +483,21 @@ impl DataMover for ServiceClient {
         if !regular(job.src) || !regular(job.dst) {
             return engine.get().copy(job, progress);
         }
-        let handover = Handover::InTurn { len };
-        let sent = self.send(
-            job.src,
+        // Files queued before this one go first (this process waits now).
+        self.flush();
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = request(
+            id,
             job.src_name,
-            job.dst,
             job.dst_name,
             job.sparse,
-            handover,
+            Handover::InTurn { len },
         );
-        let id = match sent {
-            Ok(id) => id,
-            Err(_) => return engine.get().copy(job, progress),
-        };
+        match self.post(&[(request, [job.src.as_raw_fd(), job.dst.as_raw_fd()])]) {
+            Ok(misfits) if misfits.is_empty() => {}
+            _ => return engine.get().copy(job, progress),
+        }
         progress.file_started(job.src_name, len);
         let mut shown = 0;
         loop {
@@ -490,6 +567,23 @@ impl DataMover for ServiceClient {
             )),
         };
         Some((info, self.stages))
+    }
+}
+
+/// A file's part of a copy request.
+fn request(
+    id: u64,
+    src_name: &Path,
+    dst_name: &Path,
+    sparse: aiscp_engine::SparseMode,
+    handover: Handover,
+) -> FileRequest {
+    FileRequest {
+        id,
+        src_name: src_name.as_os_str().as_bytes().to_vec(),
+        dst_name: dst_name.as_os_str().as_bytes().to_vec(),
+        sparse: sparse.into(),
+        handover,
     }
 }
 

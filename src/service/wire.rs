@@ -16,15 +16,20 @@ use std::time::Duration;
 
 /// Bumped whenever a message changes shape; a client and a service that differ here (or in
 /// the program's version) do not talk, and the client copies in-process.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 /// The program's version, which a client must share with its service.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest message either side sends or takes: a copy request carries two names, so
 /// this bounds a client's cost per request; a file whose names do not fit is copied
 /// in-process by its client.
 pub const MAX_MESSAGE: usize = 64 << 10;
-/// Descriptors one message may carry (SOURCE and DEST); more are closed and refused.
-const MAX_FDS: usize = 2;
+/// Files one copy request carries at most: a client that walks a tree of small files sends
+/// them together, and each batch costs one message each way instead of one per file
+/// (BENCHMARKS.md, "Small files through the service").
+pub const MAX_FILES: usize = 16;
+/// Descriptors one message may carry (SOURCE and DEST of each file); more are closed and
+/// refused.
+const MAX_FDS: usize = 2 * MAX_FILES;
 
 /// How holes are treated, as cp's `--sparse` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,21 +72,29 @@ pub enum Handover {
     InTurn { len: Option<u64> },
 }
 
+/// One file of a copy request: SOURCE and DEST are its pair of the message's descriptors.
+/// Names are bytes (paths need not be UTF-8) and only ever appear in messages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRequest {
+    pub id: u64,
+    #[serde(with = "name")]
+    pub src_name: Vec<u8>,
+    #[serde(with = "name")]
+    pub dst_name: Vec<u8>,
+    pub sparse: Sparse,
+    pub handover: Handover,
+}
+
 /// Client to service.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// First message of a connection.
     Hello { protocol: u32, version: String },
-    /// Copy SOURCE (first descriptor) into DEST (second). Names are bytes (paths need not
-    /// be UTF-8) and only ever appear in messages.
-    Copy {
-        id: u64,
-        src_name: Vec<u8>,
-        dst_name: Vec<u8>,
-        sparse: Sparse,
-        handover: Handover,
-    },
+    /// Copy these files (at most [`MAX_FILES`]), each SOURCE into DEST: the descriptors come
+    /// in the files' order, two per file.
+    Copy { files: Vec<FileRequest> },
     /// Stop every file of this client (SIGINT at the client); each is still answered.
     Cancel,
     /// How the service is doing (`aiscp --doctor`).
@@ -145,9 +158,9 @@ pub enum Reply {
     Refused {
         why: String,
     },
+    /// Files that ended, in the order they ended.
     Done {
-        id: u64,
-        outcome: Outcome,
+        files: Vec<FileDone>,
     },
     /// Bytes of a file copied in turn since the last report (a few a second), so the
     /// client's progress moves during a large file.
@@ -156,6 +169,51 @@ pub enum Reply {
         bytes: u64,
     },
     Status(Status),
+}
+
+/// How one file of a client's ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDone {
+    pub id: u64,
+    pub outcome: Outcome,
+}
+
+/// Names as the wire carries them: a JSON string when the bytes are UTF-8 (as nearly every
+/// path is; an array of numbers costs six times the bytes to write and to parse), an array
+/// of bytes otherwise. Either form is taken back.
+mod name {
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserializer, Serialize, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => bytes.serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Bytes;
+        impl<'de> Visitor<'de> for Bytes {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a name: a string or an array of bytes")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<u8>, E> {
+                Ok(v.as_bytes().to_vec())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(b) = seq.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(Bytes)
+    }
 }
 
 /// Stage times as the wire carries them.
@@ -242,49 +300,100 @@ fn send_with<T: Serialize>(
     }
 }
 
-/// Receives one message and the descriptors that came with it (every one is owned, so an
-/// error closes them). Blocks unless the socket is non-blocking.
+/// Whether a send failed because the message does not fit [`MAX_MESSAGE`] (not the
+/// kernel's error: the peer is still there).
+pub fn too_long(e: &io::Error) -> bool {
+    e.raw_os_error().is_none()
+}
+
+/// Receives one message on a connection that has no [`Inbox`] of its own (a handshake, a
+/// status request).
 pub fn receive<T: for<'de> Deserialize<'de>>(
     sock: BorrowedFd<'_>,
 ) -> Result<(T, Vec<OwnedFd>), WireError> {
-    let mut buf = vec![0u8; MAX_MESSAGE];
-    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
-    let (len, flags, fds) = loop {
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        match socket::recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        ) {
-            Ok(msg) => {
-                let mut fds = Vec::new();
-                for c in msg.cmsgs().map_err(io::Error::from)? {
-                    if let ControlMessageOwned::ScmRights(raw) = c {
-                        // SAFETY: SCM_RIGHTS descriptors are new in this process and ours.
-                        fds.extend(
-                            raw.into_iter()
-                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                        );
-                    }
-                }
-                break (msg.bytes, msg.flags, fds);
-            }
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(WireError::Io(e.into())),
+    Inbox::default().receive(sock)
+}
+
+/// Where one connection's messages arrive, kept from message to message: receiving costs
+/// no allocation and no clearing of [`MAX_MESSAGE`] bytes each time.
+pub struct Inbox {
+    buf: Vec<u8>,
+    space: Vec<u8>,
+}
+
+impl Default for Inbox {
+    fn default() -> Inbox {
+        Inbox {
+            buf: vec![0u8; MAX_MESSAGE],
+            space: nix::cmsg_space!([RawFd; MAX_FDS]),
         }
-    };
-    if flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) {
-        return Err(WireError::Malformed(
-            "message or descriptors too long".into(),
-        ));
     }
-    if len == 0 && fds.is_empty() {
-        return Err(WireError::Closed);
+}
+
+impl Inbox {
+    /// Receives one message and the descriptors that came with it (every one is owned, so an
+    /// error closes them). Blocks unless the socket is non-blocking.
+    pub fn receive<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        sock: BorrowedFd<'_>,
+    ) -> Result<(T, Vec<OwnedFd>), WireError> {
+        self.take(sock, MsgFlags::empty())
     }
-    let msg =
-        serde_json::from_slice(&buf[..len]).map_err(|e| WireError::Malformed(e.to_string()))?;
-    Ok((msg, fds))
+
+    /// [`Self::receive`] that never waits: None when nothing has arrived.
+    pub fn receive_now<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        sock: BorrowedFd<'_>,
+    ) -> Result<Option<(T, Vec<OwnedFd>)>, WireError> {
+        match self.take(sock, MsgFlags::MSG_DONTWAIT) {
+            Ok(got) => Ok(Some(got)),
+            Err(WireError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn take<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        sock: BorrowedFd<'_>,
+        flags: MsgFlags,
+    ) -> Result<(T, Vec<OwnedFd>), WireError> {
+        let (len, got, fds) = loop {
+            let mut iov = [IoSliceMut::new(&mut self.buf)];
+            match socket::recvmsg::<()>(
+                sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut self.space),
+                MsgFlags::MSG_CMSG_CLOEXEC | flags,
+            ) {
+                Ok(msg) => {
+                    let mut fds = Vec::new();
+                    for c in msg.cmsgs().map_err(io::Error::from)? {
+                        if let ControlMessageOwned::ScmRights(raw) = c {
+                            // SAFETY: SCM_RIGHTS descriptors are new in this process and ours.
+                            fds.extend(
+                                raw.into_iter()
+                                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                            );
+                        }
+                    }
+                    break (msg.bytes, msg.flags, fds);
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(WireError::Io(e.into())),
+            }
+        };
+        if got.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) {
+            return Err(WireError::Malformed(
+                "message or descriptors too long".into(),
+            ));
+        }
+        if len == 0 && fds.is_empty() {
+            return Err(WireError::Closed);
+        }
+        let msg = serde_json::from_slice(&self.buf[..len])
+            .map_err(|e| WireError::Malformed(e.to_string()))?;
+        Ok((msg, fds))
+    }
 }
 
 #[cfg(test)]
@@ -307,20 +416,30 @@ mod tests {
     fn a_copy_request_crosses_with_its_descriptors() {
         let (a, b) = pair();
         let f = std::fs::File::open("Cargo.toml").unwrap();
-        let req = Request::Copy {
-            id: 7,
-            src_name: b"caf\xe9".to_vec(),
-            dst_name: b"d".to_vec(),
+        let file = |id, src_name: &[u8]| FileRequest {
+            id,
+            src_name: src_name.to_vec(),
+            dst_name: "d/caf\u{e9}".into(),
             sparse: Sparse::Always,
             handover: Handover::InFlight {
                 len: 5,
                 truncate: true,
             },
         };
-        send(a.as_fd(), &req, &[f.as_raw_fd(), f.as_raw_fd()]).unwrap();
-        let (got, fds): (Request, _) = receive(b.as_fd()).unwrap();
+        // A name that is not UTF-8 crosses as bytes, one that is as text.
+        let req = Request::Copy {
+            files: vec![file(7, b"caf\xe9"), file(8, b"x")],
+        };
+        let fd = f.as_raw_fd();
+        send(a.as_fd(), &req, &[fd, fd, fd, fd]).unwrap();
+        let mut inbox = Inbox::default();
+        let (got, fds): (Request, _) = inbox.receive(b.as_fd()).unwrap();
         assert_eq!(got, req);
-        assert_eq!(fds.len(), 2);
+        assert_eq!(fds.len(), 4);
+        let text = serde_json::to_string(&got).unwrap();
+        assert!(text.contains(r#""src_name":[99,97,102,233]"#), "{text}");
+        assert!(text.contains("\"dst_name\":\"d/caf\u{e9}\""), "{text}");
+        assert!(inbox.receive_now::<Request>(b.as_fd()).unwrap().is_none());
     }
 
     #[test]

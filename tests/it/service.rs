@@ -583,8 +583,7 @@ fn another_uid_is_refused() {
         "{uid_line}"
     );
     // Refused as it connects, before any hello (which may then find the socket closed).
-    let hello = br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#;
-    let _ = socket::send(sock.as_raw_fd(), hello, MsgFlags::MSG_NOSIGNAL);
+    let _ = socket::send(sock.as_raw_fd(), &hello(), MsgFlags::MSG_NOSIGNAL);
     let answer = read_message(&sock);
     assert!(
         answer.contains("refused") && answer.contains("uid 0 may not use this service"),
@@ -1055,15 +1054,19 @@ fn garbage_on_the_socket_never_stops_the_service() {
         let d = dir();
         let mut svc = Service::start(backend, d.path(), &[], &[]);
         let mut rng = rand::rngs::StdRng::seed_from_u64(25);
-        let hello = br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#.to_vec();
+        let hello = hello();
         let good = fs::File::open(program()).unwrap();
         let pipe = nix::unistd::pipe().unwrap();
         let dirfd = fs::File::open(d.path()).unwrap();
         let copy = |fds: &str| {
             format!(
-                r#"{{"type":"copy","id":1,"src_name":[97],"dst_name":[98],"sparse":"auto","handover":{{"in_turn":{{"len":5}}}}{fds}}}"#
+                r#"{{"type":"copy","files":[{{"id":1,"src_name":[97],"dst_name":"b","sparse":"auto","handover":{{"in_turn":{{"len":5}}}}{fds}}}]}}"#
             )
             .into_bytes()
+        };
+        let files = |n: usize| {
+            let one = r#"{"id":1,"src_name":"a","dst_name":"b","sparse":"auto","handover":{"in_turn":{"len":5}}}"#;
+            format!(r#"{{"type":"copy","files":[{}]}}"#, vec![one; n].join(",")).into_bytes()
         };
         let mut cases: Vec<(Vec<u8>, Vec<i32>)> = vec![
             (Vec::new(), vec![]),
@@ -1086,6 +1089,11 @@ fn garbage_on_the_socket_never_stops_the_service() {
             (copy(r#","extra":1"#), vec![]),
             (hello.clone(), vec![]),
             (br#"{"type":"cancel"}"#.to_vec(), vec![]),
+            // Batches that do not add up: no file, two files with one pair, more files
+            // than a request may carry.
+            (br#"{"type":"copy","files":[]}"#.to_vec(), vec![]),
+            (files(2), vec![good.as_raw_fd(), good.as_raw_fd()]),
+            (files(17), vec![good.as_raw_fd(); 34]),
         ];
         for _ in 0..150 {
             let len = rng.gen_range(0..300);
@@ -1139,6 +1147,18 @@ fn garbage_on_the_socket_never_stops_the_service() {
     }
 }
 
+/// The wire protocol this build speaks (the service's `wire::PROTOCOL`).
+const PROTOCOL: u32 = 2;
+
+/// A hello of this build.
+fn hello() -> Vec<u8> {
+    format!(
+        r#"{{"type":"hello","protocol":{PROTOCOL},"version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
 fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
     let cmsg = [socket::ControlMessage::ScmRights(fds)];
     let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
@@ -1162,17 +1182,13 @@ fn a_client_that_never_reads_does_not_hold_the_others() {
     let src = fs::File::open(d.path().join("a")).unwrap();
     let dst = fs::File::create(d.path().join("sink")).unwrap();
     let sock = dial(&svc.socket).unwrap();
-    send_raw(
-        &sock,
-        br#"{"type":"hello","protocol":1,"version":"0.1.0"}"#,
-        &[],
-    );
+    send_raw(&sock, &hello(), &[]);
     assert!(read_message(&sock).contains("welcome"));
     let fds = [src.as_raw_fd(), dst.as_raw_fd()];
     let nonblocking = std::thread::spawn(move || {
         for id in 0..2000 {
             let msg = format!(
-                r#"{{"type":"copy","id":{id},"src_name":[97],"dst_name":[98],"sparse":"auto","handover":{{"in_flight":{{"len":100,"truncate":false}}}}}}"#
+                r#"{{"type":"copy","files":[{{"id":{id},"src_name":"a","dst_name":"b","sparse":"auto","handover":{{"in_flight":{{"len":100,"truncate":false}}}}}}]}}"#
             );
             let sent = socket::sendmsg::<()>(
                 sock.as_raw_fd(),
@@ -1332,14 +1348,11 @@ fn a_service_of_another_version_or_overloaded_is_not_used() {
     let answer = read_message(&sock);
     assert!(answer.contains("another version"), "{answer}");
     // Overloaded: every seat taken by clients that said hello, the next copy is refused.
-    let hello = format!(
-        r#"{{"type":"hello","protocol":1,"version":"{}"}}"#,
-        env!("CARGO_PKG_VERSION")
-    );
+    let hello = hello();
     let seats: Vec<OwnedFd> = (0..64)
         .map(|_| {
             let s = dial(&svc.socket).unwrap();
-            send_raw(&s, hello.as_bytes(), &[]);
+            send_raw(&s, &hello, &[]);
             assert!(read_message(&s).contains("welcome"));
             s
         })
@@ -1368,4 +1381,83 @@ fn a_service_of_another_version_or_overloaded_is_not_used() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(svc.stop().success());
+}
+
+/// Makes (or, with `make` false, opens) `levels` nested directories of `width`-byte names
+/// under `root`, through descriptors (the path may be far longer than PATH_MAX).
+fn deep_dir(root: &Path, levels: usize, width: usize, make: bool) -> OwnedFd {
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let name = "n".repeat(width);
+    let mut cur = open(root, flags, Mode::empty()).unwrap();
+    for _ in 0..levels {
+        if make {
+            mkdirat(Some(cur), name.as_str(), Mode::from_bits_truncate(0o755)).unwrap();
+        }
+        let next = openat(Some(cur), name.as_str(), flags, Mode::empty()).unwrap();
+        nix::unistd::close(cur).unwrap();
+        cur = next;
+    }
+    // SAFETY: `cur` is an open descriptor that nothing else owns.
+    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(cur) }
+}
+
+/// Files of a tree walked by a client are sent to the service together, several to a
+/// message. Names make a message long: files whose names do not fit one message together
+/// go one by one, and a file whose names do not fit a message even alone is copied by the
+/// client, in its turn. Every byte arrives either way, and the rest goes through the service.
+#[test]
+fn long_names_split_a_batch_and_a_file_too_long_for_a_message_is_copied_here() {
+    for backend in BACKENDS {
+        let d = dir();
+        let svc = Service::start(backend, d.path(), &[], &[]);
+        let src = d.path().join("src");
+        fs::create_dir(&src).unwrap();
+        let mut want = Vec::new();
+        for i in 0..20 {
+            write_random(&src.join(format!("a{i}")), 1000 + i * 4099, 70 + i as u64);
+            want.push((0, 0, format!("a{i}")));
+        }
+        // 16 files whose names (about 5 KiB each way) fill more than a message together.
+        let mid = deep_dir(&src, 20, 250, true);
+        for i in 0..16 {
+            let path = format!("/proc/self/fd/{}/m{i}", mid.as_raw_fd());
+            write_random(Path::new(&path), 3000 + i * 7, 90 + i as u64);
+            want.push((20, 250, format!("m{i}")));
+        }
+        // One file whose two names (about 35 KiB each) do not fit a message alone.
+        let far = deep_dir(&src, 140, 251, true);
+        write_random(
+            Path::new(&format!("/proc/self/fd/{}/far", far.as_raw_fd())),
+            12_345,
+            99,
+        );
+        want.push((140, 251, "far".to_owned()));
+        let out = svc
+            .client()
+            .current_dir(d.path())
+            .args(["--debug", "-r", "src", "dst"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {stderr}");
+        for (levels, width, name) in &want {
+            let read = |root: &str| {
+                let at = deep_dir(&d.path().join(root), *levels, *width, false);
+                fs::read(format!("/proc/self/fd/{}/{name}", at.as_raw_fd())).unwrap()
+            };
+            assert_eq!(read("src"), read("dst"), "{backend:?}: {name}");
+        }
+        let served = stderr
+            .lines()
+            .filter(|l| l.ends_with("bytes through the staging service"))
+            .collect::<Vec<_>>();
+        assert_eq!(served.len(), 36, "{backend:?}: {stderr}");
+        assert!(
+            served.iter().all(|l| !l.contains("/far'")),
+            "{backend:?}: {stderr}"
+        );
+        assert!(svc.stop().success());
+    }
 }

@@ -31,6 +31,7 @@ impl ServiceClient {
                 Ok(welcome) => {
                     let up = Up {
                         sock: welcome.0,
+                        inbox: wire::Inbox::default(),
                         welcome: welcome.1,
                         connected_in: started.elapsed(),
                     };

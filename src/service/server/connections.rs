@@ -6,7 +6,7 @@ use super::places::{Place, Places};
 use super::{say, ClientId, Shared, HELLO_TIMEOUT, MAX_CLIENTS, MAX_PENDING};
 use crate::messages;
 use crate::service::users::Users;
-use crate::service::wire::{self, Handover, Reply, Request, WireError};
+use crate::service::wire::{self, FileRequest, Handover, Inbox, Reply, Request, WireError};
 use aiscp_engine::quote::quote;
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
@@ -101,7 +101,8 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), S
 /// What the reader threads tell the scheduler.
 pub(super) enum Event {
     Join(ClientId, Joined),
-    Job(ClientId, Job),
+    /// The files of one copy request, in order.
+    Jobs(ClientId, Vec<Job>),
     Cancel(ClientId),
     Gone(ClientId),
 }
@@ -281,14 +282,17 @@ fn read_client(
     if events.send(Event::Join(id, joined)).is_err() {
         return;
     }
+    let mut inbox = Inbox::default();
     loop {
-        let event = match wire::receive::<Request>(sock.as_fd()) {
-            Ok((Request::Copy { .. }, _)) if unanswered.load(Ordering::SeqCst) >= MAX_PENDING => {
+        let event = match inbox.receive::<Request>(sock.as_fd()) {
+            Ok((Request::Copy { files }, _))
+                if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>
+            {
                 Err(format!("more than {MAX_PENDING} files unanswered"))
             }
-            Ok((copy @ Request::Copy { .. }, fds)) => job_of(copy, fds).map(|job| {
-                unanswered.fetch_add(1, Ordering::SeqCst);
-                Event::Job(id, job)
+            Ok((Request::Copy { files }, fds)) => jobs_of(files, fds).map(|jobs| {
+                unanswered.fetch_add(jobs.len(), Ordering::SeqCst);
+                Event::Jobs(id, jobs)
             }),
             Ok((Request::Cancel, _)) => {
                 cancel.store(true, Ordering::SeqCst);
@@ -322,36 +326,37 @@ fn read_client(
     let _ = events.send(Event::Gone(id));
 }
 
-/// A copy request as the scheduler takes it: its descriptors checked, its names as paths.
-fn job_of(request: Request, fds: Vec<OwnedFd>) -> Result<Job, String> {
-    let Request::Copy {
-        id,
-        src_name,
-        dst_name,
-        sparse,
-        handover,
-    } = request
-    else {
-        return Err("not a copy request".into());
-    };
-    let (src, dst) = checked_files(fds)?;
-    Ok(Job {
-        id,
-        src,
-        dst,
-        src_name: PathBuf::from(OsString::from_vec(src_name)),
-        dst_name: PathBuf::from(OsString::from_vec(dst_name)),
-        sparse: sparse.into(),
-        handover,
-    })
+/// A copy request's files as the scheduler takes them: their descriptors checked (two per
+/// file, in order), their names as paths.
+fn jobs_of(files: Vec<FileRequest>, fds: Vec<OwnedFd>) -> Result<Vec<Job>, String> {
+    if files.is_empty() || files.len() > wire::MAX_FILES || fds.len() != 2 * files.len() {
+        return Err(format!(
+            "a copy of {} file(s) with {} descriptor(s)",
+            files.len(),
+            fds.len()
+        ));
+    }
+    let mut fds = fds.into_iter();
+    let mut jobs = Vec::with_capacity(files.len());
+    for file in files {
+        let pair = [fds.next(), fds.next()].map(|fd| fd.expect("counted above"));
+        let (src, dst) = checked_files(pair)?;
+        jobs.push(Job {
+            id: file.id,
+            src,
+            dst,
+            src_name: PathBuf::from(OsString::from_vec(file.src_name)),
+            dst_name: PathBuf::from(OsString::from_vec(file.dst_name)),
+            sparse: file.sparse.into(),
+            handover: file.handover,
+        });
+    }
+    Ok(jobs)
 }
 
 /// SOURCE and DEST as a copy request must pass them: two regular files, SOURCE open for
 /// reading, DEST for writing and not appending (the engine writes at offsets).
-fn checked_files(fds: Vec<OwnedFd>) -> Result<(File, File), String> {
-    let [src, dst]: [OwnedFd; 2] = fds
-        .try_into()
-        .map_err(|f: Vec<OwnedFd>| format!("a copy needs 2 descriptors, not {}", f.len()))?;
+fn checked_files([src, dst]: [OwnedFd; 2]) -> Result<(File, File), String> {
     for (fd, write) in [(&src, false), (&dst, true)] {
         let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| format!("fstat: {e}"))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {

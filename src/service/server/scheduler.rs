@@ -3,7 +3,7 @@
 
 use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, Handover, Outcome, Reply};
+use crate::service::wire::{self, FileDone, Handover, Outcome, Reply};
 use aiscp_engine::{
     CopyError, DataJob, Engine, ProgressSink, QueueLimits, QueuedJob, SourceKind, Ticket,
 };
@@ -20,6 +20,8 @@ struct Client {
     joined: Joined,
     pending: VecDeque<Job>,
     in_flight: usize,
+    /// Answers not sent yet: sent together once the scheduler has looked at everything.
+    outbox: Vec<FileDone>,
     gone: bool,
     files: u64,
     bytes: u64,
@@ -140,6 +142,7 @@ impl Scheduler {
         while !stop.load(Ordering::SeqCst) {
             let mut moved = self.collect_finished();
             moved |= self.schedule();
+            self.send_answers();
             self.reap();
             if !self.clients.is_empty() || self.engine.in_flight() > 0 {
                 idle_since = Instant::now();
@@ -191,15 +194,16 @@ impl Scheduler {
                     joined,
                     pending: VecDeque::new(),
                     in_flight: 0,
+                    outbox: Vec::new(),
                     gone: false,
                     files: 0,
                     bytes: 0,
                 };
                 self.clients.insert(id, client);
             }
-            Event::Job(id, job) => {
+            Event::Jobs(id, jobs) => {
                 if let Some(c) = self.clients.get_mut(&id) {
-                    c.pending.push_back(job);
+                    c.pending.extend(jobs);
                 }
             }
             Event::Cancel(id) => {
@@ -382,6 +386,15 @@ impl Scheduler {
         drop(job.src);
         drop(job.dst);
         answer(c, job.id, outcome);
+        // Its client waits for this one answer.
+        send_answers(c);
+    }
+
+    /// Sends every client's answers recorded since the last time.
+    fn send_answers(&mut self) {
+        for c in self.clients.values_mut() {
+            send_answers(c);
+        }
     }
 
     fn count(&self, outcome: &Outcome) {
@@ -415,14 +428,39 @@ fn progress_to(c: &Client, id: u64) -> ProgressTo {
     }
 }
 
-/// Sends a file's answer; a client that cannot take it is gone.
+/// Records a file's answer, sent with the others of its client by [`send_answers`].
 fn answer(c: &mut Client, id: u64, outcome: Outcome) {
     c.joined.unanswered.fetch_sub(1, Ordering::SeqCst);
-    let reply = Reply::Done { id, outcome };
+    c.outbox.push(FileDone { id, outcome });
+}
+
+/// Sends client `c`'s answers, as few messages as fit; a client that cannot take them is
+/// gone.
+fn send_answers(c: &mut Client) {
+    if c.outbox.is_empty() {
+        return;
+    }
+    let files = std::mem::take(&mut c.outbox);
     // Never waits: the scheduler serves every client. A client's answers (at most
     // MAX_PENDING, and progress held back above PROGRESS_ROOM) always fit its socket unless
     // it does not read them, and such a client is let go.
-    if wire::send_now(c.joined.sock.as_fd(), &reply).is_err() {
+    let mut sent = Ok(());
+    for run in files.chunks(wire::MAX_FILES) {
+        let reply = |files: &[FileDone]| Reply::Done {
+            files: files.to_vec(),
+        };
+        sent = match wire::send_now(c.joined.sock.as_fd(), &reply(run)) {
+            // Long messages (failures naming long paths) go one by one.
+            Err(e) if wire::too_long(&e) => run
+                .chunks(1)
+                .try_for_each(|one| wire::send_now(c.joined.sock.as_fd(), &reply(one))),
+            other => other,
+        };
+        if sent.is_err() {
+            break;
+        }
+    }
+    if sent.is_err() {
         c.gone = true;
         c.joined.cancel.store(true, Ordering::SeqCst);
         c.pending.clear();
