@@ -105,15 +105,6 @@ impl VerifyError {
     }
 }
 
-/// Whether SOURCE's data phase may read it with O_DIRECT (`direct`: the plan would): not
-/// under --verify, where SOURCE is read through the page cache so that its read-back finds
-/// it there and only DEST comes from the device, one read of each file from the disk instead
-/// of three (BENCHMARKS.md, "--verify at copy speed"). A SOURCE the GPU library reads
-/// (`library`) keeps O_DIRECT, which that route needs, and is read from the disk twice.
-pub(crate) fn source_direct(direct: bool, verify: bool, library: bool) -> bool {
-    direct && (!verify || library)
-}
-
 /// Starts writing `dst`'s dirty pages to the device without waiting for them
 /// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): call it as soon as a file's data is
 /// written and read it back later, so that its O_DIRECT read-back finds the writeback done
