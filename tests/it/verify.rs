@@ -84,6 +84,39 @@ fn a_source_that_cannot_be_read_twice_is_not_claimed_verified() {
     assert!(stderr.contains("cannot verify 'fifo'"), "{stderr}");
 }
 
+/// A /proc file (size 0, yet reading it gives data, made up at each read) is copied as
+/// cp copies it and then refused as a FIFO is: one "cannot verify" line, exit 1. It used to
+/// be read a second time and compared: /proc/self/status "differs ... at offset N" (its
+/// counters move), /proc/sys/kernel/ostype passed by luck.
+#[test]
+fn a_proc_file_is_not_claimed_verified() {
+    for backend in BACKENDS {
+        for src in ["/proc/self/status", "/proc/sys/kernel/ostype"] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = aiscp(dir.path(), backend, &["--verify", src, "b"], "");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{backend:?} {src}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{backend:?} {src}: {stderr}");
+            let refused = format!(
+                "cannot verify '{src}': its size is 0 but reading it gives data \
+                 (it cannot be read twice)"
+            );
+            assert!(stderr.contains(&refused), "{backend:?} {src}: {stderr}");
+            // Copied all the same, as cp copies it (and as a FIFO is under --verify).
+            let copied = fs::read_to_string(dir.path().join("b")).unwrap();
+            assert!(
+                copied.starts_with(if src.ends_with("status") {
+                    "Name:"
+                } else {
+                    "Linux"
+                }),
+                "{copied}"
+            );
+            backend.assert_report_clean(&dir.path().join("report"));
+        }
+    }
+}
+
 #[test]
 fn verify_checks_every_operand_and_the_atomic_temporary() {
     let dir = tempfile::tempdir().unwrap();
