@@ -317,7 +317,7 @@ fn finish_and_exit(
     let stopping = std::time::Instant::now();
     drop(copier);
     let engine = engine.map(|(info, stages)| (info, stages, stopping.elapsed()));
-    let summary = progress.finish();
+    let summary = progress.finish(files.bytes);
     if let Some(format) = stats {
         let stopped = failed || signals.received().is_some();
         let report = progress::StatsReport::new(summary, files, engine, stopped);

@@ -191,6 +191,7 @@ impl Copier<'_> {
     }
 
     /// Copies into a temporary file beside the file `plan` replaces, then renames it there.
+    /// Returns the bytes copied.
     pub(super) fn copy_file_atomic(
         &mut self,
         src: &Path,
@@ -198,7 +199,7 @@ impl Copier<'_> {
         src_file: &File,
         src_meta: &Stat,
         plan: AtomicPlan,
-    ) -> Step {
+    ) -> Result<u64, Reported> {
         let opts = self.opts;
         let at = At {
             dir: &plan.dir,
@@ -235,7 +236,7 @@ impl Copier<'_> {
             // has been copied yet.
             self.keep_old_owner(dst.path, src_meta, &tmp_file, old, old_file)?;
         }
-        self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
+        let bytes = self.fill(src, dst.path, src_file, src_meta, &tmp_file)?;
         let set_mode = |m: u32| {
             nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(m)).map_err(|e| {
                 fail(format!(
@@ -264,7 +265,7 @@ impl Copier<'_> {
             .map_err(|e| fail_os("error syncing", dst.path, &e))?;
         self.commit(at, &tmp, &plan.how)?;
         guard.disarm();
-        sync_dir(at)
+        sync_dir(at).map(|()| bytes)
     }
 
     /// Gives the temporary the owner, group, extended attributes and ACLs of the file it

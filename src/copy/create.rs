@@ -51,10 +51,10 @@ impl Copier<'_> {
             if let Some(first) = self.memory.links.get(&src_meta.id()) {
                 return self
                     .link_to_first(dst, first, follow)
-                    .map(|()| Disposition::Made);
+                    .map(|()| Disposition::Made { bytes: 0 });
             }
         }
-        let mut outcome = Disposition::Made;
+        let mut outcome = Disposition::Made { bytes: 0 };
         if opts.symbolic_link {
             make_symlink_instead(src, dst, opts.force)?;
         } else if opts.hard_link {

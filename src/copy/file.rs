@@ -2,7 +2,7 @@
 //! cp's copy_reg does, the data handed to the engine (or queued, or written aside for
 //! --atomic), then attributes and --fsync.
 
-use super::{replaced, sync, Copier, Disposition, Found, Step};
+use super::{replaced, sync, Copier, Disposition, Found};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
@@ -42,7 +42,7 @@ impl Copier<'_> {
             if let Some(plan) = plan {
                 return self
                     .copy_file_atomic(src.path, dst, &src_file, &opened, plan)
-                    .map(|()| Disposition::Made);
+                    .map(|bytes| Disposition::Made { bytes });
             }
         }
 
@@ -68,11 +68,12 @@ impl Copier<'_> {
                 .set_len(0)
                 .map_err(|e| fail_os("cannot create regular file", dst.path, &e))?;
         }
-        self.fill_and_finish(src.path, dst.path, &src_file, &opened, &dst_file, created)?;
+        let bytes =
+            self.fill_and_finish(src.path, dst.path, &src_file, &opened, &dst_file, created)?;
         if opts.fsync {
             sync(&dst_file, dst, created)?;
         }
-        Ok(Disposition::Made)
+        Ok(Disposition::Made { bytes })
     }
 
     /// Opens SOURCE for reading and checks it is the file stat'ed; a FIFO's writer is
@@ -229,7 +230,8 @@ impl Copier<'_> {
     }
 
     /// A file copied in turn, once DEST is open and empty: the data, then SOURCE's
-    /// attributes (also for a queued file that came back not copied).
+    /// attributes (also for a queued file that came back not copied). Returns the bytes
+    /// copied (see [`Copier::fill`]).
     pub(super) fn fill_and_finish(
         &mut self,
         src: &Path,
@@ -238,8 +240,8 @@ impl Copier<'_> {
         opened: &Stat,
         dst_file: &File,
         created: bool,
-    ) -> Step {
-        self.fill(src, dst, src_file, opened, dst_file)?;
+    ) -> Result<u64, Reported> {
+        let bytes = self.fill(src, dst, src_file, opened, dst_file)?;
         attrs::apply(
             dst_file,
             dst,
@@ -248,11 +250,13 @@ impl Copier<'_> {
             self.opts,
             created,
             self.umask,
-        )
+        )?;
+        Ok(bytes)
     }
 
     /// Moves the data (unless --attributes-only), refusing --reflink=always as cp does where
-    /// the filesystem cannot clone.
+    /// the filesystem cannot clone. Returns the bytes copied: DEST's size, its data written
+    /// (and read back, under --verify).
     pub(super) fn fill(
         &mut self,
         src: &Path,
@@ -260,10 +264,10 @@ impl Copier<'_> {
         src_file: &File,
         src_meta: &Stat,
         dst_file: &File,
-    ) -> Step {
+    ) -> Result<u64, Reported> {
         let opts = self.opts;
         if opts.attributes_only {
-            return Ok(());
+            return Ok(0);
         }
         if opts.reflink_always {
             return Err(fail(format!(
@@ -299,7 +303,7 @@ impl Copier<'_> {
             }
             None => start_engine(&mut self.engine, &self.config).copy(&job, &*self.progress),
         };
-        res.map(|_| ()).map_err(|e| match e {
+        res.map_err(|e| match e {
             // Interrupted: main dies of the signal once the engine has stopped.
             aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),

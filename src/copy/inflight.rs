@@ -407,7 +407,7 @@ impl Copier<'_> {
                 }
             }
         }
-        let ok = match &f.result {
+        let copied = match &f.result {
             // Stopped before its turn: a DEST made for it by this run goes again (it was
             // never written; cp would not have made it), checked to be the file made.
             Err(CopyError::Interrupted) if never_began(&f) => {
@@ -419,21 +419,21 @@ impl Copier<'_> {
                 if p.created && ours {
                     let _ = std::fs::remove_file(&p.dst_path);
                 }
-                false
+                None
             }
             // Interrupted: main dies of the signal once the engine has stopped.
-            Err(CopyError::Interrupted) => false,
+            Err(CopyError::Interrupted) => None,
             // Not copied where it was sent (an MPI rank no longer found it by name): copied
             // here in turn, through the descriptors this process holds, as it would have been.
             Err(CopyError::NotMoved) => self.copy_here(&p, &f),
             Err(e) => {
                 error(&e.to_string());
-                false
+                None
             }
-            Ok(_) => self.apply_attrs(&p, &f),
+            Ok(bytes) => self.apply_attrs(&p, &f).then_some(*bytes),
         };
-        if ok {
-            return Some(Ok(Disposition::Made));
+        if let Some(bytes) = copied {
+            return Some(Ok(Disposition::Made { bytes }));
         }
         self.failed = true;
         // A failed copy is not "just created" (as when copied in turn).
@@ -443,12 +443,13 @@ impl Copier<'_> {
     }
 
     /// A queued file whose data was not moved, copied now as `copy_file` copies one in
-    /// turn: DST (untouched so far) cut, the data, the attributes.
-    fn copy_here(&mut self, p: &Pending, f: &Finished) -> bool {
+    /// turn: DST (untouched so far) cut, the data, the attributes. Returns the bytes copied;
+    /// None when it failed (reported).
+    fn copy_here(&mut self, p: &Pending, f: &Finished) -> Option<u64> {
         if !p.created {
             if let Err(e) = f.job.dst.set_len(0) {
                 messages::fail_os("cannot create regular file", &p.dst_path, &e);
-                return false;
+                return None;
             }
         }
         let job = &f.job;
@@ -460,7 +461,7 @@ impl Copier<'_> {
             &job.dst,
             p.created,
         )
-        .is_ok()
+        .ok()
     }
 
     /// The attributes a finished file's DEST takes from its SOURCE (-p, -a, the new file's

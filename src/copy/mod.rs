@@ -43,8 +43,9 @@ type Step = Result<(), Reported>;
 /// What became of one entry, as the steps that decide it return it; the run's file counts
 /// are added up from these values ([`count`]).
 enum Disposition {
-    /// DEST made: a file's data copied, a link or a special file made.
-    Made,
+    /// DEST made: a file's data copied (and checked, under --verify), a link or a special
+    /// file made. `bytes`: the data copied into it (0 for a link or a special file).
+    Made { bytes: u64 },
     /// A directory made or merged into: its entries count on their own. The level entered,
     /// for the walk to copy them; None for a directory named twice, copied once.
     Directory(Option<Box<walk::DirFrame>>),
@@ -57,10 +58,15 @@ enum Disposition {
 
 /// Counts one entry in the run's files by the result its steps returned. A failure is an
 /// entry cp reported an error for (a directory that could not be made or read included); an
-/// error on a directory's attributes counts only in the exit status.
+/// error on a directory's attributes counts only in the exit status. A file's bytes count
+/// here, with the file, and only once it is copied: a file whose copy or check failed
+/// counts none, whatever its data phase had moved (and shown on the progress view).
 fn count(files: &mut Files, result: &Result<Disposition, Reported>) {
     match result {
-        Ok(Disposition::Made) => files.copied += 1,
+        Ok(Disposition::Made { bytes }) => {
+            files.copied += 1;
+            files.bytes += bytes;
+        }
         Ok(Disposition::Skipped) => files.skipped += 1,
         Ok(Disposition::Directory(_) | Disposition::InFlight) => {}
         Err(Reported) => files.failed += 1,

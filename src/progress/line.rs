@@ -26,6 +26,8 @@ pub(super) struct Snapshot {
     pub(super) sizeless: bool,
     /// Bytes per second, once measured.
     pub(super) rate: Option<f64>,
+    /// The run is over: no ETA, whatever is left undone (failed files' bytes).
+    pub(super) ended: bool,
     pub(super) name: String,
 }
 
@@ -44,7 +46,7 @@ impl Snapshot {
     /// Seconds left at the current rate, once the total is final and a rate is known.
     fn eta(&self) -> Option<u64> {
         let rate = self.rate.filter(|r| *r > 0.0)?;
-        if !self.total_known() || self.bytes_done >= self.bytes_total {
+        if self.ended || !self.total_known() || self.bytes_done >= self.bytes_total {
             return None;
         }
         Some(((self.bytes_total - self.bytes_done) as f64 / rate).ceil() as u64)
@@ -215,6 +217,7 @@ mod tests {
             counting,
             sizeless: false,
             rate,
+            ended: false,
             name: name.into(),
         }
     }

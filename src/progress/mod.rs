@@ -226,12 +226,18 @@ impl Progress {
     }
 
     /// Stops the view (wiping the terminal line) and the threads, and returns what was done.
-    pub fn finish(mut self) -> Summary {
+    /// `copied`: the bytes of the files copied ([`Files::bytes`]), which the last line shows
+    /// as done: while the run goes on the view shows bytes as they move, a file whose copy
+    /// or check then failed included.
+    pub fn finish(mut self, copied: u64) -> Summary {
+        self.counters.bytes_done.store(copied, Relaxed);
+        if let Some(bar) = &self.bar {
+            bar.set_position(copied);
+        }
         self.stop();
         let c = &self.counters;
         let routes = c.routes.lock().unwrap_or_else(|p| p.into_inner());
         Summary {
-            bytes: c.bytes_done.load(Relaxed),
             seconds: self.started.elapsed().as_secs_f64(),
             routes: routes
                 .iter()
@@ -469,6 +475,7 @@ impl ProgressSink for Sink {
 impl Snapshot {
     fn take(c: &Counters, rate: Option<f64>) -> Snapshot {
         let (bytes_total, files_total) = c.totals();
+        let ended = c.ended.load(Relaxed);
         Snapshot {
             bytes_done: c.bytes_done.load(Relaxed),
             bytes_total,
@@ -477,8 +484,9 @@ impl Snapshot {
             counting: c.counting.load(Relaxed),
             sizeless: c.sizeless.load(Relaxed) > 0,
             rate,
+            ended,
             // The last line is about the run, not one file.
-            name: match c.ended.load(Relaxed) {
+            name: match ended {
                 true => String::new(),
                 false => c.current().clone(),
             },

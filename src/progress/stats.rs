@@ -18,10 +18,10 @@ pub struct RouteCount {
     pub files: u64,
 }
 
-/// What the run moved, from the engine's events.
+/// The run's time and routes, from the engine's events (its bytes are the copier's:
+/// [`Files::bytes`]).
 #[derive(Clone, Debug)]
 pub struct Summary {
-    pub bytes: u64,
     pub seconds: f64,
     pub routes: Vec<RouteCount>,
 }
@@ -33,6 +33,9 @@ pub struct Files {
     pub copied: u64,
     pub skipped: u64,
     pub failed: u64,
+    /// The data of the files copied: a failed file's bytes are not in it, even those its
+    /// data phase moved before its copy (or its --verify read-back) failed.
+    pub bytes: u64,
 }
 
 /// `--stats=json`: one object, its fields stable for scripts.
@@ -225,9 +228,9 @@ impl StatsReport {
             files: files.copied,
             files_skipped: files.skipped,
             files_failed: files.failed,
-            bytes: summary.bytes,
+            bytes: files.bytes,
             seconds: summary.seconds,
-            bytes_per_second: summary.bytes as f64 / summary.seconds.max(1e-9),
+            bytes_per_second: files.bytes as f64 / summary.seconds.max(1e-9),
             failed,
             backend,
             library,

@@ -379,3 +379,48 @@ fn route_names_of_a_file_copied_on_its_own_are_exact() {
         );
     }
 }
+
+/// A side read or written through the page cache by choice, not for its size, gives that
+/// reason in --debug's line for the file: SOURCE under --verify (except where the GPU
+/// library reads it), DEST under --sparse=always on the library route (zeros are found on
+/// the host). Both used to say "small or unaligned", which stays the reason for a small file.
+#[test]
+fn a_side_buffered_by_choice_gives_its_own_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("src"), random_bytes(300_000, 0x2a4)).unwrap();
+    fs::write(dir.path().join("small"), random_bytes(3000, 0x2a5)).unwrap();
+    let verify = "read bounce (through the page cache for --verify), write O_DIRECT";
+    let small = "read bounce (small or unaligned), write bounce (small or unaligned)";
+    let sparse = "read direct, write bounce (--sparse=always finds zeros on the host)";
+    // (route, option, SOURCE, --debug's description after the slices)
+    let cases = [
+        (Route::Host, "--verify", "src", verify),
+        (Route::Bounce, "--verify", "src", verify),
+        (
+            Route::Library,
+            "--verify",
+            "src",
+            "read direct, write direct",
+        ),
+        (Route::Host, "--verify", "small", small),
+        (Route::Library, "--sparse=always", "src", sparse),
+    ];
+    for (route, option, src, described) in cases {
+        let what = format!("{route:?} {option} {src}");
+        let report = dir.path().join("report");
+        let out = route
+            .aiscp(dir.path(), &report)
+            .env("AISCP_IN_FLIGHT", "0")
+            .args(["--debug", option, src, "dst"])
+            .output()
+            .unwrap();
+        assert_success(&out, &what);
+        fs::remove_file(dir.path().join("dst")).unwrap();
+        let err = stderr(&out);
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("'{src}' -> 'dst': ")))
+            .unwrap_or_else(|| panic!("{what}: no route line in\n{err}"));
+        assert!(line.ends_with(&format!(", {described}")), "{what}: {line}");
+    }
+}

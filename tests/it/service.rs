@@ -437,6 +437,44 @@ fn a_file_redone_after_the_service_died_counts_once() {
     }
 }
 
+/// A file the service copied whose --verify read-back fails here (the service's first
+/// device-to-host copy flips a byte) counts none of its bytes in --stats, in turn or in
+/// flight: only the other file's (the client used to add every file's bytes first).
+#[test]
+fn a_file_failing_its_check_after_the_service_counts_no_bytes() {
+    for in_flight in ["0", "64"] {
+        let d = dir();
+        let faults = [("AISCP_FAKE_GPU_FAULTS", "dtoh#1=corrupt")];
+        let svc = Service::start(Backend::FakeGpu, d.path(), &["--route", "bounce"], &faults);
+        let (a_len, c_len) = (300_000usize, 100_000usize);
+        write_random(&d.path().join("a"), a_len, 51);
+        write_random(&d.path().join("c"), c_len, 52);
+        fs::create_dir(d.path().join("out")).unwrap();
+        let out = svc
+            .client()
+            .current_dir(d.path())
+            .env("AISCP_IN_FLIGHT", in_flight)
+            .args(["--verify", "--debug", "--stats=json", "a", "c", "out"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{in_flight}: {stderr}");
+        assert!(stderr.contains("through the staging service"), "{stderr}");
+        let failed = ["a", "c"]
+            .into_iter()
+            .find(|f| stderr.contains(&format!("'out/{f}' differs from '{f}'")))
+            .unwrap_or_else(|| panic!("no file failed its check: {stderr}"));
+        let copied = if failed == "a" { c_len } else { a_len };
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (&v["bytes"], &v["files"], &v["files_failed"]),
+            (&copied.into(), &1.into(), &1.into()),
+            "{in_flight}: {v}"
+        );
+        svc.stop();
+    }
+}
+
 impl Service {
     /// After SIGKILL the socket is left behind, stale.
     fn alive_after_kill(&self) -> bool {

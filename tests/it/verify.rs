@@ -84,6 +84,39 @@ fn a_source_that_cannot_be_read_twice_is_not_claimed_verified() {
     assert!(stderr.contains("cannot verify 'fifo'"), "{stderr}");
 }
 
+/// A /proc file (size 0, yet reading it gives data, made up at each read) is copied as
+/// cp copies it and then refused as a FIFO is: one "cannot verify" line, exit 1. It used to
+/// be read a second time and compared: /proc/self/status "differs ... at offset N" (its
+/// counters move), /proc/sys/kernel/ostype passed by luck.
+#[test]
+fn a_proc_file_is_not_claimed_verified() {
+    for backend in BACKENDS {
+        for src in ["/proc/self/status", "/proc/sys/kernel/ostype"] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = aiscp(dir.path(), backend, &["--verify", src, "b"], "");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{backend:?} {src}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{backend:?} {src}: {stderr}");
+            let refused = format!(
+                "cannot verify '{src}': its size is 0 but reading it gives data \
+                 (it cannot be read twice)"
+            );
+            assert!(stderr.contains(&refused), "{backend:?} {src}: {stderr}");
+            // Copied all the same, as cp copies it (and as a FIFO is under --verify).
+            let copied = fs::read_to_string(dir.path().join("b")).unwrap();
+            assert!(
+                copied.starts_with(if src.ends_with("status") {
+                    "Name:"
+                } else {
+                    "Linux"
+                }),
+                "{copied}"
+            );
+            backend.assert_report_clean(&dir.path().join("report"));
+        }
+    }
+}
+
 #[test]
 fn verify_checks_every_operand_and_the_atomic_temporary() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,5 +287,73 @@ fn a_signal_during_the_read_back_stops_it() {
         );
         assert!(!out.status.success(), "{backend:?}");
         backend.assert_report_clean(&d.join("report"));
+    }
+}
+
+/// A file whose read-back fails (the fake's first device-to-host copy flips a byte) counts
+/// none of its bytes: --stats' "Data copied", the JSON `bytes` and the progress view's last
+/// line count the other file only, copied in turn or in flight, though the failed file's
+/// data phase moved its bytes (they used to be counted).
+#[test]
+fn a_file_failing_its_check_counts_no_bytes() {
+    let (a_len, c_len) = (300_000usize, 100_000usize);
+    // AISCP_IN_FLIGHT=0: one file at a time, `a` first; unset: both in flight, either first.
+    for in_flight in ["0", "64"] {
+        for stats in ["--stats", "--stats=json"] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            write_random(&d.join("a"), a_len, 1);
+            write_random(&d.join("c"), c_len, 2);
+            fs::create_dir(d.join("out")).unwrap();
+            let mut cmd = Command::new(program());
+            cmd.current_dir(d)
+                .args(["--verify", "--progress", "--route", "bounce", stats])
+                .args(["a", "c", "out"])
+                .env("AISCP_FAKE_GPU_FAULTS", "dtoh#1=corrupt")
+                .env("AISCP_IN_FLIGHT", in_flight);
+            Backend::FakeGpu.apply(&mut cmd, &d.join("report"));
+            let out = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let case = format!("in flight {in_flight}, {stats}: {stderr}");
+            assert_eq!(out.status.code(), Some(1), "{case}");
+            let failed = ["a", "c"]
+                .into_iter()
+                .find(|f| stderr.contains(&format!("'out/{f}' differs from '{f}'")))
+                .unwrap_or_else(|| panic!("no file failed its check: {case}"));
+            if in_flight == "0" {
+                assert_eq!(failed, "a", "{case}");
+            }
+            let copied = if failed == "a" { c_len } else { a_len };
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            match stats {
+                "--stats" => {
+                    let data = crate::support::stats_value(&stdout, "Data copied");
+                    let bytes = format!("({copied} bytes)");
+                    assert!(data.is_some_and(|v| v.ends_with(&bytes)), "{case}{stdout}");
+                    assert_eq!(
+                        crate::support::stats_value(&stdout, "Files failed").as_deref(),
+                        Some("1"),
+                        "{case}{stdout}"
+                    );
+                }
+                _ => {
+                    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                    assert_eq!(
+                        (&v["bytes"], &v["files"]),
+                        (&copied.into(), &1.into()),
+                        "{v}"
+                    );
+                }
+            }
+            // The last line shows what was copied, of the run's total, with no ETA.
+            let last = stderr
+                .lines()
+                .rfind(|l| l.contains(": progress: "))
+                .unwrap();
+            let done = format!(": progress: {:.2}/390.62 KiB,", copied as f64 / 1024.0);
+            assert!(last.contains(&done), "{case}");
+            assert!(!last.contains("ETA"), "{case}");
+            Backend::FakeGpu.assert_report_clean(&d.join("report"));
+        }
     }
 }

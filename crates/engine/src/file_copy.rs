@@ -24,6 +24,10 @@
 //!   exactly the longest prefix the filesystem accepted, as cp does.
 //! - A SOURCE whose bytes change under the copy gives the bytes read, in order (no snapshot).
 
+mod plan;
+
+pub(crate) use plan::{Access, Plan};
+
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::chunk_plan::ChunkPlan;
@@ -46,17 +50,6 @@ pub(crate) struct FileCopy<'a> {
     pub(crate) dst: &'a File,
     pub(crate) names: &'a Names,
     pub(crate) sparse: SparseMode,
-}
-
-/// What the data phase is to do: aligned slices, and how the files are opened for them.
-#[derive(Debug)]
-pub(crate) struct Plan {
-    /// The direct-I/O alignment both files ask for (at least [`MIN_ALIGN`]).
-    pub(crate) align: u64,
-    /// Disjoint, ascending; aligned to `align` when `direct`.
-    pub(crate) slices: Vec<Range<u64>>,
-    /// The slices are read and written with O_DIRECT where the files take it.
-    pub(crate) direct: bool,
 }
 
 /// The slot and the progress a file's finishing reads go through.
@@ -158,20 +151,20 @@ impl<'a> FileCopy<'a> {
         Ok(())
     }
 
-    /// Opens one side for the data phase: O_DIRECT when `direct`, then registration with the
-    /// library when `library` is given. Returns the side and, where it is not what was asked
-    /// for, why (for --debug).
+    /// Opens one side for the data phase as `access` asks: O_DIRECT, then registration with
+    /// the library when `library` is given. Returns the side and, where it is not direct,
+    /// why (for --debug).
     pub(crate) fn open_side<'fd, S: Staging>(
         &self,
         staging: &S,
         file: &'fd File,
-        direct: bool,
+        access: Access,
         library: Option<&S::Library>,
         name: &str,
         io_err: impl Fn(io::Error) -> CopyError,
     ) -> Result<(SideRoute<Handle<'fd, S>>, &'static str), CopyError> {
-        if !direct {
-            return Ok((SideRoute::Posix { direct: false }, "small or unaligned"));
+        if let Access::Buffered(why) = access {
+            return Ok((SideRoute::Posix { direct: false }, why));
         }
         if !fileio::set_direct(file.as_fd()).map_err(&io_err)? {
             return Ok((SideRoute::Posix { direct: false }, "O_DIRECT refused"));

@@ -343,11 +343,11 @@ fn copy_whole<S: Staging>(
         )
         .map_err(|e| names.read(e))?;
     let sides = opening(&cx, || {
-        let src_direct = crate::verify::source_direct(plan.direct, shared.verify, false);
-        let src = file.open_side(staging, &job.src, src_direct, None, &names.src, |e| {
+        let src_access = plan.source_access(shared.verify, false);
+        let src = file.open_side(staging, &job.src, src_access, None, &names.src, |e| {
             names.read(e)
         })?;
-        let dst = file.open_side(staging, &job.dst, plan.direct, None, &names.dst, |e| {
+        let dst = file.open_side(staging, &job.dst, plan.access(), None, &names.dst, |e| {
             names.write(e)
         })?;
         file.begin(job.truncate)?;

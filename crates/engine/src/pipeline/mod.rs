@@ -237,13 +237,12 @@ impl<S: Staging> Pipeline<S> {
         }
         self.workers = workers;
         let library = self.staging.library();
-        // --sparse=always must see the bytes on the host to find zero blocks.
-        let dst_direct = plan.direct && !(file.sparse == SparseMode::Always && library.is_some());
+        let dst_access = plan.dest_access(file.sparse, library.is_some());
         let (src_side, src_why) = opening(cx, || {
             file.open_side(
                 &*self.staging,
                 file.src,
-                crate::verify::source_direct(plan.direct, self.verify, library.is_some()),
+                plan.source_access(self.verify, library.is_some()),
                 library,
                 &names.src,
                 |e| names.read(e),
@@ -253,7 +252,7 @@ impl<S: Staging> Pipeline<S> {
             file.open_side(
                 &*self.staging,
                 file.dst,
-                dst_direct,
+                dst_access,
                 library,
                 &names.dst,
                 |e| names.write(e),

@@ -105,15 +105,6 @@ impl VerifyError {
     }
 }
 
-/// Whether SOURCE's data phase may read it with O_DIRECT (`direct`: the plan would): not
-/// under --verify, where SOURCE is read through the page cache so that its read-back finds
-/// it there and only DEST comes from the device, one read of each file from the disk instead
-/// of three (BENCHMARKS.md, "--verify at copy speed"). A SOURCE the GPU library reads
-/// (`library`) keeps O_DIRECT, which that route needs, and is read from the disk twice.
-pub(crate) fn source_direct(direct: bool, verify: bool, library: bool) -> bool {
-    direct && (!verify || library)
-}
-
 /// Starts writing `dst`'s dirty pages to the device without waiting for them
 /// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): call it as soon as a file's data is
 /// written and read it back later, so that its O_DIRECT read-back finds the writeback done
@@ -125,7 +116,8 @@ pub fn start_writeback(dst: &File) {
 }
 
 /// Reads `src` and `dst` back and checks they are byte for byte the same. Both must be
-/// regular files (a stream cannot be read twice, a device has nothing to read back). `dst`
+/// regular files (a stream cannot be read twice, a device has nothing to read back), and
+/// `src` not one of size 0 that holds data (a /proc file, made up at each read). `dst`
 /// may be open write-only: it is reopened for reading through /proc/self/fd, so the file
 /// checked is the one written even if its name was replaced meanwhile. `stop` set (by a
 /// signal) ends the read-back at its next chunk: [`VerifyError::Stopped`].
@@ -196,13 +188,7 @@ fn verify_in_chunks(
             source,
         }
     }
-    let src_meta = src.metadata().map_err(read_err(&sq))?;
-    if !src_meta.is_file() {
-        return Err(VerifyError::Cannot {
-            name: sq,
-            what: "not a regular file (it cannot be read twice)".into(),
-        });
-    }
+    let src_meta = readable_twice(src, &sq)?;
     let dst_meta = dst.metadata().map_err(read_err(&dq))?;
     if !dst_meta.is_file() {
         return Err(VerifyError::Cannot {
@@ -258,6 +244,29 @@ fn verify_in_chunks(
         digest,
         dst_read,
     })
+}
+
+/// SOURCE's metadata, where a second read of it checks the first: a regular file that is
+/// not one of size 0 holding data. Such a /proc or /sys file holds data made up at each
+/// read (it was copied as a stream), so it is refused as a FIFO is; an empty file reads
+/// nothing. `sq`: its quoted name.
+fn readable_twice(src: &File, sq: &str) -> Result<std::fs::Metadata, VerifyError> {
+    let read_err = |source| VerifyError::Read {
+        name: sq.to_owned(),
+        source,
+    };
+    let cannot = |what: &str| VerifyError::Cannot {
+        name: sq.to_owned(),
+        what: format!("{what} (it cannot be read twice)"),
+    };
+    let meta = src.metadata().map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(cannot("not a regular file"));
+    }
+    if meta.len() == 0 && fileio::pread_full(src, &mut [0u8], 0, false).map_err(read_err)? > 0 {
+        return Err(cannot("its size is 0 but reading it gives data"));
+    }
+    Ok(meta)
 }
 
 /// SOURCE and both quoted names, as [`compare`] reports them.

@@ -171,6 +171,23 @@ fn streams_and_devices_cannot_be_verified() {
         e.to_string(),
         "cannot verify '/dev/null': not a regular file"
     );
+    // A /proc file: regular, size 0, yet a read gives data. An empty file verifies.
+    let proc = Path::new("/proc/self/status");
+    let p = File::open(proc).unwrap();
+    let e = verify(&p, proc, &d, &dp, &AtomicBool::new(false)).expect_err("/proc verified");
+    assert_eq!(
+        e.to_string(),
+        "cannot verify '/proc/self/status': its size is 0 but reading it gives data \
+         (it cannot be read twice)"
+    );
+    let (empty, ep) = file_with(dir.path(), "empty", b"");
+    let (e2, e2p) = file_with(dir.path(), "empty2", b"");
+    assert_eq!(
+        verify(&empty, &ep, &e2, &e2p, &AtomicBool::new(false))
+            .unwrap()
+            .bytes,
+        0
+    );
 }
 
 /// Buffers kept from a longer file hold its bytes past the next file's end: they must
