@@ -9,6 +9,10 @@
 #
 #   bench/h200-service-all.sh a|b BIN_DIR       (BIN_DIR: aiscp, xcp, rawbw.c)
 #
+# With BIN_DIR/aiscp-base (an earlier build), part a's trees also go through a warm service
+# of that build (method svc_base), beside this build's (svc). TREE_ROUNDS (default 3) sets
+# the trees' rounds; SMALL_ROUNDS (default TREE_ROUNDS) the 20,000-file tree's.
+#
 # Two RAM-backed ext4s of 40 GiB (scripts/gpu-setup.sh --fastdisk), SRC on one and DST on
 # the other, made by part a and kept for part b. Everything lands in $OUT.
 set -uo pipefail
@@ -33,6 +37,16 @@ serve() {
     for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
     printf '#!/bin/sh\nAISCP_SERVICE=%s exec %s "$@"\n' "$sock" "$B/aiscp" > "$B/aiscp-svc"
     chmod +x "$B/aiscp-svc"
+    extras=(--extra "svc=$B/aiscp-svc")
+    if [[ -x $B/aiscp-base ]]; then
+        local base_sock=$XDG_RUNTIME_DIR/base/service.sock
+        "$B/aiscp-base" --serve --backend gpu --socket "$base_sock" 2> "$out/service-base-$part.log" &
+        base_svc=$!
+        for _ in $(seq 200); do [[ -S $base_sock ]] && break; sleep 0.05; done
+        printf '#!/bin/sh\nAISCP_SERVICE=%s exec %s "$@"\n' "$base_sock" "$B/aiscp-base" > "$B/aiscp-svc-base"
+        chmod +x "$B/aiscp-svc-base"
+        extras+=(--extra "svc_base=$B/aiscp-svc-base")
+    fi
 }
 
 if [[ $part == a ]]; then
@@ -47,11 +61,12 @@ if [[ $part == a ]]; then
     serve
     export AISCP_SERVICE=off AISCP_BIN=$B/aiscp XCP_BIN=$B/xcp BENCH_SHARED=$B
     mkdir -p "$out/tree"
-    for shape in "4000 256K 60" "64 32M 60" "20000 8K 70"; do
-        read -r files size budget <<< "$shape"
+    rounds=${TREE_ROUNDS:-3}
+    for shape in "20000 8K 110 ${SMALL_ROUNDS:-$rounds}" "4000 256K 60 $rounds" "64 32M 60 $rounds"; do
+        read -r files size budget n <<< "$shape"
         bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files "$files" --size "$size" \
-            --rounds 3 --budget "$budget" --out "$out/tree" --extra "svc=$B/aiscp-svc" |
-            grep -E '^\| (cp|aiscp|svc|xcp|aiscp_host) '
+            --rounds "$n" --budget "$budget" --out "$out/tree" "${extras[@]}" |
+            grep -E '^\| (cp|aiscp|svc|svc_base|xcp|aiscp_host) '
         rm -rf "$S/t" "$D/t"
     done
 else
@@ -83,5 +98,5 @@ else
         rm -rf "$S/b" "$D/b"
     done
 fi
-kill -TERM "$svc" 2> /dev/null; wait
+kill -TERM "$svc" ${base_svc:-} 2> /dev/null; wait
 step done

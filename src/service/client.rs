@@ -60,6 +60,36 @@ enum Answer {
     Progress(u64, u64),
 }
 
+/// Files queued in the client and not sent yet. Small files go [`wire::MAX_FILES`] to a
+/// message, so each costs a fraction of a message each way; larger ones go as soon as they
+/// add up to [`Unsent::ENOUGH`], so the service never waits long for data it could be
+/// copying (BENCHMARKS.md, "Small files through the service").
+#[derive(Default)]
+struct Unsent {
+    ids: Vec<u64>,
+    bytes: u64,
+}
+
+impl Unsent {
+    const ENOUGH: u64 = 1 << 20;
+
+    /// Queues file `id` of `len` bytes; whether it is time to send.
+    fn add(&mut self, id: u64, len: u64) -> bool {
+        self.ids.push(id);
+        self.bytes += len;
+        self.ids.len() >= wire::MAX_FILES || self.bytes >= Self::ENOUGH
+    }
+
+    fn take(&mut self) -> Vec<u64> {
+        self.bytes = 0;
+        std::mem::take(&mut self.ids)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
 /// Why a wait for an answer ended without one.
 enum Lost {
     /// The service is gone or spoke nonsense: redo its files here.
@@ -77,9 +107,9 @@ pub struct ServiceClient {
     /// follows the data and for a redo).
     out: HashMap<u64, QueuedJob>,
     out_bytes: u64,
-    /// Files of `out` not sent yet: they go together, [`wire::MAX_FILES`] to a message, or
-    /// before this process waits for anything.
-    unsent: Vec<u64>,
+    /// Files of `out` not sent yet: they go together (see [`Unsent`]), or before this
+    /// process waits for anything.
+    unsent: Unsent,
     /// Answers that came in one message with the one taken.
     arrived: VecDeque<Answer>,
     /// Answers taken while waiting for another.
@@ -110,7 +140,7 @@ impl ServiceClient {
             next_id: 0,
             out: HashMap::new(),
             out_bytes: 0,
-            unsent: Vec::new(),
+            unsent: Unsent::default(),
             arrived: VecDeque::new(),
             landed: VecDeque::new(),
             limits: QueueLimits::default(),
@@ -186,7 +216,7 @@ impl ServiceClient {
         if self.unsent.is_empty() {
             return;
         }
-        let ids = std::mem::take(&mut self.unsent);
+        let ids = self.unsent.take();
         let files: Vec<_> = ids
             .iter()
             .filter_map(|id| self.out.get(id).map(|job| (*id, job)))
@@ -213,7 +243,7 @@ impl ServiceClient {
 
     /// After SIGINT: the files never sent end here, as never begun.
     fn drop_unsent(&mut self) {
-        for id in std::mem::take(&mut self.unsent) {
+        for id in self.unsent.take() {
             if let Some(job) = self.out.remove(&id) {
                 self.out_bytes = self.out_bytes.saturating_sub(job.len);
                 job.progress.file_finished();
@@ -304,7 +334,7 @@ impl ServiceClient {
         }
         self.state = State::Down;
         // Every file it had, sent or not, answered or not, is redone (or ends) here.
-        self.unsent.clear();
+        self.unsent.take();
         self.arrived.clear();
         for (id, job) in std::mem::take(&mut self.out) {
             let result = match (&how, interrupted) {
@@ -418,9 +448,9 @@ impl FileQueue for ServiceClient {
         self.next_id += 1;
         job.progress.file_started(&job.src_name, Some(job.len));
         self.out_bytes += job.len;
+        let len = job.len;
         self.out.insert(id, job);
-        self.unsent.push(id);
-        if self.unsent.len() >= wire::MAX_FILES {
+        if self.unsent.add(id, len) {
             self.flush();
         }
         Ok(Ticket(id))
@@ -435,7 +465,7 @@ impl FileQueue for ServiceClient {
                 return Some(f);
             }
             // Only files sent can have ended.
-            if self.out.len() == self.unsent.len() {
+            if self.out.len() == self.unsent.ids.len() {
                 return None;
             }
             let wait = (!block).then_some(Duration::ZERO);
