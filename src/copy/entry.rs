@@ -31,6 +31,28 @@ struct DestLook {
     lstat: bool,
 }
 
+/// The directory an entry of a tree is copied from and into.
+#[derive(Clone, Copy)]
+pub(super) struct Parent {
+    /// SOURCE's device (for -x).
+    pub(super) dev: u64,
+    /// DEST's directory was made by this run, so it holds only what the run put there: an
+    /// entry's DEST is known not to exist and is not looked for, as cp does (a file made there
+    /// meanwhile by another process makes the creation fail with EEXIST, as in cp).
+    pub(super) made: bool,
+}
+
+impl DestLook {
+    /// A DEST known not to exist.
+    fn absent() -> DestLook {
+        DestLook {
+            sb: None,
+            new: true,
+            lstat: true,
+        }
+    }
+}
+
 /// Whether `copy_entry` goes on after a step.
 #[derive(PartialEq, Eq)]
 enum Next {
@@ -39,7 +61,7 @@ enum Next {
 }
 
 impl Copier<'_> {
-    /// Copies SRC to DST; prints its own errors. `parent_dev` is the device of the directory
+    /// Copies SRC to DST; prints its own errors. `parent` is the directory
     /// being copied (for -x). The steps, in cp's order: look at SOURCE, look at DEST, the
     /// rules for a DEST that exists, making room for the new one, then making it. A directory
     /// is entered and returned for the walk to copy its entries.
@@ -48,12 +70,15 @@ impl Copier<'_> {
         src: At<'_>,
         dst: At<'_>,
         top: bool,
-        parent_dev: Option<u64>,
+        parent: Option<Parent>,
     ) -> Result<Disposition, Reported> {
         let Some(src_meta) = self.check_source(src, top)? else {
             return Ok(Disposition::Skipped);
         };
-        let look = self.look_at_dest(dst, src_meta.kind())?;
+        let look = match parent {
+            Some(Parent { made: true, .. }) => DestLook::absent(),
+            _ => self.look_at_dest(dst, src_meta.kind())?,
+        };
         let mut found = Found {
             sb: look.sb,
             new: look.new,
@@ -67,6 +92,7 @@ impl Copier<'_> {
             self.make_room(src, dst, &src_meta, dm, top, &mut found)?;
         }
         self.refuse_created_symlink(src, dst, top, &look)?;
+        let parent_dev = parent.map(|p| p.dev);
         let result = self.create(src, dst, &src_meta, &found, top, parent_dev);
         if result.is_err() && found.aside == Aside::Keep {
             self.un_backup(dst, &found);

@@ -16,6 +16,7 @@
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
 //! where it was not (a bind mount inside itself).
 
+use super::entry::Parent;
 use super::{fail, fail_os, replaced, Copier, Disposition, Reported, Step};
 use crate::attrs;
 use crate::messages::{error, os_text, say};
@@ -295,7 +296,12 @@ impl Copier<'_> {
             name,
             path: &d,
         };
-        self.copy_entry(child_src, child_dst, false, Some(top.src_meta.dev()))
+        let parent = Parent {
+            dev: top.src_meta.dev(),
+            made: top.new_dir,
+        };
+        crate::test_hook::pause("child");
+        self.copy_entry(child_src, child_dst, false, Some(parent))
     }
 
     /// Starts copying a directory: DEST made (owner-only until its contents are in) or

@@ -138,6 +138,30 @@ fn a_source_replaced_after_its_stat_is_skipped() {
     }
 }
 
+/// Inside a directory the run made, a file's DEST is not looked for (nothing but the run puts
+/// files there) and is created O_EXCL, as cp does: a file another process makes at that name
+/// meanwhile is left as it is and reported ("File exists", exit 1), never overwritten.
+#[test]
+fn a_file_made_meanwhile_in_a_directory_the_run_made_is_left_alone() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_path_buf();
+        fs::create_dir(d.join("src")).unwrap();
+        fs::write(d.join("src/f"), random_bytes(5000, 4)).unwrap();
+        let mut cmd = aiscp(backend, &d);
+        cmd.args(["-r", "src", "dst"]);
+        let out = paused_at(cmd, "child", &d, || {
+            fs::write(d.join("dst/f"), b"theirs\n").unwrap();
+        });
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out),
+            "PROG: cannot create regular file 'dst/f': File exists\n"
+        );
+        assert_eq!(fs::read(d.join("dst/f")).unwrap(), b"theirs\n");
+    }
+}
+
 /// The opened DEST is checked to be another file than SOURCE: a DEST name made a hard link
 /// to SOURCE after the checks is refused as the same file, and SOURCE keeps its content
 /// (DEST is truncated only after that check).
