@@ -11,7 +11,8 @@
 # and reused when a run with the same shape made it). Methods: cp (`cp -r`), aiscp (`aiscp
 # -r`, engine defaults), aiscp_host (`aiscp --backend host -r`), xcp (`xcp -r`, when XCP_BIN
 # or xcp on PATH runs), and each --extra: `BINARY --no-progress ARGS -r SRC DST` (an aiscp
-# build) or, when BINARY is not an aiscp, `BINARY ARGS SRC DST`.
+# build) or, when BINARY is not an aiscp, `BINARY ARGS SRC DST`. TREE_METHODS narrows the
+# first three (default "cp aiscp aiscp_host").
 #
 # Every run: DST removed, caches dropped (root) and SRC's files evicted; the timed span is
 # the whole process plus syncfs of DST's filesystem (bench/measure.py). Each method's copy is
@@ -118,7 +119,7 @@ tree_digest() { (cd "$1" && find . -type f ! -name .complete ! -name .bytes -pri
 SUM=$(tree_digest "$SRC")
 
 xcp=${XCP_BIN:-$(command -v xcp || true)}
-methods=(cp aiscp aiscp_host)
+read -ra methods <<< "${TREE_METHODS:-cp aiscp aiscp_host}"
 [[ -n $xcp && -x $xcp ]] && methods+=(xcp)
 methods+=("${extras[@]}")
 method_cmd() {
