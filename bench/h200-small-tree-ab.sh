@@ -5,8 +5,10 @@
 #
 #   bench/h200-small-tree-ab.sh BIN_DIR     (BIN_DIR: aiscp, aiscp-base, xcp)
 #
-# ROUNDS (default 9). Two RAM-backed ext4s (scripts/gpu-setup.sh --fastdisk). Everything
-# lands in $OUT.
+# SERVICES (default "svc=aiscp;svc_base=aiscp-base"): the services, separated by ";", each
+# NAME=BUILD or NAME=BUILD:ARGS with `--serve` arguments (e.g. "svc8=aiscp:--streams 8").
+# ROUNDS (default 9); CHECK=0 leaves out the checksums. Two RAM-backed ext4s
+# (scripts/gpu-setup.sh --fastdisk). Everything lands in $OUT.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-small-tree-ab.sh BIN_DIR}" && pwd)
@@ -15,19 +17,25 @@ for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mn
 S=/mnt/fast D=/mnt/fast2
 export XDG_RUNTIME_DIR=/tmp/xdg-ab
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
-for build in aiscp aiscp-base; do
-    sock=$XDG_RUNTIME_DIR/$build/service.sock
-    "$B/$build" --serve --backend gpu --socket "$sock" 2> "$out/service-$build.log" &
+extras=()
+IFS=';' read -ra services <<< "${SERVICES:-svc=aiscp;svc_base=aiscp-base}"
+for spec in "${services[@]}"; do
+    name=${spec%%=*} build=${spec#*=} args=""
+    [[ $build == *:* ]] && args=${build#*:} build=${build%%:*}
+    sock=$XDG_RUNTIME_DIR/$name/service.sock
+    # shellcheck disable=SC2086
+    "$B/$build" --serve --backend gpu --socket "$sock" $args 2> "$out/service-$name.log" &
     pids+=($!)
     for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
-    printf '#!/bin/sh\nAISCP_SERVICE=%s exec %s "$@"\n' "$sock" "$B/$build" > "$B/$build-svc"
-    chmod +x "$B/$build-svc"
+    printf '#!/bin/sh\nAISCP_SERVICE=%s exec %s "$@"\n' "$sock" "$B/$build" > "$B/aiscp-$name"
+    chmod +x "$B/aiscp-$name"
+    # tree.sh knows an aiscp build by its name.
+    extras+=(--extra "$name=$B/aiscp-$name")
 done
 export AISCP_SERVICE=off AISCP_BIN=$B/aiscp XCP_BIN=$B/xcp BENCH_SHARED=$B TREE_METHODS=aiscp_host
 bash "$HERE/tree.sh" --src-dir "$S/t" --dst-dir "$D/t" --files 20000 --size 8K \
-    --rounds "${ROUNDS:-9}" --out "$out/tree" \
-    --extra "svc=$B/aiscp-svc" --extra "svc_base=$B/aiscp-base-svc" | grep -E '^\| '
+    --rounds "${ROUNDS:-9}" --out "$out/tree" "${extras[@]}" | grep -E '^\| '
 kill -TERM "${pids[@]}"; wait
 rm -rf "$S/t" "$D/t"
-AISCP_BIN=$B/aiscp OUT= W=$S/check bash "$HERE/../scripts/gpu-check.sh" --dir "$S/check" --deadline 120 \
+[[ ${CHECK:-1} == 1 ]] && AISCP_BIN=$B/aiscp OUT= W=$S/check bash "$HERE/../scripts/gpu-check.sh" --dir "$S/check" --deadline 120 \
     --no-roundtrip 2>&1 | tee "$out/check.log" | grep -E '^(FAIL|SUMMARY)'
