@@ -216,6 +216,11 @@ impl ServiceClient {
         if self.unsent.is_empty() {
             return;
         }
+        // After SIGINT nothing more is sent: they end here, never begun.
+        if self.config.cancel.load(Ordering::SeqCst) {
+            self.drop_unsent();
+            return;
+        }
         let ids = self.unsent.take();
         let files: Vec<_> = ids
             .iter()
