@@ -81,6 +81,10 @@ pub struct ServiceClient {
     cancelled_at: Option<Instant>,
     /// Whether any file went through the service (for --stats).
     served: bool,
+    /// Files whose copy there ended well (for --stats, beside those copied in-process).
+    copied: u64,
+    /// The service reached and how long connecting took, kept once it is lost (for --stats).
+    reached: Option<(Welcome, Duration)>,
     stages: StageTimes,
     /// Only one warning per run.
     warned: bool,
@@ -106,6 +110,8 @@ impl ServiceClient {
             limits: QueueLimits::default(),
             cancelled_at: None,
             served: false,
+            copied: 0,
+            reached: None,
             stages: StageTimes::default(),
             warned: false,
         })
@@ -286,6 +292,7 @@ impl ServiceClient {
                     })
                     .map_err(CopyError::from),
                 };
+                self.copied += u64::from(result.is_ok());
                 (result, true, stages)
             }
             Outcome::Failed { message } => {
@@ -461,13 +468,7 @@ impl DataMover for ServiceClient {
     }
 
     fn info(&self) -> Option<(EngineInfo, StageTimes)> {
-        let State::Up(up) = &self.state else {
-            return None;
-        };
-        if !self.served {
-            return None;
-        }
-        let w = &up.welcome;
+        let (w, connected_in) = self.reached.as_ref().filter(|_| self.served)?;
         let backend = match w.backend.as_str() {
             "hipFile" => "hipFile",
             "cuFile" => "cuFile",
@@ -482,12 +483,13 @@ impl DataMover for ServiceClient {
                 w.library.as_deref().unwrap_or(backend)
             )),
             gpus: w.gpus.clone(),
-            startup: up.connected_in,
+            startup: *connected_in,
             library_stats: Err(format!(
                 "the data went through the staging service (pid {}), whose library counters \
                  cover every client it serves",
                 w.pid
             )),
+            files: self.copied,
         };
         Some((info, self.stages))
     }

@@ -394,6 +394,110 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
     }
 }
 
+/// --stats names what staged the data: only the service for a run it copied whole; both
+/// sides, each with the files it copied, for a run that lost the service mid-tree and
+/// finished in-process (text and JSON).
+#[test]
+fn stats_name_each_side_that_copied_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        let mut svc = Service::start(backend, d.path(), &[], &[]);
+        let src = d.path().join("src");
+        for side in ["a", "z"] {
+            fs::create_dir_all(src.join(side)).unwrap();
+            for i in 0..10 {
+                let len = 1 + i * 6000;
+                write_random(&src.join(side).join(format!("{i}")), len, len as u64);
+            }
+        }
+        write_random(&src.join("big"), 1 << 20, 70);
+        let dst = d.path().join("dst");
+        fs::create_dir(&dst).unwrap();
+        write_random(&dst.join("big"), 100, 71);
+        let pid = svc.pid();
+        // -i asks before overwriting dst/big, once every file before it is done (through
+        // the service); the service is killed while the question waits, so big and z/ are
+        // copied in-process.
+        let mut client = svc
+            .client()
+            .args(["-r", "-i", "--stats"])
+            .args(["a", "big", "z"].map(|n| src.join(n)))
+            .arg(&dst)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = client.stderr.take().unwrap();
+        let mut said = Vec::new();
+        while !String::from_utf8_lossy(&said).contains("overwrite ") {
+            let mut buf = [0; 256];
+            let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
+            assert!(n > 0, "{backend:?}: {}", String::from_utf8_lossy(&said));
+            said.extend_from_slice(&buf[..n]);
+        }
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+        let mut child = svc.child.take().unwrap();
+        wait_for(&mut child, Duration::from_secs(10));
+        let mut answer = client.stdin.take().unwrap();
+        std::io::Write::write_all(&mut answer, b"y\n").unwrap();
+        drop(answer);
+        let out = client.wait_with_output().unwrap();
+        std::io::Read::read_to_end(&mut stderr, &mut said).unwrap();
+        let said = String::from_utf8_lossy(&said);
+        assert!(out.status.success(), "{backend:?}: {said}");
+        assert!(said.contains("copying in-process"), "{said}");
+        assert_eq!(listing(&src), listing(&dst));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let staged = crate::support::stats_value(&text, "Staged through").expect(&text);
+        let through = format!("the staging service (pid {pid}, ");
+        let (service, in_process) = staged.split_once("; ").expect(&text);
+        assert!(service.starts_with(&through), "{text}");
+        assert!(service.ends_with(" for 10 files"), "{text}");
+        assert!(
+            in_process.ends_with(" for 11 files copied in-process"),
+            "{text}"
+        );
+        assert!(!in_process.contains("staging service"), "{text}");
+        // Wholly through a service: only the service is named.
+        let again = d.path().join("again");
+        fs::create_dir(&again).unwrap();
+        let svc = Service::start(backend, &again, &[], &[]);
+        let pid = svc.pid();
+        let small = d.path().join("small");
+        fs::create_dir(&small).unwrap();
+        fs::copy(src.join("a/1"), small.join("1")).unwrap();
+        let out = svc
+            .client()
+            .args(["-r", "--stats=json"])
+            .arg(&small)
+            .arg(d.path().join("small-copy"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{backend:?}: {out:?}");
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let staged = stats["staged"].as_array().expect("staged");
+        assert_eq!(staged.len(), 1, "{stats}");
+        assert_eq!(staged[0]["by"], "service", "{stats}");
+        assert_eq!(staged[0]["files"], 1, "{stats}");
+        let library = stats["library"].as_str().unwrap_or_default();
+        assert!(library.starts_with(&format!("the staging service (pid {pid}, ")));
+        let text = svc
+            .client()
+            .args(["-r", "--stats"])
+            .arg(&small)
+            .arg(d.path().join("small-text"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        let staged = crate::support::stats_value(&text, "Staged through").expect(&text);
+        assert!(staged.starts_with(&format!("the staging service (pid {pid}, ")));
+        assert!(!staged.contains("in-process"), "{text}");
+        assert!(svc.stop().success());
+        backend.assert_report_clean(&d.path().join("client-report"));
+    }
+}
+
 /// A file copied in turn whose service is killed after reporting some of its bytes is copied
 /// again in-process from its start: --stats counts its bytes and the file once.
 #[test]
@@ -433,6 +537,11 @@ fn a_file_redone_after_the_service_died_counts_once() {
         let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(stats["bytes"], len as u64, "{backend:?}: {stats}");
         assert_eq!(stats["files"], 1, "{backend:?}: {stats}");
+        // The service copied none of it: only this process is named.
+        let staged = stats["staged"].as_array().expect("staged");
+        assert_eq!(staged.len(), 1, "{stats}");
+        assert_eq!(staged[0]["by"], "in-process", "{stats}");
+        assert_eq!(staged[0]["files"], 1, "{stats}");
         backend.assert_report_clean(&d.path().join("client-report"));
     }
 }
