@@ -877,6 +877,102 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     assert!(!run.join("service.sock").exists());
 }
 
+/// The socket's directory must be this user's alone (0700 or tighter): one others may enter
+/// is refused, and so is a symlink to a good one (the check does not follow it).
+#[test]
+fn a_socket_directory_others_may_enter_or_a_symlink_is_refused() {
+    let d = dir();
+    let good = d.path().join("good");
+    fs::create_dir(&good).unwrap();
+    fs::set_permissions(&good, fs::Permissions::from_mode(0o700)).unwrap();
+    let open = d.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&good, d.path().join("link")).unwrap();
+    for (run, is) in [
+        ("open", "it is a directory, uid 0, mode 755"),
+        ("link", "it is not a directory, uid 0, mode 777"),
+    ] {
+        let socket = d.path().join(run).join("service.sock");
+        let out = Command::new(program())
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(&socket)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let wanted = format!(
+            "not serving: '{}' must be a directory of uid 0 with mode 0700 or tighter ({is})",
+            d.path().join(run).display()
+        );
+        assert!(stderr.contains(&wanted), "{stderr}");
+        assert!(!socket.exists(), "{run}");
+    }
+    assert_eq!(fs::read_dir(&good).unwrap().count(), 0);
+}
+
+/// The socket's directory is checked and used through one descriptor: swapped, between the
+/// check and the bind, for a symlink to a directory anyone may write, the service still binds
+/// (and takes its lock) in the directory it checked, and removes its socket from there.
+#[test]
+fn a_socket_directory_swapped_after_its_check_is_not_used() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+    let flag = d.path().join("paused");
+    let log = d.path().join("service.log");
+    // Killed when the test fails (Other's drop).
+    let mut service = Other(
+        Command::new(program())
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(run.join("service.sock"))
+            .env(
+                "AISCP_TEST_PAUSE",
+                format!("socket-dir-checked:{}", flag.display()),
+            )
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_flag(&flag);
+    let checked = d.path().join("checked");
+    fs::rename(&run, &checked).unwrap();
+    let wide = d.path().join("wide");
+    fs::create_dir(&wide).unwrap();
+    fs::set_permissions(&wide, fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(&wide, &run).unwrap();
+    fs::remove_file(&flag).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dial(&checked.join("service.sock")).is_err() {
+        if let Some(st) = service.0.try_wait().unwrap() {
+            panic!(
+                "service ended ({st}): {}",
+                fs::read_to_string(&log).unwrap()
+            );
+        }
+        let seen: Vec<_> = fs::read_dir(&wide)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(
+            seen.is_empty(),
+            "made in the swapped-in directory: {seen:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "never bound in the checked directory"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(checked.join("service.sock.lock").exists());
+    signal(service.0.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait_for(&mut service.0, Duration::from_secs(20)).success());
+    assert!(!checked.join("service.sock").exists());
+    assert_eq!(fs::read_dir(&wide).unwrap().count(), 0);
+}
+
 /// On a shared service neither a user it does not serve nor one it does can keep others out
 /// by holding connections open without a word: the first is refused as it connects, the
 /// second holds at most a quarter of the places.
