@@ -498,6 +498,73 @@ fn stats_name_each_side_that_copied_files() {
     }
 }
 
+/// --verify through the service reads files in flight back on the engine's read-back
+/// threads, as an in-process run does: while one file's read-back waits (a test pause, its
+/// DEST changed meanwhile), the client goes on and the next file is copied and checked; the
+/// change is still caught, and cp's order of lines is kept.
+#[test]
+fn verify_through_the_service_reads_back_beside_later_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        // One worker: the service answers a before it copies b. Files fly (on the GPU, the
+        // bounce route: the library route copies files in turn).
+        let args: &[&str] = match backend {
+            Backend::Host => &["--streams", "1"],
+            Backend::FakeGpu => &["--streams", "1", "--route", "bounce"],
+        };
+        let svc = Service::start(backend, d.path(), args, &[]);
+        write_random(&d.path().join("a"), 100_000, 5);
+        write_random(&d.path().join("b"), 50_000, 6);
+        fs::create_dir(d.path().join("dst")).unwrap();
+        let flag = d.path().join("paused");
+        let mut client = svc
+            .client()
+            .current_dir(d.path())
+            .env("AISCP_TEST_PAUSE", format!("verify:{}", flag.display()))
+            .args(["--verify", "-v", "a", "b", "dst"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !flag.exists() {
+            if client.try_wait().unwrap().is_some() {
+                panic!("{backend:?}: never paused: {:?}", client.wait_with_output());
+            }
+            assert!(Instant::now() < deadline, "{backend:?}: never paused");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // a's read-back waits; b is copied meanwhile.
+        let b = fs::read(d.path().join("b")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while fs::read(d.path().join("dst/b")).ok().as_ref() != Some(&b) {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: b not copied meanwhile"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let dst_a = fs::OpenOptions::new()
+            .write(true)
+            .open(d.path().join("dst/a"))
+            .unwrap();
+        let old = fs::read(d.path().join("a")).unwrap()[7];
+        std::os::unix::fs::FileExt::write_all_at(&dst_a, &[!old], 7).unwrap();
+        fs::remove_file(&flag).unwrap();
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("verification failed: 'dst/a' differs from 'a' at offset 7"),
+            "{backend:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{backend:?}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout, "'a' -> 'dst/a'\n'b' -> 'dst/b'\n", "{backend:?}");
+        assert!(svc.stop().success());
+    }
+}
+
 /// A file copied in turn whose service is killed after reporting some of its bytes is copied
 /// again in-process from its start: --stats counts its bytes and the file once.
 #[test]

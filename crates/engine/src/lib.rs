@@ -30,6 +30,7 @@ mod pipeline;
 mod queue;
 pub mod quote;
 mod read_back;
+mod read_back_pool;
 mod stages;
 mod transfer;
 pub mod units;
@@ -42,6 +43,7 @@ pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use quote::os_text;
+pub use read_back_pool::ReadBackPool;
 pub use stages::StageTimes;
 pub use worker::PartEnd;
 
