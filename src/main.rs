@@ -311,16 +311,16 @@ fn finish_and_exit(
 ) -> ! {
     let failed = copier.failed;
     let files = copier.files();
-    let engine = copier.engine_info();
+    let staged = copier.staged();
     // Dropping the copier shuts the engine down (GPU buffers freed, files deregistered,
     // driver closed); process::exit would skip that.
     let stopping = std::time::Instant::now();
     drop(copier);
-    let engine = engine.map(|(info, stages)| (info, stages, stopping.elapsed()));
+    let shutdown = stopping.elapsed();
     let summary = progress.finish(files.bytes);
     if let Some(format) = stats {
         let stopped = failed || signals.received().is_some();
-        let report = progress::StatsReport::new(summary, files, engine, stopped);
+        let report = progress::StatsReport::new(summary, files, &staged, shutdown, stopped);
         let text = match format {
             cli::StatsFormat::Json => report.json(),
             cli::StatsFormat::Text => report.text(debug),

@@ -73,6 +73,11 @@ impl OpenDir {
         })
     }
 
+    /// A directory already opened O_PATH by the caller (and checked through `fd`).
+    pub fn held(fd: OwnedFd) -> OpenDir {
+        OpenDir { fd: Some(fd) }
+    }
+
     /// Opens the subdirectory `name`; a symlink there is followed only when `follow` says so
     /// (otherwise the open fails with ENOTDIR).
     pub fn open_child(&self, name: &OsStr, follow: bool) -> io::Result<OpenDir> {

@@ -19,7 +19,7 @@ use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::{open_parent, At, OpenDir};
 use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
-use crate::progress::Files;
+use crate::progress::{Files, Staged};
 use crate::stat::{FileId, Stat};
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
@@ -173,7 +173,8 @@ pub trait DataMover {
         true
     }
 
-    /// What the data was staged through, when not this process's engine (for --stats).
+    /// What the staging service staged through for this run, with its stage times and the
+    /// files it copied (for --stats); None for a mover that stages nothing itself.
     fn info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
         None
     }
@@ -219,13 +220,13 @@ impl FileQueue for Engine {
 }
 
 impl<'a> Copier<'a> {
-    /// What the engine staged through and where its time went; None when no file had data
-    /// to copy.
-    pub fn engine_info(&self) -> Option<(aiscp_engine::EngineInfo, aiscp_engine::StageTimes)> {
-        self.engine
-            .as_ref()
-            .map(|e| (e.info(), e.run_stages()))
-            .or_else(|| self.mover.as_ref().and_then(|m| m.info()))
+    /// What this process's engine and the mover (the staging service) staged through, with
+    /// their stage times; neither when no file had data to copy.
+    pub fn staged(&self) -> Staged {
+        Staged {
+            here: self.engine.as_ref().map(|e| (e.info(), e.run_stages())),
+            service: self.mover.as_ref().and_then(|m| m.info()),
+        }
     }
 
     /// The run's files so far by what became of them; files still in flight count once

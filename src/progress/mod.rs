@@ -14,9 +14,11 @@
 //! the counters, the counting thread, the terminal bar and the log-line writer.
 
 mod line;
+mod staged;
 mod stats;
 
 pub use line::human;
+pub use staged::Staged;
 pub use stats::{Files, StatsReport, Summary};
 
 use line::Snapshot;

@@ -5,7 +5,8 @@
 //! the JSON.
 
 use super::line::human;
-use aiscp_engine::{EngineInfo, StageTimes};
+use super::staged::{Staged, StagedPart};
+use aiscp_engine::StageTimes;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -73,6 +74,11 @@ pub struct StatsReport {
     /// there are none, with the reason in `library_stats_absent`.
     pub library_stats: Option<LibraryCounters>,
     pub library_stats_absent: Option<String>,
+    /// Each side that copied files, with how many: the staging service, this process, or
+    /// both when a run went on in-process after losing the service. The fields above
+    /// describe this process's side where both copied files. Empty when no file had data
+    /// to copy.
+    pub staged: Vec<StagedPart>,
 }
 
 /// The engine's stage times in seconds: each stage's busy time summed over the threads that
@@ -193,32 +199,25 @@ impl From<hipfile::GpuIoStats> for GpuCounters {
 const NO_ENGINE: &str = "no file had data to copy: no library was used";
 
 impl StatsReport {
-    /// `engine`: what it staged through, its stage times and how long its shutdown took.
+    /// `staged`: what each side staged through and its stage times; `shutdown`: how long
+    /// the run took to shut down.
     pub fn new(
         summary: Summary,
         files: Files,
-        engine: Option<(EngineInfo, StageTimes, Duration)>,
+        staged: &Staged,
+        shutdown: Duration,
         failed: bool,
     ) -> StatsReport {
-        let (backend, library, gpus, stages, startup, shutdown, counters) = match engine {
-            Some((e, t, stop)) => (
+        let (backend, library, gpus, startup, shutdown, counters) = match staged.main() {
+            Some((e, _)) => (
                 Some(e.backend),
-                e.library,
-                e.gpus,
-                Some(t.into()),
+                e.library.clone(),
+                e.gpus.clone(),
                 Some(e.startup.as_secs_f64()),
-                Some(stop.as_secs_f64()),
-                e.library_stats,
+                Some(shutdown.as_secs_f64()),
+                e.library_stats.clone(),
             ),
-            None => (
-                None,
-                None,
-                Vec::new(),
-                None,
-                None,
-                None,
-                Err(NO_ENGINE.into()),
-            ),
+            None => (None, None, Vec::new(), None, None, Err(NO_ENGINE.into())),
         };
         let (library_stats, library_stats_absent) = match counters {
             Ok(s) => (Some(s.into()), None),
@@ -236,11 +235,12 @@ impl StatsReport {
             library,
             gpus,
             routes: summary.routes,
-            stages,
+            stages: staged.stages().map(StageSeconds::from),
             startup_seconds: startup,
             shutdown_seconds: shutdown,
             library_stats,
             library_stats_absent,
+            staged: staged.parts(),
         }
     }
 
@@ -254,7 +254,7 @@ impl StatsReport {
             ("Data copied", exact(self.bytes)),
             ("Time", format!("{:.2} s", self.seconds)),
             ("Rate", format!("{}/s", human(self.bytes_per_second as u64))),
-            ("Staged through", self.staged_through()),
+            ("Staged through", super::staged::describe(&self.staged)),
         ];
         if self.failed && self.files_failed == 0 {
             lines.push(("Errors", "reported above (exit status 1)".to_owned()));
@@ -280,25 +280,6 @@ impl StatsReport {
             );
         }
         out
-    }
-
-    /// "cuFile 1.15.1 on GPU 0", "host memory", or why nothing was.
-    fn staged_through(&self) -> String {
-        let Some(backend) = self.backend else {
-            return "nothing (no file had data to copy)".to_owned();
-        };
-        let mut text = self.library.clone().unwrap_or_else(|| backend.to_owned());
-        let gpus: Vec<String> = self.gpus.iter().map(u32::to_string).collect();
-        match gpus.len() {
-            0 => {}
-            1 => {
-                let _ = write!(text, " on GPU {}", gpus[0]);
-            }
-            _ => {
-                let _ = write!(text, " on GPUs {}", gpus.join(","));
-            }
-        }
-        text
     }
 
     /// What `--debug` adds: the routes, stage times, start-up and shutdown, the library's

@@ -7,12 +7,16 @@
 //! another version, the run copies in-process from the start; when it goes away mid-run
 //! (killed, crashed), one warning says so, every file it had is cut back to empty and copied
 //! again here from its start, and the rest of the run is in-process. `--verify` reads the
-//! files back here, in the client, whoever copied them.
+//! files back here, in the client, whoever copied them: files in flight on the engine's
+//! read-back threads, as an in-process run reads its own, a file copied in turn at once.
 
+mod answers;
 mod reach;
+mod redone;
 
 pub use reach::status;
 use reach::wait_readable;
+use redone::Redone;
 
 use super::wire::{
     self, FileDone, FileRequest, Handover, Inbox, Outcome, Reply, Request, Welcome, WireError,
@@ -23,14 +27,14 @@ use crate::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
     Config, CopyError, DataJob, EngineInfo, Finished, ProgressSink, QueueLimits, QueuedJob,
-    SourceKind, StageTimes, Ticket,
+    ReadBackPool, SourceKind, StageTimes, Ticket,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How long a client waits for its files to stop after SIGINT before it leaves them to the
@@ -119,6 +123,12 @@ pub struct ServiceClient {
     cancelled_at: Option<Instant>,
     /// Whether any file went through the service (for --stats).
     served: bool,
+    /// Files whose copy there ended well (for --stats, beside those copied in-process).
+    copied: u64,
+    /// The service reached and how long connecting took, kept once it is lost (for --stats).
+    reached: Option<(Welcome, Duration)>,
+    /// --verify: files in flight the service copied, being read back (started on first use).
+    read_backs: Option<ReadBackPool>,
     stages: StageTimes,
     /// Only one warning per run.
     warned: bool,
@@ -146,6 +156,9 @@ impl ServiceClient {
             limits: QueueLimits::default(),
             cancelled_at: None,
             served: false,
+            copied: 0,
+            reached: None,
+            read_backs: None,
             stages: StageTimes::default(),
             warned: false,
         })
@@ -360,72 +373,6 @@ impl ServiceClient {
         }
         self.out_bytes = 0;
     }
-
-    /// What a file's answer means here: its progress reported (past the `shown` bytes the
-    /// service's reports already showed), --verify done, the result.
-    fn conclude(
-        &mut self,
-        outcome: Outcome,
-        (src, src_name, dst, dst_name): (&File, &Path, &File, &Path),
-        shown: u64,
-        progress: &dyn ProgressSink,
-    ) -> (Result<u64, CopyError>, bool, StageTimes) {
-        match outcome {
-            Outcome::Copied { end, route, stages } => {
-                if let Some((r, w)) = route {
-                    progress.route(route_name(&r), route_name(&w));
-                }
-                // What the progress reports during the copy did not show yet (holes too).
-                progress.advanced(end.saturating_sub(shown));
-                progress.file_finished();
-                let stages = wire::stage_times(&stages);
-                self.stages.add(&stages);
-                if self.config.debug {
-                    self.debug(&format!(
-                        "{}: {end} bytes through the staging service",
-                        quote(dst_name)
-                    ));
-                }
-                let result = match self.config.verify {
-                    false => Ok(end),
-                    true => {
-                        let stop = &self.config.cancel;
-                        aiscp_engine::verify::verify(src, src_name, dst, dst_name, stop)
-                    }
-                    .map(|checked| {
-                        self.debug(&checked.describe(dst_name));
-                        end
-                    })
-                    .map_err(CopyError::from),
-                };
-                (result, true, stages)
-            }
-            Outcome::Failed { message } => {
-                progress.file_finished();
-                (
-                    Err(CopyError::Elsewhere(message)),
-                    true,
-                    StageTimes::default(),
-                )
-            }
-            Outcome::Interrupted { started } => {
-                progress.file_finished();
-                (Err(CopyError::Interrupted), started, StageTimes::default())
-            }
-        }
-    }
-
-    /// An answer to a file in flight, as the copier takes it from a queue.
-    fn finished(&mut self, id: u64, outcome: Outcome) -> Option<Finished> {
-        let job = self.out.remove(&id)?;
-        self.out_bytes = self.out_bytes.saturating_sub(job.len);
-        let progress = std::sync::Arc::clone(&job.progress);
-        let ends = (&job.src, &*job.src_name, &job.dst, &*job.dst_name);
-        let (result, started, stages) = self.conclude(outcome, ends, 0, &*progress);
-        let mut f = Finished::elsewhere(Ticket(id), job, result, started);
-        f.stages = stages;
-        Some(f)
-    }
 }
 
 impl FileQueue for ServiceClient {
@@ -441,7 +388,7 @@ impl FileQueue for ServiceClient {
     }
 
     fn has_room(&self, len: u64) -> bool {
-        self.out.len() < self.limits.files
+        self.out.len() + self.reading_back() < self.limits.files
             && (self.out.is_empty() || self.out_bytes + len <= self.limits.bytes)
     }
 
@@ -465,15 +412,33 @@ impl FileQueue for ServiceClient {
         if block {
             self.flush();
         }
+        let f = self.next_ended(block)?;
+        self.copied += u64::from(f.result.is_ok());
+        Some(f)
+    }
+}
+
+impl ServiceClient {
+    /// [`FileQueue::next_finished`]: files answered, lost or read back, as they end.
+    fn next_ended(&mut self, block: bool) -> Option<Finished> {
         loop {
             if let Some(f) = self.landed.pop_front() {
                 return Some(f);
             }
-            // Only files sent can have ended.
-            if self.out.len() == self.unsent.ids.len() {
-                return None;
+            if let Some(f) = self.read_back(false) {
+                return Some(f);
             }
-            let wait = (!block).then_some(Duration::ZERO);
+            // Only files sent can have been answered (after a wait, every file is sent).
+            if self.out.len() == self.unsent.ids.len() {
+                return self.read_back(block);
+            }
+            // While files are read back, answers are awaited in short waits, so a read-back
+            // that ends meanwhile is taken at once.
+            let wait = match (block, self.reading_back()) {
+                (false, _) => Some(Duration::ZERO),
+                (true, 0) => None,
+                (true, _) => Some(Duration::from_millis(1)),
+            };
             match self.next_reply(wait) {
                 Some(Answer::Done(id, outcome)) => {
                     if let Some(f) = self.finished(id, outcome) {
@@ -497,7 +462,8 @@ impl DataMover for ServiceClient {
         // Once the service is gone and its files are all answered, the copier's own engine
         // takes files in flight again.
         let up = matches!(self.state, State::Up(_));
-        (up || !self.out.is_empty() || !self.landed.is_empty()).then_some(self as _)
+        let waiting = !self.out.is_empty() || !self.landed.is_empty() || self.reading_back() > 0;
+        (up || waiting).then_some(self as _)
     }
 
     fn copy(
@@ -543,8 +509,9 @@ impl DataMover for ServiceClient {
                 }
                 Some(Answer::Progress(..)) => {}
                 Some(Answer::Done(got, outcome)) if got == id => {
-                    let ends = (job.src, job.src_name, job.dst, job.dst_name);
-                    let (result, _, _) = self.conclude(outcome, ends, shown, progress);
+                    let (result, _, _) = self.conclude(outcome, job.dst_name, shown, progress);
+                    let result = result.and_then(|end| self.verify_in_turn(job, end));
+                    self.copied += u64::from(result.is_ok());
                     return result;
                 }
                 Some(Answer::Done(got, outcome)) => {
@@ -573,13 +540,7 @@ impl DataMover for ServiceClient {
     }
 
     fn info(&self) -> Option<(EngineInfo, StageTimes)> {
-        let State::Up(up) = &self.state else {
-            return None;
-        };
-        if !self.served {
-            return None;
-        }
-        let w = &up.welcome;
+        let (w, connected_in) = self.reached.as_ref().filter(|_| self.served)?;
         let backend = match w.backend.as_str() {
             "hipFile" => "hipFile",
             "cuFile" => "cuFile",
@@ -594,12 +555,13 @@ impl DataMover for ServiceClient {
                 w.library.as_deref().unwrap_or(backend)
             )),
             gpus: w.gpus.clone(),
-            startup: up.connected_in,
+            startup: *connected_in,
             library_stats: Err(format!(
                 "the data went through the staging service (pid {}), whose library counters \
                  cover every client it serves",
                 w.pid
             )),
+            files: self.copied,
         };
         Some((info, self.stages))
     }
@@ -644,44 +606,5 @@ pub fn gpus_text(gpus: &[u32]) -> String {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-    }
-}
-
-/// The progress of a file the service had begun and this process copies again from its
-/// start: the first `shown` bytes were already reported, and the file already started, so
-/// neither counts twice in the progress view and --stats.
-struct Redone<'p> {
-    inner: &'p dyn ProgressSink,
-    unshown: AtomicU64,
-}
-
-impl<'p> Redone<'p> {
-    fn after(inner: &'p dyn ProgressSink, shown: u64) -> Redone<'p> {
-        Redone {
-            inner,
-            unshown: AtomicU64::new(shown),
-        }
-    }
-}
-
-impl ProgressSink for Redone<'_> {
-    fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, bytes: u64) {
-        let hidden = match self
-            .unshown
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                Some(left.saturating_sub(bytes))
-            }) {
-            Ok(left) | Err(left) => left.min(bytes),
-        };
-        if bytes > hidden {
-            self.inner.advanced(bytes - hidden);
-        }
-    }
-    fn file_finished(&self) {
-        self.inner.file_finished();
-    }
-    fn route(&self, read: &'static str, write: &'static str) {
-        self.inner.route(read, write);
     }
 }

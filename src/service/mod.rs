@@ -14,10 +14,14 @@ pub mod server;
 pub mod users;
 pub mod wire;
 
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-use std::ffi::OsString;
+use crate::open_dir::OpenDir;
+use crate::stat::Stat;
+use nix::fcntl::OFlag;
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials, UnixAddr};
+use nix::sys::stat::Mode;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The socket's file name in its directory.
@@ -82,38 +86,71 @@ pub fn peer(sock: impl AsFd) -> io::Result<(i32, u32)> {
     Ok((cred.pid(), cred.uid()))
 }
 
-/// Whether `dir` is a directory owned by this user that no one else may enter (0700 or
-/// tighter): a socket inside it is reachable by this user (and root) only. For a service
-/// shared with other users (`shared`), others may enter it but no one else may write in it
-/// (0755 or 0711), so no one else can put another socket in its place.
-fn socket_dir(dir: &Path, shared: bool) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(dir)?;
-    let uid = nix::unistd::geteuid().as_raw();
-    // Private: no one else may do anything there. Shared: others must enter (to reach the
-    // socket) and no one else may write.
-    let (fits, wanted) = match shared {
-        false => (meta.mode() & 0o077 == 0, "0700 or tighter"),
-        true => (
-            meta.mode() & 0o022 == 0 && meta.mode() & 0o001 != 0,
-            "0755 or 0711",
-        ),
-    };
-    if !meta.is_dir() || meta.uid() != uid || !fits {
-        return Err(io::Error::other(format!(
-            "{} must be a directory of uid {uid} with mode {wanted} (it is {}, uid {}, mode \
-             {:o})",
-            aiscp_engine::quote::quote(dir),
-            if meta.is_dir() {
-                "a directory"
-            } else {
-                "not a directory"
-            },
-            meta.uid(),
-            meta.mode() & 0o7777
-        )));
+/// A socket's directory, held open by an O_PATH descriptor: checked through that descriptor
+/// and then used through it (the lock opened, a stale socket removed, the socket bound), so
+/// a directory swapped in by path after the check (a root service whose socket sits under a
+/// parent others may write) is never the one used.
+pub struct SocketDir {
+    dir: OpenDir,
+}
+
+impl SocketDir {
+    /// Opens `dir` without following a final symlink and checks, on what was opened, that it
+    /// is a directory owned by this user that no one else may enter (0700 or tighter): a
+    /// socket inside it is reachable by this user (and root) only. For a service shared with
+    /// other users (`shared`), others may enter it but no one else may write in it (0755 or
+    /// 0711), so no one else can put another socket in its place.
+    pub fn open(dir: &Path, shared: bool) -> io::Result<SocketDir> {
+        // No O_DIRECTORY: a symlink is opened as itself, and refused below as today's check
+        // by path refused it (its mode and owner in the message).
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::open(dir, flags, Mode::empty())?;
+        // SAFETY: `fd` was just returned by open and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let meta = Stat::from(nix::sys::stat::fstat(fd.as_raw_fd())?);
+        let uid = nix::unistd::geteuid().as_raw();
+        // Private: no one else may do anything there. Shared: others must enter (to reach the
+        // socket) and no one else may write.
+        let (fits, wanted) = match shared {
+            false => (meta.mode() & 0o077 == 0, "0700 or tighter"),
+            true => (
+                meta.mode() & 0o022 == 0 && meta.mode() & 0o001 != 0,
+                "0755 or 0711",
+            ),
+        };
+        if !meta.is_dir() || meta.uid() != uid || !fits {
+            return Err(io::Error::other(format!(
+                "{} must be a directory of uid {uid} with mode {wanted} (it is {}, uid {}, mode \
+                 {:o})",
+                aiscp_engine::quote::quote(dir),
+                if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "not a directory"
+                },
+                meta.uid(),
+                meta.mode() & 0o7777
+            )));
+        }
+        Ok(SocketDir {
+            dir: OpenDir::held(fd),
+        })
     }
-    Ok(())
+
+    /// The directory, for the `*at` calls made in it.
+    pub fn dir(&self) -> &OpenDir {
+        &self.dir
+    }
+
+    /// The address of `name` in this directory for bind and connect, which take no
+    /// directory descriptor: `/proc/self/fd/N/NAME` resolves through the descriptor, not
+    /// through the path checked. It must fit sun_path (108 bytes), which leaves the name
+    /// about 88 bytes (a longer one fails as a too long path does).
+    pub fn address(&self, name: &OsStr) -> nix::Result<UnixAddr> {
+        let mut path = OsString::from(format!("/proc/self/fd/{}/", self.dir.raw_at()));
+        path.push(name);
+        UnixAddr::new(Path::new(&path))
+    }
 }
 
 #[cfg(test)]

@@ -92,7 +92,7 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
     let (listener, bound) = match inherited {
         Some(fd) => (fd, None),
-        None => bind(&path, args.users.shared()).map(|(fd, lock)| (fd, Some(lock)))?,
+        None => bind(&path, args.users.shared()).map(|(fd, bound)| (fd, Some(bound)))?,
     };
     if args.users.shared() {
         keep_only_reopening()?;
@@ -117,9 +117,8 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     // Every client's files stop; dropping the engine lands them and releases the GPU.
     scheduler.cancel_all();
     drop(scheduler);
-    if let Some(lock) = bound {
-        let _ = std::fs::remove_file(&path);
-        drop(lock);
+    if let Some(bound) = bound {
+        bound.remove();
     }
     Ok(())
 }

@@ -394,6 +394,177 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
     }
 }
 
+/// --stats names what staged the data: only the service for a run it copied whole; both
+/// sides, each with the files it copied, for a run that lost the service mid-tree and
+/// finished in-process (text and JSON).
+#[test]
+fn stats_name_each_side_that_copied_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        let mut svc = Service::start(backend, d.path(), &[], &[]);
+        let src = d.path().join("src");
+        for side in ["a", "z"] {
+            fs::create_dir_all(src.join(side)).unwrap();
+            for i in 0..10 {
+                let len = 1 + i * 6000;
+                write_random(&src.join(side).join(format!("{i}")), len, len as u64);
+            }
+        }
+        write_random(&src.join("big"), 1 << 20, 70);
+        let dst = d.path().join("dst");
+        fs::create_dir(&dst).unwrap();
+        write_random(&dst.join("big"), 100, 71);
+        let pid = svc.pid();
+        // -i asks before overwriting dst/big, once every file before it is done (through
+        // the service); the service is killed while the question waits, so big and z/ are
+        // copied in-process.
+        let mut client = svc
+            .client()
+            .args(["-r", "-i", "--stats"])
+            .args(["a", "big", "z"].map(|n| src.join(n)))
+            .arg(&dst)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = client.stderr.take().unwrap();
+        let mut said = Vec::new();
+        while !String::from_utf8_lossy(&said).contains("overwrite ") {
+            let mut buf = [0; 256];
+            let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
+            assert!(n > 0, "{backend:?}: {}", String::from_utf8_lossy(&said));
+            said.extend_from_slice(&buf[..n]);
+        }
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+        let mut child = svc.child.take().unwrap();
+        wait_for(&mut child, Duration::from_secs(10));
+        let mut answer = client.stdin.take().unwrap();
+        std::io::Write::write_all(&mut answer, b"y\n").unwrap();
+        drop(answer);
+        let out = client.wait_with_output().unwrap();
+        std::io::Read::read_to_end(&mut stderr, &mut said).unwrap();
+        let said = String::from_utf8_lossy(&said);
+        assert!(out.status.success(), "{backend:?}: {said}");
+        assert!(said.contains("copying in-process"), "{said}");
+        assert_eq!(listing(&src), listing(&dst));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let staged = crate::support::stats_value(&text, "Staged through").expect(&text);
+        let through = format!("the staging service (pid {pid}, ");
+        let (service, in_process) = staged.split_once("; ").expect(&text);
+        assert!(service.starts_with(&through), "{text}");
+        assert!(service.ends_with(" for 10 files"), "{text}");
+        assert!(
+            in_process.ends_with(" for 11 files copied in-process"),
+            "{text}"
+        );
+        assert!(!in_process.contains("staging service"), "{text}");
+        // Wholly through a service: only the service is named.
+        let again = d.path().join("again");
+        fs::create_dir(&again).unwrap();
+        let svc = Service::start(backend, &again, &[], &[]);
+        let pid = svc.pid();
+        let small = d.path().join("small");
+        fs::create_dir(&small).unwrap();
+        fs::copy(src.join("a/1"), small.join("1")).unwrap();
+        let out = svc
+            .client()
+            .args(["-r", "--stats=json"])
+            .arg(&small)
+            .arg(d.path().join("small-copy"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{backend:?}: {out:?}");
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let staged = stats["staged"].as_array().expect("staged");
+        assert_eq!(staged.len(), 1, "{stats}");
+        assert_eq!(staged[0]["by"], "service", "{stats}");
+        assert_eq!(staged[0]["files"], 1, "{stats}");
+        let library = stats["library"].as_str().unwrap_or_default();
+        assert!(library.starts_with(&format!("the staging service (pid {pid}, ")));
+        let text = svc
+            .client()
+            .args(["-r", "--stats"])
+            .arg(&small)
+            .arg(d.path().join("small-text"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        let staged = crate::support::stats_value(&text, "Staged through").expect(&text);
+        assert!(staged.starts_with(&format!("the staging service (pid {pid}, ")));
+        assert!(!staged.contains("in-process"), "{text}");
+        assert!(svc.stop().success());
+        backend.assert_report_clean(&d.path().join("client-report"));
+    }
+}
+
+/// --verify through the service reads files in flight back on the engine's read-back
+/// threads, as an in-process run does: while one file's read-back waits (a test pause, its
+/// DEST changed meanwhile), the client goes on and the next file is copied and checked; the
+/// change is still caught, and cp's order of lines is kept.
+#[test]
+fn verify_through_the_service_reads_back_beside_later_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        // One worker: the service answers a before it copies b. Files fly (on the GPU, the
+        // bounce route: the library route copies files in turn).
+        let args: &[&str] = match backend {
+            Backend::Host => &["--streams", "1"],
+            Backend::FakeGpu => &["--streams", "1", "--route", "bounce"],
+        };
+        let svc = Service::start(backend, d.path(), args, &[]);
+        write_random(&d.path().join("a"), 100_000, 5);
+        write_random(&d.path().join("b"), 50_000, 6);
+        fs::create_dir(d.path().join("dst")).unwrap();
+        let flag = d.path().join("paused");
+        let mut client = svc
+            .client()
+            .current_dir(d.path())
+            .env("AISCP_TEST_PAUSE", format!("verify:{}", flag.display()))
+            .args(["--verify", "-v", "a", "b", "dst"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !flag.exists() {
+            if client.try_wait().unwrap().is_some() {
+                panic!("{backend:?}: never paused: {:?}", client.wait_with_output());
+            }
+            assert!(Instant::now() < deadline, "{backend:?}: never paused");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // a's read-back waits; b is copied meanwhile.
+        let b = fs::read(d.path().join("b")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while fs::read(d.path().join("dst/b")).ok().as_ref() != Some(&b) {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: b not copied meanwhile"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let dst_a = fs::OpenOptions::new()
+            .write(true)
+            .open(d.path().join("dst/a"))
+            .unwrap();
+        let old = fs::read(d.path().join("a")).unwrap()[7];
+        std::os::unix::fs::FileExt::write_all_at(&dst_a, &[!old], 7).unwrap();
+        fs::remove_file(&flag).unwrap();
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("verification failed: 'dst/a' differs from 'a' at offset 7"),
+            "{backend:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{backend:?}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout, "'a' -> 'dst/a'\n'b' -> 'dst/b'\n", "{backend:?}");
+        assert!(svc.stop().success());
+    }
+}
+
 /// A file copied in turn whose service is killed after reporting some of its bytes is copied
 /// again in-process from its start: --stats counts its bytes and the file once.
 #[test]
@@ -433,6 +604,11 @@ fn a_file_redone_after_the_service_died_counts_once() {
         let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(stats["bytes"], len as u64, "{backend:?}: {stats}");
         assert_eq!(stats["files"], 1, "{backend:?}: {stats}");
+        // The service copied none of it: only this process is named.
+        let staged = stats["staged"].as_array().expect("staged");
+        assert_eq!(staged.len(), 1, "{stats}");
+        assert_eq!(staged[0]["by"], "in-process", "{stats}");
+        assert_eq!(staged[0]["files"], 1, "{stats}");
         backend.assert_report_clean(&d.path().join("client-report"));
     }
 }
@@ -803,6 +979,102 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
         "{stderr}"
     );
     assert!(!run.join("service.sock").exists());
+}
+
+/// The socket's directory must be this user's alone (0700 or tighter): one others may enter
+/// is refused, and so is a symlink to a good one (the check does not follow it).
+#[test]
+fn a_socket_directory_others_may_enter_or_a_symlink_is_refused() {
+    let d = dir();
+    let good = d.path().join("good");
+    fs::create_dir(&good).unwrap();
+    fs::set_permissions(&good, fs::Permissions::from_mode(0o700)).unwrap();
+    let open = d.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(&good, d.path().join("link")).unwrap();
+    for (run, is) in [
+        ("open", "it is a directory, uid 0, mode 755"),
+        ("link", "it is not a directory, uid 0, mode 777"),
+    ] {
+        let socket = d.path().join(run).join("service.sock");
+        let out = Command::new(program())
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(&socket)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let wanted = format!(
+            "not serving: '{}' must be a directory of uid 0 with mode 0700 or tighter ({is})",
+            d.path().join(run).display()
+        );
+        assert!(stderr.contains(&wanted), "{stderr}");
+        assert!(!socket.exists(), "{run}");
+    }
+    assert_eq!(fs::read_dir(&good).unwrap().count(), 0);
+}
+
+/// The socket's directory is checked and used through one descriptor: swapped, between the
+/// check and the bind, for a symlink to a directory anyone may write, the service still binds
+/// (and takes its lock) in the directory it checked, and removes its socket from there.
+#[test]
+fn a_socket_directory_swapped_after_its_check_is_not_used() {
+    let d = dir();
+    let run = d.path().join("run");
+    fs::create_dir(&run).unwrap();
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).unwrap();
+    let flag = d.path().join("paused");
+    let log = d.path().join("service.log");
+    // Killed when the test fails (Other's drop).
+    let mut service = Other(
+        Command::new(program())
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(run.join("service.sock"))
+            .env(
+                "AISCP_TEST_PAUSE",
+                format!("socket-dir-checked:{}", flag.display()),
+            )
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_flag(&flag);
+    let checked = d.path().join("checked");
+    fs::rename(&run, &checked).unwrap();
+    let wide = d.path().join("wide");
+    fs::create_dir(&wide).unwrap();
+    fs::set_permissions(&wide, fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(&wide, &run).unwrap();
+    fs::remove_file(&flag).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while dial(&checked.join("service.sock")).is_err() {
+        if let Some(st) = service.0.try_wait().unwrap() {
+            panic!(
+                "service ended ({st}): {}",
+                fs::read_to_string(&log).unwrap()
+            );
+        }
+        let seen: Vec<_> = fs::read_dir(&wide)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(
+            seen.is_empty(),
+            "made in the swapped-in directory: {seen:?}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "never bound in the checked directory"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(checked.join("service.sock.lock").exists());
+    signal(service.0.id() as i32, nix::sys::signal::Signal::SIGTERM);
+    assert!(wait_for(&mut service.0, Duration::from_secs(20)).success());
+    assert!(!checked.join("service.sock").exists());
+    assert_eq!(fs::read_dir(&wide).unwrap().count(), 0);
 }
 
 /// On a shared service neither a user it does not serve nor one it does can keep others out

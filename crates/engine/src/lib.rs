@@ -30,6 +30,7 @@ mod pipeline;
 mod queue;
 pub mod quote;
 mod read_back;
+mod read_back_pool;
 mod stages;
 mod transfer;
 pub mod units;
@@ -42,6 +43,7 @@ pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use quote::os_text;
+pub use read_back_pool::ReadBackPool;
 pub use stages::StageTimes;
 pub use worker::PartEnd;
 
@@ -66,6 +68,9 @@ pub struct EngineInfo {
     pub startup: Duration,
     /// The I/O library's own counters over the run, or why there are none.
     pub library_stats: LibraryStats,
+    /// Whole files whose copy ended well here: a run that staged some files elsewhere says
+    /// how many each side copied.
+    pub files: u64,
 }
 
 /// Failure to bring up the backend (fatal for the run).
@@ -120,6 +125,8 @@ pub struct Engine {
     /// Files in flight: the limits, and results received while landing the flight.
     limits: QueueLimits,
     landed: queue::Landed,
+    /// Whole files whose copy ended well (see [`EngineInfo::files`]).
+    copied: u64,
 }
 
 /// Runs `$body` with `$p` bound to the backend's pipeline, whichever it is.
@@ -220,6 +227,7 @@ impl Engine {
             flying_on: None,
             limits: QueueLimits::default(),
             landed: queue::Landed::default(),
+            copied: 0,
         })
     }
 
@@ -312,6 +320,7 @@ impl Engine {
                 self.diag.sink.debug(*at, line);
             }
         }
+        self.copied += u64::from(finished.result.is_ok());
         Some(finished)
     }
 
@@ -360,6 +369,7 @@ impl Engine {
             gpus,
             startup: self.startup,
             library_stats,
+            files: self.copied,
         }
     }
 
@@ -443,7 +453,7 @@ impl Engine {
             dst_name: job.dst_name,
         };
         let diag = &mut self.diag;
-        file_copy::conclude(
+        let result = file_copy::conclude(
             &ends,
             end,
             started.elapsed().as_secs_f64(),
@@ -453,7 +463,9 @@ impl Engine {
             self.config.debug,
             self.config.pause,
             &mut |line| diag.debug(&line),
-        )
+        );
+        self.copied += u64::from(result.is_ok());
+        result
     }
 
     /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied

@@ -127,6 +127,11 @@ impl Finished {
             debug: Vec::new(),
         }
     }
+
+    /// Its --debug lines (a read-back's, for a file copied elsewhere).
+    pub fn debug_lines(&self) -> impl Iterator<Item = &str> {
+        self.debug.iter().map(|(_, line)| line.as_str())
+    }
 }
 
 /// What the workers need besides their slot.

@@ -43,6 +43,7 @@ impl ServiceClient {
                         gpus_text(&up.welcome.gpus),
                         up.connected_in.as_secs_f64() * 1e3
                     ));
+                    self.reached = Some((up.welcome.clone(), up.connected_in));
                     State::Up(up)
                 }
                 Err(None) => State::Down,

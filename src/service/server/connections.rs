@@ -7,9 +7,10 @@ use super::{say, ClientId, Shared, HELLO_TIMEOUT, MAX_CLIENTS, MAX_PENDING};
 use crate::messages;
 use crate::service::users::Users;
 use crate::service::wire::{self, FileRequest, Handover, Inbox, Reply, Request, WireError};
+use crate::service::SocketDir;
 use aiscp_engine::quote::quote;
 use nix::fcntl::{Flock, FlockArg, OFlag};
-use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -20,18 +21,32 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The lock beside the socket, held while the socket is served: a socket whose lock is free
-/// is stale (its service died), one whose lock is held belongs to a live service.
-pub(super) type SocketLock = Flock<File>;
+/// The socket bound: its directory (held open, see [`SocketDir`]), its name there, and the
+/// lock beside it, held while the socket is served: a socket whose lock is free is stale
+/// (its service died), one whose lock is held belongs to a live service.
+pub(super) struct Bound {
+    dir: SocketDir,
+    name: OsString,
+    _lock: Flock<File>,
+}
+
+impl Bound {
+    /// Removes the socket, from the directory it was bound in, then frees the lock.
+    pub(super) fn remove(self) {
+        let _ = self.dir.dir().unlink(&self.name);
+    }
+}
 
 /// Makes the socket: its directory private (created 0700 when missing), the lock taken, a
 /// stale socket removed, the new one bound 0600. A service `shared` with other users needs
 /// their connections: its directory 0755 (no one else may write there) and its socket 0666
-/// (who is served is then SO_PEERCRED's answer, checked on every connection).
-pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), String> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
+/// (who is served is then SO_PEERCRED's answer, checked on every connection). The directory
+/// is checked and used through one descriptor.
+pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String> {
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) if !d.as_os_str().is_empty() => (d.to_path_buf(), n.to_owned()),
+        (_, Some(n)) => (PathBuf::from("."), n.to_owned()),
+        (_, None) => (PathBuf::from("."), path.as_os_str().to_owned()),
     };
     if !dir.exists() {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -45,16 +60,16 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), S
         // The umask may have taken bits the mode needs (others entering a shared one).
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(cannot)?;
     }
-    crate::service::socket_dir(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
+    let held = SocketDir::open(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
+    crate::test_hook::pause("socket-dir-checked");
     let mut lock_name = path.as_os_str().to_owned();
     lock_name.push(".lock");
-    use std::os::unix::fs::OpenOptionsExt;
-    let lock_file = std::fs::OpenOptions::new()
-        .mode(0o600)
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_name)
+    let mut lock_leaf = name.clone();
+    lock_leaf.push(".lock");
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW;
+    let lock_file = held
+        .dir()
+        .open_file(&lock_leaf, flags, 0o600)
         .map_err(|e| {
             format!(
                 "cannot open {}: {}",
@@ -64,7 +79,7 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), S
         })?;
     let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock)
         .map_err(|_| format!("another staging service is serving at {}", quote(path)))?;
-    match std::fs::remove_file(path) {
+    match held.dir().unlink(&name) {
         Ok(()) => say(&format!("removed a stale socket at {}", quote(path))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
@@ -82,7 +97,9 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), S
         None,
     )
     .map_err(|e| format!("cannot make a socket: {e}"))?;
-    let addr = UnixAddr::new(path).map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
+    let addr = held
+        .address(&name)
+        .map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
     // 0600 (0666 shared) from the start: the umask is the process's, and no other thread
     // makes files now (the engine's workers only read and write descriptors).
     let mask = if shared { 0o111 } else { 0o177 };
@@ -95,7 +112,12 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, SocketLock), S
         socket::Backlog::new(128).unwrap_or(socket::Backlog::MAXCONN),
     )
     .map_err(|e| format!("cannot listen on {}: {e}", quote(path)))?;
-    Ok((fd, lock))
+    let bound = Bound {
+        dir: held,
+        name,
+        _lock: lock,
+    };
+    Ok((fd, bound))
 }
 
 /// What the reader threads tell the scheduler.

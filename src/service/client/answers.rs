@@ -1,0 +1,101 @@
+//! What the service's answers mean here: each file's progress and result, and --verify:
+//! files in flight read back on the engine's read-back threads (as an in-process run reads
+//! its own) before they are handed back, a file copied in turn read back at once.
+
+use super::{route_name, ServiceClient};
+use crate::service::wire::{self, Outcome};
+use aiscp_engine::quote::quote;
+use aiscp_engine::{CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket};
+use std::path::Path;
+
+impl ServiceClient {
+    /// What a file's answer means here: its progress reported (past the `shown` bytes the
+    /// service's reports already showed), the result before any --verify.
+    pub(super) fn conclude(
+        &mut self,
+        outcome: Outcome,
+        dst_name: &Path,
+        shown: u64,
+        progress: &dyn ProgressSink,
+    ) -> (Result<u64, CopyError>, bool, StageTimes) {
+        match outcome {
+            Outcome::Copied { end, route, stages } => {
+                if let Some((r, w)) = route {
+                    progress.route(route_name(&r), route_name(&w));
+                }
+                // What the progress reports during the copy did not show yet (holes too).
+                progress.advanced(end.saturating_sub(shown));
+                progress.file_finished();
+                let stages = wire::stage_times(&stages);
+                self.stages.add(&stages);
+                if self.config.debug {
+                    self.debug(&format!(
+                        "{}: {end} bytes through the staging service",
+                        quote(dst_name)
+                    ));
+                }
+                (Ok(end), true, stages)
+            }
+            Outcome::Failed { message } => {
+                progress.file_finished();
+                (
+                    Err(CopyError::Elsewhere(message)),
+                    true,
+                    StageTimes::default(),
+                )
+            }
+            Outcome::Interrupted { started } => {
+                progress.file_finished();
+                (Err(CopyError::Interrupted), started, StageTimes::default())
+            }
+        }
+    }
+
+    /// An answer to a file in flight, as the copier takes it from a queue; None while it is
+    /// read back (--verify), or for an unknown id.
+    pub(super) fn finished(&mut self, id: u64, outcome: Outcome) -> Option<Finished> {
+        let job = self.out.remove(&id)?;
+        self.out_bytes = self.out_bytes.saturating_sub(job.len);
+        let progress = std::sync::Arc::clone(&job.progress);
+        let (result, started, stages) = self.conclude(outcome, &job.dst_name, 0, &*progress);
+        let copied = result.is_ok();
+        let mut f = Finished::elsewhere(Ticket(id), job, result, started);
+        f.stages = stages;
+        if self.config.verify && copied {
+            let config = &self.config;
+            let pool = self
+                .read_backs
+                .get_or_insert_with(|| ReadBackPool::start(config));
+            pool.check(f);
+            return None;
+        }
+        Some(f)
+    }
+
+    /// --verify of a file copied in turn, read back at once (as in-process).
+    pub(super) fn verify_in_turn(&self, job: &DataJob<'_>, end: u64) -> Result<u64, CopyError> {
+        if !self.config.verify {
+            return Ok(end);
+        }
+        let stop = &self.config.cancel;
+        let checked =
+            aiscp_engine::verify::verify(job.src, job.src_name, job.dst, job.dst_name, stop)?;
+        self.debug(&checked.describe(job.dst_name));
+        Ok(end)
+    }
+
+    /// The files being read back (--verify); they are still in flight.
+    pub(super) fn reading_back(&self) -> usize {
+        self.read_backs.as_ref().map_or(0, ReadBackPool::waiting)
+    }
+
+    /// A file whose read-back has ended (waiting for one with `block`), its --debug lines
+    /// shown.
+    pub(super) fn read_back(&mut self, block: bool) -> Option<Finished> {
+        let f = self.read_backs.as_mut()?.next(block)?;
+        for line in f.debug_lines() {
+            self.debug(line);
+        }
+        Some(f)
+    }
+}
