@@ -1693,19 +1693,18 @@ fn a_service_of_another_version_or_overloaded_is_not_used() {
     assert!(svc.stop().success());
 }
 
-/// Makes (or, with `make` false, opens) `levels` nested directories of `width`-byte names
-/// under `root`, through descriptors (the path may be far longer than PATH_MAX).
-fn deep_dir(root: &Path, levels: usize, width: usize, make: bool) -> OwnedFd {
+/// Makes (or, with `make` false, opens) `levels` nested directories named `name` under
+/// `root`, through descriptors (the path may be far longer than PATH_MAX).
+fn deep_dir(root: &Path, levels: usize, name: &str, make: bool) -> OwnedFd {
     use nix::fcntl::{open, openat, OFlag};
     use nix::sys::stat::{mkdirat, Mode};
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let name = "n".repeat(width);
     let mut cur = open(root, flags, Mode::empty()).unwrap();
     for _ in 0..levels {
         if make {
-            mkdirat(Some(cur), name.as_str(), Mode::from_bits_truncate(0o755)).unwrap();
+            mkdirat(Some(cur), name, Mode::from_bits_truncate(0o755)).unwrap();
         }
-        let next = openat(Some(cur), name.as_str(), flags, Mode::empty()).unwrap();
+        let next = openat(Some(cur), name, flags, Mode::empty()).unwrap();
         nix::unistd::close(cur).unwrap();
         cur = next;
     }
@@ -1716,7 +1715,8 @@ fn deep_dir(root: &Path, levels: usize, width: usize, make: bool) -> OwnedFd {
 /// Files of a tree walked by a client are sent to the service together, several to a
 /// message. Names make a message long: files whose names do not fit one message together
 /// go one by one, and a file whose names do not fit a message even alone is copied by the
-/// client, in its turn. Every byte arrives either way, and the rest goes through the service.
+/// client, in its turn. Names cross as text: one of about 20 KiB each way (which would not
+/// fit as arrays of numbers) goes through the service. Every byte arrives either way.
 #[test]
 fn long_names_split_a_batch_and_a_file_too_long_for_a_message_is_copied_here() {
     for backend in BACKENDS {
@@ -1724,26 +1724,35 @@ fn long_names_split_a_batch_and_a_file_too_long_for_a_message_is_copied_here() {
         let svc = Service::start(backend, d.path(), &[], &[]);
         let src = d.path().join("src");
         fs::create_dir(&src).unwrap();
+        let (mid, long, far) = ("m".repeat(250), "l".repeat(250), "n".repeat(251));
         let mut want = Vec::new();
         for i in 0..20 {
             write_random(&src.join(format!("a{i}")), 1000 + i * 4099, 70 + i as u64);
-            want.push((0, 0, format!("a{i}")));
+            want.push((0, "", format!("a{i}")));
         }
         // 16 files whose names (about 5 KiB each way) fill more than a message together.
-        let mid = deep_dir(&src, 20, 250, true);
+        let at = deep_dir(&src, 20, &mid, true);
         for i in 0..16 {
-            let path = format!("/proc/self/fd/{}/m{i}", mid.as_raw_fd());
+            let path = format!("/proc/self/fd/{}/m{i}", at.as_raw_fd());
             write_random(Path::new(&path), 3000 + i * 7, 90 + i as u64);
-            want.push((20, 250, format!("m{i}")));
+            want.push((20, &mid, format!("m{i}")));
         }
-        // One file whose two names (about 35 KiB each) do not fit a message alone.
-        let far = deep_dir(&src, 140, 251, true);
+        // Names of about 20 KiB each way: 40 KiB as text, four times that as numbers.
+        let at = deep_dir(&src, 80, &long, true);
         write_random(
-            Path::new(&format!("/proc/self/fd/{}/far", far.as_raw_fd())),
+            Path::new(&format!("/proc/self/fd/{}/long", at.as_raw_fd())),
+            4321,
+            98,
+        );
+        want.push((80, &long, "long".to_owned()));
+        // One file whose two names (about 35 KiB each) do not fit a message alone.
+        let at = deep_dir(&src, 140, &far, true);
+        write_random(
+            Path::new(&format!("/proc/self/fd/{}/far", at.as_raw_fd())),
             12_345,
             99,
         );
-        want.push((140, 251, "far".to_owned()));
+        want.push((140, &far, "far".to_owned()));
         let out = svc
             .client()
             .current_dir(d.path())
@@ -1752,22 +1761,59 @@ fn long_names_split_a_batch_and_a_file_too_long_for_a_message_is_copied_here() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{backend:?}: {stderr}");
-        for (levels, width, name) in &want {
+        for (levels, name, file) in &want {
             let read = |root: &str| {
-                let at = deep_dir(&d.path().join(root), *levels, *width, false);
-                fs::read(format!("/proc/self/fd/{}/{name}", at.as_raw_fd())).unwrap()
+                let at = deep_dir(&d.path().join(root), *levels, name, false);
+                fs::read(format!("/proc/self/fd/{}/{file}", at.as_raw_fd())).unwrap()
             };
-            assert_eq!(read("src"), read("dst"), "{backend:?}: {name}");
+            assert_eq!(read("src"), read("dst"), "{backend:?}: {file}");
         }
         let served = stderr
             .lines()
             .filter(|l| l.ends_with("bytes through the staging service"))
             .collect::<Vec<_>>();
-        assert_eq!(served.len(), 36, "{backend:?}: {stderr}");
-        assert!(
-            served.iter().all(|l| !l.contains("/far'")),
-            "{backend:?}: {stderr}"
-        );
+        assert_eq!(served.len(), 37, "{backend:?}: {stderr}");
+        assert!(served.iter().any(|l| l.contains("/long'")), "{backend:?}");
+        assert!(!served.iter().any(|l| l.contains("/far'")), "{backend:?}");
         assert!(svc.stop().success());
     }
+}
+
+/// A failure whose answer would not fit a message (cp's message quotes two long names full
+/// of quote characters, each of which takes several bytes once quoted and escaped) lets the
+/// client go rather than leave it waiting: it sees the connection end, says so once, and
+/// copies the file itself.
+#[test]
+fn an_answer_too_long_for_a_message_lets_the_client_copy_in_process() {
+    let d = dir();
+    let faults = [("AISCP_FAKE_GPU_FAULTS", "write#1=EIO")];
+    let svc = Service::start(Backend::FakeGpu, d.path(), &["--route", "library"], &faults);
+    let src = d.path().join("s");
+    fs::create_dir(&src).unwrap();
+    let name = "'\"".repeat(127);
+    let at = deep_dir(&src, 80, &name, true);
+    write_random(
+        Path::new(&format!("/proc/self/fd/{}/f", at.as_raw_fd())),
+        3 << 20,
+        61,
+    );
+    let mut client = svc
+        .client()
+        .current_dir(d.path())
+        .args(["-r", "s", "d"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_for(&mut client, Duration::from_secs(20));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(st.success(), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("lost"), "{stderr}");
+    let read = |root: &str| {
+        let at = deep_dir(&d.path().join(root), 80, &name, false);
+        fs::read(format!("/proc/self/fd/{}/f", at.as_raw_fd())).unwrap()
+    };
+    assert!(read("s") == read("d"));
+    assert!(svc.stop().success());
 }

@@ -8,7 +8,7 @@ use aiscp_engine::{
     CopyError, DataJob, Engine, ProgressSink, QueueLimits, QueuedJob, SourceKind, Ticket,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -20,7 +20,8 @@ struct Client {
     joined: Joined,
     pending: VecDeque<Job>,
     in_flight: usize,
-    /// Answers not sent yet: sent together once the scheduler has looked at everything.
+    /// Answers not sent yet: those of one pass over the files that ended go together, before
+    /// anything else is started.
     outbox: Vec<FileDone>,
     gone: bool,
     files: u64,
@@ -141,6 +142,7 @@ impl Scheduler {
         let mut nap = Duration::ZERO;
         while !stop.load(Ordering::SeqCst) {
             let mut moved = self.collect_finished();
+            self.send_answers();
             moved |= self.schedule();
             self.send_answers();
             self.reap();
@@ -349,6 +351,8 @@ impl Scheduler {
 
     /// Copies a file now (all slots), as one process copies a file it does not queue.
     fn copy_in_turn(&mut self, id: ClientId, job: Job) {
+        // What other clients were told meanwhile (a Cancel's answers) goes before this copy.
+        self.send_answers();
         let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
@@ -434,8 +438,9 @@ fn answer(c: &mut Client, id: u64, outcome: Outcome) {
     c.outbox.push(FileDone { id, outcome });
 }
 
-/// Sends client `c`'s answers, as few messages as fit; a client that cannot take them is
-/// gone.
+/// Sends client `c`'s answers, as few messages as fit. A client that cannot take them is
+/// let go, its connection shut: it sees the end at once and copies what it has left
+/// in-process (waiting instead for answers that never come would hang it).
 fn send_answers(c: &mut Client) {
     if c.outbox.is_empty() {
         return;
@@ -443,24 +448,23 @@ fn send_answers(c: &mut Client) {
     let files = std::mem::take(&mut c.outbox);
     // Never waits: the scheduler serves every client. A client's answers (at most
     // MAX_PENDING, and progress held back above PROGRESS_ROOM) always fit its socket unless
-    // it does not read them, and such a client is let go.
-    let mut sent = Ok(());
-    for run in files.chunks(wire::MAX_FILES) {
+    // it does not read them. An answer too long for a message even alone (a failure naming
+    // two very long paths) lets the client go too.
+    let sock = c.joined.sock.as_fd();
+    let sent = files.chunks(wire::MAX_FILES).try_for_each(|batch| {
         let reply = |files: &[FileDone]| Reply::Done {
             files: files.to_vec(),
         };
-        sent = match wire::send_now(c.joined.sock.as_fd(), &reply(run)) {
-            // Long messages (failures naming long paths) go one by one.
-            Err(e) if wire::too_long(&e) => run
+        match wire::send_now(sock, &reply(batch)) {
+            // Long messages go one by one.
+            Err(e) if wire::too_long(&e) => batch
                 .chunks(1)
-                .try_for_each(|one| wire::send_now(c.joined.sock.as_fd(), &reply(one))),
+                .try_for_each(|one| wire::send_now(sock, &reply(one))),
             other => other,
-        };
-        if sent.is_err() {
-            break;
         }
-    }
+    });
     if sent.is_err() {
+        let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         c.gone = true;
         c.joined.cancel.store(true, Ordering::SeqCst);
         c.pending.clear();
