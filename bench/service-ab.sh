@@ -1,7 +1,8 @@
 #!/bin/bash
-# A/B of warm staging services on this machine: each build serves on host memory at a socket
-# of its own, a client of the same build copies TREE with -r, rounds rotated; per run the
-# wall time (+ sync), the client's CPU (user + sys) and the service's CPU over that run.
+# A/B of staging services on this machine: for each run a fresh service of the build serves
+# on host memory at a socket of its own and a client of the same build copies TREE with -r,
+# builds rotated each round; per run the wall time (+ sync), the client's CPU (user + sys)
+# and the service's CPU over the copy.
 #
 #   bench/service-ab.sh TREE DST_DIR ROUNDS BIN...
 #   e.g. bench/service-ab.sh /mnt/a/tree /mnt/b 3 /tmp/aiscp-base target/release/aiscp
@@ -13,6 +14,7 @@ tree=${1:?usage: bench/service-ab.sh TREE DST_DIR ROUNDS BIN...}
 dst=${2:?}/d
 rounds=${3:?}
 shift 3
+hz=$(getconf CLK_TCK)
 digest() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 cat | sha256sum); }
 want=$(digest "$tree")
 for _ in $(seq "$rounds"); do
@@ -36,6 +38,6 @@ for _ in $(seq "$rounds"); do
         [[ $(digest "$dst") == "$want" ]] || echo "MISMATCH: $bin"
         read -r user sys <<< "$times"
         printf '%s\twall_ms=%d\tclient_cpu_s=%.2f\tservice_cpu_s=%.2f\n' "$bin" \
-            $(((end - start) / 1000000)) "$(echo "$user + $sys" | bc)" "$(echo "($after - $before) / 100" | bc -l)"
+            $(((end - start) / 1000000)) "$(echo "$user + $sys" | bc)" "$(echo "($after - $before) / $hz" | bc -l)"
     done
 done

@@ -61,8 +61,9 @@ enum Next {
 }
 
 impl Copier<'_> {
-    /// Copies SRC to DST; prints its own errors. `parent` is the directory
-    /// being copied (for -x). The steps, in cp's order: look at SOURCE, look at DEST, the
+    /// Copies SRC to DST; prints its own errors. `parent` is the directory being copied
+    /// (None for an operand): its device for -x, and whether the run made DEST's side. The
+    /// steps, in cp's order: look at SOURCE, look at DEST, the
     /// rules for a DEST that exists, making room for the new one, then making it. A directory
     /// is entered and returned for the walk to copy its entries.
     pub(super) fn copy_entry(

@@ -92,7 +92,15 @@ impl Unsent {
     fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
 }
+
+/// The service went away while files were being sent; [`ServiceClient::lose`] has taken
+/// its files.
+struct ServiceGone;
 
 /// Why a wait for an answer ended without one.
 enum Lost {
@@ -187,36 +195,37 @@ impl ServiceClient {
 
     /// Sends `files` (each with its SOURCE and DEST descriptors) in as few messages as fit.
     /// Returns the ids of files whose request does not fit a message even alone (their
-    /// names are too long): they are copied here. Err: the service is gone (and [`Self::lose`]
-    /// has taken its files).
-    fn post(&mut self, files: &[(FileRequest, [RawFd; 2])]) -> Result<Vec<u64>, ()> {
+    /// names are too long): they are copied here.
+    fn post(&mut self, files: &[(FileRequest, [RawFd; 2])]) -> Result<Vec<u64>, ServiceGone> {
         let mut misfits = Vec::new();
-        for run in files.chunks(wire::MAX_FILES) {
+        for batch in files.chunks(wire::MAX_FILES) {
             let State::Up(up) = &self.state else {
-                return Err(());
+                return Err(ServiceGone);
             };
             let sock = up.sock.as_fd();
-            let send = |run: &[(FileRequest, [RawFd; 2])]| {
+            let send = |batch: &[(FileRequest, [RawFd; 2])]| {
                 let request = Request::Copy {
-                    files: run.iter().map(|(f, _)| f.clone()).collect(),
+                    files: batch.iter().map(|(f, _)| f.clone()).collect(),
                 };
-                let fds: Vec<RawFd> = run.iter().flat_map(|(_, fds)| *fds).collect();
+                let fds: Vec<RawFd> = batch.iter().flat_map(|(_, fds)| *fds).collect();
                 wire::send(sock, &request, &fds)
             };
-            let sent = match send(run) {
+            let sent = match send(batch) {
                 // Long names: one by one, and a file that does not fit alone stays here.
-                Err(e) if wire::too_long(&e) => run.chunks(1).try_for_each(|one| match send(one) {
-                    Err(e) if wire::too_long(&e) => {
-                        misfits.push(one[0].0.id);
-                        Ok(())
-                    }
-                    other => other,
-                }),
+                Err(e) if wire::too_long(&e) => {
+                    batch.chunks(1).try_for_each(|one| match send(one) {
+                        Err(e) if wire::too_long(&e) => {
+                            misfits.push(one[0].0.id);
+                            Ok(())
+                        }
+                        other => other,
+                    })
+                }
                 other => other,
             };
             if let Err(e) = sent {
                 self.lose(Lost::Gone(e.to_string()));
-                return Err(());
+                return Err(ServiceGone);
             }
         }
         self.served |= misfits.len() < files.len();
@@ -251,23 +260,25 @@ impl ServiceClient {
             return;
         };
         for id in misfits {
-            if let Some(job) = self.out.remove(&id) {
-                self.out_bytes = self.out_bytes.saturating_sub(job.len);
-                let f = Finished::elsewhere(Ticket(id), job, Err(CopyError::NotMoved), false);
-                self.landed.push_back(f);
-            }
+            self.end_unsent(id, CopyError::NotMoved);
         }
     }
 
     /// After SIGINT: the files never sent end here, as never begun.
     fn drop_unsent(&mut self) {
         for id in self.unsent.take() {
-            if let Some(job) = self.out.remove(&id) {
-                self.out_bytes = self.out_bytes.saturating_sub(job.len);
-                job.progress.file_finished();
-                let f = Finished::elsewhere(Ticket(id), job, Err(CopyError::Interrupted), false);
-                self.landed.push_back(f);
-            }
+            self.end_unsent(id, CopyError::Interrupted);
+        }
+    }
+
+    /// Ends file `id`, which the service never had, here: never begun, so a DEST this run
+    /// made for it goes again after an interruption, and a file not moved is copied here in
+    /// its turn.
+    fn end_unsent(&mut self, id: u64, why: CopyError) {
+        if let Some(job) = self.out.remove(&id) {
+            self.out_bytes = self.out_bytes.saturating_sub(job.len);
+            let f = Finished::elsewhere(Ticket(id), job, Err(why), false);
+            self.landed.push_back(f);
         }
     }
 
@@ -351,8 +362,15 @@ impl ServiceClient {
             _ => {}
         }
         self.state = State::Down;
-        // Every file it had, sent or not, answered or not, is redone (or ends) here.
-        self.unsent.take();
+        // Files never sent end as never begun (not moved, or interrupted); every file it
+        // had, answered or not, is redone (or ends) here.
+        for id in self.unsent.take() {
+            let why = match interrupted {
+                true => CopyError::Interrupted,
+                false => CopyError::NotMoved,
+            };
+            self.end_unsent(id, why);
+        }
         self.arrived.clear();
         for (id, job) in std::mem::take(&mut self.out) {
             let result = match (&how, interrupted) {
@@ -429,7 +447,7 @@ impl ServiceClient {
                 return Some(f);
             }
             // Only files sent can have been answered (after a wait, every file is sent).
-            if self.out.len() == self.unsent.ids.len() {
+            if self.out.len() == self.unsent.len() {
                 return self.read_back(block);
             }
             // While files are read back, answers are awaited in short waits, so a read-back
@@ -479,13 +497,13 @@ impl DataMover for ServiceClient {
             SourceKind::Regular { len } => Some(len),
             SourceKind::Sequential => None,
         };
+        // Files queued before this one go first: this process waits now.
+        self.flush();
         // Only regular files cross (a pipe or a device could hold the service's thread).
         let regular = |f: &File| f.metadata().is_ok_and(|m| m.is_file());
         if !regular(job.src) || !regular(job.dst) {
             return engine.get().copy(job, progress);
         }
-        // Files queued before this one go first (this process waits now).
-        self.flush();
         let id = self.next_id;
         self.next_id += 1;
         let request = request(

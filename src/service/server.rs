@@ -12,8 +12,9 @@
 //! its files) between slices, and its queued files are dropped at once.
 //!
 //! Bounds: [`MAX_CLIENTS`] connections, [`MAX_PENDING`] unanswered files per client, each
-//! message at most [`wire::MAX_MESSAGE`] bytes, so a client costs at most about
-//! MAX_PENDING x MAX_MESSAGE bytes and 2 x MAX_PENDING descriptors.
+//! message at most [`wire::MAX_MESSAGE`] bytes with the descriptors of [`wire::MAX_FILES`]
+//! files, so a client costs at most about MAX_PENDING x MAX_MESSAGE bytes and
+//! 2 x (MAX_PENDING + MAX_FILES) descriptors.
 
 mod connections;
 mod places;

@@ -382,9 +382,14 @@ impl Inbox {
                 Err(e) => return Err(WireError::Io(e.into())),
             }
         };
-        if got.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) {
+        if got.contains(MsgFlags::MSG_TRUNC) {
+            return Err(WireError::Malformed("message too long".into()));
+        }
+        // More descriptors than a message may carry, or this process could not take them
+        // (out of descriptors).
+        if got.contains(MsgFlags::MSG_CTRUNC) {
             return Err(WireError::Malformed(
-                "message or descriptors too long".into(),
+                "descriptors not taken (too many, or this process is out of descriptors)".into(),
             ));
         }
         if len == 0 && fds.is_empty() {

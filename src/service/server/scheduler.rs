@@ -40,7 +40,7 @@ struct Recorder {
 struct ProgressTo {
     sock: Arc<OwnedFd>,
     id: u64,
-    unsent: Mutex<(Instant, u64)>,
+    unreported: Mutex<(Instant, u64)>,
 }
 
 /// How often a file copied in turn reports its progress.
@@ -55,19 +55,19 @@ impl ProgressSink for Recorder {
         let Some(to) = &self.progress else {
             return;
         };
-        let mut unsent = to.unsent.lock().unwrap_or_else(|p| p.into_inner());
-        unsent.1 += bytes;
+        let mut unreported = to.unreported.lock().unwrap_or_else(|p| p.into_inner());
+        unreported.1 += bytes;
         let room = || wire::unread(to.sock.as_fd()).is_ok_and(|n| n < PROGRESS_ROOM);
-        if unsent.0.elapsed() >= PROGRESS_EVERY && room() {
+        if unreported.0.elapsed() >= PROGRESS_EVERY && room() {
             let reply = Reply::Progress {
                 id: to.id,
-                bytes: unsent.1,
+                bytes: unreported.1,
             };
             // Never waits for the client (this is an engine thread); what could not be sent
             // goes with the next report. A client that is gone stops the copy through its
             // cancel flag, not here.
             if wire::send_now(to.sock.as_fd(), &reply).is_ok() {
-                *unsent = (Instant::now(), 0);
+                *unreported = (Instant::now(), 0);
             }
         }
     }
@@ -428,7 +428,7 @@ fn progress_to(c: &Client, id: u64) -> ProgressTo {
     ProgressTo {
         sock: Arc::clone(&c.joined.sock),
         id,
-        unsent: Mutex::new((long_ago.unwrap_or_else(Instant::now), 0)),
+        unreported: Mutex::new((long_ago.unwrap_or_else(Instant::now), 0)),
     }
 }
 
