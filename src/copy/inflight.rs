@@ -186,7 +186,12 @@ impl Copier<'_> {
             truncate: !created,
             progress: self.progress.clone(),
         };
-        let queue = self.file_queue().expect("checked by may_fly");
+        // The queue may have gone while this file waited for room (the staging service given
+        // up after SIGINT, its files all ended): then it is copied in turn, where the
+        // interruption ends it.
+        let Some(queue) = self.file_queue() else {
+            return Err((job.src, job.dst));
+        };
         let ticket = match queue.submit(job) {
             Ok(t) => t,
             Err(refused) => return Err((refused.0.src, refused.0.dst)),

@@ -224,7 +224,7 @@ impl ServiceClient {
                 other => other,
             };
             if let Err(e) = sent {
-                self.lose(Lost::Gone(e.to_string()));
+                self.lose(Lost::Gone(messages::os_text(&e)));
                 return Err(ServiceGone);
             }
         }
@@ -373,21 +373,26 @@ impl ServiceClient {
         }
         self.arrived.clear();
         for (id, job) in std::mem::take(&mut self.out) {
-            let result = match (&how, interrupted) {
+            let (result, started) = match (&how, interrupted) {
                 // Cut back at once (as cp's O_TRUNC would leave it should this process fail
                 // too), then copied again in turn from its start (see `copy::inflight`),
                 // which reports the file's start and end itself.
                 (Lost::Gone(_), false) => {
                     let _ = job.dst.set_len(0);
-                    Err(CopyError::NotMoved)
+                    (Err(CopyError::NotMoved), true)
                 }
+                // Interrupted, and no word from the service: a DEST it has not written to
+                // yet is taken as never begun (one this run made goes again, as in-process).
                 _ => {
-                    job.progress.file_finished();
-                    Err(CopyError::Interrupted)
+                    let begun = job.dst.metadata().map_or(true, |m| m.len() > 0);
+                    if begun {
+                        job.progress.file_finished();
+                    }
+                    (Err(CopyError::Interrupted), begun)
                 }
             };
             self.landed
-                .push_back(Finished::elsewhere(Ticket(id), job, result, true));
+                .push_back(Finished::elsewhere(Ticket(id), job, result, started));
         }
         self.out_bytes = 0;
     }

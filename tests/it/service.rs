@@ -1366,6 +1366,7 @@ fn garbage_on_the_socket_never_stops_the_service() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(25);
         let hello = hello();
         let good = fs::File::open(program()).unwrap();
+        let sink = fs::File::create(d.path().join("sink")).unwrap();
         let pipe = nix::unistd::pipe().unwrap();
         let dirfd = fs::File::open(d.path()).unwrap();
         let copy = |fds: &str| {
@@ -1404,6 +1405,11 @@ fn garbage_on_the_socket_never_stops_the_service() {
             (br#"{"type":"copy","files":[]}"#.to_vec(), vec![]),
             (files(2), vec![good.as_raw_fd(), good.as_raw_fd()]),
             (files(17), vec![good.as_raw_fd(); 34]),
+            // A length no file has (it would overflow the service's sums).
+            (
+                br#"{"type":"copy","files":[{"id":1,"src_name":"a","dst_name":"b","sparse":"auto","handover":{"in_turn":{"len":18446744073709551615}}}]}"#.to_vec(),
+                vec![good.as_raw_fd(), sink.as_raw_fd()],
+            ),
         ];
         for _ in 0..150 {
             let len = rng.gen_range(0..300);
@@ -1815,5 +1821,76 @@ fn an_answer_too_long_for_a_message_lets_the_client_copy_in_process() {
         fs::read(format!("/proc/self/fd/{}/f", at.as_raw_fd())).unwrap()
     };
     assert!(read("s") == read("d"));
+    assert!(svc.stop().success());
+}
+
+/// SIGINT at a client whose service has stopped answering (here SIGSTOP; a service busy
+/// copying another client's large file in turn looks the same): the client gives its files
+/// up after a grace and dies by the signal as cp does. A DEST the service never wrote to
+/// goes again (the run made it; as in-process), so what is left is what cp leaves: whole
+/// files, and at most one partial (here: the file the walk had just made).
+#[test]
+fn sigint_while_the_service_is_stopped_ends_by_the_signal_leaving_what_cp_leaves() {
+    use nix::sys::signal::Signal;
+    let d = dir();
+    let svc = Service::start(Backend::Host, d.path(), &[], &[]);
+    let src = d.path().join("src");
+    for i in 0..2000 {
+        let sub = src.join(format!("d{}", i / 100));
+        fs::create_dir_all(&sub).unwrap();
+        write_random(&sub.join(format!("f{i}")), 8192, 300 + i as u64);
+    }
+    let dst = d.path().join("dst");
+    let mut client = svc
+        .client()
+        .arg("-r")
+        .arg(&src)
+        .arg(&dst)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let files_at = |root: &Path| {
+        fs::read_dir(root)
+            .map(|dirs| {
+                dirs.flatten()
+                    .filter_map(|e| fs::read_dir(e.path()).ok())
+                    .map(|f| f.count())
+                    .sum::<usize>()
+            })
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while files_at(&dst) < 50 {
+        assert!(Instant::now() < deadline, "the copy never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    signal(svc.pid(), Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(client.id() as i32, Signal::SIGINT);
+    let st = wait_for(&mut client, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr).unwrap();
+    let partial: Vec<PathBuf> = fs::read_dir(&dst)
+        .unwrap()
+        .flatten()
+        .flat_map(|e| fs::read_dir(e.path()).unwrap().flatten())
+        .map(|f| f.path())
+        .filter(|p| {
+            let from = src.join(p.strip_prefix(&dst).unwrap());
+            fs::read(p).unwrap() != fs::read(from).unwrap()
+        })
+        .collect();
+    signal(svc.pid(), Signal::SIGCONT);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGINT),
+        "{st:?}: {stderr}"
+    );
+    assert!(
+        partial.len() <= 1,
+        "{} partial: {:?}",
+        partial.len(),
+        &partial[..2]
+    );
     assert!(svc.stop().success());
 }

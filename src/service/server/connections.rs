@@ -361,6 +361,14 @@ fn jobs_of(files: Vec<FileRequest>, fds: Vec<OwnedFd>) -> Result<Vec<Job>, Strin
     let mut fds = fds.into_iter();
     let mut jobs = Vec::with_capacity(files.len());
     for file in files {
+        // No file holds more than off_t counts; a length past that is not a file's.
+        let len = match file.handover {
+            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => len,
+            Handover::InTurn { len: None } => 0,
+        };
+        if i64::try_from(len).is_err() {
+            return Err(format!("a file of {len} bytes"));
+        }
         let pair = [fds.next(), fds.next()].map(|fd| fd.expect("counted above"));
         let (src, dst) = checked_files(pair)?;
         jobs.push(Job {

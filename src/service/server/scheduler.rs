@@ -304,7 +304,7 @@ impl Scheduler {
             let job = c.pending.pop_front().expect("front exists");
             self.last_served = id;
             c.files += 1;
-            c.bytes += len;
+            c.bytes = c.bytes.saturating_add(len);
             let recorder = Arc::new(Recorder {
                 route: Mutex::default(),
                 progress: reports,
@@ -381,7 +381,7 @@ impl Scheduler {
             .engine
             .copy_cancellable(&data, &recorder, &c.joined.cancel);
         if let Ok(end) = result {
-            c.bytes += end;
+            c.bytes = c.bytes.saturating_add(end);
         }
         c.files += 1;
         let stages = wire::stage_secs(&self.engine.last_stages());

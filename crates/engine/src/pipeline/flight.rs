@@ -22,7 +22,10 @@ where
     pub(crate) fn has_room(&self, limits: &QueueLimits, len: u64) -> bool {
         match &self.flight {
             None => limits.files > 0,
-            Some(f) => f.files < limits.files && (f.files == 0 || f.bytes + len <= limits.bytes),
+            Some(f) => {
+                f.files < limits.files
+                    && (f.files == 0 || f.bytes.saturating_add(len) <= limits.bytes)
+            }
         }
     }
 
