@@ -532,7 +532,8 @@ impl DataMover for ServiceClient {
                 }
                 Some(Answer::Progress(..)) => {}
                 Some(Answer::Done(got, outcome)) if got == id => {
-                    let (result, _, _) = self.conclude(outcome, job.dst_name, shown, progress);
+                    let names = (job.src_name, job.dst_name);
+                    let (result, _, _) = self.conclude(outcome, names, shown, progress);
                     let result = result.and_then(|end| self.verify_in_turn(job, end));
                     self.copied += u64::from(result.is_ok());
                     return result;

@@ -114,6 +114,9 @@ pub struct Welcome {
     pub gpus: Vec<u32>,
     /// The largest file it keeps in flight (None: every file in turn).
     pub queue_max: Option<u64>,
+    /// Whether its message locale decodes UTF-8: how its failure messages quote names.
+    #[serde(default)]
+    pub utf8: bool,
 }
 
 /// The service's state, for `aiscp --doctor`.

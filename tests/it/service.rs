@@ -1894,3 +1894,33 @@ fn sigint_while_the_service_is_stopped_ends_by_the_signal_leaving_what_cp_leaves
     );
     assert!(svc.stop().success());
 }
+
+/// A failure message names files as the client's locale quotes them, whatever the service's
+/// locale: a service under LC_ALL=C would write `'dst/caf'$'\303\251'`, a UTF-8 client run
+/// in-process writes `'dst/café'`.
+#[test]
+fn a_failure_through_the_service_quotes_names_in_the_clients_locale() {
+    let d = dir();
+    let faults = ("AISCP_FAKE_GPU_FAULTS", "write=EIO");
+    let env = [faults, ("LC_ALL", "C")];
+    let svc = Service::start(Backend::FakeGpu, d.path(), &["--route", "library"], &env);
+    write_random(&d.path().join("caf\u{e9}"), 300_000, 12);
+    let run = |service: bool| {
+        let mut cmd = svc.client();
+        if !service {
+            cmd.env("AISCP_SERVICE", "off").env(faults.0, faults.1);
+        }
+        cmd.current_dir(d.path())
+            .env("LC_ALL", "C.UTF-8")
+            .args(["--route", "library", "caf\u{e9}", "d\u{e9}"])
+            .output()
+            .unwrap()
+    };
+    let (here, there) = (run(false), run(true));
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(here.status.code(), Some(1), "{}", text(&here));
+    assert!(text(&here).contains("'d\u{e9}'"), "{}", text(&here));
+    assert_eq!(text(&there), text(&here));
+    assert_eq!(there.status.code(), Some(1));
+    assert!(svc.stop().success());
+}

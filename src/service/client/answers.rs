@@ -4,7 +4,7 @@
 
 use super::{route_name, ServiceClient};
 use crate::service::wire::{self, Outcome};
-use aiscp_engine::quote::quote;
+use aiscp_engine::quote::{quote, quote_as};
 use aiscp_engine::{CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket};
 use std::path::Path;
 
@@ -14,7 +14,7 @@ impl ServiceClient {
     pub(super) fn conclude(
         &mut self,
         outcome: Outcome,
-        dst_name: &Path,
+        (src_name, dst_name): (&Path, &Path),
         shown: u64,
         progress: &dyn ProgressSink,
     ) -> (Result<u64, CopyError>, bool, StageTimes) {
@@ -38,6 +38,7 @@ impl ServiceClient {
             }
             Outcome::Failed { message } => {
                 progress.file_finished();
+                let message = self.in_our_locale(message, [src_name, dst_name]);
                 (
                     Err(CopyError::Elsewhere(message)),
                     true,
@@ -51,13 +52,30 @@ impl ServiceClient {
         }
     }
 
+    /// The service's message with `names` quoted as this process quotes them: the service
+    /// quoted them for its own message locale, which may not be this client's (a name that
+    /// is not ASCII prints as text in a UTF-8 locale, as octal escapes otherwise).
+    fn in_our_locale(&self, message: String, names: [&Path; 2]) -> String {
+        let Some((welcome, _)) = &self.reached else {
+            return message;
+        };
+        let ours = aiscp_engine::quote::utf8_locale();
+        if welcome.utf8 == ours {
+            return message;
+        }
+        names.into_iter().fold(message, |m, name| {
+            m.replace(&quote_as(name, welcome.utf8), &quote(name))
+        })
+    }
+
     /// An answer to a file in flight, as the copier takes it from a queue; None while it is
     /// read back (--verify), or for an unknown id.
     pub(super) fn finished(&mut self, id: u64, outcome: Outcome) -> Option<Finished> {
         let job = self.out.remove(&id)?;
         self.out_bytes = self.out_bytes.saturating_sub(job.len);
         let progress = std::sync::Arc::clone(&job.progress);
-        let (result, started, stages) = self.conclude(outcome, &job.dst_name, 0, &*progress);
+        let names = (&*job.src_name, &*job.dst_name);
+        let (result, started, stages) = self.conclude(outcome, names, 0, &*progress);
         let copied = result.is_ok();
         let mut f = Finished::elsewhere(Ticket(id), job, result, started);
         f.stages = stages;
