@@ -5,8 +5,9 @@
 //! client blocks only itself); the main thread owns the engine and schedules. Clients' files
 //! go into the engine's files in flight, a fair share each (the in-flight limit divided by
 //! the clients with work), taken round-robin. A file too large to fly as its client sees it
-//! flies all the same, on one slot, while other clients have work (so no client waits behind
-//! another's large file); with no one else waiting it is copied in turn with every slot. On
+//! flies all the same, on one slot, while other clients have work (so no client with work
+//! waits behind another's large file); with no one else waiting it is copied in turn with
+//! every slot, on this thread, and a client that arrives meanwhile waits for that copy. On
 //! the library route nothing flies: files are copied in turn, one at a time. Each client has
 //! its own cancel flag: Cancel from it, or its connection closing, stops its files (and only
 //! its files) between slices, and its queued files are dropped at once.
