@@ -53,8 +53,14 @@ fn mpirun_command(
     of: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
     args: &[&str],
 ) -> Command {
+    // Each run keeps its Open MPI session files in the test's directory: under the shared
+    // /tmp/ompi.HOST.UID, one run ending removes the directory another is starting in
+    // ("orte_session_dir failed"), when the tests run at once.
+    let session = dir.join(".ompi-session");
+    std::fs::create_dir_all(&session).unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.args(["--allow-run-as-root", "--oversubscribe"])
+        .env("OMPI_MCA_orte_tmpdir_base", &session)
         .current_dir(dir)
         .env_remove("AISCP_FAKE_GPU_FAULTS")
         .env_remove("AISCP_BACKEND");
