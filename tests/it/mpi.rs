@@ -57,7 +57,7 @@ fn mpirun_command(
     // /tmp/ompi.HOST.UID, one run ending removes the directory another is starting in
     // ("orte_session_dir failed"), when the tests run at once.
     let session = dir.join(".ompi-session");
-    std::fs::create_dir_all(&session).unwrap();
+    fs::create_dir_all(&session).unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.args(["--allow-run-as-root", "--oversubscribe"])
         .env("OMPI_MCA_orte_tmpdir_base", &session)
