@@ -40,18 +40,34 @@ fn mpirun_with(
     of: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
     args: &[&str],
 ) -> Output {
-    mpirun_command(ranks, dir, env, of, args)
+    // Each rank's stderr also goes to a file of its own: mpirun forwards the ranks' output
+    // in reads of up to 4 KiB, so a long burst from one rank can be cut mid-line by another
+    // rank's lines; the files keep each rank's lines whole. Its stderr is theirs, rank by
+    // rank.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let files = dir.join(".ompi-session").join(format!("output-{run}"));
+    let mut out = mpirun_command(ranks, dir, env, of, args, Some(&files))
         .output()
-        .expect("mpirun (Open MPI) must be installed for the mpi feature's tests")
+        .expect("mpirun (Open MPI) must be installed for the mpi feature's tests");
+    let per_rank: Vec<Vec<u8>> = (0..ranks)
+        .map(|r| fs::read(files.join(format!("1/rank.{r}/stderr"))).unwrap_or_default())
+        .collect();
+    if per_rank.iter().any(|e| !e.is_empty()) || out.stderr.is_empty() {
+        out.stderr = per_rank.concat();
+    }
+    out
 }
 
-/// The `mpirun` command [`mpirun_with`] runs, not yet started.
+/// The `mpirun` command [`mpirun_with`] runs, not yet started; with `output_files`, each
+/// rank's output is also written under that directory (`1/rank.N/stderr`).
 fn mpirun_command(
     ranks: usize,
     dir: &Path,
     env: &[(&str, String)],
     of: impl Fn(usize) -> (Vec<String>, Vec<(String, String)>),
     args: &[&str],
+    output_files: Option<&Path>,
 ) -> Command {
     // Each run keeps its Open MPI session files in the test's directory: under the shared
     // /tmp/ompi.HOST.UID, one run ending removes the directory another is starting in
@@ -66,6 +82,9 @@ fn mpirun_command(
         .env_remove("AISCP_BACKEND");
     for (k, v) in env {
         cmd.env(k, v);
+    }
+    if let Some(files) = output_files {
+        cmd.arg("--output-filename").arg(files);
     }
     for rank in 0..ranks {
         if rank > 0 {
@@ -308,6 +327,7 @@ fn a_file_changed_while_its_parts_are_copied_ends_where_reading_ended() {
                     (vec![], vec![report])
                 },
                 &args,
+                None,
             );
             let out = paused_at(cmd, "dest-open", dir, || {
                 let f = fs::OpenOptions::new()
