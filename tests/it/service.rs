@@ -874,14 +874,8 @@ fn a_shared_service_serves_the_users_it_allows_and_no_other() {
             .arg("-c")
             .arg("umask 077; exec \"$0\" \"$@\"")
             .arg(program())
-            .args([
-                "--serve",
-                "--backend",
-                "host",
-                "--debug",
-                "--allow-users",
-                "nobody",
-            ])
+            .args(serve_shared("nobody"))
+            .arg("--debug")
             .arg("--socket")
             .arg(&socket),
         &socket,
@@ -961,14 +955,8 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     fs::create_dir(&run).unwrap();
     fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).unwrap();
     let out = Command::new(program())
-        .args([
-            "--serve",
-            "--backend",
-            "host",
-            "--allow-users",
-            "all",
-            "--socket",
-        ])
+        .args(serve_shared("all"))
+        .arg("--socket")
         .arg(run.join("service.sock"))
         .output()
         .unwrap();
@@ -1088,7 +1076,7 @@ fn one_user_holding_connections_does_not_keep_others_out() {
     let log = d.path().join("service.log");
     let _svc = Other::start(
         Command::new(program())
-            .args(["--serve", "--backend", "host", "--allow-users", "nobody"])
+            .args(serve_shared("nobody"))
             .arg("--socket")
             .arg(&socket),
         &socket,
@@ -1150,14 +1138,8 @@ fn a_shared_service_starts_under_a_narrowed_bounding_set() {
         Command::new("setpriv")
             .arg("--bounding-set=-all,+dac_override,+dac_read_search")
             .arg(program())
-            .args([
-                "--serve",
-                "--backend",
-                "host",
-                "--allow-users",
-                "all",
-                "--socket",
-            ])
+            .args(serve_shared("all"))
+            .arg("--socket")
             .arg(&socket),
         &socket,
         &d.path().join("service.log"),
@@ -1173,14 +1155,8 @@ fn a_shared_service_must_run_as_root() {
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
     let out = as_user("nobody:nogroup")
         .arg(program())
-        .args([
-            "--serve",
-            "--backend",
-            "host",
-            "--allow-users",
-            "all",
-            "--socket",
-        ])
+        .args(serve_shared("all"))
+        .arg("--socket")
         .arg(d.path().join("run").join("service.sock"))
         .output()
         .unwrap();
@@ -1195,13 +1171,7 @@ fn a_shared_service_must_run_as_root() {
 #[test]
 fn an_unknown_user_to_allow_is_refused() {
     let out = Command::new(program())
-        .args([
-            "--serve",
-            "--backend",
-            "host",
-            "--allow-users",
-            "root,no-such-user-here",
-        ])
+        .args(serve_shared("root,no-such-user-here"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1461,6 +1431,11 @@ fn garbage_on_the_socket_never_stops_the_service() {
         );
         assert!(svc.stop().success());
     }
+}
+
+/// `--serve` on host memory for other users too (`--allow-users USERS`).
+fn serve_shared(users: &str) -> [&str; 5] {
+    ["--serve", "--backend", "host", "--allow-users", users]
 }
 
 /// The wire protocol this build speaks (the service's `wire::PROTOCOL`).
