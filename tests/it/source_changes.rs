@@ -246,6 +246,37 @@ fn a_sparse_source_cut_inside_its_trailing_hole_ends_at_the_cut() {
     }
 }
 
+/// A sparse SOURCE cut inside a hole between its extents after the slices were read: the
+/// plan's hole is no hole once SOURCE ends inside it, so DEST ends at the cut instead of
+/// keeping the hole and the extent read past it (had SOURCE grown back meanwhile, that
+/// hole would have been zeros SOURCE never held).
+#[test]
+fn a_sparse_source_cut_inside_a_hole_before_the_finish_ends_at_the_cut() {
+    use std::os::unix::fs::FileExt;
+    for way in WAYS {
+        for sparse in ["--sparse=auto", "--sparse=always"] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let a = d.join("a");
+            let f = fs::File::create(&a).unwrap();
+            f.write_all_at(&random_bytes(65536, 3), 0).unwrap();
+            f.write_all_at(&random_bytes(65536, 4), 1 << 20).unwrap();
+            drop(f);
+            let out = copy_paused(d, way, sparse, "finish", || {
+                Change::Truncate(500_001).apply(&a)
+            });
+            let what = format!("{} {sparse}", way.name);
+            assert_eq!(out.status.code(), Some(0), "{what}");
+            let got = fs::read(d.join("b")).unwrap();
+            assert_eq!(got.len(), 500_001, "{what}: DEST's size");
+            assert!(
+                got == fs::read(&a).unwrap(),
+                "{what}: DEST differs from SOURCE"
+            );
+        }
+    }
+}
+
 /// A /proc/sys file reports size 0 and answers SEEK_DATA with ENXIO, yet holds bytes: DEST
 /// ends where reading ended, not where SEEK_DATA and fstat say the file does (cp reads it).
 #[test]

@@ -257,7 +257,7 @@ impl<'a> FileCopy<'a> {
         };
         let walked = self
             .fill_holes(&mut on, &holes, good)
-            .and_then(|()| self.read_on(&mut on, good));
+            .and_then(|from| self.read_on(&mut on, from));
         let end = match walked {
             Ok(end) => end,
             Err((copied, e)) => {
@@ -282,22 +282,33 @@ impl<'a> FileCopy<'a> {
 
     /// Copies whatever data SOURCE now has in the holes the plan left before `good` (cp
     /// looks for data again after each extent; a plan's holes are from before the slices
-    /// were read). Errors come with the offset DEST is good up to.
+    /// were read). A hole stays a hole only where a look finds SOURCE still reaching past
+    /// it: a plan made while SOURCE was cut short sees its end as a hole, and SOURCE may
+    /// have grown back since. Returns where the finishing reads go on from: `good`, or where
+    /// SOURCE was found to end inside a hole (what DEST holds past it is read again).
+    /// Errors come with the offset DEST is good up to.
     fn fill_holes<S: Staging>(
         &self,
         on: &mut Reading<'_, '_, S>,
         holes: &[Range<u64>],
         good: u64,
-    ) -> Result<(), (u64, CopyError)> {
+    ) -> Result<u64, (u64, CopyError)> {
         if self.sparse == SparseMode::Never {
-            return Ok(());
+            return Ok(good);
         }
         for hole in holes.iter().filter(|h| h.start < good) {
             let mut pos = hole.start;
             while pos < hole.end {
-                let next = self.next_data(pos).map_err(|e| (pos, self.names.read(e)))?;
-                let NextData::At(start, end) = next else {
-                    break;
+                let read_err = |e| (pos, self.names.read(e));
+                let next = self.next_data(pos).map_err(read_err)?;
+                let (start, end) = match next {
+                    NextData::At(start, end) => (start, end),
+                    // No data from `pos` on: a hole only if SOURCE reaches past this one.
+                    NextData::None => match self.hole_from(pos).map_err(read_err)? {
+                        Some(size) if size >= hole.end => break,
+                        _ => return Ok(pos),
+                    },
+                    NextData::Unknown => return Ok(pos),
                 };
                 if start >= hole.end {
                     break;
@@ -307,14 +318,12 @@ impl<'a> FileCopy<'a> {
                 let (stop, at_eof) =
                     self.copy_run(on, start, Some(end.min(hole.end)), &mut written)?;
                 if at_eof {
-                    // SOURCE is shorter now than this hole's end: the finishing reads, from
-                    // `good`, find no more (the bytes before `good` were read earlier).
-                    return Ok(());
+                    return Ok(stop);
                 }
                 pos = stop;
             }
         }
-        Ok(())
+        Ok(good)
     }
 
     /// Reads SOURCE from `from` to its end through the slot's bounce route and writes it to
@@ -385,18 +394,24 @@ impl<'a> FileCopy<'a> {
     }
 
     /// What lies past `pos` when SEEK_DATA finds no data at or after it: a trailing hole up
-    /// to SOURCE's size when a second look agrees on both, nothing to trust when the looks
-    /// disagree, or no size past `pos` at all.
+    /// to SOURCE's size when the looks agree, nothing to trust when they disagree, or no
+    /// size past `pos` at all.
     fn trailing_end(&self, pos: u64) -> io::Result<Trailing> {
-        let size = self.size_now()?;
-        if size <= pos {
-            return Ok(Trailing::ReadOn);
-        }
-        let again = self.next_data(pos)?;
-        Ok(match again == NextData::None && self.size_now()? == size {
-            true => Trailing::Hole(size),
-            false => Trailing::Changed,
+        Ok(match self.hole_from(pos)? {
+            Some(size) if size <= pos => Trailing::ReadOn,
+            Some(size) => Trailing::Hole(size),
+            None => Trailing::Changed,
         })
+    }
+
+    /// SOURCE's size, when it has no data at or after `pos` and the looks agree: two at its
+    /// size, and SEEK_DATA between them. Zeros past `pos` count as SOURCE's only where this
+    /// size reaches (a SOURCE cut short, then grown again, is no hole). None: SOURCE
+    /// changed between the looks.
+    fn hole_from(&self, pos: u64) -> io::Result<Option<u64>> {
+        let size = self.size_now()?;
+        let again = self.next_data(pos)?;
+        Ok((again == NextData::None && self.size_now()? == size).then_some(size))
     }
 
     /// Copies SOURCE from `start` up to `until` (None: to EOF), a slot at a time, keeping
