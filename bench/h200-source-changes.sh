@@ -2,9 +2,10 @@
 # A SOURCE changed after aiscp opened it, on the H200 with real cuFile (two RAM ext4s, SRC
 # on one and DST on the other), for each build in BIN_DIR (aiscp, and aiscp-base when
 # there): the pause hook at DEST's open widens the window, the change is made, the copy goes
-# on. Then a tree rewritten by another process during -r, without any hook. Rows go to
-# $OUT/source-changes.tsv: build, route, case, exit, DEST size, SOURCE size after the
-# change, whether DEST equals SOURCE, and DEST's NUL bytes beyond SOURCE's.
+# on. Rows go to $OUT/source-changes.tsv: build, route, case, exit, DEST size, SOURCE size
+# after the change, whether DEST equals SOURCE. Then a tree rewritten, cut and grown by
+# another process during -r, without any hook, on each route and through a staging service
+# of the build: rows in $OUT/rewrite-race.tsv (files with a NUL byte must be 0).
 #
 #   bench/h200-source-changes.sh BIN_DIR
 set -uo pipefail
@@ -52,38 +53,52 @@ for build in "${builds[@]}"; do
     done
 done
 
-# No hook: 300 files of 40,000 bytes rewritten in a loop (each version one byte value,
-# never 0) while -r copies them; a NUL byte in DEST was never in SOURCE.
-printf 'build\troute\tround\texit\tfiles_with_nul\n' > "$out/rewrite-race.tsv"
-mkdir -p "$S/tree"
-for i in $(seq -w 1 300); do head -c 40000 /dev/zero | tr '\0' 'a' > "$S/tree/f$i"; done
-python3 - "$S/tree" > /dev/null 2>&1 <<'PY' &
-import os, sys, time
-d = sys.argv[1]
-v = 0
-end = time.time() + 120
-while time.time() < end and not os.path.exists(os.path.join(d, "..", "stop")):
-    for i in range(1, 301):
-        v = v % 254 + 1
-        with open(os.path.join(d, "f%03d" % i), "wb") as f:
-            f.write(bytes([v]) * 40000)
-PY
-writer=$!
-for build in "${builds[@]}"; do
-    for route in bounce library; do
-        for round in 1 2 3 4; do
-            rm -rf "$D/tree"
-            "$B/$build" --backend cufile --route "$route" --no-progress -r "$S/tree" "$D/tree" 2>/dev/null
-            rc=$?
-            nul=$(python3 -c "
+# No hook: scripts/change-tree.py rewrites, cuts and grows 300 files of 40,000 bytes in a
+# loop (every byte it writes nonzero, no file extended with a hole) while -r copies them; a
+# NUL byte in DEST was never in SOURCE. Each route in-process, then through a staging
+# service of the same build (its default route; --debug log kept in $OUT).
+printf 'build\tway\tround\texit\tfiles_with_nul\tfailures\n' > "$out/rewrite-race.tsv"
+nul_files() {
+    python3 -c "
 import os, sys
 d = sys.argv[1]
-print(sum(1 for n in os.listdir(d) if b'\0' in open(os.path.join(d, n), 'rb').read()))" "$D/tree")
-            printf '%s\t%s\t%s\t%s\t%s\n' "$build" "$route" "$round" "$rc" "$nul" >> "$out/rewrite-race.tsv"
+print(sum(1 for n in os.listdir(d) if b'\0' in open(os.path.join(d, n), 'rb').read()))" "$1"
+}
+for build in "${builds[@]}"; do
+    svc_dir=$S/svc-$build
+    mkdir -m 700 "$svc_dir"
+    "$B/$build" --serve --socket "$svc_dir/sock" --backend cufile --debug \
+        2> "$out/race-service-$build.log" &
+    svc=$!
+    for _ in $(seq 300); do [[ -S $svc_dir/sock ]] && break; sleep 0.1; done
+    for way in "bounce" "library" "library --async" "bounce --sparse=always" "service" \
+        "service --verify"; do
+        rm -rf "$S/tree" "$S/stop"
+        mkdir -p "$S/tree"
+        for i in $(seq 0 299); do head -c 40000 /dev/zero | tr '\0' 'a' > "$S/tree/$(printf f%03d "$i")"; done
+        python3 "$HERE/../scripts/change-tree.py" "$S/tree" 300 40000 &
+        changer=$!
+        for round in 1 2 3 4; do
+            rm -rf "$D/tree"
+            case $way in
+                service*) AISCP_SERVICE=$svc_dir/sock "$B/$build" ${way#service} --no-progress \
+                              -r "$S/tree" "$D/tree" 2> "$S/err" ;;
+                *) read -ra args <<< "$way"
+                   "$B/$build" --backend cufile --route "${args[@]}" --no-progress \
+                       -r "$S/tree" "$D/tree" 2> "$S/err" ;;
+            esac
+            rc=$?
+            # --verify may fail a file that changed after it was read, and nothing else.
+            failures=$(grep -vc ': verification failed: ' "$S/err")
+            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$build" "$way" "$round" "$rc" \
+                "$(nul_files "$D/tree")" "$failures" >> "$out/rewrite-race.tsv"
         done
+        touch "$S/stop"; wait "$changer"
     done
+    kill -TERM "$svc"; wait "$svc"
+    echo "$build service: $(grep -c ' connected$' "$out/race-service-$build.log") clients" \
+        >> "$out/rewrite-race.tsv"
 done
-touch "$S/stop"; wait "$writer" 2>/dev/null
 column -t -s$'\t' "$tsv"
 column -t -s$'\t' "$out/rewrite-race.tsv"
 rm -rf "$S" "$D"

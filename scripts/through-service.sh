@@ -42,7 +42,9 @@ env "${env[@]}" XDG_RUNTIME_DIR="$runtime" "$BIN" --serve --debug 2>"$log" &
 svc=$!
 for _ in $(seq 200); do [ -S "$runtime/aiscp/service.sock" ] && break; sleep 0.05; done
 [ -S "$runtime/aiscp/service.sock" ] || { echo "service did not start:" >&2; cat "$log" >&2; exit 1; }
-XDG_RUNTIME_DIR="$runtime" "$@"
+# AISCP_TESTS_THROUGH_SERVICE: the tests' support module then accepts a fake-GPU client that
+# wrote no report of its own (its copies were the service's).
+XDG_RUNTIME_DIR="$runtime" AISCP_TESTS_THROUGH_SERVICE=1 "$@"
 status=$?
 kill -TERM "$svc"
 wait "$svc"

@@ -205,6 +205,21 @@ fn eight_concurrent_clients_byte_exact() {
     }
 }
 
+/// Trees that another process rewrites, shrinks and grows during the copy, copied through
+/// the service on host memory and on the fake GPU (its default route): no DEST gains a
+/// byte SOURCE never held, and every copy went through the service.
+#[test]
+fn a_tree_changed_during_a_copy_through_the_service_never_gains_nul_bytes() {
+    for backend in BACKENDS {
+        let d = dir();
+        let svc = Service::start(backend, d.path(), &[], &[]);
+        crate::source_changes::race_through_a_service(&svc.socket, 3);
+        let log = svc.log();
+        assert_eq!(log.matches(" connected").count(), 4, "{backend:?}: {log}");
+        assert!(svc.stop().success(), "{backend:?}");
+    }
+}
+
 /// A client's large file does not wait behind another client's files: while one client's
 /// file in flight is held (paused before its first slice), another client's file too large
 /// to fly is copied on a free slot and its run ends.

@@ -330,14 +330,14 @@ fn a_sparse_source_filled_before_its_slices_are_read_gains_no_zeros() {
     }
 }
 
-/// No pause: another process rewrites, shrinks and grows every file of a tree, in a loop,
-/// while `-r` copies it, on every way (files in flight, slices, one worker, every route).
-/// Every byte that process ever writes is a nonzero value and no file is ever extended with
-/// a hole, so whatever mix of states the reads saw, a NUL byte in DEST is a byte SOURCE never
-/// held.
+/// No pause: another process (`scripts/change-tree.py`) rewrites, shrinks and grows every
+/// file of a tree, in a loop, while `-r` copies it, on every way (files in flight, slices,
+/// one worker, every route). Every byte that process ever writes is a nonzero value and no
+/// file is ever extended with a hole, so whatever mix of states the reads saw, a NUL byte in
+/// DEST is a byte SOURCE never held.
 #[test]
 fn a_tree_changed_by_another_process_during_the_copy_never_gains_nul_bytes() {
-    race_with_a_changer(WAYS, &[], 3);
+    race_with_a_changer(WAYS, &[], 3, None);
 }
 
 /// The same under --verify (files in flight read back beside the copies, SOURCE read through
@@ -345,40 +345,29 @@ fn a_tree_changed_by_another_process_during_the_copy_never_gains_nul_bytes() {
 /// failed", exit 1), and no DEST, checked or not, holds a byte SOURCE never held.
 #[test]
 fn a_tree_changed_during_a_verified_copy_never_gains_nul_bytes() {
-    race_with_a_changer(WAYS, &["--verify"], 1);
+    race_with_a_changer(WAYS, &["--verify"], 1, None);
+}
+
+/// The race above with every copy going through the staging service at `socket` (the
+/// clients on host memory: the service's own backend and route do the copying), `rounds`
+/// times, plain and under --verify.
+pub(crate) fn race_through_a_service(socket: &Path, rounds: usize) {
+    let way = [Way {
+        name: "through the service",
+        backend: Backend::Host,
+        args: &[],
+    }];
+    race_with_a_changer(&way, &[], rounds, Some(socket));
+    race_with_a_changer(&way, &["--verify"], 1, Some(socket));
 }
 
 /// Copies a tree with `-r` (and `extra`) on each of `ways`, `rounds` times, while another
 /// process changes it (see above), and checks every DEST; with --verify a file that changed
-/// may fail its check, and nothing else may fail.
-fn race_with_a_changer(ways: &[Way], extra: &[&str], rounds: usize) {
+/// may fail its check, and nothing else may fail. `service`: the socket of a staging
+/// service every copy goes through.
+fn race_with_a_changer(ways: &[Way], extra: &[&str], rounds: usize, service: Option<&Path>) {
     const FILES: usize = 300;
     const LEN: usize = 40_000;
-    // Per pass over the tree, each file: rewritten whole (truncate, then write), cut to a
-    // shorter length, or grown by an append; lengths stay within 0..=2 * LEN.
-    const CHANGER: &str = r#"
-import os, random, sys
-d, files, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = random.Random(1)
-v = 0
-while not os.path.exists(os.path.join(d, "..", "stop")):
-    for i in range(files):
-        p = os.path.join(d, "f%03d" % i)
-        v = v % 254 + 1
-        try:
-            what = rng.randrange(3)
-            if what == 0:
-                with open(p, "wb") as f:
-                    f.write(bytes([v]) * rng.randrange(1, n + 1))
-            elif what == 1:
-                size = os.path.getsize(p)
-                os.truncate(p, rng.randrange(0, size + 1))
-            elif os.path.getsize(p) < 2 * n:
-                with open(p, "ab") as f:
-                    f.write(bytes([v]) * rng.randrange(1, n // 4))
-        except OSError:
-            pass
-"#;
     for way in ways {
         for round in 0..rounds {
             let dir = tempfile::tempdir().unwrap();
@@ -389,7 +378,10 @@ while not os.path.exists(os.path.join(d, "..", "stop")):
                 fs::write(src.join(format!("f{i:03}")), vec![1 + (i % 255) as u8; LEN]).unwrap();
             }
             let mut changer = Command::new("python3")
-                .args(["-c", CHANGER])
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/scripts/change-tree.py"
+                ))
                 .arg(&src)
                 .args([FILES.to_string(), LEN.to_string()])
                 .spawn()
@@ -400,6 +392,9 @@ while not os.path.exists(os.path.join(d, "..", "stop")):
                 .args(extra)
                 .args(["-r", "src", "dst"]);
             way.backend.apply(&mut cmd, &d.join("report"));
+            if let Some(socket) = service {
+                cmd.env("AISCP_SERVICE", socket);
+            }
             let out = cmd.output().unwrap();
             fs::write(d.join("stop"), "").unwrap();
             changer.wait().unwrap();
