@@ -4,8 +4,10 @@
 #   part a: checksums (scripts/gpu-check.sh), the per-run cost and the bash loop and eight
 #           1 GiB copies' GPU memory (bench/h200-service.sh), the three trees through a warm
 #           service beside the same build in-process, its host engine, cp and xcp;
-#   part b: eight concurrent 1 GiB clients beside the 8-thread O_DIRECT host copy, and the
-#           4 GiB and 16 GiB files through the service beside the host engine and that copy.
+#   part b: eight concurrent 1 GiB clients beside the 8-thread O_DIRECT host copy of one
+#           1 GiB file, and the same 8 GiB of work done by eight in-process host-engine copies
+#           (host8) and by eight of those host copies at once (hostcopy_qd8_x8); the 4 GiB and
+#           16 GiB files through the service beside the host engine and that copy.
 #
 #   bench/h200-service-all.sh a|b BIN_DIR       (BIN_DIR: aiscp, xcp, rawbw.c)
 #
@@ -86,6 +88,17 @@ else
         rm -f "$D/one"; drop; a=$(now)
         "$B/rawbw" copy "$S/big" "$D/one" $((1 << 30)) $((16 << 20)) 8 > /dev/null; sync
         echo "hostcopy_qd8	$r	$(( ($(now) - a) / 1000000 ))" >> "$tsv"
+        # The same 8 GiB of work without a service: the ceiling of these filesystems.
+        rm -f "$D"/big*; drop; a=$(now); p=()
+        for c in 1 2 3 4 5 6 7 8; do "$B/aiscp" --backend host "$S/big" "$D/big$c" & p+=($!); done
+        wait "${p[@]}"; sync
+        echo "host8	$r	$(( ($(now) - a) / 1000000 ))" >> "$tsv"
+        rm -f "$D"/big*; drop; a=$(now); p=()
+        for c in 1 2 3 4 5 6 7 8; do
+            "$B/rawbw" copy "$S/big" "$D/big$c" $((1 << 30)) $((16 << 20)) 8 > /dev/null & p+=($!)
+        done
+        wait "${p[@]}"; sync
+        echo "hostcopy_qd8_x8	$r	$(( ($(now) - a) / 1000000 ))" >> "$tsv"
     done
     cat "$tsv"
     rm -f "$S/big" "$D"/big* "$D/one"
