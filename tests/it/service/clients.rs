@@ -1,0 +1,442 @@
+//! Many clients sharing one service: byte-exact copies, fair turns, --gpu all, what --stats
+//! and --verify see, idle exit, AISCP_SERVICE=auto, messages in the client's locale.
+
+use super::*;
+
+#[test]
+fn eight_concurrent_clients_byte_exact() {
+    for backend in BACKENDS {
+        let d = dir();
+        // 1 MiB slices: the 3 MiB file is copied in turn, the rest fly.
+        let svc = Service::start(backend, d.path(), &["--chunk-size", "1M"], &[]);
+        let mut runs = Vec::new();
+        for c in 0..8u64 {
+            let src = d.path().join(format!("src{c}"));
+            tree(&src, 30, 3 << 20, c + 1);
+            let out = svc
+                .client()
+                .arg("-r")
+                .arg("--stats")
+                .arg(&src)
+                .arg(d.path().join(format!("dst{c}")))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            runs.push((src, out));
+        }
+        for (c, (src, run)) in runs.into_iter().enumerate() {
+            let out = run.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && stderr.is_empty(),
+                "{backend:?} {c}: {stderr}"
+            );
+            let stats = String::from_utf8_lossy(&out.stdout);
+            let through = format!("the staging service (pid {}, ", svc.pid());
+            let staged = crate::support::stats_value(&stats, "Staged through");
+            assert!(staged.is_some_and(|s| s.starts_with(&through)), "{stats}");
+            assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
+        }
+        let log = svc.log();
+        assert_eq!(log.matches("connected").count(), 8, "{log}");
+        assert!(svc.stop().success());
+    }
+}
+
+/// Trees that another process rewrites, shrinks and grows during the copy, copied through
+/// the service on host memory and on the fake GPU (its default route): no DEST gains a
+/// byte SOURCE never held, and every copy went through the service.
+#[test]
+fn a_tree_changed_during_a_copy_through_the_service_never_gains_nul_bytes() {
+    for backend in BACKENDS {
+        let d = dir();
+        let svc = Service::start(backend, d.path(), &[], &[]);
+        crate::source_changes::race_through_a_service(&svc.socket, 3);
+        let log = svc.log();
+        assert_eq!(log.matches(" connected").count(), 4, "{backend:?}: {log}");
+        assert!(svc.stop().success(), "{backend:?}");
+    }
+}
+
+/// A client's large file does not wait behind another client's files: while one client's
+/// file in flight is held (paused before its first slice), another client's file too large
+/// to fly is copied on a free slot and its run ends.
+#[test]
+fn a_large_file_does_not_wait_behind_another_clients_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        let flag = d.path().join("paused");
+        let pause = format!("slice:{}", flag.display());
+        // Files fly on the bounce route only (the library route copies them one at a time).
+        let args: &[&str] = match backend {
+            Backend::Host => &["--chunk-size", "64K", "--streams", "2"],
+            _ => &["--chunk-size", "64K", "--streams", "2", "--route", "bounce"],
+        };
+        let svc = Service::start(backend, d.path(), args, &[("AISCP_TEST_PAUSE", &pause)]);
+        // Small files only: all of them fly.
+        let held = d.path().join("held");
+        fs::create_dir(&held).unwrap();
+        for i in 0..6 {
+            write_random(&held.join(format!("f{i}")), 10_000 + i, 31 + i as u64);
+        }
+        let holder = svc
+            .client()
+            .arg("-r")
+            .arg(&held)
+            .arg(d.path().join("held-copy"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_flag(&flag);
+        let big = d.path().join("big");
+        write_random(&big, (3 << 20) + 5, 32);
+        let mut large = svc
+            .client()
+            .arg("--debug")
+            .arg(&big)
+            .arg(d.path().join("big-copy"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let ended = loop {
+            if let Some(st) = large.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: still waiting:\n{}",
+                svc.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(large.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(ended.success(), "{backend:?}: {err}");
+        assert!(err.contains("through the staging service"), "{err}");
+        assert_eq!(
+            fs::read(&big).unwrap(),
+            fs::read(d.path().join("big-copy")).unwrap()
+        );
+        // The holder is still held; let it go and it finishes too.
+        fs::remove_file(&flag).unwrap();
+        let out = holder.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(listing(&held), listing(&d.path().join("held-copy")));
+        assert!(svc.stop().success());
+    }
+}
+
+/// `--serve --gpu all` on the fake library with two devices: the clients' files (in flight
+/// and in turn) spread over both GPUs, as one copy's do.
+#[test]
+fn a_gpu_all_service_spreads_files_over_every_gpu() {
+    let d = dir();
+    let svc = Service::start(
+        Backend::FakeGpu,
+        d.path(),
+        &["--gpu", "all", "--chunk-size", "64K", "--streams", "2"],
+        &[("AISCP_FAKE_GPU_DEVICES", "2")],
+    );
+    let src = d.path().join("src");
+    tree(&src, 30, 1 << 20, 21);
+    let clients: Vec<_> = (0..2)
+        .map(|c| {
+            svc.client()
+                .args(["-r", "--stats"])
+                .env("AISCP_FAKE_GPU_DEVICES", "2")
+                .arg(&src)
+                .arg(d.path().join(format!("dst{c}")))
+                .output()
+                .unwrap()
+        })
+        .collect();
+    for (c, out) in clients.iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("Staged through: the staging service (pid ")
+                && stdout.contains(") on GPUs 0,1\n"),
+            "{stdout}"
+        );
+        assert_eq!(listing(&src), listing(&d.path().join(format!("dst{c}"))));
+    }
+    let report = svc.report.clone();
+    assert!(svc.stop().success());
+    // Two slots on each device, both devices used.
+    let devices = Report::read(&report).devices;
+    assert_eq!(devices.mallocs, [2, 2], "{devices:?}");
+    assert!(devices.bytes.iter().all(|&b| b > 0), "{devices:?}");
+}
+
+/// --stats names what staged the data: only the service for a run it copied whole; both
+/// sides, each with the files it copied, for a run that lost the service mid-tree and
+/// finished in-process (text and JSON).
+#[test]
+fn stats_name_each_side_that_copied_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        let mut svc = Service::start(backend, d.path(), &[], &[]);
+        let src = d.path().join("src");
+        for side in ["a", "z"] {
+            fs::create_dir_all(src.join(side)).unwrap();
+            for i in 0..10 {
+                let len = 1 + i * 6000;
+                write_random(&src.join(side).join(format!("{i}")), len, len as u64);
+            }
+        }
+        write_random(&src.join("big"), 1 << 20, 70);
+        let dst = d.path().join("dst");
+        fs::create_dir(&dst).unwrap();
+        write_random(&dst.join("big"), 100, 71);
+        let pid = svc.pid();
+        // -i asks before overwriting dst/big, once every file before it is done (through
+        // the service); the service is killed while the question waits, so big and z/ are
+        // copied in-process.
+        let mut client = svc
+            .client()
+            .args(["-r", "-i", "--stats"])
+            .args(["a", "big", "z"].map(|n| src.join(n)))
+            .arg(&dst)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = client.stderr.take().unwrap();
+        let mut said = Vec::new();
+        while !String::from_utf8_lossy(&said).contains("overwrite ") {
+            let mut buf = [0; 256];
+            let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
+            assert!(n > 0, "{backend:?}: {}", String::from_utf8_lossy(&said));
+            said.extend_from_slice(&buf[..n]);
+        }
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+        let mut child = svc.child.take().unwrap();
+        wait_for(&mut child, Duration::from_secs(10));
+        let mut answer = client.stdin.take().unwrap();
+        std::io::Write::write_all(&mut answer, b"y\n").unwrap();
+        drop(answer);
+        let out = client.wait_with_output().unwrap();
+        std::io::Read::read_to_end(&mut stderr, &mut said).unwrap();
+        let said = String::from_utf8_lossy(&said);
+        assert!(out.status.success(), "{backend:?}: {said}");
+        assert!(said.contains("copying in-process"), "{said}");
+        assert_eq!(listing(&src), listing(&dst));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let staged = crate::support::stats_value(&text, "Staged through").expect(&text);
+        let through = format!("the staging service (pid {pid}, ");
+        let (service, in_process) = staged.split_once("; ").expect(&text);
+        assert!(service.starts_with(&through), "{text}");
+        assert!(service.ends_with(" for 10 files"), "{text}");
+        assert!(
+            in_process.ends_with(" for 11 files copied in-process"),
+            "{text}"
+        );
+        assert!(!in_process.contains("staging service"), "{text}");
+        // Wholly through a service: only the service is named.
+        let again = d.path().join("again");
+        fs::create_dir(&again).unwrap();
+        let svc = Service::start(backend, &again, &[], &[]);
+        let pid = svc.pid();
+        let small = d.path().join("small");
+        fs::create_dir(&small).unwrap();
+        fs::copy(src.join("a/1"), small.join("1")).unwrap();
+        let out = svc
+            .client()
+            .args(["-r", "--stats=json"])
+            .arg(&small)
+            .arg(d.path().join("small-copy"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{backend:?}: {out:?}");
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let staged = stats["staged"].as_array().expect("staged");
+        assert_eq!(staged.len(), 1, "{stats}");
+        assert_eq!(staged[0]["by"], "service", "{stats}");
+        assert_eq!(staged[0]["files"], 1, "{stats}");
+        let library = stats["library"].as_str().unwrap_or_default();
+        assert!(library.starts_with(&format!("the staging service (pid {pid}, ")));
+        let text = svc
+            .client()
+            .args(["-r", "--stats"])
+            .arg(&small)
+            .arg(d.path().join("small-text"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout);
+        let staged = crate::support::stats_value(&text, "Staged through").expect(&text);
+        assert!(staged.starts_with(&format!("the staging service (pid {pid}, ")));
+        assert!(!staged.contains("in-process"), "{text}");
+        assert!(svc.stop().success());
+        backend.assert_report_clean(&d.path().join("client-report"));
+    }
+}
+
+/// --verify through the service reads files in flight back on the engine's read-back
+/// threads, as an in-process run does: while one file's read-back waits (a test pause, its
+/// DEST changed meanwhile), the client goes on and the next file is copied and checked; the
+/// change is still caught, and cp's order of lines is kept.
+#[test]
+fn verify_through_the_service_reads_back_beside_later_files() {
+    for backend in BACKENDS {
+        let d = dir();
+        // One worker: the service answers a before it copies b. Files fly (on the GPU, the
+        // bounce route: the library route copies files in turn).
+        let args: &[&str] = match backend {
+            Backend::Host => &["--streams", "1"],
+            Backend::FakeGpu => &["--streams", "1", "--route", "bounce"],
+        };
+        let svc = Service::start(backend, d.path(), args, &[]);
+        write_random(&d.path().join("a"), 100_000, 5);
+        write_random(&d.path().join("b"), 50_000, 6);
+        fs::create_dir(d.path().join("dst")).unwrap();
+        let flag = d.path().join("paused");
+        let mut client = svc
+            .client()
+            .current_dir(d.path())
+            .env("AISCP_TEST_PAUSE", format!("verify:{}", flag.display()))
+            .args(["--verify", "-v", "a", "b", "dst"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !flag.exists() {
+            if client.try_wait().unwrap().is_some() {
+                panic!("{backend:?}: never paused: {:?}", client.wait_with_output());
+            }
+            assert!(Instant::now() < deadline, "{backend:?}: never paused");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // a's read-back waits; b is copied meanwhile.
+        let b = fs::read(d.path().join("b")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while fs::read(d.path().join("dst/b")).ok().as_ref() != Some(&b) {
+            assert!(
+                Instant::now() < deadline,
+                "{backend:?}: b not copied meanwhile"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let dst_a = fs::OpenOptions::new()
+            .write(true)
+            .open(d.path().join("dst/a"))
+            .unwrap();
+        let old = fs::read(d.path().join("a")).unwrap()[7];
+        std::os::unix::fs::FileExt::write_all_at(&dst_a, &[!old], 7).unwrap();
+        fs::remove_file(&flag).unwrap();
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("verification failed: 'dst/a' differs from 'a' at offset 7"),
+            "{backend:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{backend:?}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout, "'a' -> 'dst/a'\n'b' -> 'dst/b'\n", "{backend:?}");
+        assert!(svc.stop().success());
+    }
+}
+
+#[test]
+fn idle_exit_releases_the_gpu() {
+    let d = dir();
+    let mut svc = Service::start(Backend::FakeGpu, d.path(), &["--idle-exit", "1"], &[]);
+    let src = d.path().join("a");
+    write_random(&src, 300_000, 6);
+    let out = svc
+        .client()
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    let mut child = svc.child.take().unwrap();
+    let started = Instant::now();
+    let st = wait_for(&mut child, Duration::from_secs(10));
+    assert!(st.success(), "{}", svc.log());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(svc.log().contains("releasing the GPU"), "{}", svc.log());
+    let report = Report::read(&svc.report);
+    report.assert_clean();
+    assert!(report.devices.mallocs.iter().sum::<u64>() > 0, "{report}");
+    assert!(!svc.socket.exists(), "socket removed at exit");
+}
+
+#[test]
+fn auto_starts_a_service_that_later_clients_share() {
+    let d = dir();
+    let runtime = d.path().join("xdg");
+    fs::create_dir(&runtime).unwrap();
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
+    let src = d.path().join("a");
+    write_random(&src, 50_000, 7);
+    let run = |to: &str| {
+        let out = Command::new(program())
+            .env("AISCP_BACKEND", "host")
+            .env("AISCP_SERVICE", "auto")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .arg("--debug")
+            .arg(&src)
+            .arg(d.path().join(to))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let pid = stderr
+            .split("through the staging service (pid ")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .unwrap_or_else(|| panic!("{stderr}"))
+            .to_owned();
+        (pid, stderr)
+    };
+    let (first, log) = run("b");
+    assert!(log.contains("starting one"), "{log}");
+    let (second, log) = run("c");
+    assert_eq!(first, second, "{log}");
+    assert!(!log.contains("starting one"), "{log}");
+    assert!(runtime.join("aiscp/service.sock").exists());
+    signal(first.parse().unwrap(), nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("c")).unwrap()
+    );
+}
+
+/// A failure message names files as the client's locale quotes them, whatever the service's
+/// locale: a service under LC_ALL=C would write `'dst/caf'$'\303\251'`, a UTF-8 client run
+/// in-process writes `'dst/café'`.
+#[test]
+fn a_failure_through_the_service_quotes_names_in_the_clients_locale() {
+    let d = dir();
+    let faults = ("AISCP_FAKE_GPU_FAULTS", "write=EIO");
+    let env = [faults, ("LC_ALL", "C")];
+    let svc = Service::start(Backend::FakeGpu, d.path(), &["--route", "library"], &env);
+    write_random(&d.path().join("caf\u{e9}"), 300_000, 12);
+    let run = |service: bool| {
+        let mut cmd = svc.client();
+        if !service {
+            cmd.env("AISCP_SERVICE", "off").env(faults.0, faults.1);
+        }
+        cmd.current_dir(d.path())
+            .env("LC_ALL", "C.UTF-8")
+            .args(["--route", "library", "caf\u{e9}", "d\u{e9}"])
+            .output()
+            .unwrap()
+    };
+    let (here, there) = (run(false), run(true));
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(here.status.code(), Some(1), "{}", text(&here));
+    assert!(text(&here).contains("'d\u{e9}'"), "{}", text(&here));
+    assert_eq!(text(&there), text(&here));
+    assert_eq!(there.status.code(), Some(1));
+    assert!(svc.stop().success());
+}

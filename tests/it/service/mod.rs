@@ -1,0 +1,209 @@
+//! The staging service (`aiscp --serve`) end to end, on host memory and on the fake GPU
+//! library: many clients sharing one service (`clients`), a service or a client failing
+//! (`failures`), who a service serves (`users`), hostile and odd messages (`wire`). This
+//! module holds what they share: a service started per test, and raw messages.
+
+use crate::support::{listing, program, write_random, Backend, Report, BACKENDS};
+use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
+use std::fs;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+mod clients;
+mod failures;
+mod users;
+mod wire;
+
+/// A service started for one test, stopped (SIGTERM) when dropped.
+struct Service {
+    child: Option<Child>,
+    socket: PathBuf,
+    log: PathBuf,
+    report: PathBuf,
+    backend: Backend,
+    client_report: PathBuf,
+}
+
+impl Service {
+    /// Starts `aiscp --serve --debug` on `backend` with its socket under `dir/run`, and
+    /// waits until it answers.
+    fn start(backend: Backend, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Service {
+        let socket = dir.join("run").join("service.sock");
+        let log = dir.join("service.log");
+        let report = dir.join("service-report");
+        let mut cmd = Command::new(program());
+        cmd.arg("--serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--debug")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap());
+        backend.apply(&mut cmd, &report);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while dial(&socket).is_err() {
+            if let Some(st) = child.try_wait().unwrap() {
+                panic!(
+                    "service ended ({st}):\n{}",
+                    fs::read_to_string(&log).unwrap()
+                );
+            }
+            assert!(Instant::now() < deadline, "service never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Service {
+            child: Some(child),
+            socket,
+            log,
+            report,
+            backend,
+            client_report: dir.join("client-report"),
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// An aiscp run that uses this service.
+    fn client(&self) -> Command {
+        let mut cmd = Command::new(program());
+        self.backend.apply(&mut cmd, &self.client_report);
+        cmd.env("AISCP_SERVICE", &self.socket)
+            .env_remove("AISCP_TEST_PAUSE")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap()
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.as_mut().unwrap().try_wait().unwrap().is_none()
+    }
+
+    /// SIGTERM, then the exit status; on the fake GPU its report must be clean.
+    fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        signal(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
+        let st = wait_for(&mut child, Duration::from_secs(20));
+        self.backend.assert_report_clean(&self.report);
+        st
+    }
+
+    /// After SIGKILL the socket is left behind, stale.
+    fn alive_after_kill(&self) -> bool {
+        dial(&self.socket).is_ok()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
+}
+
+fn wait_for(child: &mut Child, limit: Duration) -> ExitStatus {
+    test_support::child::wait_within(child, limit)
+        .unwrap_or_else(|| panic!("process did not end in {limit:?}"))
+}
+
+fn dial(path: &Path) -> nix::Result<OwnedFd> {
+    let s = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    socket::connect(s.as_raw_fd(), &UnixAddr::new(path)?)?;
+    Ok(s)
+}
+
+/// A tree of `files` random files (sizes up to 200 KiB, some empty) and one of `big` bytes.
+fn tree(root: &Path, files: usize, big: usize, seed: u64) {
+    fs::create_dir_all(root.join("sub/deeper")).unwrap();
+    for i in 0..files {
+        let dir = match i % 3 {
+            0 => root.to_path_buf(),
+            1 => root.join("sub"),
+            _ => root.join("sub/deeper"),
+        };
+        let len = (seed as usize * 7919 + i * 104_729) % (200 << 10) * usize::from(i % 7 != 0);
+        write_random(&dir.join(format!("f{i}")), len, seed + i as u64);
+    }
+    write_random(&root.join("big"), big, seed ^ 0xb19);
+}
+
+/// The bytes of the regular files under `root`.
+fn tree_bytes(root: &Path) -> u64 {
+    fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => tree_bytes(&e.path()),
+            false => e.metadata().unwrap().len(),
+        })
+        .sum()
+}
+
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Waits for the pause flag `flag` (AISCP_TEST_PAUSE) to appear.
+fn wait_flag(flag: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !flag.exists() {
+        assert!(Instant::now() < deadline, "never paused");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One message from the service, as text (empty once it has closed).
+fn read_message(sock: &OwnedFd) -> String {
+    let tv = nix::sys::time::TimeVal::new(10, 0);
+    socket::setsockopt(sock, socket::sockopt::ReceiveTimeout, &tv).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    let n = socket::recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// The wire protocol this build speaks (the service's `wire::PROTOCOL`).
+const PROTOCOL: u32 = 2;
+
+/// A hello of this build.
+fn hello() -> Vec<u8> {
+    format!(
+        r#"{{"type":"hello","protocol":{PROTOCOL},"version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
+fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
+    let cmsg = [socket::ControlMessage::ScmRights(fds)];
+    let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    let _ = socket::sendmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &[std::io::IoSlice::new(msg)],
+        cmsgs,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    );
+}
