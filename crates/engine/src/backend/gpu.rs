@@ -144,29 +144,8 @@ impl GpuStaging {
                 "library loaded, no GPU found",
             ))));
         }
-        let indices = match &request.gpu {
-            GpuChoice::List(list) => list.clone(),
-            GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
-            GpuChoice::Local(n) => vec![n % count],
-        };
-        if let Some(&index) = indices.iter().find(|&&i| i >= count) {
-            return Err(OpenError::Device(Error::NoSuchDevice { index, count }));
-        }
-        let read_ahead: Vec<String> = library
-            .read_ahead()
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        diag(&format!(
-            "loaded {} and {}: {count} GPU(s); read ahead: {}",
-            library.io_library_path().display(),
-            library.runtime_library_path().display(),
-            if read_ahead.is_empty() {
-                "none".to_owned()
-            } else {
-                read_ahead.join(", ")
-            },
-        ));
+        let indices = chosen_gpus(&request.gpu, count)?;
+        diag(&describe_load(&library, count));
         let (library_route, why) = super::resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
@@ -188,25 +167,14 @@ impl GpuStaging {
             .iter()
             .map(|&i| library.pci_bus_id(i).ok().flatten())
             .collect();
-        let gpus: Vec<String> = indices
-            .iter()
-            .zip(&bus_ids)
-            .map(|(i, id)| match id {
-                Some(id) => format!("{i} ({id})"),
-                None => i.to_string(),
-            })
-            .collect();
         let version = library.version();
-        diag(&format!(
-            "backend {} ({}{}), runtime {}, GPU {} of {count}",
-            flavor.name(),
-            library.io_library_path().display(),
-            version
-                .as_ref()
-                .map(|v| format!(", {v}"))
-                .unwrap_or_default(),
-            library.runtime_library_path().display(),
-            gpus.join(", "),
+        let gpus = gpu_labels(&indices, &bus_ids);
+        diag(&describe_backend(
+            &library,
+            flavor,
+            version.as_deref(),
+            &gpus,
+            count,
         ));
         if flavor == Flavor::CuFile {
             diag(&format!(
@@ -454,6 +422,68 @@ pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
     | hipfile::sys::STREAM_FIXED_FILE_OFFSET
     | hipfile::sys::STREAM_FIXED_FILE_SIZE
     | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
+
+/// The GPUs `choice` names among the `count` there are, in the run's order.
+fn chosen_gpus(choice: &GpuChoice, count: u32) -> Result<Vec<u32>, OpenError> {
+    let indices = match choice {
+        GpuChoice::List(list) => list.clone(),
+        GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
+        GpuChoice::Local(n) => vec![n % count],
+    };
+    match indices.iter().find(|&&i| i >= count) {
+        Some(&index) => Err(OpenError::Device(Error::NoSuchDevice { index, count })),
+        None => Ok(indices),
+    }
+}
+
+/// --debug: what was loaded, and what the library reads ahead.
+fn describe_load(library: &hipfile::Library, count: u32) -> String {
+    let read_ahead: Vec<String> = library
+        .read_ahead()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    format!(
+        "loaded {} and {}: {count} GPU(s); read ahead: {}",
+        library.io_library_path().display(),
+        library.runtime_library_path().display(),
+        if read_ahead.is_empty() {
+            "none".to_owned()
+        } else {
+            read_ahead.join(", ")
+        },
+    )
+}
+
+/// Each GPU chosen by index, with its PCI address where the runtime says.
+fn gpu_labels(indices: &[u32], bus_ids: &[Option<String>]) -> Vec<String> {
+    indices
+        .iter()
+        .zip(bus_ids)
+        .map(|(i, id)| match id {
+            Some(id) => format!("{i} ({id})"),
+            None => i.to_string(),
+        })
+        .collect()
+}
+
+/// --debug: the backend, its version and the GPUs chosen of the `count` there are.
+fn describe_backend(
+    library: &hipfile::Library,
+    flavor: Flavor,
+    version: Option<&str>,
+    gpus: &[String],
+    count: u32,
+) -> String {
+    format!(
+        "backend {} ({}{}), runtime {}, GPU {} of {count}",
+        flavor.name(),
+        library.io_library_path().display(),
+        version.map(|v| format!(", {v}")).unwrap_or_default(),
+        library.runtime_library_path().display(),
+        gpus.join(", "),
+    )
+}
 
 /// A registered stream whose ops use one slot's registered buffer.
 pub struct GpuStream<'s> {
