@@ -17,7 +17,10 @@
 //! - DEST's size is where reading SOURCE ended, never the size fstat gave at open: a SOURCE
 //!   that shrinks ends at its new end, one that grows is copied on to its new end.
 //! - Every byte of DEST was read from SOURCE, or lies in a hole SOURCE had when it was looked
-//!   at: a trailing hole counts only when SOURCE still reached past it on a second look.
+//!   at: a hole the plan saw, or one SOURCE ends in, counts only when SOURCE, looked at again,
+//!   still has no data there and its size still reaches the hole's end (the size and change
+//!   time the same on both sides of that look). Otherwise SOURCE is read on from the hole's
+//!   start.
 //! - An unaligned end met on an O_DIRECT descriptor is finished by buffered reads (no EINVAL).
 //! - On failure DEST is cut back to the prefix known good; when the disk is full (ENOSPC,
 //!   EDQUOT) the rest is written again in order with buffered writes first, so DEST keeps
@@ -57,7 +60,8 @@ struct Reading<'r, 's, S: Staging> {
     staging: &'r S,
     slot: &'s mut S::Slot,
     cx: &'r Ctx<'r>,
-    report: &'r mut dyn FnMut(u64),
+    /// Shown as progress: the bytes at `.0`, `.1` of them.
+    report: &'r mut dyn FnMut(u64, u64),
 }
 
 /// What lies past the last byte read when SEEK_DATA finds no more data.
@@ -68,6 +72,14 @@ enum Trailing {
     Changed,
     /// SOURCE claims no size past it: read on to see.
     ReadOn,
+}
+
+/// SOURCE as one fstat sees it: a write that leaves the size as it was still moves the
+/// change time (to the nanosecond where the kernel keeps fine-grained times).
+#[derive(PartialEq)]
+struct Look {
+    size: u64,
+    changed: (i64, i64),
 }
 
 /// Where SOURCE's data goes on from some offset, as the finish reads it.
@@ -244,10 +256,15 @@ impl<'a> FileCopy<'a> {
             .inspect_err(|_| {
                 let _ = self.dst.set_len(good);
             })?;
+        // Bytes before `shown` were shown by the data phase (or here): when SOURCE is read
+        // again from before `good`, only what lies past it is new to the progress view.
         let mut read = 0;
-        let mut report = |n: u64| {
-            read += n;
-            progress.advanced(n);
+        let mut shown = good;
+        let mut report = |at: u64, n: u64| {
+            let new = (at + n).saturating_sub(shown.max(at));
+            shown = shown.max(at + n);
+            read += new;
+            progress.advanced(new);
         };
         let mut on = Reading {
             staging,
@@ -282,11 +299,12 @@ impl<'a> FileCopy<'a> {
 
     /// Copies whatever data SOURCE now has in the holes the plan left before `good` (cp
     /// looks for data again after each extent; a plan's holes are from before the slices
-    /// were read). A hole stays a hole only where a look finds SOURCE still reaching past
-    /// it: a plan made while SOURCE was cut short sees its end as a hole, and SOURCE may
-    /// have grown back since. Returns where the finishing reads go on from: `good`, or where
-    /// SOURCE was found to end inside a hole (what DEST holds past it is read again).
-    /// Errors come with the offset DEST is good up to.
+    /// were read). A hole stays a hole only where a look finds it still one, SOURCE's size
+    /// reaching its end: a plan made while SOURCE was cut short sees its end as a hole, and
+    /// SOURCE may have grown back since. Returns where the finishing reads go on from: `good`;
+    /// or, where the look finds SOURCE ending inside a hole, disagrees with itself, or cannot
+    /// see holes, or a read in a hole meets EOF, that point (what DEST holds past it is read
+    /// again). Errors come with the offset DEST is good up to.
     fn fill_holes<S: Staging>(
         &self,
         on: &mut Reading<'_, '_, S>,
@@ -405,13 +423,13 @@ impl<'a> FileCopy<'a> {
     }
 
     /// SOURCE's size, when it has no data at or after `pos` and the looks agree: two at its
-    /// size, and SEEK_DATA between them. Zeros past `pos` count as SOURCE's only where this
-    /// size reaches (a SOURCE cut short, then grown again, is no hole). None: SOURCE
-    /// changed between the looks.
+    /// size and change time, and SEEK_DATA between them. Zeros past `pos` count as SOURCE's
+    /// only up to this size (a SOURCE cut short, then grown again, is no hole). None:
+    /// SOURCE changed between the looks.
     fn hole_from(&self, pos: u64) -> io::Result<Option<u64>> {
-        let size = self.size_now()?;
+        let first = self.look()?;
         let again = self.next_data(pos)?;
-        Ok((again == NextData::None && self.size_now()? == size).then_some(size))
+        Ok((again == NextData::None && self.look()? == first).then_some(first.size))
     }
 
     /// Copies SOURCE from `start` up to `until` (None: to EOF), a slot at a time, keeping
@@ -449,7 +467,7 @@ impl<'a> FileCopy<'a> {
                     Err((0, e)) => return Err((*written, e)),
                     Err((ends, e)) => return Err((at + ends as u64, e)),
                 }
-                (on.report)(got as u64);
+                (on.report)(at, got as u64);
             }
             at += got as u64;
             if got < want {
@@ -463,8 +481,13 @@ impl<'a> FileCopy<'a> {
         fileio::next_data(self.src, pos)
     }
 
-    fn size_now(&self) -> io::Result<u64> {
-        Ok(self.src.metadata()?.len())
+    fn look(&self) -> io::Result<Look> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.src.metadata()?;
+        Ok(Look {
+            size: m.len(),
+            changed: (m.ctime(), m.ctime_nsec()),
+        })
     }
 }
 
