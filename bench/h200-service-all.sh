@@ -93,12 +93,14 @@ else
         for c in 1 2 3 4 5 6 7 8; do "$B/aiscp" --backend host "$S/big" "$D/big$c" & p+=($!); done
         wait "${p[@]}"; sync
         echo "host8	$r	$(( ($(now) - a) / 1000000 ))" >> "$tsv"
+        ((r > 1)) || for c in 1 2 3 4 5 6 7 8; do cmp -s "$S/big" "$D/big$c" || echo "MISMATCH host8 big$c"; done
         rm -f "$D"/big*; drop; a=$(now); p=()
         for c in 1 2 3 4 5 6 7 8; do
             "$B/rawbw" copy "$S/big" "$D/big$c" $((1 << 30)) $((16 << 20)) 8 > /dev/null & p+=($!)
         done
         wait "${p[@]}"; sync
         echo "hostcopy_qd8_x8	$r	$(( ($(now) - a) / 1000000 ))" >> "$tsv"
+        ((r > 1)) || for c in 1 2 3 4 5 6 7 8; do cmp -s "$S/big" "$D/big$c" || echo "MISMATCH hostcopy_qd8_x8 big$c"; done
     done
     cat "$tsv"
     rm -f "$S/big" "$D"/big* "$D/one"
