@@ -508,3 +508,33 @@ fn a_failure_past_a_new_end_is_not_the_copys() {
     assert!(fs::read(d.join("b")).unwrap() == fs::read(d.join("a")).unwrap());
     Backend::FakeGpu.assert_report_clean(&d.join("report"));
 }
+
+/// The same when the slice that fails is the one SOURCE now ends inside: a library may
+/// answer EIO to a read that crosses the new end as well as to one past it (the AMD
+/// fastpath asks the whole aligned range), and no slice has yet found SOURCE shorter. The
+/// failure is SOURCE's end, as a serial copy would have met it: the finish reads on from
+/// the slice's start. SOURCE is cut to 70,001 bytes once DEST is open, before any slice;
+/// every library read at 65,536 (the slice holding the cut) fails.
+#[test]
+fn a_failure_across_a_new_end_is_not_the_copys() {
+    let library = |w: &Way| w.args.contains(&"library");
+    for way in WAYS.iter().filter(|w| library(w)) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("a"), random_bytes(300_000, 8)).unwrap();
+        let mut cmd = Command::new(program());
+        cmd.current_dir(d)
+            .env("AISCP_FAKE_GPU_FAULTS", "read@65536*=EIO")
+            .args(way.args)
+            .args(["a", "b"]);
+        way.backend.apply(&mut cmd, &d.join("report"));
+        let out = paused_at(cmd, "dest-open", d, || {
+            Change::Truncate(70_001).apply(&d.join("a"))
+        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{}: {stderr}", way.name);
+        let got = fs::read(d.join("b")).unwrap();
+        assert!(got == fs::read(d.join("a")).unwrap(), "{}", way.name);
+        way.backend.assert_report_clean(&d.join("report"));
+    }
+}

@@ -391,7 +391,7 @@ fn copy_whole<S: Staging>(
         skip_zeros: job.sparse == SparseMode::Always,
         align: plan.align,
     };
-    let work = Work::new(&plan.slices, cancel);
+    let work = Work::new(&plan.slices, &job.src, cancel);
     let mut reported = 0;
     run_worker(staging, slot, &ends, &work, &mut |n| {
         reported += n;

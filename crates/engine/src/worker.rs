@@ -137,11 +137,13 @@ pub(crate) struct Work<'a> {
     /// past it is not the copy's: a serial copy would have stopped at SOURCE's end first (a
     /// library may fail a read past a new EOF instead of answering short).
     eof_at: AtomicU64,
+    /// SOURCE, whose size says whether a failed read asked past its end.
+    src: &'a File,
 }
 
 impl<'a> Work<'a> {
-    /// No slice taken yet; `cancel` stops the workers between slices.
-    pub(crate) fn new(slices: &'a [Range<u64>], cancel: &'a AtomicBool) -> Work<'a> {
+    /// No slice taken yet of `src`'s `slices`; `cancel` stops the workers between slices.
+    pub(crate) fn new(slices: &'a [Range<u64>], src: &'a File, cancel: &'a AtomicBool) -> Work<'a> {
         Work {
             slices,
             next: AtomicUsize::new(0),
@@ -150,6 +152,22 @@ impl<'a> Work<'a> {
             cancel,
             error: Mutex::new(None),
             eof_at: AtomicU64::new(u64::MAX),
+            src,
+        }
+    }
+
+    /// A slice that ended `failed`: a read that asked past SOURCE's end as it is now marks
+    /// that end at the slice's start, as a short read does (a library may answer EIO to a
+    /// read across a new EOF); the finish reads on from there with buffered reads, which
+    /// meet any other failure again. Anything else fails the copy.
+    fn slice_failed(&self, slice: &Range<u64>, failed: CopyError) {
+        let asked_past_end = matches!(failed, CopyError::Read { .. })
+            && self.src.metadata().is_ok_and(|m| m.len() < slice.end);
+        match asked_past_end {
+            true => {
+                self.eof_at.fetch_min(slice.start, Ordering::SeqCst);
+            }
+            false => self.fail(slice.start, failed),
         }
     }
     pub(crate) fn fail(&self, offset: u64, e: CopyError) {
@@ -263,7 +281,7 @@ pub(crate) fn take_slices(
                     work.eof_at.fetch_min(slice.start + n, Ordering::SeqCst);
                 }
             }
-            Err(e) => work.fail(slice.start, e),
+            Err(e) => work.slice_failed(slice, e),
         }
     }
 }

@@ -304,7 +304,7 @@ impl<S: Staging> Pipeline<S> {
             skip_zeros: file.sparse == SparseMode::Always,
             align: plan.align,
         };
-        let work = Work::new(&plan.slices, cx.cancel);
+        let work = Work::new(&plan.slices, file.src, cx.cancel);
         let reported = self.run_workers(workers, use_async, &ends, &work, progress);
         // Workers are joined: hand the fds back buffered for the finish and for the caller.
         drop(src_side);
