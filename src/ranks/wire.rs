@@ -210,6 +210,11 @@ impl Encoder {
                 self.u8(u8::from(end.good.is_some()));
                 self.u64(end.good.unwrap_or(0));
                 self.u8(u8::from(end.whole));
+                self.u64(end.holes.len() as u64);
+                for hole in &end.holes {
+                    self.u64(hole.start);
+                    self.u64(hole.end);
+                }
             }
         }
     }
@@ -267,9 +272,12 @@ impl Decoder<'_> {
             _ => {
                 let some = self.u8() == 1;
                 let good = self.u64();
+                let whole = self.u8() == 1;
+                let holes = (0..self.u64()).map(|_| self.u64()..self.u64()).collect();
                 Outcome::Part(PartEnd {
                     good: some.then_some(good),
-                    whole: self.u8() == 1,
+                    whole,
+                    holes,
                 })
             }
         }
@@ -337,10 +345,12 @@ mod tests {
             Outcome::Part(PartEnd {
                 good: None,
                 whole: false,
+                holes: Vec::new(),
             }),
             Outcome::Part(PartEnd {
                 good: Some(u64::MAX),
                 whole: true,
+                holes: vec![0..4096, 1 << 20..u64::MAX],
             }),
             Outcome::Failed("cannot open 'a\u{e9}' for reading: Permission denied".into()),
             Outcome::Interrupted { started: false },

@@ -5,6 +5,7 @@
 //! Run with `cargo test --features mpi --test it -- mpi::` on a machine with Open MPI (Debian:
 //! openmpi-bin, libopenmpi-dev; libclang-dev to build the bindings).
 
+mod source_changes;
 mod whole_files;
 
 use crate::support::*;

@@ -324,19 +324,3 @@ pub fn pwrite_all(file: &File, buf: &[u8], offset: u64) -> Result<(), (usize, io
     }
     Ok(())
 }
-
-/// The holes of `file` within `[0, end)`: the gaps between its data extents.
-pub fn holes(file: &File, end: u64) -> io::Result<Vec<Range<u64>>> {
-    let mut holes = Vec::new();
-    let mut pos = 0;
-    for extent in data_extents(file, end)? {
-        if extent.start > pos {
-            holes.push(pos..extent.start);
-        }
-        pos = extent.end;
-    }
-    if pos < end {
-        holes.push(pos..end);
-    }
-    Ok(holes)
-}

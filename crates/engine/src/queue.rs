@@ -397,7 +397,9 @@ fn copy_whole<S: Staging>(
         reported += n;
         progress.advanced(n);
     });
-    let phase = work.phase().or_failure(file.end_direct(&plan).err());
+    let phase = work
+        .phase(&(0..job.len))
+        .or_failure(file.end_direct(&plan).err());
     let end = file.finish(phase, Some(reported), staging, slot, &cx, progress);
     progress.file_finished();
     end

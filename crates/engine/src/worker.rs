@@ -51,37 +51,43 @@ pub(crate) struct Phase {
     pub(crate) whole: bool,
     /// The first failure, at the lowest offset.
     pub(crate) error: Option<CopyError>,
-    /// The holes the plan left between its slices (the finish looks at those before `good`
-    /// again), as SOURCE had them when the plan was made.
+    /// The ranges the plan left to no slice (the finish looks at those before `good` again),
+    /// as SOURCE had them when the plan was made.
     pub(crate) holes: Vec<Range<u64>>,
 }
 
 /// How one part of a file's data phase ended, for schedulers that split a file between
 /// processes (MPI ranks) and end it with [`crate::Engine::finish_parts`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartEnd {
     /// The end of the last whole slice in the part's leading run; None when there was none.
     pub good: Option<u64>,
     /// Every slice of the part was copied whole.
     pub whole: bool,
+    /// The ranges of the part that its plan found no data in (holes, or past SOURCE's end
+    /// when it was cut short): the finish looks at them again, as at a whole file's. DEST's
+    /// own holes cannot say where they are: a filesystem whose SEEK_DATA calls every byte
+    /// data (ramfs, NFSv3) has none.
+    pub holes: Vec<Range<u64>>,
 }
 
 impl Phase {
-    /// The phase of a file whose parts ended as `parts` (in file order; an error ends it).
-    /// Other copiers' plans are not known here: the holes to look at again are DEST's,
-    /// which the caller adds.
+    /// The phase of a file whose parts ended as `parts` (in file order; an error ends it),
+    /// with the holes their plans left.
     pub(crate) fn of_parts(parts: Vec<Result<PartEnd, CopyError>>) -> Phase {
         let mut good = None;
+        let mut holes = Vec::new();
         for part in parts {
             match part {
                 Ok(end) => {
                     good = end.good.or(good);
+                    holes.extend(end.holes);
                     if !end.whole {
                         return Phase {
                             good,
                             whole: false,
                             error: None,
-                            holes: Vec::new(),
+                            holes,
                         };
                     }
                 }
@@ -90,7 +96,7 @@ impl Phase {
                         good,
                         whole: false,
                         error: Some(e),
-                        holes: Vec::new(),
+                        holes,
                     }
                 }
             }
@@ -99,7 +105,7 @@ impl Phase {
             good,
             whole: true,
             error: None,
-            holes: Vec::new(),
+            holes,
         }
     }
 
@@ -119,6 +125,7 @@ impl Phase {
             None => Ok(PartEnd {
                 good: self.good,
                 whole: self.whole,
+                holes: self.holes,
             }),
         }
     }
@@ -194,21 +201,25 @@ impl<'a> Work<'a> {
         (good, true)
     }
 
-    /// The gaps between the slices (and before the first), where the plan saw holes.
-    fn holes(&self) -> Vec<Range<u64>> {
+    /// The parts of `range` (what was planned) that no slice covers: where the plan saw
+    /// holes, or SOURCE ending.
+    fn holes(&self, range: &Range<u64>) -> Vec<Range<u64>> {
         let mut holes = Vec::new();
-        let mut end = 0;
+        let mut end = range.start;
         for slice in self.slices {
             if slice.start > end {
                 holes.push(end..slice.start);
             }
-            end = slice.end;
+            end = end.max(slice.end);
+        }
+        if range.end > end {
+            holes.push(end..range.end);
         }
         holes
     }
 
-    /// How the data phase of a whole file ended (the workers have stopped).
-    pub(crate) fn phase(&self) -> Phase {
+    /// How the data phase of `range` ended (the workers have stopped).
+    pub(crate) fn phase(&self, range: &Range<u64>) -> Phase {
         let (good, whole) = self.leading_run();
         let error = self.error.lock().unwrap_or_else(|p| p.into_inner()).take();
         let eof_at = self.eof_at.load(Ordering::SeqCst);
@@ -221,7 +232,7 @@ impl<'a> Work<'a> {
             good,
             whole,
             error,
-            holes: self.holes(),
+            holes: self.holes(range),
         }
     }
 }

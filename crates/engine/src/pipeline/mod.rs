@@ -5,7 +5,7 @@
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
 use crate::file_copy::{opening, FileCopy};
-use crate::fileio::{self, MIN_ALIGN};
+use crate::fileio::MIN_ALIGN;
 use crate::stages::{Stage, StageClock, StageTimes};
 use crate::worker::{run_worker, Endpoints, Handle, PartEnd, Phase, SideRoute, Work};
 use crate::{CopyError, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
@@ -172,11 +172,8 @@ impl<S: Staging> Pipeline<S> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
-        let mut phase = Phase::of_parts(parts);
-        // What the parts did not write is a hole in DEST: where SOURCE has data there now,
-        // the finish copies it.
-        phase.holes =
-            fileio::holes(file.dst, phase.good.unwrap_or(0)).map_err(|e| cx.names.write(e))?;
+        // The parts' plans' holes: where SOURCE has data there now, the finish copies it.
+        let phase = Phase::of_parts(parts);
         let (staging, slot) = self.first_chosen();
         file.finish(phase, None, staging, slot, cx, progress)
     }
@@ -309,7 +306,7 @@ impl<S: Staging> Pipeline<S> {
         // Workers are joined: hand the fds back buffered for the finish and for the caller.
         drop(src_side);
         drop(dst_side);
-        let phase = work.phase().or_failure(file.end_direct(&plan).err());
+        let phase = work.phase(&range).or_failure(file.end_direct(&plan).err());
         Ok((phase, reported))
     }
 
