@@ -48,6 +48,9 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
+/// SOURCE's side and DEST's, opened for the data phase, each with why it is not direct.
+pub(crate) type Sides<'fd, S> = [(SideRoute<Handle<'fd, S>>, &'static str); 2];
+
 /// One regular SOURCE into one regular DEST.
 pub(crate) struct FileCopy<'a> {
     pub(crate) src: &'a File,
@@ -161,6 +164,37 @@ impl<'a> FileCopy<'a> {
                 })
             }
         }
+    }
+
+    /// Opens both sides for the data phase as `plan` asks (registered with `library` where
+    /// given; SOURCE through the page cache under `verify` where it may be), then cuts DEST
+    /// when `cut` says it holds old bytes. On a failure both files go back buffered. Returns
+    /// each side with why it is not direct (for --debug).
+    pub(crate) fn open_sides<S: Staging>(
+        &self,
+        staging: &S,
+        plan: &Plan,
+        library: Option<&S::Library>,
+        verify: bool,
+        cut: bool,
+    ) -> Result<Sides<'a, S>, CopyError> {
+        let names = self.names;
+        let opened = (|| {
+            let src_access = plan.source_access(verify, library.is_some());
+            let dst_access = plan.dest_access(self.sparse, library.is_some());
+            let src = self.open_side(staging, self.src, src_access, library, &names.src, |e| {
+                names.read(e)
+            })?;
+            let dst = self.open_side(staging, self.dst, dst_access, library, &names.dst, |e| {
+                names.write(e)
+            })?;
+            self.begin(cut)?;
+            Ok([src, dst])
+        })();
+        if opened.is_err() {
+            let _ = self.end_direct(plan);
+        }
+        opened
     }
 
     /// Hands both files back buffered, as they came (the finishing reads need it), where

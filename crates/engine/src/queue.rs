@@ -347,24 +347,10 @@ fn copy_whole<S: Staging>(
             staging.slot_alignment(),
         )
         .map_err(|e| names.read(e))?;
-    let sides = opening(&cx, || {
-        let src_access = plan.source_access(shared.verify, false);
-        let src = file.open_side(staging, &job.src, src_access, None, &names.src, |e| {
-            names.read(e)
-        })?;
-        let dst = file.open_side(staging, &job.dst, plan.access(), None, &names.dst, |e| {
-            names.write(e)
-        })?;
-        file.begin(job.truncate)?;
-        Ok((src, dst))
-    });
-    let ((src_side, _), (dst_side, _)) = match sides {
-        Ok(sides) => sides,
-        Err(e) => {
-            let _ = file.end_direct(&plan);
-            return Err(e);
-        }
-    };
+    // Files in flight take no library: they bounce.
+    let [(src_side, _), (dst_side, _)] = opening(&cx, || {
+        file.open_sides(staging, &plan, None, shared.verify, job.truncate)
+    })?;
     let progress = &*job.progress;
     progress.file_started(&job.src_name, Some(job.len));
     progress.route(src_side.describe(), dst_side.describe());

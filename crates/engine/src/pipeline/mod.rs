@@ -4,7 +4,7 @@
 
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, Reader, Writer};
-use crate::file_copy::{opening, FileCopy};
+use crate::file_copy::{opening, FileCopy, Plan};
 use crate::fileio::MIN_ALIGN;
 use crate::stages::{Stage, StageClock, StageTimes};
 use crate::worker::{run_worker, Endpoints, Handle, PartEnd, Phase, SideRoute, Work};
@@ -214,60 +214,11 @@ impl<S: Staging> Pipeline<S> {
         diag: &mut dyn FnMut(&str),
     ) -> Result<(Phase, u64), CopyError> {
         let names = cx.names;
-        let slot_alignment = self.staging.slot_alignment();
-        let plan_for = |chunk: usize| {
-            file.plan(range.clone(), chunk, 0, slot_alignment)
-                .map_err(|e| names.read(e))
-        };
-        let chunk = self.chunk;
-        let mut plan = plan_for(chunk)?;
-        let wanted = self.chosen.len().min(plan.slices.len());
-        let granted = self.ensure_slots(wanted, &names.src, diag)?;
-        if granted.chunk != chunk {
-            // Device memory ran short: more, smaller slices (never fewer than workers).
-            plan = plan_for(granted.chunk)?;
-        }
-        let mut workers = granted.slots;
-        if !(self.staging.library().is_some() && plan.direct) {
-            // Every slice bounces: each worker's windows must exist before DST is touched.
-            workers = self.ready_windows(workers, &names.src, diag)?;
-        }
-        self.workers = workers;
+        let (plan, workers) = self.plan_with_slots(file, &range, names, diag)?;
         let library = self.staging.library();
-        let dst_access = plan.dest_access(file.sparse, library.is_some());
-        let (src_side, src_why) = opening(cx, || {
-            file.open_side(
-                &*self.staging,
-                file.src,
-                plan.source_access(self.verify, library.is_some()),
-                library,
-                &names.src,
-                |e| names.read(e),
-            )
+        let [(src_side, src_why), (dst_side, dst_why)] = opening(cx, || {
+            file.open_sides(&*self.staging, &plan, library, self.verify, whole_file)
         })?;
-        let dst_side = opening(cx, || {
-            file.open_side(
-                &*self.staging,
-                file.dst,
-                dst_access,
-                library,
-                &names.dst,
-                |e| names.write(e),
-            )
-        });
-        let (dst_side, dst_why) = match dst_side {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = file.end_direct(&plan);
-                return Err(e);
-            }
-        };
-        if whole_file {
-            if let Err(e) = file.begin(true) {
-                let _ = file.end_direct(&plan);
-                return Err(e);
-            }
-        }
         // The stream API moves bytes between registered files and device memory only: a
         // file with a bouncing side takes the threaded workers.
         let use_async = self.async_io
@@ -281,10 +232,7 @@ impl<S: Staging> Pipeline<S> {
             names.dst,
             crate::units::length(range.end - range.start),
             plan.slices.len(),
-            crate::units::size(match plan.direct {
-                true => plan.align,
-                false => 1,
-            }),
+            crate::units::size(if plan.direct { plan.align } else { 1 }),
             src_side.describe(),
             paren(src_why),
             dst_side.describe(),
@@ -308,6 +256,39 @@ impl<S: Staging> Pipeline<S> {
         drop(dst_side);
         let phase = work.phase(&range).or_failure(file.end_direct(&plan).err());
         Ok((phase, reported))
+    }
+
+    /// Plans `range` for the slots this file may use, and readies them: device memory (a
+    /// smaller chunk, and a new plan, when it runs short) and, where slices bounce, each
+    /// worker's pinned windows, all before DST is touched. Returns the plan and how many
+    /// workers run it.
+    fn plan_with_slots(
+        &mut self,
+        file: &FileCopy<'_>,
+        range: &Range<u64>,
+        names: &Names,
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<(Plan, usize), CopyError> {
+        let slot_alignment = self.staging.slot_alignment();
+        let plan_for = |chunk: usize| {
+            file.plan(range.clone(), chunk, 0, slot_alignment)
+                .map_err(|e| names.read(e))
+        };
+        let chunk = self.chunk;
+        let mut plan = plan_for(chunk)?;
+        let wanted = self.chosen.len().min(plan.slices.len());
+        let granted = self.ensure_slots(wanted, &names.src, diag)?;
+        if granted.chunk != chunk {
+            // Device memory ran short: more, smaller slices (never fewer than workers).
+            plan = plan_for(granted.chunk)?;
+        }
+        let mut workers = granted.slots;
+        if !(self.staging.library().is_some() && plan.direct) {
+            // Every slice bounces: each worker's windows must exist before DST is touched.
+            workers = self.ready_windows(workers, &names.src, diag)?;
+        }
+        self.workers = workers;
+        Ok((plan, workers))
     }
 
     /// Copies a sequential source (or into a non-regular DST) from its start to EOF on this thread
