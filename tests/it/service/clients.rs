@@ -351,13 +351,7 @@ fn idle_exit_releases_the_gpu() {
     let mut svc = Service::start(Backend::FakeGpu, d.path(), &["--idle-exit", "1"], &[]);
     let src = d.path().join("a");
     write_random(&src, 300_000, 6);
-    let out = svc
-        .client()
-        .arg(&src)
-        .arg(d.path().join("b"))
-        .output()
-        .unwrap();
-    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    assert_copies(&svc, &src, &d.path().join("b"));
     let mut child = svc.child.take().unwrap();
     let started = Instant::now();
     let st = wait_for(&mut child, Duration::from_secs(10));

@@ -18,21 +18,6 @@ fn paused_between_slices(backend: Backend, dir: &Path, args: &[&str]) -> (Servic
     (svc, flag)
 }
 
-/// The service still serves: a new client copies `a` to `c` byte for byte.
-fn assert_serves_on(svc: &Service, d: &Path) {
-    let out = svc
-        .client()
-        .arg(d.join("a"))
-        .arg(d.join("c"))
-        .output()
-        .unwrap();
-    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
-    assert_eq!(
-        fs::read(d.join("a")).unwrap(),
-        fs::read(d.join("c")).unwrap()
-    );
-}
-
 #[test]
 fn service_killed_mid_tree_client_finishes_as_in_process() {
     for backend in BACKENDS {
@@ -206,7 +191,7 @@ fn client_killed_mid_copy_service_serves_on() {
         // Stopped between slices, not finished for a client that is gone.
         let left = fs::metadata(d.path().join("b")).unwrap().len();
         assert!(left < 4 << 20, "{backend:?}: {left}");
-        assert_serves_on(&svc, d.path());
+        assert_copies(&svc, &d.path().join("a"), &d.path().join("c"));
         assert!(svc.stop().success());
     }
 }
@@ -240,7 +225,7 @@ fn sigint_stops_a_client_within_a_second_and_the_service_serves_on() {
     );
     fs::remove_file(&flag).unwrap();
     assert!(svc.alive());
-    assert_serves_on(&svc, d.path());
+    assert_copies(&svc, &d.path().join("a"), &d.path().join("c"));
     assert!(svc.stop().success());
 }
 
@@ -255,23 +240,8 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
     let src = d.path().join("a");
     write_random(&src, 70_000, 4);
-    let out = Command::new(program())
-        .env("AISCP_BACKEND", "host")
-        .env("AISCP_SERVICE", &socket)
-        .arg(&src)
-        .arg(d.path().join("b"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("cannot connect: Connection refused; copying in-process"),
-        "{stderr}"
-    );
-    assert_eq!(
-        fs::read(&src).unwrap(),
-        fs::read(d.path().join("b")).unwrap()
-    );
+    let refused = "cannot connect: Connection refused";
+    assert_copies_in_process(&socket, &src, &d.path().join("b"), refused);
     // The default per-user socket is not looked for when missing: silence.
     let out = Command::new(program())
         .env("AISCP_BACKEND", "host")
@@ -357,9 +327,7 @@ fn a_service_of_another_version_or_overloaded_is_not_used() {
     let src = d.path().join("a");
     write_random(&src, 90_000, 8);
     let copy = |sock: &Path, to: &str| {
-        let out = Command::new(program())
-            .env("AISCP_BACKEND", "host")
-            .env("AISCP_SERVICE", sock)
+        let out = host_client(sock)
             .arg(&src)
             .arg(d.path().join(to))
             .output()

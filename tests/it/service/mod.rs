@@ -115,6 +115,35 @@ impl Drop for Service {
     }
 }
 
+/// An aiscp run on host memory that uses the service at `socket` (a path, or "auto").
+fn host_client(socket: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program());
+    cmd.env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", socket);
+    cmd
+}
+
+/// A host-memory client pointed at `socket` copies `src` to `dst` in-process, with exactly
+/// one warning, which says `why`: exit 0, DEST equal to SOURCE.
+fn assert_copies_in_process(socket: &Path, src: &Path, dst: &Path, why: &str) {
+    let out = host_client(socket).arg(src).arg(dst).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{why}; copying in-process")),
+        "{stderr}"
+    );
+    assert_eq!(fs::read(src).unwrap(), fs::read(dst).unwrap());
+}
+
+/// A client of `svc` copies `src` to `dst`: exit 0, nothing on stderr, DEST equal to SOURCE.
+fn assert_copies(svc: &Service, src: &Path, dst: &Path) {
+    let out = svc.client().arg(src).arg(dst).output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    assert_eq!(fs::read(src).unwrap(), fs::read(dst).unwrap());
+}
+
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
 }

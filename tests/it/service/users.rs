@@ -19,24 +19,19 @@ fn another_uid_is_refused() {
     .unwrap();
     fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).unwrap();
     let socket = home.join("service.sock");
-    let mut child = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .arg(program())
-        .args(["--serve", "--backend", "host", "--socket"])
-        .arg(&socket)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let sock = loop {
-        if let Ok(s) = dial(&socket) {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "service never answered");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    // Killed when dropped, a failing assertion included.
+    let child = Other::start(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg(program())
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(&socket),
+        &socket,
+        &d.path().join("service.log"),
+    );
+    let sock = dial(&socket).unwrap();
     // The drop happened: the service is nobody's.
-    let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let status = fs::read_to_string(format!("/proc/{}/status", child.0.id())).unwrap();
     let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     assert!(
         uid_line.split_whitespace().skip(1).all(|u| u == "65534"),
@@ -52,23 +47,8 @@ fn another_uid_is_refused() {
     // aiscp as root copies in-process, with one warning.
     let src = d.path().join("a");
     write_random(&src, 100_000, 3);
-    let out = Command::new(program())
-        .env("AISCP_BACKEND", "host")
-        .env("AISCP_SERVICE", &socket)
-        .arg(&src)
-        .arg(d.path().join("b"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("copying in-process"), "{stderr}");
-    assert_eq!(
-        fs::read(&src).unwrap(),
-        fs::read(d.path().join("b")).unwrap()
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+    let not_ours = "it runs as uid 65534, not 0";
+    assert_copies_in_process(&socket, &src, &d.path().join("b"), not_ours);
 }
 
 /// `setpriv` that runs a command as `user:group` (names), in that group only.
@@ -353,9 +333,7 @@ fn one_user_holding_connections_does_not_keep_others_out() {
         )
         .unwrap();
         assert_eq!(line, "holding\n", "{user}");
-        let out = Command::new(program())
-            .env("AISCP_BACKEND", "host")
-            .env("AISCP_SERVICE", &socket)
+        let out = host_client(&socket)
             .arg("--debug")
             .arg(&src)
             .arg(d.path().join(format!("copy-{}", &user[..6])))
@@ -459,24 +437,8 @@ fn a_client_keeps_its_files_from_another_users_service() {
     let src = d.path().join("secret");
     write_random(&src, 50_000, 13);
     fs::set_permissions(&src, fs::Permissions::from_mode(0o600)).unwrap();
-    let out = Command::new(program())
-        .env("AISCP_BACKEND", "host")
-        .env("AISCP_SERVICE", &socket)
-        .arg(&src)
-        .arg(d.path().join("copy"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("it runs as uid 65534, not 0; copying in-process"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("copying in-process"), "{stderr}");
-    assert_eq!(
-        fs::read(&src).unwrap(),
-        fs::read(d.path().join("copy")).unwrap()
-    );
+    let not_ours = "it runs as uid 65534, not 0";
+    assert_copies_in_process(&socket, &src, &d.path().join("copy"), not_ours);
     drop(svc);
     let log = fs::read_to_string(&log).unwrap();
     assert!(!log.contains(" connected"), "{log}");
