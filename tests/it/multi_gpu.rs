@@ -153,12 +153,14 @@ fn small_files_take_turns_on_the_devices() {
     assert!(use_.iter().all(|&(_, bytes)| bytes > 0), "{use_:?}");
 }
 
+/// 41 slices: with 9, one GPU's worker took every slice once in a loaded CI run, as it had in
+/// `auto_puts_each_file_on_the_gpu_nearest_its_drive`.
 #[test]
 fn a_list_uses_only_its_devices() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report");
     let src = dir.path().join("s");
-    let data = write_random(&src, 9 * CHUNK + 7, 3);
+    let data = write_random(&src, 41 * CHUNK + 7, 3);
     let dst = dir.path().join("d");
     let out = aiscp(&report, 4)
         .args(["--gpu", "3,1", "--chunk-size", "64K", "--debug"])
