@@ -132,7 +132,11 @@ fn service_section(out: &mut String) {
             humansize::format_size(s.bytes, humansize::BINARY),
             humansize::format_size(s.staging_bytes, humansize::BINARY)
         ),
-        Err(why) => writeln!(
+        Err(client::NoStatus::Foreign(why)) => writeln!(
+            out,
+            "  not a place of this user's ({why}): copies run in-process"
+        ),
+        Err(client::NoStatus::NotAnswering(why)) => writeln!(
             out,
             "  not answering ({why}): copies run in-process, with a warning"
         ),

@@ -50,6 +50,17 @@ const FATAL_SIGNALS: [i32; 8] = [
 /// writes, a failed start).
 static FIRST_STOP: AtomicI32 = AtomicI32::new(0);
 
+/// Set while a staging service writes this run's files: a second stop signal then does not
+/// kill at once, since the service would go on writing DESTs the caller may already be
+/// reusing; the client waits (bounded) for the service to say they stopped, then dies of
+/// the first signal.
+static SERVICE_WRITING: AtomicBool = AtomicBool::new(false);
+
+/// Says whether a staging service is writing this run's files now (see [`SERVICE_WRITING`]).
+pub fn service_writing(writing: bool) {
+    SERVICE_WRITING.store(writing, Ordering::SeqCst);
+}
+
 /// Whether a stop signal has arrived: a system call that failed with EINTR is then not
 /// restarted.
 pub fn stop_asked() -> bool {
@@ -179,7 +190,7 @@ impl Signals {
             // conditional-default action does.
             unsafe {
                 low_level::register(sig, move || {
-                    if stopping.load(Ordering::SeqCst) {
+                    if stopping.load(Ordering::SeqCst) && !SERVICE_WRITING.load(Ordering::SeqCst) {
                         remove_registered_temporaries();
                         let _ = low_level::emulate_default_handler(sig);
                     }

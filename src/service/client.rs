@@ -15,8 +15,8 @@ mod reach;
 mod redone;
 mod send;
 
-pub use reach::status;
 use reach::wait_readable;
+pub use reach::{status, NoStatus};
 use redone::Redone;
 use send::{request, Unsent};
 
@@ -36,9 +36,19 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// How long a client waits for its files to stop after SIGINT before it leaves them to the
-/// service (which stops them when the connection closes).
-const CANCEL_GRACE: Duration = Duration::from_millis(900);
+/// How long a client stopping on a signal waits for the service to say its files stopped
+/// (it stops each within one write of at most 64 MiB per worker; a library call that
+/// stalls holds it longer). Past this the client dies anyway, with a warning that those
+/// DESTs may still change.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+/// Silence from the service, while this client waits on it, after which it is asked for its
+/// status: the thread reading this client answers at once unless the service is stuck
+/// (stopped, frozen).
+const SILENCE: Duration = Duration::from_secs(1);
+/// How long that status answer may take before the service counts as stuck: its files
+/// fail (they are not copied again here, where it may still write them), and the rest of
+/// the run copies in-process.
+const ANSWER_LIMIT: Duration = Duration::from_secs(5);
 /// Where the connection stands.
 enum State {
     /// Not tried yet (a run with no file data never connects).
@@ -67,8 +77,9 @@ enum Answer {
 enum Lost {
     /// The service is gone or spoke nonsense: redo its files here.
     Gone(String),
-    /// SIGINT, and the service did not stop the files in time.
-    Abandoned,
+    /// The service neither answers nor closes (why): its files fail, never redone here
+    /// while it may still write them.
+    Stuck(String),
 }
 
 pub struct ServiceClient {
@@ -90,6 +101,13 @@ pub struct ServiceClient {
     limits: QueueLimits,
     /// When Cancel was sent (after SIGINT).
     cancelled_at: Option<Instant>,
+    /// When the service last said anything, and when it was asked for its status since.
+    heard_at: Instant,
+    pinged_at: Option<Instant>,
+    /// A file copied in turn is with the service now.
+    in_turn: bool,
+    /// Why the service counts as stuck, once it does.
+    stuck: Option<String>,
     /// Whether any file went through the service (for --stats).
     served: bool,
     /// Files whose copy there ended well (for --stats, beside those copied in-process).
@@ -124,6 +142,10 @@ impl ServiceClient {
             landed: VecDeque::new(),
             limits: QueueLimits::default(),
             cancelled_at: None,
+            heard_at: Instant::now(),
+            pinged_at: None,
+            in_turn: false,
+            stuck: None,
             served: false,
             copied: 0,
             reached: None,
@@ -154,32 +176,31 @@ impl ServiceClient {
         }
     }
 
-    /// Waits (up to `wait`; None: until one comes) for the next answer. Sends Cancel once
-    /// after SIGINT, and gives the files up when the service does not stop them in time.
+    /// Waits (up to `wait`; None: until one comes) for the next answer. After SIGINT, sends
+    /// Cancel once and waits for the files' answers up to [`STOP_WAIT`]; a service silent
+    /// for [`SILENCE`] is asked for its status, and one that does not answer within
+    /// [`ANSWER_LIMIT`] is given up as stuck.
     fn next_reply(&mut self, wait: Option<Duration>) -> Option<Answer> {
         let until = wait.map(|w| Instant::now() + w);
         loop {
             if let Some(a) = self.arrived.pop_front() {
                 return Some(a);
             }
-            if self.config.cancel.load(Ordering::SeqCst) && self.cancelled_at.is_none() {
+            let stopping = self.config.cancel.load(Ordering::SeqCst);
+            if stopping && self.cancelled_at.is_none() {
                 self.drop_unsent();
+            }
+            if let Some(stuck) = self.overdue() {
+                self.lose(stuck);
+                return None;
             }
             let State::Up(up) = &mut self.state else {
                 return None;
             };
-            if self.config.cancel.load(Ordering::SeqCst) {
-                match self.cancelled_at {
-                    None => {
-                        self.cancelled_at = Some(Instant::now());
-                        let _ = wire::send(up.sock.as_fd(), &Request::Cancel, &[]);
-                    }
-                    Some(t) if t.elapsed() > CANCEL_GRACE => {
-                        self.lose(Lost::Abandoned);
-                        return None;
-                    }
-                    Some(_) => {}
-                }
+            if stopping && self.cancelled_at.is_none() {
+                self.cancelled_at = Some(Instant::now());
+                // Never waits: a service that takes nothing is found out by the wait below.
+                let _ = wire::send_now(up.sock.as_fd(), &Request::Cancel);
             }
             // Nothing to wait for: one look, no poll.
             let got = if wait == Some(Duration::ZERO) {
@@ -196,6 +217,10 @@ impl ServiceClient {
                     None => Duration::from_millis(50),
                 };
                 if !wait_readable(&up.sock, slice) {
+                    if self.heard_at.elapsed() >= SILENCE && self.pinged_at.is_none() {
+                        self.pinged_at = Some(Instant::now());
+                        let _ = wire::send_now(up.sock.as_fd(), &Request::Status);
+                    }
                     if until.is_some_and(|u| Instant::now() >= u) {
                         return None;
                     }
@@ -203,6 +228,10 @@ impl ServiceClient {
                 }
                 up.inbox.receive::<Reply>(up.sock.as_fd())
             };
+            if got.is_ok() {
+                self.heard_at = Instant::now();
+                self.pinged_at = None;
+            }
             match got {
                 Ok((Reply::Done { files }, _)) => self.arrived.extend(
                     files
@@ -210,6 +239,7 @@ impl ServiceClient {
                         .map(|FileDone { id, outcome }| Answer::Done(id, outcome)),
                 ),
                 Ok((Reply::Progress { id, bytes }, _)) => return Some(Answer::Progress(id, bytes)),
+                Ok((Reply::Status(_), _)) => {}
                 Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
                 Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
                 Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
@@ -218,8 +248,38 @@ impl ServiceClient {
         }
     }
 
+    /// Why the service counts as stuck now, if it does: it has not said its files stopped
+    /// within [`STOP_WAIT`] of Cancel, or has not answered a status request within
+    /// [`ANSWER_LIMIT`].
+    fn overdue(&self) -> Option<Lost> {
+        let State::Up(up) = &self.state else {
+            return None;
+        };
+        let pid = up.welcome.pid;
+        let late = |t: Option<Instant>, limit: Duration| t.is_some_and(|t| t.elapsed() > limit);
+        if late(self.cancelled_at, STOP_WAIT) {
+            return Some(Lost::Stuck(format!(
+                "the staging service (pid {pid}) did not stop within {} s",
+                STOP_WAIT.as_secs()
+            )));
+        }
+        if late(self.pinged_at, ANSWER_LIMIT) {
+            return Some(Lost::Stuck(format!(
+                "the staging service (pid {pid}) did not answer within {} s",
+                ANSWER_LIMIT.as_secs()
+            )));
+        }
+        None
+    }
+
+    /// Tells the signal handlers whether the service is writing this run's files now.
+    fn note_writing(&self) {
+        let up = matches!(self.state, State::Up(_));
+        crate::signals::service_writing(up && (self.in_turn || !self.out.is_empty()));
+    }
+
     /// The connection is over: files in flight there are redone here (DEST cut back first)
-    /// or, after SIGINT, end as interrupted.
+    /// or, after SIGINT, end as interrupted; a stuck service's files fail, untouched.
     fn lose(&mut self, how: Lost) {
         let interrupted = self.config.cancel.load(Ordering::SeqCst);
         match &how {
@@ -231,7 +291,21 @@ impl ServiceClient {
                 let why = format!("service (pid {pid}) lost: {why}");
                 self.warn(&why);
             }
-            _ => {}
+            Lost::Stuck(why) if interrupted => {
+                if !self.config.quiet {
+                    messages::own_warning(&format!(
+                        "{why}; the files it was writing may still change"
+                    ));
+                }
+            }
+            Lost::Stuck(why) => self.warn(why),
+            Lost::Gone(_) => {}
+        }
+        if let (Lost::Stuck(why), State::Up(up)) = (&how, &self.state) {
+            // Told, should it wake up: nothing more comes from this client.
+            let _ =
+                nix::sys::socket::shutdown(up.sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+            self.stuck = Some(why.clone());
         }
         self.state = State::Down;
         // Files never sent end as never begun (not moved, or interrupted); every file it
@@ -253,6 +327,11 @@ impl ServiceClient {
                     let _ = job.dst.set_len(0);
                     (Err(CopyError::NotMoved), true)
                 }
+                // A stuck service may still write DEST: it fails, left as it is.
+                (Lost::Stuck(why), false) => {
+                    job.progress.file_finished();
+                    (Err(stuck_error(&job.dst_name, why)), true)
+                }
                 // Interrupted, and no word from the service: a DEST it has not written to
                 // yet is taken as never begun (one this run made goes again, as in-process).
                 _ => {
@@ -267,6 +346,15 @@ impl ServiceClient {
                 .push_back(Finished::elsewhere(Ticket(id), job, result, started));
         }
         self.out_bytes = 0;
+        self.note_writing();
+    }
+}
+
+/// A file a stuck service had, failed in cp's words: writing DEST did not finish.
+fn stuck_error(dst_name: &Path, why: &str) -> CopyError {
+    CopyError::Write {
+        name: quote(dst_name),
+        source: std::io::Error::other(why.to_owned()),
     }
 }
 
@@ -395,44 +483,12 @@ impl DataMover for ServiceClient {
             _ => return engine.get().copy(job, progress),
         }
         progress.file_started(job.src_name, len);
-        let mut shown = 0;
-        loop {
-            match self.next_reply(None) {
-                Some(Answer::Progress(got, bytes)) if got == id => {
-                    shown += bytes;
-                    progress.advanced(bytes);
-                }
-                Some(Answer::Progress(..)) => {}
-                Some(Answer::Done(got, outcome)) if got == id => {
-                    let names = (job.src_name, job.dst_name);
-                    let (result, _, _) = self.conclude(outcome, names, shown, progress);
-                    let result = result.and_then(|end| self.verify_in_turn(job, end));
-                    self.copied += u64::from(result.is_ok());
-                    return result;
-                }
-                Some(Answer::Done(got, outcome)) => {
-                    if let Some(f) = self.finished(got, outcome) {
-                        self.landed.push_back(f);
-                    }
-                }
-                None if self.config.cancel.load(Ordering::SeqCst) => {
-                    progress.file_finished();
-                    return Err(CopyError::Interrupted);
-                }
-                None => {
-                    // Gone mid-copy: DEST cut back at once (as cp's O_TRUNC would leave it
-                    // should this process fail too), then this file again, here, from its
-                    // start. The bytes the service's reports already showed are not shown
-                    // twice.
-                    job.dst.set_len(0).map_err(|e| CopyError::Write {
-                        name: quote(job.dst_name),
-                        source: e,
-                    })?;
-                    let again = Redone::after(progress, shown);
-                    return engine.get().copy(job, &again);
-                }
-            }
-        }
+        self.in_turn = true;
+        self.note_writing();
+        let result = self.wait_in_turn(id, engine, job, progress);
+        self.in_turn = false;
+        self.note_writing();
+        result
     }
 
     fn info(&self) -> Option<(EngineInfo, StageTimes)> {
@@ -460,6 +516,62 @@ impl DataMover for ServiceClient {
             files: self.copied,
         };
         Some((info, self.stages))
+    }
+}
+
+impl ServiceClient {
+    /// Waits for the answer to file `id`, copied in turn by the service: its progress
+    /// shown, other files' answers kept; copied again here from its start when the service
+    /// is lost (not when it is stuck: it may still write DEST).
+    fn wait_in_turn(
+        &mut self,
+        id: u64,
+        engine: &mut LocalEngine<'_>,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<u64, CopyError> {
+        let mut shown = 0;
+        loop {
+            match self.next_reply(None) {
+                Some(Answer::Progress(got, bytes)) if got == id => {
+                    shown += bytes;
+                    progress.advanced(bytes);
+                }
+                Some(Answer::Progress(..)) => {}
+                Some(Answer::Done(got, outcome)) if got == id => {
+                    let names = (job.src_name, job.dst_name);
+                    let (result, _, _) = self.conclude(outcome, names, job.dst, shown, progress);
+                    let result = result.and_then(|end| self.verify_in_turn(job, end));
+                    self.copied += u64::from(result.is_ok());
+                    return result;
+                }
+                Some(Answer::Done(got, outcome)) => {
+                    if let Some(f) = self.finished(got, outcome) {
+                        self.landed.push_back(f);
+                    }
+                }
+                None if self.config.cancel.load(Ordering::SeqCst) => {
+                    progress.file_finished();
+                    return Err(CopyError::Interrupted);
+                }
+                None => {
+                    if let Some(why) = &self.stuck {
+                        progress.file_finished();
+                        return Err(stuck_error(job.dst_name, why));
+                    }
+                    // Gone mid-copy: DEST cut back at once (as cp's O_TRUNC would leave it
+                    // should this process fail too), then this file again, here, from its
+                    // start. The bytes the service's reports already showed are not shown
+                    // twice.
+                    job.dst.set_len(0).map_err(|e| CopyError::Write {
+                        name: quote(job.dst_name),
+                        source: e,
+                    })?;
+                    let again = Redone::after(progress, shown);
+                    return engine.get().copy(job, &again);
+                }
+            }
+        }
     }
 }
 

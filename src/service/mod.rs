@@ -137,6 +137,43 @@ impl SocketDir {
         })
     }
 
+    /// Opens, for a client about to connect, the directory of a socket at `path`, and checks
+    /// on what was opened the rule both kinds of service directory keep: a directory (not
+    /// a symlink) of this user or root in which no one else may write, so that no one else
+    /// can have put a socket there. Err: why not (a directory another user made, a plain
+    /// file), and no service of this user's can be there.
+    pub fn open_to_connect(path: &Path) -> Result<(SocketDir, OsString), NotOurs> {
+        let (dir, name) = split_socket_path(path).map_err(NotOurs::Foreign)?;
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::open(&dir, flags, Mode::empty())
+            .map_err(|e| NotOurs::Unopened(e.into()))?;
+        // SAFETY: `fd` was just returned by open and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let meta =
+            nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| NotOurs::Unopened(e.into()))?;
+        let meta = Stat::from(meta);
+        let me = nix::unistd::geteuid().as_raw();
+        let owner_ok = meta.uid() == me || meta.uid() == 0;
+        if !meta.is_dir() || !owner_ok || meta.mode() & 0o022 != 0 {
+            return Err(NotOurs::Foreign(format!(
+                "{} is not a directory of uid {me} or root that only its owner may write \
+                 (it is {}, uid {}, mode {:o})",
+                aiscp_engine::quote::quote(&dir),
+                if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "not a directory"
+                },
+                meta.uid(),
+                meta.mode() & 0o7777
+            )));
+        }
+        let held = SocketDir {
+            dir: OpenDir::held(fd),
+        };
+        Ok((held, name))
+    }
+
     /// The directory, for the `*at` calls made in it.
     pub fn dir(&self) -> &OpenDir {
         &self.dir
@@ -151,6 +188,33 @@ impl SocketDir {
         path.push(name);
         UnixAddr::new(Path::new(&path))
     }
+}
+
+/// Why a client finds no directory of its own at a socket's place.
+pub enum NotOurs {
+    /// It could not be opened (not there: no service has made it).
+    Unopened(io::Error),
+    /// It is not a place a service of this user's can be in: why.
+    Foreign(String),
+}
+
+/// A socket path's directory and file name; a path without a file name (`/`, `..`) is no
+/// socket's.
+pub fn split_socket_path(path: &Path) -> Result<(PathBuf, OsString), String> {
+    let name = match path.file_name() {
+        Some(n) if !path.as_os_str().as_encoded_bytes().ends_with(b"/") => n.to_owned(),
+        _ => {
+            return Err(format!(
+                "{} names no socket file",
+                aiscp_engine::quote::quote(path)
+            ))
+        }
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((dir, name))
 }
 
 #[cfg(test)]

@@ -8,15 +8,17 @@
 //! answers by dropping that client.
 
 use aiscp_engine::{SparseMode, StageTimes};
-use nix::sys::socket::{self, ControlMessage, ControlMessageOwned, MsgFlags};
+use nix::sys::socket::{self, ControlMessage, MsgFlags};
+use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 use serde::{Deserialize, Serialize};
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Bumped whenever a message changes shape; a client and a service that differ here (or in
 /// the program's version) do not talk, and the client copies in-process.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 /// The program's version, which a client must share with its service.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest message either side sends or takes: a copy request carries two names, so
@@ -147,8 +149,14 @@ pub enum Outcome {
     },
     /// cp's message, without the program's name.
     Failed { message: String },
-    /// Stopped; `started`: DEST was touched.
+    /// Stopped before it began (`started` false: DEST untouched) or, from a peer that cuts
+    /// DEST itself, after.
     Interrupted { started: bool },
+    /// Stopped by the client's Cancel after it began: DEST left as the service's last write
+    /// left it, holding SOURCE's bytes on `[0, good)`; the client, still there to read
+    /// this, cuts it to `good`. The service never changes DEST's size after a stop, since
+    /// a client that is gone may already be writing DEST again.
+    Stopped { good: u64 },
 }
 
 /// Service to client.
@@ -297,6 +305,10 @@ fn send_with<T: Serialize>(
             None,
         ) {
             Ok(_) => return Ok(()),
+            // A client stopping on a signal does not wait on a service that takes nothing.
+            Err(nix::errno::Errno::EINTR) if crate::signals::stop_asked() => {
+                return Err(io::ErrorKind::Interrupted.into())
+            }
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -321,14 +333,14 @@ pub fn receive<T: for<'de> Deserialize<'de>>(
 /// no allocation and no clearing of [`MAX_MESSAGE`] bytes each time.
 pub struct Inbox {
     buf: Vec<u8>,
-    space: Vec<u8>,
+    space: Vec<MaybeUninit<u8>>,
 }
 
 impl Default for Inbox {
     fn default() -> Inbox {
         Inbox {
             buf: vec![0u8; MAX_MESSAGE],
-            space: nix::cmsg_space!([RawFd; MAX_FDS]),
+            space: vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))],
         }
     }
 }
@@ -340,7 +352,7 @@ impl Inbox {
         &mut self,
         sock: BorrowedFd<'_>,
     ) -> Result<(T, Vec<OwnedFd>), WireError> {
-        self.take(sock, MsgFlags::empty())
+        self.take(sock, RecvFlags::empty())
     }
 
     /// [`Self::receive`] that never waits: None when nothing has arrived.
@@ -348,7 +360,7 @@ impl Inbox {
         &mut self,
         sock: BorrowedFd<'_>,
     ) -> Result<Option<(T, Vec<OwnedFd>)>, WireError> {
-        match self.take(sock, MsgFlags::MSG_DONTWAIT) {
+        match self.take(sock, RecvFlags::DONTWAIT) {
             Ok(got) => Ok(Some(got)),
             Err(WireError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
@@ -358,39 +370,38 @@ impl Inbox {
     fn take<T: for<'de> Deserialize<'de>>(
         &mut self,
         sock: BorrowedFd<'_>,
-        flags: MsgFlags,
+        flags: RecvFlags,
     ) -> Result<(T, Vec<OwnedFd>), WireError> {
         let (len, got, fds) = loop {
+            let mut control = RecvAncillaryBuffer::new(&mut self.space);
             let mut iov = [IoSliceMut::new(&mut self.buf)];
-            match socket::recvmsg::<()>(
-                sock.as_raw_fd(),
+            match recvmsg(
+                sock,
                 &mut iov,
-                Some(&mut self.space),
-                MsgFlags::MSG_CMSG_CLOEXEC | flags,
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC | flags,
             ) {
                 Ok(msg) => {
+                    // Owned before anything can fail: whatever the message turns out to be,
+                    // every descriptor it brought is closed with it.
                     let mut fds = Vec::new();
-                    for c in msg.cmsgs().map_err(io::Error::from)? {
-                        if let ControlMessageOwned::ScmRights(raw) = c {
-                            // SAFETY: SCM_RIGHTS descriptors are new in this process and ours.
-                            fds.extend(
-                                raw.into_iter()
-                                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                            );
+                    for c in control.drain() {
+                        if let RecvAncillaryMessage::ScmRights(passed) = c {
+                            fds.extend(passed);
                         }
                     }
                     break (msg.bytes, msg.flags, fds);
                 }
-                Err(nix::errno::Errno::EINTR) => continue,
+                Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(WireError::Io(e.into())),
             }
         };
-        if got.contains(MsgFlags::MSG_TRUNC) {
+        if got.contains(ReturnFlags::TRUNC) {
             return Err(WireError::Malformed("message too long".into()));
         }
         // More descriptors than a message may carry, or this process could not take them
-        // (out of descriptors).
-        if got.contains(MsgFlags::MSG_CTRUNC) {
+        // all (out of descriptors): those it took are closed with `fds`.
+        if got.contains(ReturnFlags::CTRUNC) {
             return Err(WireError::Malformed(
                 "descriptors not taken (too many, or this process is out of descriptors)".into(),
             ));

@@ -64,10 +64,25 @@ pub(crate) enum Writer<'a> {
     Sequential(&'a File),
 }
 
+/// What a stopped copy may still do to DEST.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnStop {
+    /// The run's own stop (a signal in this process, which then dies of it): DEST is cut
+    /// back to the prefix known good, what cp leaves of the file it was writing.
+    CutBack,
+    /// A stop from the file's owner (a staging service's client that cancelled or went
+    /// away): DEST is left exactly as the last write left it, since the owner may already
+    /// be writing it again; the prefix known good comes back in [`CopyError::Stopped`] for
+    /// an owner still there to cut.
+    Leave,
+}
+
 /// What one bounce needs besides the bytes' place.
 pub(crate) struct Ctx<'a> {
     pub(crate) names: &'a Names,
     pub(crate) cancel: &'a AtomicBool,
+    /// What `cancel` leaves DEST to.
+    pub(crate) on_stop: OnStop,
     pub(crate) clock: &'a StageClock,
     /// [`crate::Config::pause`].
     pub(crate) pause: fn(&'static str),
@@ -79,6 +94,11 @@ impl Ctx<'_> {
             true => Err(CopyError::Interrupted),
             false => Ok(()),
         }
+    }
+
+    /// Whether DEST may still be cut or sized: not once its owner has stopped the copy.
+    pub(crate) fn may_resize(&self) -> bool {
+        !(self.on_stop == OnStop::Leave && self.cancel.load(Ordering::SeqCst))
     }
 }
 
@@ -161,9 +181,8 @@ pub(crate) fn write_out<S: Staging>(
     }
     for i in 0..pieces {
         let (off, n) = piece(i);
-        if i > 0 {
-            cx.check_cancel().map_err(|e| (written, e))?;
-        }
+        // No write begins once the copy is stopped.
+        cx.check_cancel().map_err(|e| (written, e))?;
         let window = clock
             .time(Stage::CopyWait, || staging.window(slot, i % 2, off))
             .map_err(|e| (written, names.write(e)))?;

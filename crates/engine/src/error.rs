@@ -38,6 +38,12 @@ pub enum CopyError {
     /// [`crate::Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
     #[error("interrupted")]
     Interrupted,
+    /// Stopped by the file's owner ([`crate::Engine::copy_cancellable`],
+    /// [`crate::Engine::submit_cancellable`]): DST was left as the last write left it, its
+    /// size untouched since the stop, and holds SRC's bytes on `[0, good)`; an owner still
+    /// there cuts it to `good` to leave what an interrupted cp leaves.
+    #[error("interrupted")]
+    Stopped { good: u64 },
     /// A failure another process met copying part of the file (an MPI rank), already in
     /// cp's words.
     #[error("{0}")]

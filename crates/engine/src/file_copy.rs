@@ -120,12 +120,39 @@ impl<'a> FileCopy<'a> {
     }
 
     /// Cuts DEST to 0 when it holds old bytes; call it once the staging the copy needs
-    /// exists, so that a copy which cannot start leaves DEST as it was.
-    pub(crate) fn begin(&self, truncate: bool) -> Result<(), CopyError> {
+    /// exists, so that a copy which cannot start leaves DEST as it was. A copy stopped
+    /// before this point never touches DEST.
+    pub(crate) fn begin(&self, truncate: bool, cx: &Ctx<'_>) -> Result<(), CopyError> {
+        cx.check_cancel()?;
         if truncate {
             self.dst.set_len(0).map_err(|e| self.names.write(e))?;
         }
         Ok(())
+    }
+
+    /// Sets DEST's final size, `end`; a copy stopped by its owner meanwhile leaves DEST as
+    /// it is instead ([`OnStop::Leave`]). Every change of DEST's size after its data phase
+    /// goes through here or [`FileCopy::cut_back`].
+    pub(crate) fn set_size(&self, end: u64, cx: &Ctx<'_>) -> Result<(), CopyError> {
+        if !cx.may_resize() {
+            return Err(CopyError::Stopped { good: end });
+        }
+        self.dst.set_len(end).map_err(|e| CopyError::Extend {
+            name: self.names.dst.clone(),
+            source: e,
+        })
+    }
+
+    /// DEST cut back to `good`, the prefix known to hold SOURCE's bytes, after `failure`
+    /// ended the copy (never padded past what was copied; the failure is what the caller
+    /// sees). A copy stopped by its owner is left as it is, and ends as
+    /// [`CopyError::Stopped`] at `good`.
+    pub(crate) fn cut_back(&self, good: u64, failure: CopyError, cx: &Ctx<'_>) -> CopyError {
+        if !cx.may_resize() {
+            return CopyError::Stopped { good };
+        }
+        let _ = self.dst.set_len(good);
+        failure
     }
 
     /// Opens one side for the data phase as `access` asks: O_DIRECT, then registration with
@@ -168,7 +195,8 @@ impl<'a> FileCopy<'a> {
 
     /// Opens both sides for the data phase as `plan` asks (registered with `library` where
     /// given; SOURCE through the page cache under `verify` where it may be), then cuts DEST
-    /// when `cut` says it holds old bytes. On a failure both files go back buffered. Returns
+    /// when `cut` says it holds old bytes (unless `cx`'s copy was stopped meanwhile). On a
+    /// failure both files go back buffered. Returns
     /// each side with why it is not direct (for --debug).
     pub(crate) fn open_sides<S: Staging>(
         &self,
@@ -177,6 +205,7 @@ impl<'a> FileCopy<'a> {
         library: Option<&S::Library>,
         verify: bool,
         cut: bool,
+        cx: &Ctx<'_>,
     ) -> Result<Sides<'a, S>, CopyError> {
         let names = self.names;
         let opened = (|| {
@@ -188,7 +217,7 @@ impl<'a> FileCopy<'a> {
             let dst = self.open_side(staging, self.dst, dst_access, library, &names.dst, |e| {
                 names.write(e)
             })?;
-            self.begin(cut)?;
+            self.begin(cut, cx)?;
             Ok([src, dst])
         })();
         if opened.is_err() {

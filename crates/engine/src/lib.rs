@@ -272,6 +272,7 @@ impl Engine {
 
     /// [`Engine::submit`] for a file that `cancel` stops instead of the run's flag: a
     /// staging service serving several clients stops one client's files, not the others'.
+    /// Once `cancel` is set DST is not touched again (see [`Engine::copy_cancellable`]).
     pub fn submit_cancellable(
         &mut self,
         job: QueuedJob,
@@ -410,8 +411,14 @@ impl Engine {
         self.land();
         self.prepare(job.src_name)?;
         let names = bounce::Names::of(job.src_name, job.dst_name);
-        let file = file_copy::FileCopy::of(job, &names);
-        file.begin(true)
+        let cx = bounce::Ctx {
+            names: &names,
+            cancel: &self.config.cancel,
+            on_stop: bounce::OnStop::CutBack,
+            clock: &stages::StageClock::default(),
+            pause: self.config.pause,
+        };
+        file_copy::FileCopy::of(job, &names).begin(true, &cx)
     }
 
     /// Ends a file whose parts were copied by [`Engine::copy_part`] (here or by other
@@ -429,6 +436,7 @@ impl Engine {
         let cx = bounce::Ctx {
             names: &names,
             cancel: &self.config.cancel,
+            on_stop: bounce::OnStop::CutBack,
             clock: &clock,
             pause: self.config.pause,
         };
@@ -476,27 +484,38 @@ impl Engine {
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
-        self.copy_cancellable(job, progress, &cancel)
+        self.copy_with(job, progress, (&cancel, bounce::OnStop::CutBack))
     }
 
     /// [`Engine::copy`] stopped by `cancel` instead of the run's flag (see
-    /// [`Engine::submit_cancellable`]).
+    /// [`Engine::submit_cancellable`]). Once `cancel` is set DST is not touched again, not
+    /// even cut back: the copy ends as [`CopyError::Stopped`], saying how much of DST is
+    /// good, for the file's owner to cut if it is still there.
     pub fn copy_cancellable(
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Result<u64, CopyError> {
+        self.copy_with(job, progress, (cancel, bounce::OnStop::Leave))
+    }
+
+    fn copy_with(
+        &mut self,
+        job: &DataJob<'_>,
+        progress: &dyn ProgressSink,
+        stop: (&AtomicBool, bounce::OnStop),
+    ) -> Result<u64, CopyError> {
         self.land();
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {
-            (Backend::Host(p), _) => (p.copy(job, progress, cancel, diag), p.stages().0),
-            (Backend::Gpu(p), None) => (p.copy(job, progress, cancel, diag), p.stages().0),
+            (Backend::Host(p), _) => (p.copy(job, progress, stop, diag), p.stages().0),
+            (Backend::Gpu(p), None) => (p.copy(job, progress, stop, diag), p.stages().0),
             (Backend::Gpu(p), Some(spread)) => {
                 let (set, why) = spread.place(job);
                 p.choose(&set);
-                let end = p.copy(job, progress, cancel, diag);
+                let end = p.copy(job, progress, stop, diag);
                 diag(&format!(
                     "{}: {} ({why})",
                     quote(job.src_name),

@@ -11,7 +11,7 @@
 //! (their results are kept for `next_finished`) and takes the slots back.
 
 use crate::backend::Staging;
-use crate::bounce::{ready_windows, Ctx, Names};
+use crate::bounce::{ready_windows, Ctx, Names, OnStop};
 use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
 use crate::read_back::{Checking, ReadBacks};
 use crate::stages::{StageClock, StageTimes};
@@ -219,6 +219,12 @@ pub(crate) fn worker<S: Staging>(
         let Ok((ticket, job, own_cancel)) = next else {
             return (index, slot);
         };
+        // A file with a stop of its own belongs to an owner who may be writing DEST again
+        // by the time it stops: it is left as it is.
+        let on_stop = match own_cancel {
+            Some(_) => OnStop::Leave,
+            None => OnStop::CutBack,
+        };
         let cancel = own_cancel.unwrap_or_else(|| Arc::clone(&shared.cancel));
         let clock = StageClock::default();
         let began_at = Instant::now();
@@ -226,7 +232,14 @@ pub(crate) fn worker<S: Staging>(
         // Not started: DST untouched.
         let started = !cancel.load(Ordering::SeqCst);
         let mut result = match started {
-            true => copy_whole(&shared, &cancel, &mut slot, &job, &clock, &mut debug),
+            true => copy_whole(
+                &shared,
+                (&cancel, on_stop),
+                &mut slot,
+                &job,
+                &clock,
+                &mut debug,
+            ),
             false => Err(CopyError::Interrupted),
         };
         let stages = clock.times();
@@ -314,7 +327,7 @@ pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffer
 /// bytes. DST is cut (when it held old bytes) only once the slot's windows exist.
 fn copy_whole<S: Staging>(
     shared: &Shared<S>,
-    cancel: &AtomicBool,
+    (cancel, on_stop): (&AtomicBool, OnStop),
     slot: &mut S::Slot,
     job: &QueuedJob,
     clock: &StageClock,
@@ -324,6 +337,7 @@ fn copy_whole<S: Staging>(
     let cx = Ctx {
         names: &names,
         cancel,
+        on_stop,
         clock,
         pause: shared.pause,
     };
@@ -349,7 +363,7 @@ fn copy_whole<S: Staging>(
         .map_err(|e| names.read(e))?;
     // Files in flight take no library: they bounce.
     let [(src_side, _), (dst_side, _)] = opening(&cx, || {
-        file.open_sides(staging, &plan, None, shared.verify, job.truncate)
+        file.open_sides(staging, &plan, None, shared.verify, job.truncate, &cx)
     })?;
     let progress = &*job.progress;
     progress.file_started(&job.src_name, Some(job.len));

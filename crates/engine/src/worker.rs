@@ -275,9 +275,16 @@ pub(crate) fn take_slices(
     mut copy: impl FnMut(Range<u64>) -> Result<u64, CopyError>,
 ) {
     let mut first = true;
-    while !work.stopping() {
+    loop {
+        // Looked at after the pause too: no slice begins once the copy is stopped.
+        if work.stopping() {
+            break;
+        }
         pause(if first { "slice" } else { "between-slices" });
         first = false;
+        if work.stopping() {
+            break;
+        }
         let index = work.next.fetch_add(1, Ordering::SeqCst);
         let Some(slice) = work.slices.get(index) else {
             break;
@@ -298,7 +305,7 @@ pub(crate) fn take_slices(
 }
 
 /// Moves `len` bytes with `part(offset, n)` in parts of at most [`fileio::STOP_GRAIN`],
-/// looking at the stop flag between them. Returns the bytes moved: a part that comes back
+/// looking at the stop flag before each. Returns the bytes moved: a part that comes back
 /// short (EOF) ends it.
 fn in_grains(
     len: usize,
@@ -307,9 +314,8 @@ fn in_grains(
 ) -> Result<usize, CopyError> {
     let mut done = 0;
     while done < len {
-        if done > 0 {
-            cx.check_cancel()?;
-        }
+        // Also before the first part: a write does not begin once the copy is stopped.
+        cx.check_cancel()?;
         let n = (len - done).min(fileio::STOP_GRAIN);
         let got = part(done, n)?;
         done += got;

@@ -6,15 +6,19 @@ use super::{route_name, ServiceClient};
 use crate::service::wire::{self, Outcome};
 use aiscp_engine::quote::{quote, quote_as};
 use aiscp_engine::{CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket};
+use std::fs::File;
 use std::path::Path;
 
 impl ServiceClient {
     /// What a file's answer means here: its progress reported (past the `shown` bytes the
-    /// service's reports already showed), the result before any --verify.
+    /// service's reports already showed), the result before any --verify. A file the
+    /// service stopped is cut here (`dst`) to what it says is good, what an interrupted
+    /// copy in this process leaves.
     pub(super) fn conclude(
         &mut self,
         outcome: Outcome,
         (src_name, dst_name): (&Path, &Path),
+        dst: &File,
         shown: u64,
         progress: &dyn ProgressSink,
     ) -> (Result<u64, CopyError>, bool, StageTimes) {
@@ -49,6 +53,11 @@ impl ServiceClient {
                 progress.file_finished();
                 (Err(CopyError::Interrupted), started, StageTimes::default())
             }
+            Outcome::Stopped { good } => {
+                progress.file_finished();
+                let _ = dst.set_len(good);
+                (Err(CopyError::Interrupted), true, StageTimes::default())
+            }
         }
     }
 
@@ -73,9 +82,10 @@ impl ServiceClient {
     pub(super) fn finished(&mut self, id: u64, outcome: Outcome) -> Option<Finished> {
         let job = self.out.remove(&id)?;
         self.out_bytes = self.out_bytes.saturating_sub(job.len);
+        self.note_writing();
         let progress = std::sync::Arc::clone(&job.progress);
         let names = (&*job.src_name, &*job.dst_name);
-        let (result, started, stages) = self.conclude(outcome, names, 0, &*progress);
+        let (result, started, stages) = self.conclude(outcome, names, &job.dst, 0, &*progress);
         let copied = result.is_ok();
         let mut f = Finished::elsewhere(Ticket(id), job, result, started);
         f.stages = stages;

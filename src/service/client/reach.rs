@@ -8,7 +8,7 @@ use crate::service::Choice;
 use aiscp_engine::quote::quote;
 use aiscp_engine::BackendChoice;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
-use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -62,14 +62,24 @@ impl ServiceClient {
         let path = self.path().to_path_buf();
         let sock = match dial(&path) {
             Ok(s) => s,
+            // Not a place a service of ours can be: no service, said only where the user
+            // named it. `auto` starts none there either, and copies in-process at once.
+            Err(Unreached::Foreign(why)) => {
+                self.debug(&format!("no staging service: {why}"));
+                return match self.choice {
+                    Choice::Path(_) => Err(Some(why)),
+                    _ => Err(None),
+                };
+            }
             Err(e) if matches!(self.choice, Choice::Auto(_)) => {
                 self.debug(&format!(
-                    "no staging service at {} ({e}): starting one",
-                    quote(&path)
+                    "no staging service at {} ({}): starting one",
+                    quote(&path),
+                    e.text()
                 ));
                 self.start_service(&path)?
             }
-            Err(e) => return Err(Some(format!("cannot connect: {}", messages::os_text(&e)))),
+            Err(e) => return Err(Some(e.text())),
         };
         let welcome = handshake(&sock).map_err(Some)?;
         // A run that names its backend gets that backend: a service of another one is not
@@ -156,13 +166,28 @@ impl ServiceClient {
     }
 }
 
+/// Why `--doctor` got no status.
+pub enum NoStatus {
+    /// No service of this user's can be there (see [`Unreached::Foreign`]).
+    Foreign(String),
+    NotAnswering(String),
+}
+
 /// Asks the service at `path` how it is doing (for `--doctor`).
-pub fn status(path: &Path) -> Result<wire::Status, String> {
-    let sock = dial(path).map_err(|e| messages::os_text(&e))?;
-    handshake(&sock)?;
+pub fn status(path: &Path) -> Result<wire::Status, NoStatus> {
+    let sock = match dial(path) {
+        Ok(sock) => sock,
+        Err(Unreached::Foreign(why)) => return Err(NoStatus::Foreign(why)),
+        Err(e) => return Err(NoStatus::NotAnswering(e.text())),
+    };
+    status_of(&sock).map_err(NoStatus::NotAnswering)
+}
+
+fn status_of(sock: &OwnedFd) -> Result<wire::Status, String> {
+    handshake(sock)?;
     wire::send(sock.as_fd(), &Request::Status, &[]).map_err(|e| messages::os_text(&e))?;
-    if !wait_readable(&sock, WELCOME_TIMEOUT) {
-        return Err("no answer".into());
+    if !wait_readable(sock, WELCOME_TIMEOUT) {
+        return Err(format!("no answer within {} s", WELCOME_TIMEOUT.as_secs()));
     }
     match wire::receive::<Reply>(sock.as_fd()) {
         Ok((Reply::Status(s), _)) => Ok(s),
@@ -191,9 +216,15 @@ fn handshake(sock: &OwnedFd) -> Result<Welcome, String> {
         Ok(()) => WELCOME_TIMEOUT,
         Err(_) => Duration::ZERO,
     };
-    let welcome = match wait_readable(sock, wait) {
-        true => wire::receive::<Reply>(sock.as_fd()),
-        false => Err(WireError::Closed),
+    let welcome = match (wait_readable(sock, wait), &sent) {
+        (true, _) => wire::receive::<Reply>(sock.as_fd()),
+        (false, Ok(())) => {
+            return Err(format!(
+                "the service did not answer within {} s",
+                WELCOME_TIMEOUT.as_secs()
+            ))
+        }
+        (false, Err(_)) => Err(WireError::Closed),
     };
     let welcome = match (welcome, sent) {
         (Ok((Reply::Welcome(w), _)), Ok(())) => w,
@@ -224,18 +255,71 @@ fn closed(e: &WireError) -> bool {
     }
 }
 
-/// A connected socket to `path`.
-fn dial(path: &Path) -> std::io::Result<OwnedFd> {
+/// How long a connect may wait for room in the service's backlog.
+const CONNECT_WAIT: Duration = Duration::from_millis(250);
+
+/// Why no connection was made.
+pub(super) enum Unreached {
+    /// The socket's directory is not one a service of this user's (or root's) can be in:
+    /// someone else made it, or it is not a directory.
+    Foreign(String),
+    Io(std::io::Error),
+}
+
+impl Unreached {
+    pub(super) fn text(&self) -> String {
+        match self {
+            Unreached::Foreign(why) => why.clone(),
+            Unreached::Io(e) => format!("cannot connect: {}", messages::os_text(e)),
+        }
+    }
+}
+
+/// A connected socket to `path`: its directory checked first, as the service checks its
+/// own ([`crate::service::SocketDir::open_to_connect`]), and connected through what was
+/// checked; a backlog that stays full for [`CONNECT_WAIT`] is an error, not a wait.
+fn dial(path: &Path) -> Result<OwnedFd, Unreached> {
+    use crate::service::{NotOurs, SocketDir};
+    let (dir, name) = SocketDir::open_to_connect(path).map_err(|e| match e {
+        NotOurs::Unopened(e) => Unreached::Io(e),
+        NotOurs::Foreign(why) => Unreached::Foreign(why),
+    })?;
+    let io = |e: nix::errno::Errno| Unreached::Io(e.into());
     let sock = socket::socket(
         AddressFamily::Unix,
         SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         None,
-    )?;
-    let addr = UnixAddr::new(path)?;
-    socket::connect(sock.as_raw_fd(), &addr)?;
+    )
+    .map_err(io)?;
+    let addr = dir.address(&name).map_err(io)?;
+    let deadline = Instant::now() + CONNECT_WAIT;
+    loop {
+        match socket::connect(sock.as_raw_fd(), &addr) {
+            Ok(()) => break,
+            Err(nix::errno::Errno::EAGAIN)
+                if Instant::now() < deadline && !crate::signals::stop_asked() =>
+            {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(nix::errno::Errno::EINTR) if !crate::signals::stop_asked() => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    // Blocking from here, each wait bounded: receives by poll, sends by a timeout.
+    nix::fcntl::fcntl(
+        sock.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+    )
+    .map_err(io)?;
+    let limit = nix::sys::time::TimeVal::new(SEND_LIMIT.as_secs() as libc::time_t, 0);
+    socket::setsockopt(&sock, socket::sockopt::SendTimeout, &limit).map_err(io)?;
     Ok(sock)
 }
+
+/// How long a send to the service may wait for room: one that does not take a message for
+/// this long is stuck.
+pub(super) const SEND_LIMIT: Duration = Duration::from_secs(5);
 
 /// Whether `sock` has something to read (or has closed) within `wait`.
 pub(super) fn wait_readable(sock: &OwnedFd, wait: Duration) -> bool {

@@ -84,11 +84,21 @@ impl ServiceClient {
                 other => other,
             };
             if let Err(e) = sent {
-                self.lose(Lost::Gone(messages::os_text(&e)));
+                let lost = match e.kind() {
+                    // SO_SNDTIMEO ran out: the service takes nothing.
+                    std::io::ErrorKind::WouldBlock => Lost::Stuck(format!(
+                        "the staging service (pid {}) took no request within {} s",
+                        up.welcome.pid,
+                        super::reach::SEND_LIMIT.as_secs()
+                    )),
+                    _ => Lost::Gone(messages::os_text(&e)),
+                };
+                self.lose(lost);
                 return Err(ServiceGone);
             }
         }
         self.served |= misfits.len() < files.len();
+        self.note_writing();
         Ok(misfits)
     }
 
@@ -140,6 +150,7 @@ impl ServiceClient {
             let f = Finished::elsewhere(Ticket(id), job, Err(why), false);
             self.landed.push_back(f);
         }
+        self.note_writing();
     }
 }
 

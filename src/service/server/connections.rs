@@ -43,11 +43,9 @@ impl Bound {
 /// (who is served is then SO_PEERCRED's answer, checked on every connection). The directory
 /// is checked and used through one descriptor.
 pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String> {
-    let (dir, name) = match (path.parent(), path.file_name()) {
-        (Some(d), Some(n)) if !d.as_os_str().is_empty() => (d.to_path_buf(), n.to_owned()),
-        (_, Some(n)) => (PathBuf::from("."), n.to_owned()),
-        (_, None) => (PathBuf::from("."), path.as_os_str().to_owned()),
-    };
+    // The lock goes beside the socket, inside the directory checked below.
+    let (dir, name) =
+        crate::service::split_socket_path(path).map_err(|e| format!("not serving: {e}"))?;
     if !dir.exists() {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         let mode = if shared { 0o755 } else { 0o700 };
@@ -62,7 +60,7 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String
     }
     let held = SocketDir::open(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
     crate::test_hook::pause("socket-dir-checked");
-    let mut lock_name = path.as_os_str().to_owned();
+    let mut lock_name = dir.join(&name).into_os_string();
     lock_name.push(".lock");
     let mut lock_leaf = name.clone();
     lock_leaf.push(".lock");
@@ -304,6 +302,13 @@ fn read_client(
     if events.send(Event::Join(id, joined)).is_err() {
         return;
     }
+    // However this thread ends (a panic included), the client's files stop and its seat is
+    // given back.
+    let _leaving = Leaving {
+        id,
+        cancel: Arc::clone(&cancel),
+        events,
+    };
     let mut inbox = Inbox::default();
     loop {
         let event = match inbox.receive::<Request>(sock.as_fd()) {
@@ -343,9 +348,21 @@ fn read_client(
             }
         }
     }
-    // Its files stop now, before the scheduler hears of it.
-    cancel.store(true, Ordering::SeqCst);
-    let _ = events.send(Event::Gone(id));
+}
+
+/// A client's reader thread ending: its files stop at once (before the scheduler hears of
+/// it, so no write of theirs begins after this), then the scheduler is told it left.
+struct Leaving<'e> {
+    id: ClientId,
+    cancel: Arc<AtomicBool>,
+    events: &'e Sender<Event>,
+}
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        let _ = self.events.send(Event::Gone(self.id));
+    }
 }
 
 /// A copy request's files as the scheduler takes them: their descriptors checked (two per
@@ -369,8 +386,22 @@ fn jobs_of(files: Vec<FileRequest>, fds: Vec<OwnedFd>) -> Result<Vec<Job>, Strin
         if i64::try_from(len).is_err() {
             return Err(format!("a file of {len} bytes"));
         }
-        let pair = [fds.next(), fds.next()].map(|fd| fd.expect("counted above"));
-        let (src, dst) = checked_files(pair)?;
+        let (Some(src), Some(dst)) = (fds.next(), fds.next()) else {
+            return Err("fewer descriptors than files".into());
+        };
+        let (src, dst, held) = checked_files([src, dst])?;
+        // A length is only where the plan stops (reading goes on to EOF either way): one
+        // past what SOURCE holds now buys a client nothing but the service's memory.
+        let handover = match file.handover {
+            Handover::InFlight { len, truncate } => Handover::InFlight {
+                len: len.min(held),
+                truncate,
+            },
+            Handover::InTurn { len: Some(len) } => Handover::InTurn {
+                len: Some(len.min(held)),
+            },
+            sequential => sequential,
+        };
         jobs.push(Job {
             id: file.id,
             src,
@@ -378,17 +409,22 @@ fn jobs_of(files: Vec<FileRequest>, fds: Vec<OwnedFd>) -> Result<Vec<Job>, Strin
             src_name: PathBuf::from(OsString::from_vec(file.src_name)),
             dst_name: PathBuf::from(OsString::from_vec(file.dst_name)),
             sparse: file.sparse.into(),
-            handover: file.handover,
+            handover,
         });
     }
     Ok(jobs)
 }
 
 /// SOURCE and DEST as a copy request must pass them: two regular files, SOURCE open for
-/// reading, DEST for writing and not appending (the engine writes at offsets).
-fn checked_files([src, dst]: [OwnedFd; 2]) -> Result<(File, File), String> {
+/// reading, DEST for writing and not appending (the engine writes at offsets). Returns them
+/// with SOURCE's size now.
+fn checked_files([src, dst]: [OwnedFd; 2]) -> Result<(File, File, u64), String> {
+    let mut held = 0;
     for (fd, write) in [(&src, false), (&dst, true)] {
         let st = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| format!("fstat: {e}"))?;
+        if !write {
+            held = u64::try_from(st.st_size).unwrap_or(0);
+        }
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err("a descriptor that is not a regular file".into());
         }
@@ -404,5 +440,5 @@ fn checked_files([src, dst]: [OwnedFd; 2]) -> Result<(File, File), String> {
             return Err("a descriptor open the wrong way".into());
         }
     }
-    Ok((File::from(src), File::from(dst)))
+    Ok((File::from(src), File::from(dst), held))
 }

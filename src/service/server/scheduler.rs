@@ -89,6 +89,7 @@ impl Recorder {
                 }
             }
             Err(CopyError::Interrupted) => Outcome::Interrupted { started },
+            Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
             Err(e) => Outcome::Failed {
                 message: e.to_string(),
             },

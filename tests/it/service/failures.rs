@@ -4,20 +4,6 @@
 
 use super::*;
 
-/// A service on `backend` whose copies stop between slices of 64 KiB (and `args`) until the
-/// pause flag it returns is removed.
-fn paused_between_slices(backend: Backend, dir: &Path, args: &[&str]) -> (Service, PathBuf) {
-    let flag = dir.join("paused");
-    let pause = format!("between-slices:{}", flag.display());
-    let args: Vec<&str> = ["--chunk-size", "64K"]
-        .iter()
-        .chain(args)
-        .copied()
-        .collect();
-    let svc = Service::start(backend, dir, &args, &[("AISCP_TEST_PAUSE", &pause)]);
-    (svc, flag)
-}
-
 #[test]
 fn service_killed_mid_tree_client_finishes_as_in_process() {
     for backend in BACKENDS {
@@ -197,7 +183,7 @@ fn client_killed_mid_copy_service_serves_on() {
 }
 
 #[test]
-fn sigint_stops_a_client_within_a_second_and_the_service_serves_on() {
+fn sigint_stops_a_client_once_the_service_stops_its_file_and_it_serves_on() {
     let backend = Backend::FakeGpu;
     let d = dir();
     let (mut svc, flag) = paused_between_slices(backend, d.path(), &[]);
@@ -210,20 +196,23 @@ fn sigint_stops_a_client_within_a_second_and_the_service_serves_on() {
         .spawn()
         .unwrap();
     wait_flag(&flag);
-    let sent = Instant::now();
     signal(client.id() as i32, nix::sys::signal::Signal::SIGINT);
+    // Held mid-file, the service cannot say the file stopped: the client waits for it.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(client.try_wait().unwrap().is_none());
+    let released = Instant::now();
+    fs::remove_file(&flag).unwrap();
     let st = wait_for(&mut client, Duration::from_secs(5));
     assert!(
-        sent.elapsed() < Duration::from_millis(1500),
+        released.elapsed() < Duration::from_millis(1500),
         "{:?}",
-        sent.elapsed()
+        released.elapsed()
     );
     // Killed by the signal after its cleanup, as cp is (a shell shows 130).
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&st),
         Some(libc::SIGINT)
     );
-    fs::remove_file(&flag).unwrap();
     assert!(svc.alive());
     assert_copies(&svc, &d.path().join("a"), &d.path().join("c"));
     assert!(svc.stop().success());

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+mod after_client;
 mod clients;
 mod failures;
 mod users;
@@ -196,6 +197,20 @@ fn dir() -> tempfile::TempDir {
 }
 
 /// Waits for the pause flag `flag` (AISCP_TEST_PAUSE) to appear.
+/// A service on `backend` whose copies stop between slices of 64 KiB (and `args`) until the
+/// pause flag it returns is removed.
+fn paused_between_slices(backend: Backend, dir: &Path, args: &[&str]) -> (Service, PathBuf) {
+    let flag = dir.join("paused");
+    let pause = format!("between-slices:{}", flag.display());
+    let args: Vec<&str> = ["--chunk-size", "64K"]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect();
+    let svc = Service::start(backend, dir, &args, &[("AISCP_TEST_PAUSE", &pause)]);
+    (svc, flag)
+}
+
 fn wait_flag(flag: &Path) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !flag.exists() {
@@ -214,7 +229,7 @@ fn read_message(sock: &OwnedFd) -> String {
 }
 
 /// The wire protocol this build speaks (the service's `wire::PROTOCOL`).
-const PROTOCOL: u32 = 2;
+const PROTOCOL: u32 = 3;
 
 /// A hello of this build.
 fn hello() -> Vec<u8> {

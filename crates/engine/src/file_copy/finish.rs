@@ -78,25 +78,21 @@ impl FileCopy<'_> {
         // fails either way.
         let disk_full = match error {
             Some(e) if is_disk_full(&e) => Some(e),
-            Some(e) => {
-                // Never leave DEST padded past what was copied; the copy error wins.
-                let _ = self.dst.set_len(good);
-                return Err(e);
-            }
+            Some(e) => return Err(self.cut_back(good, e, cx)),
             None => None,
         };
         if !whole {
             // Slices copied past a gap are dropped: what follows `good` is read again in
             // order, and a full disk must give back their blocks first.
+            if !cx.may_resize() {
+                return Err(CopyError::Stopped { good });
+            }
             self.dst.set_len(good).map_err(|e| self.names.write(e))?;
         }
         (cx.pause)("finish");
         staging
             .enter_worker(slot)
-            .map_err(|e| self.names.read(e))
-            .inspect_err(|_| {
-                let _ = self.dst.set_len(good);
-            })?;
+            .map_err(|e| self.cut_back(good, self.names.read(e), cx))?;
         // Bytes before `shown` were shown by the data phase (or here): when SOURCE is read
         // again from before `good`, only what lies past it is new to the progress view.
         let mut read = 0;
@@ -118,19 +114,12 @@ impl FileCopy<'_> {
             .and_then(|from| self.read_on(&mut on, from));
         let end = match walked {
             Ok(end) => end,
-            Err((copied, e)) => {
-                let _ = self.dst.set_len(copied);
-                return Err(e);
-            }
+            Err((copied, e)) => return Err(self.cut_back(copied, e, cx)),
         };
         if let Some(e) = disk_full {
-            let _ = self.dst.set_len(end);
-            return Err(e);
+            return Err(self.cut_back(end, e, cx));
         }
-        self.dst.set_len(end).map_err(|e| CopyError::Extend {
-            name: self.names.dst.clone(),
-            source: e,
-        })?;
+        self.set_size(end, cx)?;
         let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
         if let Some(holes) = holes {
             progress.advanced(holes);

@@ -3,7 +3,7 @@
 //! go through the first slot's bounce route in order.
 
 use crate::backend::Staging;
-use crate::bounce::{self, Ctx, Names, Reader, Writer};
+use crate::bounce::{self, Ctx, Names, OnStop, Reader, Writer};
 use crate::file_copy::{opening, FileCopy, Plan};
 use crate::fileio::MIN_ALIGN;
 use crate::stages::{Stage, StageClock, StageTimes};
@@ -103,7 +103,7 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-        cancel: &AtomicBool,
+        (cancel, on_stop): (&AtomicBool, OnStop),
         diag: &mut dyn FnMut(&str),
     ) -> Result<u64, CopyError> {
         let names = Names::of(job.src_name, job.dst_name);
@@ -111,6 +111,7 @@ impl<S: Staging> Pipeline<S> {
         let cx = Ctx {
             names: &names,
             cancel,
+            on_stop,
             clock: &clock,
             pause: self.pause,
         };
@@ -127,8 +128,8 @@ impl<S: Staging> Pipeline<S> {
             None => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
                 progress.route("stream", "bounce");
-                file.begin(dst_regular)
-                    .and_then(|()| self.copy_sequential(job, dst_regular, &cx, progress))
+                file.begin(dst_regular, &cx)
+                    .and_then(|()| self.copy_sequential(&file, dst_regular, &cx, progress))
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.
@@ -153,6 +154,7 @@ impl<S: Staging> Pipeline<S> {
         let cx = Ctx {
             names: &names,
             cancel,
+            on_stop: OnStop::CutBack,
             clock: &clock,
             pause: self.pause,
         };
@@ -217,7 +219,7 @@ impl<S: Staging> Pipeline<S> {
         let (plan, workers) = self.plan_with_slots(file, &range, names, diag)?;
         let library = self.staging.library();
         let [(src_side, src_why), (dst_side, dst_why)] = opening(cx, || {
-            file.open_sides(&*self.staging, &plan, library, self.verify, whole_file)
+            file.open_sides(&*self.staging, &plan, library, self.verify, whole_file, cx)
         })?;
         // The stream API moves bytes between registered files and device memory only: a
         // file with a bouncing side takes the threaded workers.
@@ -296,20 +298,20 @@ impl<S: Staging> Pipeline<S> {
     /// into the pipe sees its bytes come out as they arrive. Returns the bytes copied.
     fn copy_sequential(
         &mut self,
-        job: &DataJob<'_>,
+        file: &FileCopy<'_>,
         dst_regular: bool,
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<u64, CopyError> {
         let (staging, slot) = self.first_chosen();
         staging.enter_worker(slot).map_err(|e| cx.names.read(e))?;
-        let reader = Reader::Sequential(job.src);
+        let reader = Reader::Sequential(file.src);
         let writer = match dst_regular {
             true => Writer::At {
-                file: job.dst,
-                skip_zeros: (job.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
+                file: file.dst,
+                skip_zeros: (file.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
             },
-            false => Writer::Sequential(job.dst),
+            false => Writer::Sequential(file.dst),
         };
         let round = staging.window_len(slot);
         // `pos`: read so far; `written`: where the last bytes written to DEST end (a DEST
@@ -332,19 +334,9 @@ impl<S: Staging> Pipeline<S> {
             progress.advanced(got as u64);
         };
         match (result, dst_regular) {
-            (Ok(end), true) => job
-                .dst
-                .set_len(end)
-                .map(|()| end)
-                .map_err(|e| CopyError::Extend {
-                    name: cx.names.dst.clone(),
-                    source: e,
-                }),
+            (Ok(end), true) => file.set_size(end, cx).map(|()| end),
             (Ok(end), false) => Ok(end),
-            (Err((copied, e)), true) => {
-                let _ = job.dst.set_len(copied);
-                Err(e)
-            }
+            (Err((copied, e)), true) => Err(file.cut_back(copied, e, cx)),
             (Err((_, e)), false) => Err(e),
         }
     }
