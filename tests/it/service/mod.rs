@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 mod after_client;
 mod clients;
 mod failures;
+mod hostile;
 mod users;
 mod wire;
 
