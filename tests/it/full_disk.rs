@@ -298,3 +298,37 @@ fn a_full_disk_after_a_hole_keeps_exactly_what_cp_keeps() {
         }
     }
 }
+
+/// A sparse SOURCE of the largest length a file may have, copied with `--sparse=never` onto
+/// a small filesystem: the plan is made a window at a time, so the copy fails with ENOSPC in
+/// bounded memory (under a 4 GiB address-space limit) instead of planning 2^63 bytes at once.
+#[test]
+fn the_largest_sparse_file_fails_with_enospc_in_bounded_memory() {
+    let (Some(small), Some(holder)) = (SmallFs::mount(), SmallFs::mount()) else {
+        return;
+    };
+    let huge = holder.mnt.join("huge");
+    fs::File::create(&huge)
+        .unwrap()
+        .set_len(i64::MAX as u64)
+        .unwrap();
+    let mut cmd = Command::new("prlimit");
+    cmd.current_dir(small.dir.path())
+        .arg(format!("--as={}", 4u64 << 30))
+        .arg("--")
+        .arg(program())
+        .args(["--sparse=never"])
+        .arg(&huge)
+        .arg("mnt/d")
+        .stdin(std::process::Stdio::null());
+    Backend::Host.apply(&mut cmd, &small.path("report"));
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // cp words it "failed to extend" (it writes zeros for a hole); aiscp reads them.
+    assert!(
+        stderr.contains("'mnt/d': No space left on device"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

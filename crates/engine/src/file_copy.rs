@@ -32,6 +32,10 @@ mod plan;
 
 pub(crate) use plan::{Access, Plan};
 
+/// Slices one plan holds at most ([`FileCopy::plan`]): 1,024 chunks, 64 GiB at the default
+/// chunk, planned in 16 KiB.
+pub(crate) const WINDOW_SLICES: u64 = 1024;
+
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{Ctx, Names};
 use crate::chunk_plan::ChunkPlan;
@@ -39,7 +43,7 @@ use crate::fileio::{self, MIN_ALIGN};
 use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
 use crate::verify::Buffers;
-use crate::worker::{Handle, SideRoute};
+use crate::worker::{Handle, Phase, SideRoute};
 use crate::{CopyError, DataJob, SparseMode};
 use std::fs::File;
 use std::io;
@@ -70,11 +74,12 @@ impl<'a> FileCopy<'a> {
         }
     }
 
-    /// The plan for SOURCE's bytes in `range` (the whole file: `0..len`, `len` its size at
-    /// open, which bounds the plan only). O_DIRECT is used for a range of at least
-    /// `direct_from` bytes holding an aligned slice, when the slot's memory is aligned enough
-    /// and the chunk holds an aligned block; the slices are then aligned, else they are cut
-    /// at chunk boundaries only.
+    /// The plan for SOURCE's bytes in the first window of `range` (the whole file: `0..len`,
+    /// `len` its size at open, which bounds the plan only): at most [`WINDOW_SLICES`]
+    /// slices, so a plan costs the same memory whatever the file's length. O_DIRECT is used
+    /// for a range of at least `direct_from` bytes holding an aligned slice, when the
+    /// slot's memory is aligned enough and the chunk holds an aligned block; the slices are
+    /// then aligned, else they are cut at chunk boundaries only.
     pub(crate) fn plan(
         &self,
         range: Range<u64>,
@@ -90,15 +95,6 @@ impl<'a> FileCopy<'a> {
         } else {
             MIN_ALIGN
         };
-        let extents = match self.sparse {
-            SparseMode::Never => std::iter::once(0..range.end).collect(),
-            _ => fileio::data_extents(self.src, range.end)?,
-        };
-        let extents: Vec<Range<u64>> = extents
-            .iter()
-            .map(|e| e.start.max(range.start)..e.end.min(range.end))
-            .filter(|e| e.start < e.end)
-            .collect();
         let chunk_aligned = (chunk as u64) & !(align - 1);
         let aligned_end = range.end & !(align - 1);
         let direct = may_be_direct
@@ -110,13 +106,56 @@ impl<'a> FileCopy<'a> {
             true => (align, chunk_aligned),
             false => (1, chunk as u64),
         };
-        let mut slices = ChunkPlan::new(range.end, grain, chunk.max(grain), &extents).slices;
-        slices.retain(|s| s.start >= range.start);
+        let chunk = chunk.max(grain);
+        // Window ends other than the file's are whole chunks from its start, so aligned.
+        let span = chunk.saturating_mul(WINDOW_SLICES);
+        let window = range.start..range.end.min(range.start.saturating_add(span));
+        let extents = match self.sparse {
+            SparseMode::Never => vec![window.clone()],
+            _ => fileio::data_extents(self.src, window.clone())?,
+        };
+        let extents: Vec<Range<u64>> = extents
+            .iter()
+            .map(|e| e.start.max(window.start)..e.end.min(window.end))
+            .filter(|e| e.start < e.end)
+            .collect();
+        let mut slices = ChunkPlan::new(window.end, grain, chunk, &extents).slices;
+        slices.retain(|s| s.start >= window.start);
         Ok(Plan {
             align,
             slices,
+            window,
             direct,
         })
+    }
+
+    /// The data phase of `range`, a window at a time: `first` (the plan of its first
+    /// window, for which the caller readied the slots and opened the sides) is run by
+    /// `run`, then each next window, planned by `replan` from where the last one ended,
+    /// while the last ended whole and the next opens the files as the first did (else the
+    /// finish reads on from where the last whole window ended). Returns how the phase
+    /// ended, with every window's holes.
+    pub(crate) fn in_windows(
+        &self,
+        range: &Range<u64>,
+        first: Plan,
+        replan: impl Fn(Range<u64>) -> io::Result<Plan>,
+        mut run: impl FnMut(&Plan) -> Phase,
+    ) -> Phase {
+        let mut plan = first;
+        let mut phase = run(&plan);
+        while phase.whole && phase.error.is_none() && plan.window.end < range.end {
+            let next = match replan(plan.window.end..range.end) {
+                Ok(next) => next,
+                Err(e) => return phase.or_failure(Some(self.names.read(e))),
+            };
+            if next.direct != plan.direct || next.align != plan.align {
+                break;
+            }
+            plan = next;
+            phase = phase.then(run(&plan));
+        }
+        phase
     }
 
     /// Cuts DEST to 0 when it holds old bytes; call it once the staging the copy needs
@@ -221,15 +260,15 @@ impl<'a> FileCopy<'a> {
             Ok([src, dst])
         })();
         if opened.is_err() {
-            let _ = self.end_direct(plan);
+            let _ = self.end_direct(plan.direct);
         }
         opened
     }
 
     /// Hands both files back buffered, as they came (the finishing reads need it), where
-    /// `plan` opened them with O_DIRECT.
-    pub(crate) fn end_direct(&self, plan: &Plan) -> Result<(), CopyError> {
-        if !plan.direct {
+    /// the plan opened them with O_DIRECT (`direct`).
+    pub(crate) fn end_direct(&self, direct: bool) -> Result<(), CopyError> {
+        if !direct {
             return Ok(());
         }
         fileio::clear_direct(self.src.as_fd()).map_err(|e| self.names.read(e))?;

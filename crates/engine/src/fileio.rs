@@ -237,9 +237,9 @@ pub fn is_zero(buf: &[u8]) -> bool {
     head.iter().all(|&b| b == 0) && words.iter().all(|&w| w == 0) && tail.iter().all(|&b| b == 0)
 }
 
-/// The data extents of `file` within `[0, len)`, found with SEEK_DATA/SEEK_HOLE. Where the
+/// The data extents of `file` within `range`, found with SEEK_DATA/SEEK_HOLE. Where the
 /// filesystem cannot tell, the whole range is data.
-pub fn data_extents(file: &File, len: u64) -> io::Result<Vec<Range<u64>>> {
+pub fn data_extents(file: &File, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
     let fd = file.as_fd().as_raw_fd();
     let seek = |off: u64, whence: libc::c_int| -> io::Result<Option<u64>> {
         // SAFETY: lseek on an fd we borrow; the position is not used by positional I/O.
@@ -252,14 +252,15 @@ pub fn data_extents(file: &File, len: u64) -> io::Result<Vec<Range<u64>>> {
             e => Err(e.into()),
         }
     };
+    let (from, len) = (range.start, range.end);
     let mut extents = Vec::new();
-    let mut pos = 0;
+    let mut pos = from;
     while pos < len {
         let start = match seek(pos, libc::SEEK_DATA) {
             Ok(Some(s)) => s,
             Ok(None) => break,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && pos == 0 => {
-                return Ok(std::iter::once(0..len).collect())
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && pos == from => {
+                return Ok(std::iter::once(from..len).collect())
             }
             Err(e) => return Err(e),
         };

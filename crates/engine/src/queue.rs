@@ -382,24 +382,34 @@ fn copy_whole<S: Staging>(
             ),
         ));
     }
-    let ends = Endpoints {
-        src: &job.src,
-        dst: &job.dst,
-        src_side: &src_side,
-        dst_side: &dst_side,
-        cx: &cx,
-        skip_zeros: job.sparse == SparseMode::Always,
-        align: plan.align,
+    let direct = plan.direct;
+    let replan = |r| {
+        file.plan(
+            r,
+            shared.chunk,
+            shared.direct_from,
+            staging.slot_alignment(),
+        )
     };
-    let work = Work::new(&plan.slices, &job.src, cancel);
     let mut reported = 0;
-    run_worker(staging, slot, &ends, &work, &mut |n| {
-        reported += n;
-        progress.advanced(n);
+    let phase = file.in_windows(&(0..job.len), plan, replan, |plan| {
+        let ends = Endpoints {
+            src: &job.src,
+            dst: &job.dst,
+            src_side: &src_side,
+            dst_side: &dst_side,
+            cx: &cx,
+            skip_zeros: job.sparse == SparseMode::Always,
+            align: plan.align,
+        };
+        let work = Work::new(&plan.slices, &job.src, cancel);
+        run_worker(staging, slot, &ends, &work, &mut |n| {
+            reported += n;
+            progress.advanced(n);
+        });
+        work.phase(&plan.window)
     });
-    let phase = work
-        .phase(&(0..job.len))
-        .or_failure(file.end_direct(&plan).err());
+    let phase = phase.or_failure(file.end_direct(direct).err());
     let end = file.finish(phase, Some(reported), staging, slot, &cx, progress);
     progress.file_finished();
     end

@@ -118,6 +118,17 @@ impl Phase {
         self
     }
 
+    /// This phase (of a window that ended whole) followed by the next window's.
+    pub(crate) fn then(mut self, next: Phase) -> Phase {
+        self.holes.extend(next.holes);
+        Phase {
+            good: next.good.or(self.good),
+            whole: next.whole,
+            error: next.error,
+            holes: self.holes,
+        }
+    }
+
     /// A part's end, as [`Phase::of_parts`] takes it back.
     pub(crate) fn part_end(self) -> Result<PartEnd, CopyError> {
         match self.error {

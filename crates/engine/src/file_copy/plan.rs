@@ -11,6 +11,9 @@ pub(crate) struct Plan {
     pub(crate) align: u64,
     /// Disjoint, ascending; aligned to `align` when `direct`.
     pub(crate) slices: Vec<Range<u64>>,
+    /// The part of the file these slices are planned for (at most
+    /// [`super::WINDOW_SLICES`] chunks): the data phase goes window by window.
+    pub(crate) window: Range<u64>,
     /// The slices are read and written with O_DIRECT where the files take it.
     pub(crate) direct: bool,
 }

@@ -216,7 +216,7 @@ impl<S: Staging> Pipeline<S> {
         diag: &mut dyn FnMut(&str),
     ) -> Result<(Phase, u64), CopyError> {
         let names = cx.names;
-        let (plan, workers) = self.plan_with_slots(file, &range, names, diag)?;
+        let (plan, workers, chunk) = self.plan_with_slots(file, &range, names, diag)?;
         let library = self.staging.library();
         let [(src_side, src_why), (dst_side, dst_why)] = opening(cx, || {
             file.open_sides(&*self.staging, &plan, library, self.verify, whole_file, cx)
@@ -242,47 +242,55 @@ impl<S: Staging> Pipeline<S> {
             if use_async { ", async streams" } else { "" },
         ));
         progress.route(src_side.describe(), dst_side.describe());
-        let ends = Endpoints {
-            src: file.src,
-            dst: file.dst,
-            src_side: &src_side,
-            dst_side: &dst_side,
-            cx,
-            skip_zeros: file.sparse == SparseMode::Always,
-            align: plan.align,
-        };
-        let work = Work::new(&plan.slices, file.src, cx.cancel);
-        let reported = self.run_workers(workers, use_async, &ends, &work, progress);
+        let direct = plan.direct;
+        let slot_alignment = self.staging.slot_alignment();
+        let replan = |r| file.plan(r, chunk, 0, slot_alignment);
+        let mut reported = 0;
+        let phase = file.in_windows(&range, plan, replan, |plan| {
+            let ends = Endpoints {
+                src: file.src,
+                dst: file.dst,
+                src_side: &src_side,
+                dst_side: &dst_side,
+                cx,
+                skip_zeros: file.sparse == SparseMode::Always,
+                align: plan.align,
+            };
+            let work = Work::new(&plan.slices, file.src, cx.cancel);
+            reported += self.run_workers(workers, use_async, &ends, &work, progress);
+            work.phase(&plan.window)
+        });
         // Workers are joined: hand the fds back buffered for the finish and for the caller.
         drop(src_side);
         drop(dst_side);
-        let phase = work.phase(&range).or_failure(file.end_direct(&plan).err());
+        let phase = phase.or_failure(file.end_direct(direct).err());
         Ok((phase, reported))
     }
 
     /// Plans `range` for the slots this file may use, and readies them: device memory (a
     /// smaller chunk, and a new plan, when it runs short) and, where slices bounce, each
-    /// worker's pinned windows, all before DST is touched. Returns the plan and how many
-    /// workers run it.
+    /// worker's pinned windows, all before DST is touched. Returns the plan, how many
+    /// workers run it and the chunk it was cut with.
     fn plan_with_slots(
         &mut self,
         file: &FileCopy<'_>,
         range: &Range<u64>,
         names: &Names,
         diag: &mut dyn FnMut(&str),
-    ) -> Result<(Plan, usize), CopyError> {
+    ) -> Result<(Plan, usize, usize), CopyError> {
         let slot_alignment = self.staging.slot_alignment();
         let plan_for = |chunk: usize| {
             file.plan(range.clone(), chunk, 0, slot_alignment)
                 .map_err(|e| names.read(e))
         };
-        let chunk = self.chunk;
+        let mut chunk = self.chunk;
         let mut plan = plan_for(chunk)?;
         let wanted = self.chosen.len().min(plan.slices.len());
         let granted = self.ensure_slots(wanted, &names.src, diag)?;
         if granted.chunk != chunk {
             // Device memory ran short: more, smaller slices (never fewer than workers).
-            plan = plan_for(granted.chunk)?;
+            chunk = granted.chunk;
+            plan = plan_for(chunk)?;
         }
         let mut workers = granted.slots;
         if !(self.staging.library().is_some() && plan.direct) {
@@ -290,7 +298,7 @@ impl<S: Staging> Pipeline<S> {
             workers = self.ready_windows(workers, &names.src, diag)?;
         }
         self.workers = workers;
-        Ok((plan, workers))
+        Ok((plan, workers, chunk))
     }
 
     /// Copies a sequential source (or into a non-regular DST) from its start to EOF on this thread
