@@ -101,13 +101,48 @@ impl ServiceClient {
         Ok((sock, welcome))
     }
 
-    /// `AISCP_SERVICE=auto`: starts `aiscp --serve` in its own session (so the terminal's
-    /// signals do not reach it) with this run's staging flags and a short idle exit, and
-    /// waits for it to answer. Several clients may race here: the lock beside the socket
-    /// lets one service serve, and the others exit.
+    /// `AISCP_SERVICE=auto`: starts `aiscp --serve` detached (a session of its own, so the
+    /// terminal's signals do not reach it; working directory `/`; nothing of this run's open
+    /// but its standard streams, its stderr the log beside the socket) with this run's
+    /// staging flags and a short idle exit, and waits for it to answer, or to exit: then
+    /// the reason is the last line of its log. Several clients may race here: the lock
+    /// beside the socket lets one service serve, and the others exit.
     fn start_service(&mut self, path: &Path) -> Result<OwnedFd, Option<String>> {
-        use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe().map_err(|e| Some(e.to_string()))?;
+        if let Some(dir) = path.parent() {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        }
+        let log = service_log(path).map_err(|e| Some(format!("cannot start it: {e}")))?;
+        let mut child = self
+            .serve_command(exe, path)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| Some(format!("cannot start it: {e}")))?;
+        let deadline = Instant::now() + AUTO_START_WAIT;
+        loop {
+            if let Ok(s) = dial(path) {
+                // Reaped by a thread so no zombie outlives this run's wait.
+                std::thread::spawn(move || child.wait());
+                return Ok(s);
+            }
+            // It exited: another client's service won the race, or it could not start.
+            if let Ok(Some(status)) = child.try_wait() {
+                return dial(path).map_err(|_| Some(start_failure(path, status)));
+            }
+            if Instant::now() > deadline || self.config.cancel.load(Ordering::SeqCst) {
+                return Err(Some(format!(
+                    "the service started did not answer within {} s",
+                    AUTO_START_WAIT.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `aiscp --serve` at `path` with this run's staging flags, detached from this run.
+    fn serve_command(&self, exe: std::path::PathBuf, path: &Path) -> std::process::Command {
+        use std::os::unix::process::CommandExt;
         let c = &self.config;
         let backend = match c.backend {
             BackendChoice::Auto => "auto",
@@ -131,38 +166,73 @@ impl ServiceClient {
             .arg(format!("--gpu={}", c.gpu))
             .arg(format!("--chunk-size={}", c.chunk_size))
             .arg("-q")
+            .current_dir("/")
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .process_group(0);
+            .stdout(std::process::Stdio::null());
         if let Some(n) = c.slots_per_gpu {
             cmd.arg(format!("--streams={n}"));
         }
-        if let Some(dir) = path.parent() {
-            use std::os::unix::fs::DirBuilderExt;
-            let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+        // SAFETY: between fork and exec the closure only makes system calls (setsid,
+        // close_range, fcntl), which are async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()?;
+                keep_only_standard_streams();
+                Ok(())
+            });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Some(format!("cannot start it: {e}")))?;
-        let deadline = Instant::now() + AUTO_START_WAIT;
-        loop {
-            if let Ok(s) = dial(path) {
-                // Reaped by a thread so no zombie outlives this run's wait.
-                std::thread::spawn(move || child.wait());
-                return Ok(s);
-            }
-            // It exited: another client's service won the race, or it could not start.
-            if let Ok(Some(_)) = child.try_wait() {
-                if let Ok(s) = dial(path) {
-                    return Ok(s);
-                }
-            }
-            if Instant::now() > deadline || self.config.cancel.load(Ordering::SeqCst) {
-                return Err(Some("the service started did not answer".into()));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        cmd
+    }
+}
+
+/// Marks every descriptor past the standard streams close-on-exec, so a service started
+/// here holds none of its client's (a pipe the client's shell waits on, a directory a
+/// `umount` would find busy). Runs between fork and exec.
+fn keep_only_standard_streams() {
+    // SAFETY: close_range only changes descriptor flags; it takes plain integers.
+    let marked = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if marked == 0 {
+        return;
+    }
+    // Kernels before 5.11: one by one, up to the descriptor limit.
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft.min(1 << 20));
+    for fd in 3..limit as i32 {
+        // SAFETY: F_SETFD on any integer is harmless; EBADF where nothing is open.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+}
+
+/// The log of a service started by `auto`, beside its socket: its stderr (quiet but for
+/// why it could not start or why it stopped).
+fn service_log(socket: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".log");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(name)
+}
+
+/// Why a service started by `auto` exited without serving: its log's last line.
+fn start_failure(socket: &Path, status: std::process::ExitStatus) -> String {
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".log");
+    let log = std::fs::read_to_string(name).unwrap_or_default();
+    match log.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(line) => format!("the service it started exited ({status}): {}", line.trim()),
+        None => format!("the service it started exited ({status})"),
     }
 }
 

@@ -434,3 +434,86 @@ fn a_failure_through_the_service_quotes_names_in_the_clients_locale() {
     assert_eq!(there.status.code(), Some(1));
     assert!(svc.stop().success());
 }
+
+/// `auto` whose service cannot start (its lock's name taken by a directory) copies
+/// in-process at once, saying why the service could not start, instead of waiting for it.
+#[test]
+fn auto_with_a_service_that_cannot_start_says_why_at_once() {
+    let d = dir();
+    let runtime = d.path().join("xdg");
+    fs::create_dir_all(runtime.join("aiscp/service.sock.lock")).unwrap();
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(runtime.join("aiscp"), fs::Permissions::from_mode(0o700)).unwrap();
+    let src = d.path().join("a");
+    write_random(&src, 50_000, 8);
+    let started = Instant::now();
+    let out = Command::new(program())
+        .env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", "auto")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("the service it started exited") && stderr.contains("Is a directory"),
+        "{stderr}"
+    );
+    assert_eq!(
+        fs::read(&src).unwrap(),
+        fs::read(d.path().join("b")).unwrap()
+    );
+}
+
+/// The service `auto` starts holds nothing of its client's: a pipe the client's shell
+/// waits on ends with the client (not with the service's idle exit), and the service runs
+/// in `/`, in a session of its own.
+#[test]
+fn auto_starts_a_detached_service() {
+    let d = dir();
+    let runtime = d.path().join("xdg");
+    fs::create_dir(&runtime).unwrap();
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o700)).unwrap();
+    let src = d.path().join("a");
+    write_random(&src, 50_000, 9);
+    let started = Instant::now();
+    // `3>&1 | cat`: cat ends when every holder of the pipe's write end has gone.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" --debug "$1" "$2" 3>&1 2>"$3" | cat"#)
+        .arg(program())
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .arg(d.path().join("err"))
+        .env("AISCP_BACKEND", "host")
+        .env("AISCP_SERVICE", "auto")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    let stderr = fs::read_to_string(d.path().join("err")).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let pid: i32 = stderr
+        .split("through the staging service (pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(cwd, Path::new("/"));
+    let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
+    assert_eq!(sid.as_raw(), pid, "a session of its own");
+    signal(pid, nix::sys::signal::Signal::SIGTERM);
+}
