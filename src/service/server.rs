@@ -7,10 +7,12 @@
 //! the clients with work), taken round-robin. A file too large to fly as its client sees it
 //! flies all the same, on one slot, while other clients have work (so no client with work
 //! waits behind another's large file); with no one else waiting it is copied in turn with
-//! every slot, on this thread, and a client that arrives meanwhile waits for that copy. On
-//! the library route nothing flies: files are copied in turn, one at a time. Each client has
-//! its own cancel flag: Cancel from it, or its connection closing, stops its files (and only
-//! its files) between slices, and its queued files are dropped at once.
+//! every slot, on this thread, a part of 16 chunks at a time, other clients' files scheduled
+//! between parts and other files in turn (the library route's, where nothing else flies)
+//! given parts in rotation. A source without a length (read to its end) always flies, so it
+//! never holds this thread. Each client has its own cancel flag: Cancel from it, or its
+//! connection closing, stops its files (and only its files) before their next write, and
+//! its queued files are dropped at once; the engine then leaves its DESTs as they are.
 //!
 //! Bounds: [`MAX_CLIENTS`] connections, [`MAX_PENDING`] unanswered files per client, each
 //! message at most [`wire::MAX_MESSAGE`] bytes with the descriptors of [`wire::MAX_FILES`]

@@ -247,6 +247,12 @@ impl Engine {
         (self.limits.files > 0 && !library).then_some(chunk as u64)
     }
 
+    /// The most a slice holds: parts given to [`Engine::copy_part`] begin at multiples of
+    /// it.
+    pub fn chunk_bytes(&self) -> u64 {
+        with_pipeline!(&self.backend, p => p.chunk()) as u64
+    }
+
     /// Whether a file of `len` bytes may be queued now without going over the limits; when
     /// not, take finished files with [`Engine::next_finished`] first.
     pub fn has_room(&self, len: u64) -> bool {
@@ -399,10 +405,33 @@ impl Engine {
     /// copier that owns the file ends it with [`Engine::begin_parts`] before the parts and
     /// [`Engine::finish_parts`] after them.
     pub fn copy_part(&mut self, job: &DataJob<'_>, part: Range<u64>) -> Result<PartEnd, CopyError> {
+        let cancel = Arc::clone(&self.config.cancel);
+        self.copy_part_with(job, part, &NoProgress, (&cancel, bounce::OnStop::CutBack))
+    }
+
+    /// [`Engine::copy_part`] of a file copied in turns (a staging service gives other
+    /// clients theirs between its parts), its progress shown, stopped by `cancel` as
+    /// [`Engine::copy_cancellable`] is.
+    pub fn copy_part_cancellable(
+        &mut self,
+        job: &DataJob<'_>,
+        part: Range<u64>,
+        progress: &dyn ProgressSink,
+        cancel: &AtomicBool,
+    ) -> Result<PartEnd, CopyError> {
+        self.copy_part_with(job, part, progress, (cancel, bounce::OnStop::Leave))
+    }
+
+    fn copy_part_with(
+        &mut self,
+        job: &DataJob<'_>,
+        part: Range<u64>,
+        progress: &dyn ProgressSink,
+        stop: (&AtomicBool, bounce::OnStop),
+    ) -> Result<PartEnd, CopyError> {
         self.land();
-        let cancel = &*self.config.cancel;
         let diag = &mut |line: &str| self.diag.debug(line);
-        with_pipeline!(&mut self.backend, p => p.copy_part(job, part, cancel, diag))
+        with_pipeline!(&mut self.backend, p => p.copy_part(job, part, progress, stop, diag))
     }
 
     /// Readies a file whose parts other copiers share: the staging its end needs, then DST
@@ -429,20 +458,42 @@ impl Engine {
         job: &DataJob<'_>,
         parts: Vec<Result<PartEnd, CopyError>>,
     ) -> Result<u64, CopyError> {
+        let cancel = Arc::clone(&self.config.cancel);
+        self.finish_parts_with(job, parts, &NoProgress, (&cancel, bounce::OnStop::CutBack))
+    }
+
+    /// [`Engine::finish_parts`] of a file copied by [`Engine::copy_part_cancellable`].
+    pub fn finish_parts_cancellable(
+        &mut self,
+        job: &DataJob<'_>,
+        parts: Vec<Result<PartEnd, CopyError>>,
+        progress: &dyn ProgressSink,
+        cancel: &AtomicBool,
+    ) -> Result<u64, CopyError> {
+        self.finish_parts_with(job, parts, progress, (cancel, bounce::OnStop::Leave))
+    }
+
+    fn finish_parts_with(
+        &mut self,
+        job: &DataJob<'_>,
+        parts: Vec<Result<PartEnd, CopyError>>,
+        progress: &dyn ProgressSink,
+        (cancel, on_stop): (&AtomicBool, bounce::OnStop),
+    ) -> Result<u64, CopyError> {
         self.land();
         let started = Instant::now();
         let names = bounce::Names::of(job.src_name, job.dst_name);
         let clock = stages::StageClock::default();
         let cx = bounce::Ctx {
             names: &names,
-            cancel: &self.config.cancel,
-            on_stop: bounce::OnStop::CutBack,
+            cancel,
+            on_stop,
             clock: &clock,
             pause: self.config.pause,
         };
         let file = file_copy::FileCopy::of(job, &names);
         let end =
-            with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, &NoProgress))?;
+            with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, progress))?;
         self.conclude(job, end, started, clock.times())
     }
 

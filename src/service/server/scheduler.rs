@@ -5,9 +5,11 @@ use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
 use crate::service::wire::{self, FileDone, Handover, Outcome, Reply};
 use aiscp_engine::{
-    CopyError, DataJob, Engine, ProgressSink, QueueLimits, QueuedJob, SourceKind, Ticket,
+    CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, SourceKind,
+    StageTimes, Ticket,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +44,11 @@ struct ProgressTo {
     id: u64,
     unreported: Mutex<(Instant, u64)>,
 }
+
+/// Chunks of a file copied in turn that one part holds: four per slot of the default four,
+/// 1 GiB at the default chunk (a few tenths of a second at storage speed), about the
+/// longest another client's file waits for its turn.
+const TURN_CHUNKS: u64 = 16;
 
 /// How often a file copied in turn reports its progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
@@ -97,8 +104,49 @@ impl Recorder {
     }
 }
 
+/// The file copied in turn: a regular file a part at a time (so other clients' files go
+/// between its parts), a source without a length whole.
+struct Turn {
+    client: ClientId,
+    job: Job,
+    recorder: Recorder,
+    len: Option<u64>,
+    /// Where the next part begins.
+    next: u64,
+    parts: Vec<Result<PartEnd, CopyError>>,
+    stages: StageTimes,
+}
+
+impl Turn {
+    fn data_job(&self) -> DataJob<'_> {
+        DataJob {
+            src: &self.job.src,
+            src_name: &self.job.src_name,
+            src_kind: match self.len {
+                Some(len) if len > 0 => SourceKind::Regular { len },
+                _ => SourceKind::Sequential,
+            },
+            dst: &self.job.dst,
+            dst_name: &self.job.dst_name,
+            sparse: self.job.sparse,
+        }
+    }
+
+    /// The next part of at most `span` bytes (a multiple of the chunk), None once the
+    /// file's planned length is covered (an empty file has one empty part).
+    fn next_part(&self, span: u64) -> Option<Range<u64>> {
+        let len = self.len?;
+        let first = self.parts.is_empty();
+        (self.next < len || first).then(|| self.next..len.min(self.next.saturating_add(span)))
+    }
+}
+
 pub(super) struct Scheduler {
     engine: Engine,
+    /// Files copied in turn, at most one per client, each given a part in its turn.
+    turns: VecDeque<Turn>,
+    /// How much of a file one turn copies: [`TURN_CHUNKS`] chunks.
+    turn_part: u64,
     clients: BTreeMap<ClientId, Client>,
     /// Files in the engine's flight: whose, their id, their route.
     tickets: HashMap<Ticket, (ClientId, u64, Arc<Recorder>)>,
@@ -116,6 +164,8 @@ impl Scheduler {
         shared: Arc<Shared>,
     ) -> Scheduler {
         Scheduler {
+            turns: VecDeque::new(),
+            turn_part: engine.chunk_bytes() * TURN_CHUNKS,
             engine,
             clients: BTreeMap::new(),
             tickets: HashMap::new(),
@@ -146,8 +196,9 @@ impl Scheduler {
             self.send_answers();
             moved |= self.schedule();
             self.send_answers();
+            moved |= self.step_turn();
             self.reap();
-            if !self.clients.is_empty() || self.engine.in_flight() > 0 {
+            if !self.clients.is_empty() || self.engine.in_flight() > 0 || !self.turns.is_empty() {
                 idle_since = Instant::now();
             } else if !idle_exit.is_zero() && idle_since.elapsed() >= idle_exit {
                 if self.debug {
@@ -164,7 +215,9 @@ impl Scheduler {
                 true => Duration::ZERO,
                 false => (nap * 2).clamp(Duration::from_micros(20), Duration::from_millis(1)),
             };
-            let wait = if self.engine.in_flight() > 0 {
+            let wait = if !self.turns.is_empty() {
+                Duration::ZERO
+            } else if self.engine.in_flight() > 0 {
                 nap
             } else if self.clients.is_empty() && !idle_exit.is_zero() {
                 idle_exit
@@ -290,9 +343,14 @@ impl Scheduler {
             Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
                 Some((len, truncate, None))
             }
-            // A file too large to fly as the client sees it is copied with every slot while
-            // no other client has work; while others do, it flies on one slot beside their
-            // files, so no client waits behind another's large file.
+            // A source read to its end (a /proc file) may take any time: it flies on one
+            // slot, never on this thread, whatever the route (files in flight bounce).
+            Handover::InFlight { len: 0, truncate } => Some((0, truncate, None)),
+            Handover::InTurn { len: None } => Some((0, false, Some(progress_to(c, front.id)))),
+            // A file too large to fly as the client sees it is copied with every slot, a
+            // part at a time, while no other client has work; while others do, it flies
+            // on one slot beside their files, so no client waits behind another's large
+            // file.
             Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
                 Some((len, true, Some(progress_to(c, front.id))))
             }
@@ -337,21 +395,27 @@ impl Scheduler {
                         src_name: q.src_name,
                         dst_name: q.dst_name,
                         sparse: q.sparse,
-                        handover: Handover::InFlight { len, truncate },
+                        handover: Handover::InTurn {
+                            len: (len > 0).then_some(len),
+                        },
                     };
-                    self.copy_in_turn(id, job);
+                    self.begin_turn(id, job);
                 }
             }
             return true;
         }
+        if self.turns.iter().any(|t| t.client == id) {
+            return false; // its client waits for that one first
+        }
         let job = c.pending.pop_front().expect("front exists");
         self.last_served = id;
-        self.copy_in_turn(id, job);
+        self.begin_turn(id, job);
         true
     }
 
-    /// Copies a file now (all slots), as one process copies a file it does not queue.
-    fn copy_in_turn(&mut self, id: ClientId, job: Job) {
+    /// Begins copying client `id`'s `job` in turn, with every slot, a part at a time
+    /// ([`Scheduler::step_turn`]).
+    fn begin_turn(&mut self, id: ClientId, job: Job) {
         // What other clients were told meanwhile (a Cancel's answers) goes before this copy.
         self.send_answers();
         let Some(c) = self.clients.get_mut(&id) else {
@@ -361,35 +425,93 @@ impl Scheduler {
             route: Mutex::default(),
             progress: Some(progress_to(c, job.id)),
         };
-        // The engine cuts DEST once the staging exists, as for a copy in the client.
-        let src_kind = match job.handover {
-            Handover::InFlight { len: 0, .. } | Handover::InTurn { len: None } => {
-                SourceKind::Sequential
-            }
-            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => {
-                SourceKind::Regular { len }
-            }
-        };
-        let data = DataJob {
-            src: &job.src,
-            src_name: &job.src_name,
-            src_kind,
-            dst: &job.dst,
-            dst_name: &job.dst_name,
-            sparse: job.sparse,
-        };
-        let result = self
-            .engine
-            .copy_cancellable(&data, &recorder, &c.joined.cancel);
-        if let Ok(end) = result {
-            c.bytes = c.bytes.saturating_add(end);
+        // An empty file has no part to copy: it is copied whole, as one without a length.
+        let len = match job.handover {
+            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => Some(len),
+            Handover::InTurn { len: None } => None,
         }
-        c.files += 1;
-        let stages = wire::stage_secs(&self.engine.last_stages());
-        let outcome = recorder.outcome(result, true, stages);
+        .filter(|&len| len > 0);
+        self.turns.push_back(Turn {
+            client: id,
+            job,
+            recorder,
+            len,
+            next: 0,
+            parts: Vec::new(),
+            stages: StageTimes::default(),
+        });
+    }
+
+    /// Copies the next part of the first file in turn, or ends it (the finish, its
+    /// answer), then puts it last; whether there was one. Between parts the scheduler
+    /// serves everyone else, and the other files in turn get theirs.
+    fn step_turn(&mut self) -> bool {
+        let Some(mut turn) = self.turns.pop_front() else {
+            return false;
+        };
+        let Some(c) = self.clients.get(&turn.client) else {
+            return true; // its client is forgotten: the files close with it
+        };
+        let cancel = Arc::clone(&c.joined.cancel);
+        let part = turn.next_part(self.turn_part);
+        let stopped = matches!(turn.parts.last(), Some(Err(_)));
+        match (turn.len, part) {
+            (Some(_), Some(part)) if !stopped => {
+                let end = part.end;
+                let ended = self.engine.copy_part_cancellable(
+                    &turn.data_job(),
+                    part,
+                    &turn.recorder,
+                    &cancel,
+                );
+                turn.stages.add(&self.engine.last_stages());
+                turn.parts.push(ended);
+                turn.next = end;
+                self.turns.push_back(turn);
+                return true;
+            }
+            (Some(_), _) => {
+                let parts = std::mem::take(&mut turn.parts);
+                let result = self.engine.finish_parts_cancellable(
+                    &turn.data_job(),
+                    parts,
+                    &turn.recorder,
+                    &cancel,
+                );
+                self.end_turn(turn, result);
+            }
+            // No length to cut in parts: copied whole.
+            (None, _) => {
+                let result =
+                    self.engine
+                        .copy_cancellable(&turn.data_job(), &turn.recorder, &cancel);
+                turn.stages.add(&self.engine.last_stages());
+                self.end_turn(turn, result);
+            }
+        }
+        true
+    }
+
+    /// Answers the file in turn, which ended as `result`.
+    fn end_turn(&mut self, turn: Turn, result: Result<u64, CopyError>) {
+        let Turn {
+            client,
+            job,
+            recorder,
+            stages,
+            ..
+        } = turn;
+        let outcome = recorder.outcome(result, true, wire::stage_secs(&stages));
         self.shared.count(&outcome);
         drop(job.src);
         drop(job.dst);
+        let Some(c) = self.clients.get_mut(&client) else {
+            return;
+        };
+        if let Outcome::Copied { end, .. } = &outcome {
+            c.bytes = c.bytes.saturating_add(*end);
+        }
+        c.files += 1;
         answer(c, job.id, outcome);
         // Its client waits for this one answer.
         send_answers(c);

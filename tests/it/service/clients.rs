@@ -517,3 +517,45 @@ fn auto_starts_a_detached_service() {
     assert_eq!(sid.as_raw(), pid, "a session of its own");
     signal(pid, nix::sys::signal::Signal::SIGTERM);
 }
+
+/// A long file copied in turn does not hold another client's small file for its whole
+/// length: files in turn take parts of 16 chunks in rotation. On the library route (every
+/// file in turn) with every library write slowed to 40 ms, a 16 MiB file takes seconds; a
+/// small file sent meanwhile by another client ends within about one part of it.
+#[test]
+fn a_long_file_in_turn_does_not_hold_another_clients_small_one() {
+    let d = dir();
+    let slow = ("AISCP_FAKE_GPU_FAULTS", "write=stall:40");
+    let args = ["--route", "library", "--chunk-size", "64K"];
+    let svc = Service::start(Backend::FakeGpu, d.path(), &args, &[slow]);
+    write_random(&d.path().join("long"), 16 << 20, 31);
+    write_random(&d.path().join("small"), 100_000, 32);
+    let started = Instant::now();
+    let mut long = svc
+        .client()
+        .arg(d.path().join("long"))
+        .arg(d.path().join("long.copy"))
+        .spawn()
+        .unwrap();
+    // Once the long file is moving.
+    while fs::metadata(d.path().join("long.copy")).map_or(0, |m| m.len()) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(20), "{}", svc.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let small_started = Instant::now();
+    assert_copies(&svc, &d.path().join("small"), &d.path().join("small.copy"));
+    let small_took = small_started.elapsed();
+    let long_status = wait_for(&mut long, Duration::from_secs(60));
+    let long_took = started.elapsed();
+    assert!(long_status.success());
+    assert_eq!(
+        fs::read(d.path().join("long")).unwrap(),
+        fs::read(d.path().join("long.copy")).unwrap()
+    );
+    // One part of the long file is 16 slices, four rounds of 40 ms writes on four workers.
+    assert!(
+        small_took < Duration::from_millis(1500) && small_took * 2 < long_took,
+        "small {small_took:?}, long {long_took:?}"
+    );
+    assert!(svc.stop().success());
+}

@@ -8,7 +8,7 @@ use crate::file_copy::{opening, FileCopy, Plan};
 use crate::fileio::MIN_ALIGN;
 use crate::stages::{Stage, StageClock, StageTimes};
 use crate::worker::{run_worker, Endpoints, Handle, PartEnd, Phase, SideRoute, Work};
-use crate::{CopyError, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
+use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -146,7 +146,8 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         job: &DataJob<'_>,
         part: Range<u64>,
-        cancel: &AtomicBool,
+        progress: &dyn ProgressSink,
+        (cancel, on_stop): (&AtomicBool, OnStop),
         diag: &mut dyn FnMut(&str),
     ) -> Result<PartEnd, CopyError> {
         let names = Names::of(job.src_name, job.dst_name);
@@ -154,13 +155,13 @@ impl<S: Staging> Pipeline<S> {
         let cx = Ctx {
             names: &names,
             cancel,
-            on_stop: OnStop::CutBack,
+            on_stop,
             clock: &clock,
             pause: self.pause,
         };
         self.first_slot(&names.src, diag)?;
         let file = FileCopy::of(job, &names);
-        let result = self.run_plan(&file, part, false, &cx, &NoProgress, diag);
+        let result = self.run_plan(&file, part, false, &cx, progress, diag);
         self.last_stages = clock.times();
         self.run_stages.add(&self.last_stages);
         result?.0.part_end()
