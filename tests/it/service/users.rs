@@ -450,3 +450,65 @@ fn a_client_keeps_its_files_from_another_users_service() {
 fn serve_shared(users: &str) -> [&str; 5] {
     ["--serve", "--backend", "host", "--allow-users", users]
 }
+
+/// SO_PEERCRED is read as the peer's uid on both ends, never its gid: every identity here
+/// has a uid other than its gid (nobody with group daemon, 65534 and 1).
+#[test]
+fn peer_credentials_are_uids_on_both_ends() {
+    let d = dir();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let src = d.path().join("a");
+    write_random(&src, 200_000, 14);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
+    let out_dir = d.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    fs::set_permissions(&out_dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let copy_through = |user: &str, socket: &Path, name: &str| {
+        let out = as_user(user)
+            .arg(program())
+            .args(["--backend", "host", "--debug"])
+            .arg(&src)
+            .arg(out_dir.join(name))
+            .env("AISCP_SERVICE", socket)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{user}: {stderr}");
+        assert!(
+            stderr.contains("through the staging service"),
+            "{user}: {stderr}"
+        );
+        assert!(!stderr.contains("in-process"), "{user}: {stderr}");
+        assert_eq!(
+            fs::read(&src).unwrap(),
+            fs::read(out_dir.join(name)).unwrap()
+        );
+    };
+    // The service's end: root's shared service admits uid 65534, whatever its group.
+    let shared = d.path().join("shared").join("service.sock");
+    let svc = Other::start(
+        Command::new(program())
+            .args(serve_shared("nobody"))
+            .arg("--socket")
+            .arg(&shared),
+        &shared,
+        &d.path().join("shared.log"),
+    );
+    copy_through("nobody:daemon", &shared, "to-root");
+    drop(svc);
+    // The client's end: nobody's client takes a service running as nobody with group
+    // daemon for its own.
+    let home = d.path().join("nobody");
+    fs::create_dir(&home).unwrap();
+    nix::unistd::chown(&home, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let own = home.join("run").join("service.sock");
+    let _svc = Other::start(
+        as_user("nobody:daemon")
+            .arg(program())
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(&own),
+        &own,
+        &d.path().join("own.log"),
+    );
+    copy_through("nobody:nogroup", &own, "to-nobody");
+}
