@@ -239,3 +239,68 @@ fn serving_at_a_path_without_a_file_name_is_refused() {
     assert!(stderr.contains("names no socket file"), "{stderr}");
     assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0);
 }
+
+/// Each malformed copy request is refused in words, at once, naming what is wrong (not
+/// dropped unanswered), and the service serves a real client meanwhile.
+#[test]
+fn malformed_copy_requests_are_refused_in_words() {
+    let d = dir();
+    let mut svc = Service::start(Backend::Host, d.path(), &[], &[]);
+    write_random(&d.path().join("a"), 1000, 65);
+    let src = fs::File::open(d.path().join("a")).unwrap();
+    let sink = fs::File::create(d.path().join("sink")).unwrap();
+    let appending = fs::OpenOptions::new()
+        .append(true)
+        .open(d.path().join("sink"))
+        .unwrap();
+    let pipe = nix::unistd::pipe().unwrap();
+    let dirfd = fs::File::open(d.path()).unwrap();
+    let one = copy_request(r#"{"in_turn":{"len":1000}}"#, "auto");
+    let two = br#"{"type":"copy","files":[{"id":1,"src_name":"a","dst_name":"b","sparse":"auto","handover":{"in_turn":{"len":5}}},{"id":2,"src_name":"a","dst_name":"b","sparse":"auto","handover":{"in_turn":{"len":5}}}]}"#;
+    let cases: [(&[u8], Vec<i32>, &str); 6] = [
+        (
+            &one,
+            vec![pipe.0.as_raw_fd(), sink.as_raw_fd()],
+            "not a regular file",
+        ),
+        (
+            &one,
+            vec![src.as_raw_fd(), dirfd.as_raw_fd()],
+            "not a regular file",
+        ),
+        (
+            &one,
+            vec![src.as_raw_fd(), src.as_raw_fd()],
+            "open the wrong way",
+        ),
+        (
+            &one,
+            vec![src.as_raw_fd(), appending.as_raw_fd()],
+            "open the wrong way",
+        ),
+        (&one, vec![src.as_raw_fd()], "1 descriptor(s)"),
+        (
+            two,
+            vec![src.as_raw_fd(), sink.as_raw_fd()],
+            "2 file(s) with 2 descriptor(s)",
+        ),
+    ];
+    for (msg, fds, why) in cases {
+        let sock = welcomed(&svc);
+        let sent = Instant::now();
+        send_raw(&sock, msg, &fds);
+        let answer = read_message(&sock);
+        assert!(
+            answer.contains("refused") && answer.contains(why),
+            "{why}: {answer}"
+        );
+        assert!(
+            sent.elapsed() < Duration::from_secs(2),
+            "{why}: {:?}",
+            sent.elapsed()
+        );
+        assert_copies(&svc, &d.path().join("a"), &d.path().join("b"));
+    }
+    assert!(svc.alive());
+    assert!(svc.stop().success());
+}

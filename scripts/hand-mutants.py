@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Hand-made mutants of the guards that keep data and the staging service safe, each with
+the tests that must kill it: every mutant is applied alone (one exact text replacement),
+its tests run, and the file restored. A mutant whose tests pass is a guard no test pins.
+
+cargo-mutants (scripts/mutants.sh) finds mutants by rule; these are the bugs a reviewer
+would write on purpose (a check dropped, a flag ignored), kept so that the next pass starts
+from them.
+
+    scripts/hand-mutants.py [--list] [NAME...]
+
+Needs what the suites need (root for setpriv and mount; the fake GPU library is built by
+the tests). Prints one line per mutant: killed or SURVIVED, and the tests it ran.
+"""
+
+import argparse
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
+MUTANTS = [
+    (
+        "owner-stop-ignored",
+        "crates/engine/src/bounce.rs",
+        "!(self.on_stop == OnStop::Leave && self.cancel.load(Ordering::SeqCst))",
+        "true",
+        ["service::after_client::"],
+    ),
+    (
+        "slice-begins-after-stop",
+        "crates/engine/src/worker.rs",
+        """        first = false;
+        if work.stopping() {
+            break;
+        }
+""",
+        "        first = false;\n",
+        ["service::after_client::a_client_killed"],
+    ),
+    (
+        "second-sigint-kills-while-service-writes",
+        "src/signals.rs",
+        "stopping.load(Ordering::SeqCst) && !SERVICE_WRITING.load(Ordering::SeqCst)",
+        "stopping.load(Ordering::SeqCst)",
+        ["service::after_client::a_second_sigint"],
+    ),
+    (
+        "reader-gone-without-cancel",
+        "src/service/server/connections.rs",
+        """        self.cancel.store(true, Ordering::SeqCst);
+        let _ = self.events.send(Event::Gone(self.id));""",
+        "        let _ = self.events.send(Event::Gone(self.id));",
+        ["service::after_client::a_client_killed"],
+    ),
+    (
+        "truncated-descriptors-accepted",
+        "src/service/wire.rs",
+        "if got.contains(ReturnFlags::CTRUNC) {",
+        "if false {",
+        ["service::hostile::messages_with_too_many_descriptors"],
+    ),
+    (
+        "claimed-length-trusted",
+        "src/service/server/connections.rs",
+        "len: Some(len.min(held)),",
+        "len: Some(len),",
+        ["service::hostile::a_claimed_length"],
+    ),
+    (
+        "plan-not-windowed",
+        "crates/engine/src/file_copy.rs",
+        "let span = chunk.saturating_mul(WINDOW_SLICES);",
+        "let span = u64::MAX;",
+        ["full_disk::the_largest_sparse_file"],
+    ),
+    (
+        "client-trusts-any-socket-directory",
+        "src/service/mod.rs",
+        "if !meta.is_dir() || !owner_ok || meta.mode() & 0o022 != 0 {",
+        "if !meta.is_dir() {",
+        ["service::hostile::a_socket_directory"],
+    ),
+    (
+        "stuck-service-waited-on",
+        "src/service/client.rs",
+        "if late(self.pinged_at, ANSWER_LIMIT) {",
+        "if false {",
+        ["service::hostile::a_stopped_service"],
+    ),
+    (
+        "file-in-turn-holds-the-scheduler",
+        "src/service/server/scheduler.rs",
+        """                self.turns.push_back(turn);
+                return true;""",
+        """                self.turns.push_front(turn);
+                return self.step_turn();""",
+        ["service::clients::a_long_file_in_turn"],
+    ),
+    (
+        "auto-service-keeps-client-descriptors",
+        "src/service/client/reach.rs",
+        "                keep_only_standard_streams();\n",
+        "",
+        ["service::clients::auto_starts_a_detached"],
+    ),
+    (
+        "auto-waits-on-an-exited-service",
+        "src/service/client/reach.rs",
+        "return dial(path).map_err(|_| Some(start_failure(path, status)));",
+        "let _ = status;",
+        ["service::clients::auto_with_a_service_that_cannot_start"],
+    ),
+    (
+        "service-reads-peer-gid",
+        "src/service/server/connections.rs",
+        "let peer_uid = match crate::service::peer(&conn) {",
+        "let peer_uid = match crate::service::peer(&conn).map(|(p, _)| (p, "
+        "nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials)"
+        ".map_or(0, |c| c.gid()))) {",
+        ["service::users::peer_credentials"],
+    ),
+    (
+        "client-reads-peer-gid",
+        "src/service/client/reach.rs",
+        "let (_, uid) = crate::service::peer(sock).map_err(|e| e.to_string())?;",
+        "let uid = nix::sys::socket::getsockopt(sock, "
+        "nix::sys::socket::sockopt::PeerCredentials).map_or(0, |c| c.gid());",
+        ["service::users::peer_credentials"],
+    ),
+    (
+        "service-takes-any-descriptor",
+        "src/service/server/connections.rs",
+        "if st.st_mode & libc::S_IFMT != libc::S_IFREG {",
+        "if false {",
+        ["service::hostile::malformed_copy_requests"],
+    ),
+    (
+        "service-skips-the-descriptor-count",
+        "src/service/server/connections.rs",
+        " || fds.len() != 2 * files.len()",
+        "",
+        ["service::hostile::malformed_copy_requests"],
+    ),
+]
+
+
+def run(mutant):
+    name, path, text, replacement, filters = mutant
+    file = ROOT / path
+    original = file.read_text()
+    count = original.count(text)
+    if count != 1:
+        return f"{name}: NOT APPLIED ({path} has the text {count} times: update the list)"
+    file.write_text(original.replace(text, replacement))
+    try:
+        done = subprocess.run(
+            ["cargo", "test", "-q", "--test", "it", "--", *filters],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+    finally:
+        file.write_text(original)
+    verdict = "killed" if done.returncode != 0 else "SURVIVED"
+    return f"{name}: {verdict} by {' '.join(filters)}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("names", nargs="*", help="only these mutants")
+    args = parser.parse_args()
+    chosen = [m for m in MUTANTS if not args.names or m[0] in args.names]
+    if args.list:
+        for m in chosen:
+            print(f"{m[0]}: {m[1]} -> {' '.join(m[4])}")
+        return 0
+    survived = 0
+    for mutant in chosen:
+        line = run(mutant)
+        survived += "killed" not in line
+        print(line, flush=True)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
