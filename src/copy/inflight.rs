@@ -70,6 +70,9 @@ pub(super) struct Inflight {
     /// The run was stopped before a queued file's turn came: what the walk said after that
     /// point is dropped, as cp, dying at the signal, would never have got there.
     cut_off: bool,
+    /// A file in flight met a full disk: from then on files are copied one at a time, as
+    /// cp copies them, so each meets the disk as cp's would.
+    out_of_space: bool,
 }
 
 /// The variable that overrides the engine's files-in-flight limits.
@@ -222,6 +225,7 @@ impl Copier<'_> {
             && opened.is_file()
             && dst_now.is_file();
         let limits = *self.inflight.limits.get_or_insert_with(queue_limits);
+        let eligible = eligible && !self.inflight.out_of_space;
         let queue = self.file_queue().filter(|_| eligible)?;
         queue.set_limits(limits);
         let fits = queue.queue_max().is_some_and(|max| opened.len() <= max);
@@ -431,6 +435,14 @@ impl Copier<'_> {
             // Not copied where it was sent (an MPI rank no longer found it by name): copied
             // here in turn, through the descriptors this process holds, as it would have been.
             Err(CopyError::NotMoved) => self.copy_here(&p, &f),
+            // The first file (in cp's order) to meet a full disk shared it with the files
+            // in flight after it, which cp had not begun: they give their space back, and
+            // this one is copied again in turn, to keep what cp keeps.
+            Err(e) if is_disk_full(e) && !self.inflight.out_of_space => {
+                self.give_back_space();
+                let _ = f.job.dst.set_len(0);
+                self.copy_here(&p, &f)
+            }
             Err(e) => {
                 error(&e.to_string());
                 None
@@ -445,6 +457,26 @@ impl Copier<'_> {
         let name = super::name_key(&p.dst_path);
         self.memory.created.remove(&(p.dst_id, name));
         (!never_began(&f)).then_some(Err(Reported))
+    }
+
+    /// After a full disk: every file in flight (all later than the one that met it in cp's
+    /// order) is waited for, cut to nothing and left to be copied again in its turn, one at
+    /// a time, where cp would have found the disk as full as they will.
+    fn give_back_space(&mut self) {
+        self.inflight.out_of_space = true;
+        let later: Vec<Ticket> = self.inflight.pending.keys().copied().collect();
+        for ticket in later {
+            if self.result_of(ticket, true).is_none() {
+                continue;
+            }
+            let Some(f) = self.inflight.finished.get_mut(&ticket) else {
+                continue;
+            };
+            if !matches!(f.result, Err(CopyError::Interrupted)) {
+                let _ = f.job.dst.set_len(0);
+                f.result = Err(CopyError::NotMoved);
+            }
+        }
     }
 
     /// A queued file whose data was not moved, copied now as `copy_file` copies one in
@@ -494,6 +526,12 @@ fn blocks(until: Until, finished_one: bool) -> bool {
         Until::OneFile => !finished_one,
         Until::All => true,
     }
+}
+
+/// A write that failed because DEST's filesystem is full (or the user's quota).
+fn is_disk_full(e: &CopyError) -> bool {
+    matches!(e, CopyError::Write { source, .. }
+        if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
 }
 
 /// A file the run was stopped before its turn came.

@@ -28,7 +28,7 @@ use super::wire::{self, Outcome, Status, Welcome};
 use crate::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{Config, Diagnostics, Engine, QueueLimits};
-use connections::{accept_loop, bind};
+use connections::{accept_loop, bind, listen};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -100,6 +100,9 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     };
     if args.users.shared() {
         keep_only_reopening()?;
+    }
+    if bound.is_some() {
+        listen(&listener, &path)?;
     }
     let info = engine.info();
     let per_uid = args.users.places_each(MAX_CLIENTS);

@@ -147,8 +147,13 @@ pub enum Outcome {
         route: Option<(String, String)>,
         stages: [f64; 5],
     },
-    /// cp's message, without the program's name.
-    Failed { message: String },
+    /// cp's message, without the program's name; `write_errno`: writing DEST failed with
+    /// this errno (a full disk across files in flight is then handled as in-process).
+    Failed {
+        message: String,
+        #[serde(default)]
+        write_errno: Option<i32>,
+    },
     /// Stopped before it began (`started` false: DEST untouched) or, from a peer that cuts
     /// DEST itself, after.
     Interrupted { started: bool },

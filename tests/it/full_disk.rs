@@ -332,3 +332,132 @@ fn the_largest_sparse_file_fails_with_enospc_in_bounded_memory() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// A tmpfs of `size` mounted on `at` (created), unmounted on drop; None where mounting is
+/// refused (said through `skip`).
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn tmpfs(at: PathBuf, size: &str) -> Option<Mounted> {
+        fs::create_dir_all(&at).unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(&at)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Mounted(at)),
+            _ => {
+                skip("no mount rights", "cannot mount a tmpfs");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// What a copy left on a filesystem: each file's name, size and whether it is a prefix of
+/// its SOURCE, in name order; and the run's exit status and messages (the program's name
+/// taken off).
+fn outcome(dst: &std::path::Path, src: &std::path::Path, out: &Output, name: &str) -> String {
+    let mut files: Vec<String> = fs::read_dir(dst)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let got = fs::read(e.path()).unwrap();
+            let want = fs::read(src.join(e.file_name())).unwrap();
+            let prefix = want.starts_with(&got);
+            format!("{:?} {} {prefix}", e.file_name(), got.len())
+        })
+        .collect();
+    files.sort();
+    let stderr = String::from_utf8_lossy(&out.stderr).replace(name, "cp");
+    format!("{:?}\n{stderr}{}", out.status.code(), files.join("\n"))
+}
+
+/// A tree that does not fit on an 8 MiB filesystem, copied with -r: the files in flight
+/// share the space as cp's one file at a time does not, yet what is left (which file fails
+/// and how much of it is kept, the empty files after it, the messages, the exit status) is
+/// cp's, in-process on both backends and through a staging service, run after run.
+#[test]
+fn a_tree_onto_a_full_disk_leaves_what_cp_leaves() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    fs::create_dir(&src).unwrap();
+    for i in 0..12 {
+        crate::support::write_random(
+            &src.join(format!("f{i:02}")),
+            900_000 + i * 1000,
+            40 + i as u64,
+        );
+    }
+    let socket = d.path().join("run").join("service.sock");
+    let service = Command::new(program())
+        .args(["--serve", "--backend", "host", "--socket"])
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _service = Killed(service);
+    while !socket.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let ways: [(&str, Backend, bool); 3] = [
+        ("host", Backend::Host, false),
+        ("fake GPU", Backend::FakeGpu, false),
+        ("a service", Backend::Host, true),
+    ];
+    for round in 0..10 {
+        let Some(cp_fs) = Mounted::tmpfs(d.path().join("cp"), "8m") else {
+            break;
+        };
+        // DEST named from inside the filesystem, so that messages name it alike.
+        let cp = Command::new("cp")
+            .current_dir(&cp_fs.0)
+            .arg("-r")
+            .arg(&src)
+            .arg("t")
+            .output()
+            .unwrap();
+        let want = outcome(&cp_fs.0.join("t"), &src, &cp, "cp");
+        drop(cp_fs);
+        for (way, backend, through) in ways {
+            let ours_fs = Mounted::tmpfs(d.path().join("ours"), "8m").unwrap();
+            let mut cmd = Command::new(program());
+            cmd.current_dir(&ours_fs.0).arg("-r").arg(&src).arg("t");
+            backend.apply(&mut cmd, &d.path().join("report"));
+            if through {
+                cmd.env("AISCP_SERVICE", &socket);
+            }
+            let out = cmd.output().unwrap();
+            let got = outcome(
+                &ours_fs.0.join("t"),
+                &src,
+                &out,
+                &program().display().to_string(),
+            );
+            assert_eq!(got, want, "round {round}, {way}");
+        }
+    }
+}
+
+/// A child killed when dropped, a failing assertion included.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

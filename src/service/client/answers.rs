@@ -40,7 +40,20 @@ impl ServiceClient {
                 }
                 (Ok(end), true, stages)
             }
-            Outcome::Failed { message } => {
+            // A write failure's errno is kept (a full disk matters to the files in flight);
+            // its message is then this process's own, in its locale.
+            Outcome::Failed {
+                write_errno: Some(errno),
+                ..
+            } => {
+                progress.file_finished();
+                let failure = CopyError::Write {
+                    name: quote(dst_name),
+                    source: std::io::Error::from_raw_os_error(errno),
+                };
+                (Err(failure), true, StageTimes::default())
+            }
+            Outcome::Failed { message, .. } => {
                 progress.file_finished();
                 let message = self.in_our_locale(message, [src_name, dst_name]);
                 (

@@ -37,7 +37,17 @@ impl Bound {
     }
 }
 
-/// Makes the socket: its directory private (created 0700 when missing), the lock taken, a
+/// Starts taking connections on a socket [`bind`] made: only once the service is what it
+/// will be for them (a shared one has given up its capabilities).
+pub(super) fn listen(fd: &OwnedFd, path: &Path) -> Result<(), String> {
+    socket::listen(
+        fd,
+        socket::Backlog::new(128).unwrap_or(socket::Backlog::MAXCONN),
+    )
+    .map_err(|e| format!("cannot listen on {}: {e}", quote(path)))
+}
+
+/// Makes the socket (not yet listening: see [`listen`]): its directory private (created 0700 when missing), the lock taken, a
 /// stale socket removed, the new one bound 0600. A service `shared` with other users needs
 /// their connections: its directory 0755 (no one else may write there) and its socket 0666
 /// (who is served is then SO_PEERCRED's answer, checked on every connection). The directory
@@ -105,11 +115,6 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String
     let bound = socket::bind(fd.as_raw_fd(), &addr);
     nix::sys::stat::umask(old);
     bound.map_err(|e| format!("cannot bind {}: {e}", quote(path)))?;
-    socket::listen(
-        &fd,
-        socket::Backlog::new(128).unwrap_or(socket::Backlog::MAXCONN),
-    )
-    .map_err(|e| format!("cannot listen on {}: {e}", quote(path)))?;
     let bound = Bound {
         dir: held,
         name,

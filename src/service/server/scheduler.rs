@@ -98,6 +98,10 @@ impl Recorder {
             Err(CopyError::Interrupted) => Outcome::Interrupted { started },
             Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
             Err(e) => Outcome::Failed {
+                write_errno: match &e {
+                    CopyError::Write { source, .. } => source.raw_os_error(),
+                    _ => None,
+                },
                 message: e.to_string(),
             },
         }

@@ -51,7 +51,12 @@ fn messages_with_too_many_descriptors_leak_none() {
     while open_fds(svc.pid()) > before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(open_fds(svc.pid()), before);
+    // None kept (the warm-up connection may still have been open at the first count).
+    assert!(
+        open_fds(svc.pid()) <= before,
+        "{} > {before}",
+        open_fds(svc.pid())
+    );
     assert!(svc.alive());
     write_random(&d.path().join("a"), 70_000, 61);
     assert_copies(&svc, &d.path().join("a"), &d.path().join("b"));
