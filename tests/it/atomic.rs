@@ -44,7 +44,7 @@ fn wait_for_first_write(dir: &Path, child: &mut Child) {
         if started {
             return;
         }
-        assert!(child.try_wait().unwrap().is_none(), "aiscp ended early");
+        test_support::child::assert_running(child, "aiscp, before its first write");
         assert!(Instant::now() < deadline, "the first write never landed");
         thread::sleep(Duration::from_millis(10));
     }

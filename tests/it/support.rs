@@ -27,9 +27,7 @@ pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce(
     let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !flag.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("aiscp ended ({status:?}) before reaching {point}");
-        }
+        test_support::child::assert_running(&mut child, &format!("aiscp, before {point}"));
         assert!(Instant::now() < deadline, "aiscp never reached {point}");
         std::thread::sleep(Duration::from_millis(5));
     }
