@@ -2,7 +2,7 @@
 //! in every completion script, every environment variable the code reads is in the man page
 //! and README, and the man page states the usage forms and every exit status.
 
-use crate::support::program;
+use crate::support::{program, skip};
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::OpenOptionsExt;
@@ -331,7 +331,7 @@ fn readme_on_tmpfs_direct_io_holds_here() {
     let on_tmpfs = nix::sys::statfs::statfs(shm)
         .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
     if !on_tmpfs {
-        eprintln!("skipped: /dev/shm is not tmpfs");
+        skip("/dev/shm is not tmpfs", "");
         return;
     }
     let probe = tempfile::NamedTempFile::new_in(shm).unwrap();
