@@ -15,7 +15,8 @@ fn one_sigint_stops_a_shell_loop_as_with_cp() {
         nix::unistd::mkfifo(&dir.path().join("src"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         let script = r#"for i in 1 2 3; do "$0" src "dst$i"; echo "after $i" >>log; done"#;
         let mut cmd = Command::new("bash");
-        cmd.current_dir(dir.path())
+        hermetic(&mut cmd)
+            .current_dir(dir.path())
             .args(["-c", script])
             .arg(&prog)
             .env("AISCP_BACKEND", "host")
@@ -65,7 +66,7 @@ fn a_stalled_output_pipe_does_not_hold_a_signal() {
         fs::write(src.join(format!("{long}{i}")), b"x").unwrap();
     }
     for (prog, dst) in [(program(), "a"), (PathBuf::from("cp"), "c")] {
-        let mut child = Command::new(&prog)
+        let mut child = hermetic(&mut Command::new(&prog))
             .current_dir(dir.path())
             .env("AISCP_BACKEND", "host")
             .args(["-rv", "src", dst])
@@ -93,7 +94,7 @@ fn a_fifo_library_does_not_hold_a_signal() {
     fs::create_dir(&lib).unwrap();
     nix::unistd::mkfifo(&lib.join("libhipfile.so.0"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     fs::write(dir.path().join("a"), b"hi\n").unwrap();
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir.path())
         .env("LD_LIBRARY_PATH", &lib)
         .env_remove("AISCP_BACKEND")

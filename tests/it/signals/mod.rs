@@ -9,7 +9,9 @@ mod fifo;
 mod stuck;
 mod tree;
 
-use crate::support::{fake_gpu_lib, program, random_bytes, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, fake_gpu_lib, hermetic, program, random_bytes, Backend, BACKENDS,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -95,7 +97,7 @@ impl Copy {
         let block = random_bytes(1 << 20, 42);
         let data = Arc::new(block.repeat(16));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path())
             .args(["--chunk-size", "64K"])
             .args(extra)
@@ -279,7 +281,7 @@ fn the_largest_chunk_stops_within_a_second() {
             .unwrap()
             .set_len(3 << 30)
             .unwrap();
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path())
             .args(["-q", "--chunk-size", "0x7ffff000", "--streams", "1"])
             .arg("--sparse=never")
@@ -360,7 +362,7 @@ fn signals_inherited_as_ignored_stay_ignored() {
 
 /// Starts `aiscp src dst` in `dir` and checks that it is still waiting 300 ms later.
 fn start_waiting(backend: Backend, dir: &std::path::Path) -> Child {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir)
         .args(["src", "dst"])
         .stdin(Stdio::null())

@@ -11,7 +11,8 @@ fn a_signal_ends_the_interactive_prompt() {
         fs::write(dir.path().join("src"), b"new\n").unwrap();
         fs::write(dir.path().join("dst"), b"old\n").unwrap();
         let mut cmd = Command::new(&prog);
-        cmd.current_dir(dir.path())
+        hermetic(&mut cmd)
+            .current_dir(dir.path())
             .args(["-i", "src", "dst"])
             .stdin(Stdio::piped()) // no answer ever comes
             .stderr(Stdio::piped());
@@ -37,7 +38,7 @@ fn a_second_signal_kills_a_copy_stuck_in_a_library_call() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("src"), random_bytes(4 << 20, 11)).unwrap();
     fs::write(dir.path().join("dst"), b"old\n").unwrap();
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir.path())
         .args([
             "--atomic",
