@@ -80,7 +80,7 @@ fi
 run=$(mktemp -d /tmp/aiscp-gnu-cp-tests.XXXXXX) || die "mktemp failed"
 trap 'chmod -R u+rwx "$run"; rm -rf "$run"' EXIT
 chmod 755 "$run"
-mkdir -p "$run"/{gnu,aiscp}/src "$run"/{logs,status} && chmod 1777 "$run"/{gnu,aiscp}
+mkdir -p "$run"/{gnu,aiscp}/src "$run"/{logs,status,runtime} && chmod 1777 "$run"/{gnu,aiscp}
 ln -s /usr/bin/cp "$run/gnu/src/cp"
 install -m 755 "$bin" "$run/aiscp/src/cp"
 for who in gnu aiscp; do ln -s "$(command -v install)" "$run/$who/src/ginstall"; done
@@ -106,17 +106,34 @@ test_env=(LC_ALL=C TMPDIR=/tmp VERSION="${ver%%-*}" PACKAGE_VERSION="${ver%%-*}"
   AWK=awk EGREP="grep -E" MAKE=make PERL=perl SHELL=/bin/bash CC=cc EXEEXT=
   RUN_EXPENSIVE_TESTS=yes RUN_VERY_EXPENSIVE_TESTS=yes VERBOSE=yes)
 for v in $(compgen -e | grep '^AISCP_'); do test_env+=("$v=${!v}"); done
+# Each test's aiscp is kept from this machine's staging service, as the suite's are: a
+# service at the default socket would take its copies, and another user's /tmp/aiscp-UID
+# would add a warning to each run. Under scripts/through-service.sh, going through its
+# service is the point: its XDG_RUNTIME_DIR (where the socket is) is handed on instead.
+through_service=0
+[[ ${AISCP_TESTS_THROUGH_SERVICE:-} == 1 && -n ${XDG_RUNTIME_DIR:-} ]] && through_service=1
+if [[ $through_service == 1 ]]; then
+  test_env+=("XDG_RUNTIME_DIR=$XDG_RUNTIME_DIR")
+else
+  test_env+=(AISCP_SERVICE=off)
+fi
 # existing-perm-race wants a user in two groups: root may chgrp to any.
 [[ $root == 1 ]] && test_env+=("COREUTILS_GROUPS=0 $(getent group nogroup | cut -d: -f3)")
 
-# run_one WHO TEST: tests/TEST.sh with WHO's cp (as nobody where it must not run as root);
-# its exit status goes to status/WHO-TEST.
+# run_one WHO TEST: tests/TEST.sh with WHO's cp (as nobody where it must not run as root),
+# with a runtime directory of its own (XDG_RUNTIME_DIR, mode 0700, of whoever runs it); its
+# exit status goes to status/WHO-TEST.
 run_one() {
-  local who=$1 t=$2 as=()
+  local who=$1 t=$2 as=() own=()
   grep -q '^skip_if_root_' "$src/tests/$t.sh" && [[ $root == 1 ]] &&
     as=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+  if [[ $through_service == 0 ]]; then
+    local rt=$run/runtime/$who-${t//\//-}
+    mkdir -m 700 "$rt" && { [[ ${#as[@]} == 0 ]] || chown nobody:nogroup "$rt"; }
+    own=(XDG_RUNTIME_DIR="$rt")
+  fi
   (cd "$run/$who" && env -i HOME="$run/$who" PATH="$run/$who/src:$sys_path" \
-    abs_top_builddir="$run/$who" CU_TEST_NAME="$t" "${test_env[@]}" \
+    abs_top_builddir="$run/$who" CU_TEST_NAME="$t" "${test_env[@]}" "${own[@]}" \
     "${as[@]}" timeout -k 10 "$limit" bash "$src/tests/$t.sh" \
     </dev/null >"$run/logs/$who-${t//\//-}.log" 2>&1)
   echo $? >"$run/status/$who-${t//\//-}"

@@ -2,9 +2,9 @@
 //! paths. Whatever the mix, the binary never panics or dies by a signal, exits 0 or 1, and
 //! an exit 1 always comes with a message that starts with the program name.
 
-use crate::support::program;
+use crate::support::{aiscp_command, program};
 use proptest::prelude::*;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// Words an argument vector is made of.
 fn word() -> impl Strategy<Value = String> {
@@ -127,7 +127,7 @@ proptest! {
         std::fs::write(dir.path().join("src"), b"some bytes\n").unwrap();
         std::fs::write(dir.path().join("src2"), vec![7u8; 70_000]).unwrap();
         std::fs::create_dir(dir.path().join("dir")).unwrap();
-        let out = Command::new(program())
+        let out = aiscp_command()
             .current_dir(dir.path())
             .args(&args)
             .env("AISCP_BACKEND", "host")

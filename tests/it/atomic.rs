@@ -4,7 +4,7 @@
 //! (an owner the new file could not keep). The end states cp also reaches are compared with
 //! GNU cp in tests/it/parity (the atomic_* scenarios).
 
-use crate::support::{program, random_bytes, skip, Backend, BACKENDS};
+use crate::support::{aiscp_command, hermetic, program, random_bytes, skip, Backend, BACKENDS};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -20,7 +20,7 @@ const SIZE: usize = 4 << 20;
 /// aiscp on the fake GPU, its second write stalled for `stall_ms`, copying `src` to `dst`
 /// with `extra` options.
 fn start_stalled(dir: &Path, extra: &[&str], stall_ms: u64) -> Child {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir)
         .args(["--atomic", "--chunk-size", "1M", "--streams", "1"])
         .args(extra)
@@ -44,7 +44,7 @@ fn wait_for_first_write(dir: &Path, child: &mut Child) {
         if started {
             return;
         }
-        assert!(child.try_wait().unwrap().is_none(), "aiscp ended early");
+        test_support::child::assert_running(child, "aiscp, before its first write");
         assert!(Instant::now() < deadline, "the first write never landed");
         thread::sleep(Duration::from_millis(10));
     }
@@ -159,7 +159,7 @@ fn a_fifo_dst_is_written_in_place() {
                 got
             })
         };
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path())
             .args(["--atomic", "--debug", "src", "fifo"])
             .stdin(Stdio::null());
@@ -201,7 +201,8 @@ fn an_owner_that_cannot_be_kept_is_refused() {
     fs::set_permissions(&dst, fs::Permissions::from_mode(0o664)).unwrap();
     let run = |atomic: bool| {
         let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        hermetic(&mut cmd)
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
             .arg(program())
             .args(atomic.then_some("--atomic"))
             .args(["src", "dst"])
@@ -270,7 +271,7 @@ fn no_room_beside_a_symlinks_target_is_refused() {
     fs::set_permissions(ro.join("t"), fs::Permissions::from_mode(0o666)).unwrap();
     fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
     std::os::unix::fs::symlink("ro/t", dir.path().join("dst")).unwrap();
-    let out = Command::new("setpriv")
+    let out = hermetic(&mut Command::new("setpriv"))
         .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
         .arg(program())
         .args(["--atomic", "src", "dst"])
@@ -309,7 +310,7 @@ fn symlink_dsts_are_resolved_absolute_or_relative() {
         std::os::unix::fs::symlink("sub/rel", dir.path().join("chain")).unwrap();
         for dst in ["abs", "chain"] {
             fs::write(&target, b"old\n").unwrap();
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(dir.path())
                 .args(["-q", "--atomic", "src", dst])
                 .stdin(Stdio::null());
@@ -348,7 +349,8 @@ fn a_dest_in_an_unwritable_directory_is_refused_clearly() {
         fs::set_permissions(&d, fs::Permissions::from_mode(0o555)).unwrap();
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        hermetic(&mut cmd)
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
             .current_dir(dir.path());
         if prog == "cp" {
             cmd.arg("cp");

@@ -1,13 +1,13 @@
 //! The CLI beyond parity: where aiscp differs from GNU cp 9.1 on purpose, --atomic, --fsync,
 //! the program name in messages, and the generated man page and completions.
 
-use crate::support::skip;
+use crate::support::{aiscp_assert, hermetic, program, skip};
 use assert_cmd::Command;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 fn aiscp(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("aiscp").unwrap();
+    let mut c = aiscp_assert();
     c.current_dir(dir)
         .env("AISCP_BACKEND", "host")
         .env("LC_ALL", "C.UTF-8");
@@ -30,10 +30,7 @@ fn update_none_fail_differs_from_9_1_on_purpose() {
         .assert()
         .code(1)
         .stdout("")
-        .stderr(format!(
-            "{}: not replacing 'b'\n",
-            env!("CARGO_BIN_EXE_aiscp")
-        ));
+        .stderr(format!("{}: not replacing 'b'\n", program().display()));
     assert_eq!(
         std::fs::read_to_string(t.path().join("b")).unwrap(),
         "old\n"
@@ -79,7 +76,7 @@ fn reflink_always_is_refused_everywhere() {
         .code(1)
         .stderr(format!(
             "{}: failed to clone 'c' from 'a': Operation not supported\n",
-            env!("CARGO_BIN_EXE_aiscp")
+            program().display()
         ));
 }
 
@@ -93,7 +90,7 @@ fn program_name_is_argv0_as_invoked() {
         .code(1)
         .stderr(format!(
             "{}: cannot stat 'missing': No such file or directory\n",
-            env!("CARGO_BIN_EXE_aiscp")
+            program().display()
         ));
 }
 
@@ -289,11 +286,7 @@ fn generated_files_are_current() {
         ("elvish", "completions/aiscp.elv"),
         ("powershell", "completions/_aiscp.ps1"),
     ] {
-        let out = Command::cargo_bin("aiscp")
-            .unwrap()
-            .args(["--generate", what])
-            .output()
-            .unwrap();
+        let out = aiscp_assert().args(["--generate", what]).output().unwrap();
         assert!(out.status.success(), "--generate {what} failed");
         let committed = std::fs::read(root.join(file)).unwrap_or_default();
         assert!(
@@ -307,11 +300,7 @@ fn generated_files_are_current() {
 #[test]
 fn generate_accepts_abbreviations() {
     let gen = |what: &str| {
-        let out = Command::cargo_bin("aiscp")
-            .unwrap()
-            .args(["--generate", what])
-            .output()
-            .unwrap();
+        let out = aiscp_assert().args(["--generate", what]).output().unwrap();
         assert!(out.status.success(), "--generate {what} failed");
         out.stdout
     };
@@ -367,7 +356,7 @@ fn man_page_renders() {
 #[test]
 fn staging_values_may_start_with_a_dash() {
     let t = setup();
-    let bin = env!("CARGO_BIN_EXE_aiscp");
+    let bin = program().display().to_string();
     for (opt, why) in [
         ("--streams", "invalid digit found in string"),
         (
@@ -433,9 +422,9 @@ fn one_program_name_in_every_line() {
     std::fs::write(dir.path().join("a"), vec![7u8; 70_000]).unwrap();
     std::fs::create_dir(dir.path().join("d")).unwrap();
     let renamed = dir.path().join("mycp");
-    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("aiscp"), &renamed).unwrap();
+    std::os::unix::fs::symlink(program(), &renamed).unwrap();
     for (env_backend, extra) in [("auto", &["--gpu", "0"][..]), ("host", &["--atomic"][..])] {
-        let out = std::process::Command::new(&renamed)
+        let out = hermetic(&mut std::process::Command::new(&renamed))
             .current_dir(dir.path())
             .env("AISCP_BACKEND", env_backend)
             .env("LC_ALL", "C.UTF-8")

@@ -2,7 +2,7 @@
 //! in every completion script, every environment variable the code reads is in the man page
 //! and README, and the man page states the usage forms and every exit status.
 
-use crate::support::program;
+use crate::support::{aiscp_command, skip};
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::OpenOptionsExt;
@@ -19,7 +19,7 @@ fn read(rel: &str) -> String {
 
 /// The options `--help` lists: (short letters, long names) from each option's header line.
 fn help_options() -> (BTreeSet<char>, BTreeSet<String>) {
-    let out = Command::new(program()).arg("--help").output().unwrap();
+    let out = aiscp_command().arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
     let (mut shorts, mut longs) = (BTreeSet::new(), BTreeSet::new());
@@ -110,7 +110,7 @@ fn man_page_has_usage_exit_status_and_environment() {
     assert!(synopsis.contains("\\fIDIRECTORY\\fR"), "{synopsis}");
     let exit = man.split(".SH \"EXIT STATUS\"").nth(1).unwrap();
     let exit = exit.split(".SH").next().unwrap();
-    let help = Command::new(program()).arg("--help").output().unwrap();
+    let help = aiscp_command().arg("--help").output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     for (code, signal) in [
         ("0", ""),
@@ -331,7 +331,7 @@ fn readme_on_tmpfs_direct_io_holds_here() {
     let on_tmpfs = nix::sys::statfs::statfs(shm)
         .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
     if !on_tmpfs {
-        eprintln!("skipped: /dev/shm is not tmpfs");
+        skip("/dev/shm is not tmpfs", "");
         return;
     }
     let probe = tempfile::NamedTempFile::new_in(shm).unwrap();

@@ -1,12 +1,12 @@
 //! `aiscp --doctor` on the fake GPU library: what it finds, the route it predicts per path,
 //! a refused registration, and its exit status; and with no library at all.
 
-use crate::support::{fake_gpu_lib, program, write_random};
+use crate::support::{aiscp_command, fake_gpu_lib, hermetic, program, write_random};
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn doctor(env: &[(&str, String)], paths: &[&Path]) -> Output {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.env_remove("AISCP_BACKEND").arg("--doctor").args(paths);
     for (k, v) in env {
         cmd.env(k, v);
@@ -116,7 +116,8 @@ fn doctor_describes_a_fifo_without_opening_it() {
     let fifo = dir.path().join("fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let mut cmd = Command::new("timeout");
-    cmd.args(["5"])
+    hermetic(&mut cmd)
+        .args(["5"])
         .arg(program())
         .env_remove("AISCP_BACKEND")
         .arg("--doctor")

@@ -5,7 +5,7 @@ use assert_cmd::Command;
 use std::fs;
 
 fn aiscp(backend: Backend, report: &std::path::Path) -> Command {
-    let mut cmd = Command::cargo_bin("aiscp").unwrap();
+    let mut cmd = aiscp_assert();
     cmd.env_remove("AISCP_BACKEND")
         .env_remove("AISCP_FAKE_GPU_FAULTS");
     for (k, v) in backend.env(report) {
@@ -89,8 +89,7 @@ fn auto_without_a_gpu_library_warns_once_and_copies() {
     let src = dir.path().join("s");
     let data = write_random(&src, 5000, 1);
     let dst = dir.path().join("d");
-    let out = Command::cargo_bin("aiscp")
-        .unwrap()
+    let out = aiscp_assert()
         .env("AISCP_BACKEND", "auto")
         .env("AISCP_HIPFILE_LIB", dir.path().join("none.so"))
         .env("AISCP_CUFILE_LIB", dir.path().join("none.so"))
@@ -115,7 +114,7 @@ fn without_overrides(backend: &str) -> (std::process::Output, tempfile::TempDir)
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("s");
     write_random(&src, 5000, 7);
-    let mut cmd = Command::cargo_bin("aiscp").unwrap();
+    let mut cmd = aiscp_assert();
     for var in [
         "AISCP_BACKEND",
         "AISCP_HIPFILE_LIB",
@@ -167,7 +166,7 @@ fn a_backend_that_cannot_start_leaves_an_existing_dst_untouched() {
         let dst = dir.path().join("d");
         fs::write(&dst, b"precious").unwrap();
         let missing = dir.path().join("none.so");
-        let mut cmd = Command::cargo_bin("aiscp").unwrap();
+        let mut cmd = aiscp_assert();
         cmd.env_remove("AISCP_BACKEND");
         for var in [
             "AISCP_HIPFILE_LIB",
@@ -222,8 +221,7 @@ fn an_override_makes_auto_try_that_vendor_anyway() {
     let src = dir.path().join("s");
     let data = write_random(&src, 5000, 8);
     let missing = dir.path().join("none.so");
-    let out = Command::cargo_bin("aiscp")
-        .unwrap()
+    let out = aiscp_assert()
         .env("AISCP_BACKEND", "auto")
         .env("AISCP_HIP_LIB", &missing)
         .env_remove("AISCP_HIPFILE_LIB")
@@ -246,8 +244,7 @@ fn an_override_makes_auto_try_that_vendor_anyway() {
 
 #[test]
 fn help_states_the_gpu_memory_used() {
-    Command::cargo_bin("aiscp")
-        .unwrap()
+    aiscp_assert()
         .arg("--help")
         .assert()
         .success()
@@ -426,7 +423,7 @@ fn a_tree_under_a_small_descriptor_limit() {
         ));
     }
     let dst = dir.path().join("d");
-    let mut cmd = std::process::Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.args(["--backend", "host", "--no-progress", "-r"])
         .arg(&src)
         .arg(&dst);

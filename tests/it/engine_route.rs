@@ -3,7 +3,6 @@
 //! memory and leave the output identical; the fake GPU library's counters tell them apart.
 
 use crate::support::*;
-use assert_cmd::Command;
 use std::fs;
 
 fn copy_with_route(route: &str, size: usize, seed: u64) -> Report {
@@ -19,7 +18,7 @@ fn copy_with(route: &str, chunk: &str, size: usize, seed: u64) -> (Report, Strin
     let src = dir.path().join("src");
     let dst = dir.path().join("dst");
     let data = write_random(&src, size, seed);
-    let mut cmd = Command::cargo_bin("aiscp").unwrap();
+    let mut cmd = aiscp_assert();
     cmd.env_remove("AISCP_FAKE_GPU_FAULTS")
         .env_remove("AISCP_ROUTE");
     for (k, v) in Backend::FakeGpu.env(&report) {

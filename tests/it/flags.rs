@@ -1,7 +1,7 @@
 //! Flags that cannot be honoured are errors or warnings, never silent; DEST names with a
 //! trailing slash get cp's messages.
 
-use crate::support::{program, write_random, Backend};
+use crate::support::{aiscp_command, program, write_random, Backend};
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 /// library loads, on any machine.
 fn without_gpu(dir: &Path, args: &[&str]) -> Output {
     let missing = dir.join("none.so");
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.env_remove("AISCP_BACKEND");
     for var in [
         "AISCP_HIPFILE_LIB",
@@ -66,7 +66,7 @@ fn gpu_index_past_the_device_count_is_an_error_even_with_auto() {
     let dir = tempfile::tempdir().unwrap();
     write_random(&dir.path().join("s"), 5000, 4);
     let report = dir.path().join("report");
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     Backend::FakeGpu.apply(&mut cmd, &report);
     let out = cmd
         .env("AISCP_BACKEND", "auto")
@@ -88,7 +88,7 @@ fn gpu_flags_with_the_host_backend_are_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     write_random(&dir.path().join("s"), 5000, 5);
     let run = |env_backend: bool, args: &[&str]| {
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         if env_backend {
             cmd.env("AISCP_BACKEND", "host");
         } else {
@@ -125,7 +125,7 @@ fn trailing_slash_dest_messages_match_cp() {
             .current_dir(dir.path())
             .output()
             .unwrap();
-        let ours = Command::new(program())
+        let ours = aiscp_command()
             .args(["--backend", "host", "f", dst])
             .current_dir(dir.path())
             .output()

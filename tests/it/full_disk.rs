@@ -5,7 +5,9 @@
 //! Mounting needs root (CI and the dev machines run as root); where the mount is refused
 //! the tests print why and pass without checking anything.
 
-use crate::support::{assert_same_bytes, program, random_bytes, skip, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, assert_same_bytes, program, random_bytes, skip, Backend, BACKENDS,
+};
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -61,7 +63,7 @@ impl SmallFs {
 
     /// Runs aiscp in the test directory (outside the small filesystem).
     fn aiscp(&self, backend: Backend, args: &[&str]) -> Output {
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(self.dir.path())
             .args(args)
             .stdin(std::process::Stdio::null());

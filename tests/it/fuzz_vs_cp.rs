@@ -6,7 +6,7 @@
 //! 300 cases of a fixed seed run by default; `AISCP_FUZZ_CASES=N` runs N and
 //! `AISCP_FUZZ_SEED=S` draws others (a failure prints the minimal case proptest shrank it to).
 
-use crate::support::{listing, program, Backend};
+use crate::support::{hermetic, listing, program, Backend};
 use proptest::prelude::*;
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -284,7 +284,8 @@ fn run(case: &Case, bin: &Path, backend: Backend) -> Outcome {
     }
     args.push("dst".into());
     let mut cmd = Command::new("cp");
-    cmd.current_dir(d)
+    hermetic(&mut cmd)
+        .current_dir(d)
         .args(&args)
         .env("PATH", bin)
         .env("LC_ALL", "C")

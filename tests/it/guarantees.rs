@@ -4,7 +4,9 @@
 //! strace, a final ftruncate refused by the file-size limit. GNU cp is the oracle where the
 //! situation can be made for it too.
 
-use crate::support::{paused_at, program, random_bytes, skip, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, hermetic, paused_at, program, random_bytes, skip, Backend, BACKENDS,
+};
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::symlink;
@@ -14,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 fn aiscp(backend: Backend, dir: &Path) -> Command {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir).arg("-q");
     backend.apply(&mut cmd, &dir.join("report"));
     cmd
@@ -189,7 +191,8 @@ fn a_dest_swapped_for_the_source_is_refused_and_the_source_kept() {
 fn strace(backend: Backend, dir: &Path, args: &[&str]) -> Option<Vec<String>> {
     let log = dir.join("strace.log");
     let mut cmd = Command::new("strace");
-    cmd.current_dir(dir)
+    hermetic(&mut cmd)
+        .current_dir(dir)
         .args(["-f", "-qq", "-o"])
         .arg(&log)
         .args([
@@ -322,7 +325,9 @@ fn a_failing_final_ftruncate_is_reported_like_cp() {
         f.write_all_at(&random_bytes(64 * 1024, 6), 0).unwrap();
         f.set_len(8 << 20).unwrap();
         let mut cmd = Command::new(prog);
-        cmd.current_dir(d).args(["--sparse=always", "src", "dst"]);
+        hermetic(&mut cmd)
+            .current_dir(d)
+            .args(["--sparse=always", "src", "dst"]);
         if prog == program() {
             cmd.arg("-q");
         }

@@ -1,6 +1,6 @@
 //! Files in flight keep cp's decisions where a copy's outcome decides the next operand.
 
-use crate::support::{paused_at, program, BACKENDS};
+use crate::support::{aiscp_command, paused_at, program, BACKENDS};
 use std::fs;
 use std::process::Command;
 use std::thread;
@@ -18,7 +18,7 @@ fn a_file_that_fails_at_once_is_not_just_created() {
         let d = dir.path();
         fs::create_dir(d.join("t")).unwrap();
         let args = ["/proc/self/mem", "/proc/thread-self/mem", "t"];
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(d).args(args);
         backend.apply(&mut cmd, &d.join("report"));
         // The library route streams a /proc file in turn; the bounce route queues it.
@@ -49,7 +49,7 @@ fn a_bad_in_flight_setting_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("a"), b"hi\n").unwrap();
     for value in ["-1", "abc", "99999999999999999999999", ",,,", "", "1,2,3,4"] {
-        let out = Command::new(program())
+        let out = aiscp_command()
             .current_dir(dir.path())
             .env("AISCP_BACKEND", "host")
             .env("AISCP_IN_FLIGHT", value)
@@ -69,7 +69,7 @@ fn a_bad_in_flight_setting_is_refused() {
         assert!(!dir.path().join("b").exists(), "{value:?}: copied anyway");
     }
     for value in ["0", "4,1048576", "4, 1048576, 65536"] {
-        let out = Command::new(program())
+        let out = aiscp_command()
             .current_dir(dir.path())
             .env("AISCP_BACKEND", "host")
             .env("AISCP_IN_FLIGHT", value)

@@ -76,7 +76,9 @@ fn mpirun_command(
     let session = dir.join(".ompi-session");
     fs::create_dir_all(&session).unwrap();
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe"])
+    // The ranks (local processes) inherit mpirun's environment.
+    hermetic(&mut cmd)
+        .args(["--allow-run-as-root", "--oversubscribe"])
         .env("OMPI_MCA_orte_tmpdir_base", &session)
         .current_dir(dir)
         .env_remove("AISCP_FAKE_GPU_FAULTS")
@@ -103,7 +105,7 @@ fn mpirun_command(
 
 /// The same command as one process.
 fn alone(dir: &Path, env: &[(&str, String)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir)
         .env_remove("AISCP_FAKE_GPU_FAULTS")
         .env_remove("AISCP_BACKEND");

@@ -12,7 +12,7 @@ use std::path::Path;
 const CHUNK: usize = 64 << 10;
 
 fn aiscp(report: &Path, devices: u32) -> Command {
-    let mut cmd = Command::cargo_bin("aiscp").unwrap();
+    let mut cmd = aiscp_assert();
     cmd.env_remove("AISCP_FAKE_GPU_FAULTS")
         .env_remove("AISCP_FAKE_GPU_BUS_IDS")
         .env_remove("AISCP_TEST_SYSFS")

@@ -2,7 +2,7 @@
 //! aiscp on the same inputs): a closed pipe kills by SIGPIPE, a full or closed stdout gives
 //! "write error: STRERROR" and exit 1 after the copy, a failed stderr exit 1; never a panic.
 
-use crate::support::{program, Backend};
+use crate::support::{hermetic, program, Backend};
 use std::fs;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -51,7 +51,8 @@ fn both(script: &str) -> (Outcome, Outcome) {
         let dir = tempfile::tempdir().unwrap();
         tree(dir.path());
         let mut cmd = Command::new("sh");
-        cmd.current_dir(dir.path())
+        hermetic(&mut cmd)
+            .current_dir(dir.path())
             .args(["-c", script])
             .env("P", &prog)
             .stdin(Stdio::null())
@@ -149,7 +150,8 @@ fn pipe_closed_early(prog: &Path, prefix: &[&str], on_stdout: bool) -> (ExitStat
     let redirect = if on_stdout { "" } else { "2>&1 1>&3" };
     let script = format!("{} exec \"$P\" {args} 3>&2 {redirect}", prefix.join(" "));
     let mut cmd = Command::new("sh");
-    cmd.current_dir(dir.path())
+    hermetic(&mut cmd)
+        .current_dir(dir.path())
         .args(["-c", &script])
         .env("P", prog)
         .stdin(Stdio::null())
@@ -182,7 +184,7 @@ fn help_into_a_closed_pipe_dies_of_sigpipe() {
         for (prefix, killed) in [("", true), ("trap '' PIPE;", false)] {
             let (read, write) = nix::unistd::pipe().unwrap();
             drop(read);
-            let out = Command::new("sh")
+            let out = hermetic(&mut Command::new("sh"))
                 .args(["-c", &format!("{prefix} exec \"$P\" --help")])
                 .env("P", &prog)
                 .stdout(Stdio::from(write))

@@ -4,13 +4,15 @@
 //! Copies are made to last by a FIFO source fed slowly (`--copy-contents` makes -r read it),
 //! so the views have time to draw whatever the machine's speed.
 
-use crate::support::{program, random_bytes, stats_value, write_random, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, program, random_bytes, stats_value, write_random, Backend, BACKENDS,
+};
 use nix::pty::{openpty, Winsize};
 use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 use unicode_width::UnicodeWidthStr;
@@ -78,7 +80,7 @@ fn run_on_pty(args: &[&std::ffi::OsStr], cols: u16, env: &[(&str, String)]) -> (
     };
     let pty = openpty(Some(&ws), None).unwrap();
     let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().unwrap());
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.args(args)
         .stdin(slave(&pty.slave))
         .stdout(slave(&pty.slave))
@@ -235,7 +237,7 @@ fn progress_off_a_terminal_writes_plain_lines() {
     let out = dir.path().join("out");
     fs::create_dir(&out).unwrap();
     let log = dir.path().join("log");
-    let status = Command::new(program())
+    let status = aiscp_command()
         .args([
             "-r",
             "--copy-contents",
@@ -289,7 +291,7 @@ fn progress_off_a_terminal_writes_plain_lines() {
     assert!(first >= tree, "{fields:?} vs {done}");
 
     // Without --progress, nothing off a terminal.
-    let status = Command::new(program())
+    let status = aiscp_command()
         .args(["-r", "--backend", "host"])
         .arg(&src)
         .arg(dir.path().join("again"))
@@ -308,7 +310,7 @@ fn stats_line_and_json_add_up() {
         let bytes = tree(&src, 12, (5 << 20) + 123);
         let report = dir.path().join("report");
         let run = |format: &[&str], dst: PathBuf| {
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             backend.apply(&mut cmd, &report);
             let out = cmd
                 .args(["-r", "--chunk-size", "1M"])
@@ -414,7 +416,7 @@ fn stats_line_and_json_add_up() {
 fn stats_report_failures_and_bad_formats() {
     let dir = tempfile::tempdir().unwrap();
     write_random(&dir.path().join("a"), 5000, 1);
-    let out = Command::new(program())
+    let out = aiscp_command()
         .args(["--backend", "host", "--stats=json"])
         .arg(dir.path().join("a"))
         .arg(dir.path().join("missing"))
@@ -434,7 +436,7 @@ fn stats_report_failures_and_bad_formats() {
         assert!(v[unused].is_null(), "{unused}: {v}");
     }
 
-    let out = Command::new(program())
+    let out = aiscp_command()
         .args(["--stats=yaml", "a", "b"])
         .output()
         .unwrap();
@@ -532,7 +534,7 @@ fn asked_for_progress_draws_a_bar_and_leaves_its_last_line() {
     // Off a terminal, shorter than the 2 s between lines: one line, for the whole run.
     let dir = tempfile::tempdir().unwrap();
     write_random(&dir.path().join("a"), 5000, 1);
-    let out = Command::new(program())
+    let out = aiscp_command()
         .args(["--progress", "--backend", "host", "a", "b"])
         .current_dir(dir.path())
         .output()
@@ -565,7 +567,7 @@ fn whole_sizes_keep_two_decimals() {
     };
     let out = dir.path().join("out");
     fs::create_dir(&out).unwrap();
-    let output = Command::new(program())
+    let output = aiscp_command()
         .current_dir(dir.path())
         .args(["--progress", "--stats", "--backend", "host", "-q", "a", "f"])
         .arg(&out)

@@ -1,7 +1,7 @@
 //! The four ways a file's bytes can go, for tests that must cover each: host memory, the
 //! fake GPU's library route, its bounce route and `--async`.
 
-use crate::support::{program, Backend};
+use crate::support::{aiscp_command, Backend};
 use std::path::Path;
 use std::process::Command;
 
@@ -21,7 +21,7 @@ impl Route {
     /// `aiscp` set up for this route, in `dir`, its fake GPU report (if any) at `report`, no
     /// faults and no inherited route or in-flight settings.
     pub fn aiscp(self, dir: &Path, report: &Path) -> Command {
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir)
             .env_remove("AISCP_FAKE_GPU_FAULTS")
             .env_remove("AISCP_ROUTE")

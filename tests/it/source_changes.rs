@@ -6,7 +6,7 @@
 //! a worker's first slice, between slices, in flight, before the finishing reads. One test
 //! has no pause at all: another process rewrites a tree while `-r` copies it.
 
-use crate::support::{paused_at, program, random_bytes, Backend};
+use crate::support::{aiscp_command, paused_at, random_bytes, Backend};
 use std::fs::{self, OpenOptions};
 use std::path::Path;
 use std::process::{Command, Output};
@@ -76,7 +76,7 @@ const SPARSE: [&str; 3] = ["--sparse=auto", "--sparse=always", "--sparse=never"]
 
 /// Copies `a` to `b` in `dir` the `way` given, paused at `point` while `change` runs.
 fn copy_paused(dir: &Path, way: &Way, sparse: &str, point: &str, change: impl FnOnce()) -> Output {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir).args(way.args).args([sparse, "a", "b"]);
     way.backend.apply(&mut cmd, &dir.join("report"));
     let out = paused_at(cmd, point, dir, change);
@@ -287,7 +287,7 @@ fn a_proc_file_of_size_zero_is_copied_as_read() {
     for backend in [Backend::Host, Backend::FakeGpu] {
         for sparse in SPARSE {
             let dir = tempfile::tempdir().unwrap();
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.args([sparse, src, "b"]).current_dir(dir.path());
             backend.apply(&mut cmd, &dir.path().join("report"));
             let out = cmd.output().unwrap();
@@ -386,7 +386,7 @@ fn race_with_a_changer(ways: &[Way], extra: &[&str], rounds: usize, service: Opt
                 .args([FILES.to_string(), LEN.to_string()])
                 .spawn()
                 .expect("python3 runs the changing process");
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(d)
                 .args(way.args)
                 .args(extra)
@@ -441,7 +441,7 @@ fn pinned_memory_running_out_leaves_an_existing_dest_intact() {
         fs::write(d.join("src/b"), &b).unwrap();
         let old = random_bytes(50_000, 3);
         fs::write(d.join("dst/b"), &old).unwrap();
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(d)
             .env("AISCP_FAKE_GPU_FAULTS", fault)
             .args(["--route", "bounce", "-r", "src/.", "dst"]);
@@ -487,7 +487,7 @@ fn a_failure_past_a_new_end_is_not_the_copys() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fs::write(d.join("a"), random_bytes(300_000, 7)).unwrap();
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(d)
         .env("AISCP_FAKE_GPU_FAULTS", "read@131072*=EIO")
         .args([
@@ -522,7 +522,7 @@ fn a_failure_across_a_new_end_is_not_the_copys() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         fs::write(d.join("a"), random_bytes(300_000, 8)).unwrap();
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(d)
             .env("AISCP_FAKE_GPU_FAULTS", "read@65536*=EIO")
             .args(way.args)

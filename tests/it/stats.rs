@@ -3,7 +3,9 @@
 //! in words and in the JSON, and the I/O library's own counters: reconciled with aiscp's
 //! byte count on the fake GPU, stated as absent (with the reason) where there are none.
 
-use crate::support::{program, stats_value, write_random, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, hermetic, program, stats_value, write_random, Backend, BACKENDS,
+};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -28,7 +30,7 @@ fn tree(src: &Path) {
 
 /// aiscp on `backend` with `args`, its fake report at `report`.
 fn run(backend: Backend, report: &Path, args: &[&str], cwd: &Path) -> Output {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     backend.apply(&mut cmd, report);
     cmd.current_dir(cwd).args(["--chunk-size", "1M"]).args(args);
     cmd.output().unwrap()
@@ -129,11 +131,12 @@ fn an_unreadable_file_counts_as_failed() {
         let mut cmd = match root {
             true => {
                 let mut c = Command::new("setpriv");
-                c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+                hermetic(&mut c)
+                    .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
                     .arg(program());
                 c
             }
-            false => Command::new(program()),
+            false => aiscp_command(),
         };
         backend.apply(&mut cmd, &d.join("report"));
         let out = cmd
@@ -167,7 +170,7 @@ fn a_file_failing_in_flight_counts_once() {
         write_random(&src.join(format!("f{i:02}")), 70_000, i + 1);
     }
     let report = d.join("report");
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     Backend::FakeGpu.apply(&mut cmd, &report);
     let out = cmd
         .current_dir(d)

@@ -12,9 +12,48 @@ pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
 /// Every skip goes through these: loud, logged, and a failure in CI (see the module).
 pub use test_support::skip::{not_here, skip};
 
-/// The aiscp binary under test.
+/// The aiscp binary under test. A command that starts it, directly or through another
+/// program (setpriv, strace, a shell, a symlink), gets [`hermetic`]; [`aiscp_command`] is
+/// the direct one.
 pub fn program() -> PathBuf {
     assert_cmd::cargo::cargo_bin("aiscp")
+}
+
+/// `aiscp` with no arguments yet, [`hermetic`].
+pub fn aiscp_command() -> Command {
+    let mut cmd = Command::new(program());
+    hermetic(&mut cmd);
+    cmd
+}
+
+/// [`aiscp_command`] as an assert_cmd command.
+pub fn aiscp_assert() -> assert_cmd::Command {
+    assert_cmd::Command::from_std(aiscp_command())
+}
+
+/// Keeps the aiscp that `cmd` starts (itself or through another program) out of this
+/// machine's staging service: `AISCP_SERVICE=off`, and `XDG_RUNTIME_DIR` a fresh private
+/// directory of the calling test's own. Without it a service running at the user's default
+/// socket would take the test's copies (its --stats, its warnings, its GPU), and whatever
+/// another user left at `/tmp/aiscp-UID` (looked at when XDG_RUNTIME_DIR is unset) would add
+/// a warning to every run. A test of the service sets its own socket after this. Under
+/// `scripts/through-service.sh` both are left as inherited: going through its service is
+/// that run's point.
+pub fn hermetic(cmd: &mut Command) -> &mut Command {
+    if through_a_service() {
+        return cmd;
+    }
+    cmd.env("AISCP_SERVICE", "off")
+        .env("XDG_RUNTIME_DIR", RUNTIME_DIR.with(|d| d.path().to_owned()))
+}
+
+thread_local! {
+    /// The calling test's runtime directory (libtest runs each test on a thread of its
+    /// own), mode 0700 as XDG wants, removed when the test ends.
+    static RUNTIME_DIR: tempfile::TempDir = tempfile::Builder::new()
+        .prefix("aiscp-test-runtime-")
+        .tempdir()
+        .expect("a test's runtime directory");
 }
 
 /// Starts `cmd` paused at `point` (`AISCP_TEST_PAUSE`, with its flag file in `dir`), waits
@@ -27,9 +66,7 @@ pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce(
     let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !flag.exists() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("aiscp ended ({status:?}) before reaching {point}");
-        }
+        test_support::child::assert_running(&mut child, &format!("aiscp, before {point}"));
         assert!(Instant::now() < deadline, "aiscp never reached {point}");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -155,4 +192,52 @@ pub fn stats_value(text: &str, label: &str) -> Option<String> {
             .filter(|(k, _)| *k == label)
             .map(|(_, v)| v.trim().to_owned())
     })
+}
+
+/// Every aiscp the suite starts is [`hermetic`]: no file but this one starts the binary
+/// itself (`Command::new(program())`, assert_cmd's `cargo_bin`, `CARGO_BIN_EXE_aiscp`), and
+/// a file that hands `program()` to another program or a link calls `hermetic`. (CI also
+/// runs the suite beside another user's /tmp/aiscp-UID, where a run that is not hermetic
+/// warns: .ci/run.)
+#[test]
+fn every_aiscp_the_suite_starts_is_hermetic() {
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut wrong = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("support.rs")) {
+        let text = fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(&root).unwrap().display();
+        for direct in [
+            "Command::new(program())",
+            "cargo_bin(",
+            "CARGO_BIN_EXE_aiscp",
+        ] {
+            if text.contains(direct) {
+                wrong.push(format!(
+                    "{name}: {direct} (use aiscp_command or aiscp_assert)"
+                ));
+            }
+        }
+        let handed_on = [".arg(program())", "symlink(program()"]
+            .iter()
+            .any(|p| text.contains(p));
+        if handed_on && !text.contains("hermetic(") {
+            wrong.push(format!(
+                "{name}: runs program() through another command without hermetic"
+            ));
+        }
+    }
+    assert!(files.len() > 30, "{} files read", files.len());
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

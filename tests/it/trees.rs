@@ -3,7 +3,9 @@
 //! level is reached through a symlink. GNU cp is the oracle for messages, exit status and
 //! the resulting tree, on both backends.
 
-use crate::support::{listing, program, random_bytes, skip, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, hermetic, listing, program, random_bytes, skip, Backend, BACKENDS,
+};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -20,7 +22,7 @@ fn run(
     let dir = tempfile::tempdir().unwrap();
     let _mounts = setup(dir.path());
     let mut cmd = Command::new(prog);
-    cmd.current_dir(dir.path());
+    hermetic(&mut cmd).current_dir(dir.path());
     if prog == program() {
         cmd.arg("-q");
     }
@@ -191,7 +193,7 @@ fn a_tree_of_2000_levels_copies_within_64_descriptors() {
         for extra in [&["-r"][..], &["-a"], &["-rL"]] {
             let dir = tempfile::tempdir().unwrap();
             deep_tree(&dir.path().join("src"), LEVELS);
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(dir.path()).args(extra).args(["src", "dst"]);
             backend.apply(&mut cmd, &dir.path().join("report"));
             limit_descriptors(&mut cmd, 64);
@@ -224,7 +226,7 @@ fn a_wide_tree_copies_under_a_tight_descriptor_limit() {
         fs::write(src.join("sub/z"), b"y\n").unwrap();
         for round in 0..3 {
             let dst = dir.path().join(format!("dst{round}"));
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(dir.path()).arg("-r").arg("src").arg(&dst);
             backend.apply(&mut cmd, &dir.path().join("report"));
             limit_descriptors(&mut cmd, 12);
@@ -324,7 +326,9 @@ fn a_tree_copies_two_descriptors_above_cps_floor() {
                 let dst = dir.path().join("dst");
                 let _ = fs::remove_dir_all(&dst);
                 let mut cmd = Command::new(&prog);
-                cmd.current_dir(dir.path()).args([flag, "src", "dst"]);
+                hermetic(&mut cmd)
+                    .current_dir(dir.path())
+                    .args([flag, "src", "dst"]);
                 backend.apply(&mut cmd, &dir.path().join("report"));
                 limit_descriptors(&mut cmd, limit);
                 let out = cmd.output().unwrap();

@@ -5,10 +5,10 @@
 //! for anything.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::program;
+use crate::support::aiscp_command;
 
 /// Set by scripts/vendor-artefacts.sh (via .ci/run) to the genuine libcufile.so.0.
 const VENDOR_CUFILE: &str = "AISCP_VENDOR_CUFILE_LIB";
@@ -32,7 +32,7 @@ fn genuine_cufile() -> Option<String> {
 /// stdout and stderr, and how long it took (killed after [`KILL_AFTER`]).
 fn run(lib: &str, dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, Duration) {
     let start = Instant::now();
-    let mut child = Command::new(program())
+    let mut child = aiscp_command()
         .current_dir(dir)
         .args(args)
         .env("AISCP_CUFILE_LIB", lib)

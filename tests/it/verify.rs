@@ -3,13 +3,15 @@
 //! A DEST changed at the pause before the read-back must fail it, on every route; the
 //! mismatch kinds (a short or padded DST) are unit-tested in crates/engine/src/verify.rs.
 
-use crate::support::{assert_same_bytes, program, write_random, Backend, Report, BACKENDS};
+use crate::support::{
+    aiscp_command, assert_same_bytes, hermetic, program, write_random, Backend, Report, BACKENDS,
+};
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn aiscp(dir: &Path, backend: Backend, args: &[&str], faults: &str) -> Output {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir)
         .args(args)
         .env("AISCP_FAKE_GPU_FAULTS", faults)
@@ -167,7 +169,7 @@ fn a_dest_changed_before_the_read_back_fails_verification() {
             let dir = tempfile::tempdir().unwrap();
             let d = dir.path();
             write_random(&d.join("a"), 300_000, at);
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(d).args(args).args(["--verify", "a", "b"]);
             backend.apply(&mut cmd, &d.join("report"));
             let out = crate::support::paused_at(cmd, "verify", d, || {
@@ -200,7 +202,7 @@ fn verify_reads_dest_back_with_o_direct() {
     let d = dir.path();
     write_random(&d.join("a"), 300_000, 1);
     let log = d.join("strace.log");
-    let out = Command::new("strace")
+    let out = hermetic(&mut Command::new("strace"))
         .current_dir(d)
         .args(["-f", "-e", "trace=openat", "-o"])
         .arg(&log)
@@ -249,7 +251,8 @@ fn a_signal_during_the_read_back_stops_it() {
         let flag = d.join("paused");
         let log = d.join("strace.log");
         let mut cmd = Command::new("strace");
-        cmd.current_dir(d)
+        hermetic(&mut cmd)
+            .current_dir(d)
             .args(["-f", "-qq", "-e", "trace=pread64", "-o"])
             .arg(&log)
             .arg(program())
@@ -305,7 +308,7 @@ fn a_file_failing_its_check_counts_no_bytes() {
             write_random(&d.join("a"), a_len, 1);
             write_random(&d.join("c"), c_len, 2);
             fs::create_dir(d.join("out")).unwrap();
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(d)
                 .args(["--verify", "--progress", "--route", "bounce", stats])
                 .args(["a", "c", "out"])

@@ -2,7 +2,7 @@
 //! a damaged file is still caught and named alone, in cp's order; each file's writeback is
 //! started before its read-back; the descriptor limits hold.
 
-use crate::support::{listing, program, random_bytes, Backend, BACKENDS};
+use crate::support::{aiscp_command, hermetic, listing, program, random_bytes, Backend, BACKENDS};
 use crate::trees::limit_descriptors;
 use std::fs;
 use std::path::Path;
@@ -38,7 +38,7 @@ fn one_damaged_file_among_many_is_the_one_reported() {
         .unwrap()
         .replace("'ref", "'dst");
     let log = fs::File::create(d.join("log")).unwrap();
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(d)
         .args(["-rv", "--verify", "--route", "bounce", "src", "dst"])
         .env("AISCP_FAKE_GPU_FAULTS", "dtoh#40=corrupt")
@@ -106,7 +106,7 @@ fn each_files_writeback_starts_before_its_read_back() {
     let d = dir.path();
     small_tree(&d.join("src"), 30, 2);
     let log = d.join("strace.log");
-    let out = Command::new("strace")
+    let out = hermetic(&mut Command::new("strace"))
         .current_dir(d)
         .args(["-f", "-e", "trace=sync_file_range,openat", "-o"])
         .arg(&log)
@@ -166,7 +166,7 @@ fn verify_stays_within_the_descriptor_limit() {
         for limit in [floor, 64, 80] {
             let dst = d.join("dst");
             let _ = fs::remove_dir_all(&dst);
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(d).args(["--verify", "-r", "src", "dst"]);
             backend.apply(&mut cmd, &d.join("report"));
             limit_descriptors(&mut cmd, limit);

@@ -4,7 +4,9 @@
 //! test may see), and a wait that kills a child past its deadline, so a hung child fails
 //! its test instead of hanging the suite.
 
+use std::io::Read;
 use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The command that re-runs test `name` of this test binary (its path, e.g.
@@ -47,6 +49,36 @@ pub fn run(cmd: &mut Command) -> Ran {
         status: out.status,
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Fails the test unless `child` is still running; `what` says what it should be doing
+/// ("waiting on the FIFO"). A child that ended shows its status and stderr, which say why
+/// (a library missing on this machine, an option refused) where the status alone would not.
+pub fn assert_running(child: &mut Child, what: &str) {
+    if let Some(status) = child.try_wait().expect("try_wait on a child") {
+        panic!(
+            "{what}: it ended first ({status:?}); its stderr:\n{}",
+            stderr_of(child)
+        );
+    }
+}
+
+/// What an exited child wrote to its piped stderr ("" when it was not piped). Waits at most
+/// two seconds: a grandchild may still hold the pipe open (a shell's command).
+pub fn stderr_of(child: &mut Child) -> String {
+    let Some(mut pipe) = child.stderr.take() else {
+        return String::new();
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        let _ = tx.send(bytes);
+    });
+    match rx.recv_timeout(Duration::from_secs(2)) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => "(still held open by another process after 2 s)".to_owned(),
     }
 }
 

@@ -5,10 +5,10 @@
 //! misused GPU resource; the other operands of the run still copied. Faults the engine must
 //! absorb (short counts, EINTR, refused file registration) must give an identical copy.
 
-use crate::support::{assert_same_bytes, program, random_bytes, Backend, Report};
+use crate::support::{aiscp_command, assert_same_bytes, program, random_bytes, Backend, Report};
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use tempfile::TempDir;
 
 mod setup;
@@ -76,7 +76,7 @@ impl Scene {
 
     /// Runs `aiscp --chunk-size CHUNK ARGS...` in the scene's directory with `faults` injected.
     fn run_chunk(&self, faults: &str, chunk: usize, args: &[&str]) -> Output {
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(self.dir.path())
             .arg("--chunk-size")
             .arg(chunk.to_string())

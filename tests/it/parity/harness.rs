@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use super::tree::{build, snapshot, Entry};
 pub use crate::support::Backend;
-use crate::support::{skip, Report};
+use crate::support::{hermetic, program, skip, Report};
 
 #[derive(Default, Clone)]
 pub struct Scenario {
@@ -101,7 +101,7 @@ fn bin_dir() -> PathBuf {
         std::fs::create_dir_all(&d).unwrap();
         let link = d.join("cp");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_aiscp"), &link).unwrap();
+        std::os::unix::fs::symlink(program(), &link).unwrap();
         d
     })
     .clone()
@@ -189,12 +189,13 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
         c
     } else {
         let mut c = Command::new(match aiscp {
-            Some(_) => env!("CARGO_BIN_EXE_aiscp"),
-            None => "/usr/bin/cp",
+            Some(_) => program(),
+            None => PathBuf::from("/usr/bin/cp"),
         });
         c.arg0("cp");
         c
     };
+    hermetic(&mut cmd);
     if aiscp.is_some() {
         cmd.args(&s.ours);
     }

@@ -373,7 +373,7 @@ fn auto_starts_a_service_that_later_clients_share() {
     let src = d.path().join("a");
     write_random(&src, 50_000, 7);
     let run = |to: &str| {
-        let out = Command::new(program())
+        let out = aiscp_command()
             .env("AISCP_BACKEND", "host")
             .env("AISCP_SERVICE", "auto")
             .env("XDG_RUNTIME_DIR", &runtime)

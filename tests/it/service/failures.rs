@@ -54,7 +54,7 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
         let data = value("Data copied").unwrap_or_default();
         assert!(data.ends_with(&format!("({bytes} bytes)")), "{stats}");
         // The same copy in-process gives the same tree.
-        let mut alone = Command::new(program());
+        let mut alone = aiscp_command();
         backend.apply(&mut alone, &d.path().join("alone-report"));
         let st = alone
             .env("AISCP_SERVICE", "off")
@@ -232,7 +232,7 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
     let refused = "cannot connect: Connection refused";
     assert_copies_in_process(&socket, &src, &d.path().join("b"), refused);
     // The default per-user socket is not looked for when missing: silence.
-    let out = Command::new(program())
+    let out = aiscp_command()
         .env("AISCP_BACKEND", "host")
         .env("XDG_RUNTIME_DIR", d.path().join("nothing-here"))
         .env_remove("AISCP_SERVICE")
@@ -261,7 +261,7 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
         "{stderr}"
     );
     // --doctor reports it.
-    let doctor = Command::new(program())
+    let doctor = aiscp_command()
         .args(["--doctor", "--backend", "host"])
         .env("AISCP_SERVICE", &socket)
         .output()
@@ -275,7 +275,7 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
     );
     assert!(text.contains("1 file(s), 68.36 KiB copied"), "{text}");
     // A second service on the same socket refuses to start.
-    let second = Command::new(program())
+    let second = aiscp_command()
         .args(["--serve", "--backend", "host", "--socket"])
         .arg(&socket)
         .output()

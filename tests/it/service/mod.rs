@@ -3,7 +3,9 @@
 //! (`failures`), who a service serves (`users`), hostile and odd messages (`wire`). This
 //! module holds what they share: a service started per test, and raw messages.
 
-use crate::support::{listing, program, write_random, Backend, Report, BACKENDS};
+use crate::support::{
+    aiscp_command, hermetic, listing, program, write_random, Backend, Report, BACKENDS,
+};
 use nix::sys::socket::{self, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr};
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -36,7 +38,7 @@ impl Service {
         let socket = dir.join("run").join("service.sock");
         let log = dir.join("service.log");
         let report = dir.join("service-report");
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.arg("--serve")
             .arg("--socket")
             .arg(&socket)
@@ -77,7 +79,7 @@ impl Service {
 
     /// An aiscp run that uses this service.
     fn client(&self) -> Command {
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         self.backend.apply(&mut cmd, &self.client_report);
         cmd.env("AISCP_SERVICE", &self.socket)
             .env_remove("AISCP_TEST_PAUSE")
@@ -119,7 +121,7 @@ impl Drop for Service {
 
 /// An aiscp run on host memory that uses the service at `socket` (a path, or "auto").
 fn host_client(socket: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.env("AISCP_BACKEND", "host")
         .env("AISCP_SERVICE", socket);
     cmd

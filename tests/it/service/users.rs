@@ -21,7 +21,7 @@ fn another_uid_is_refused() {
     let socket = home.join("service.sock");
     // Killed when dropped, a failing assertion included.
     let child = Other::start(
-        Command::new("setpriv")
+        hermetic(&mut Command::new("setpriv"))
             .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
             .arg(program())
             .args(["--serve", "--backend", "host", "--socket"])
@@ -56,7 +56,8 @@ fn another_uid_is_refused() {
 fn as_user(user_group: &str) -> Command {
     let (user, group) = user_group.split_once(':').unwrap();
     let mut cmd = Command::new("setpriv");
-    cmd.arg(format!("--reuid={user}"))
+    hermetic(&mut cmd)
+        .arg(format!("--reuid={user}"))
         .arg(format!("--regid={group}"))
         .args(["--clear-groups", "--"]);
     cmd
@@ -97,7 +98,7 @@ fn a_shared_service_serves_the_users_it_allows_and_no_other() {
     let log = d.path().join("service.log");
     // Under umask 077, which would keep others out of the directory it makes.
     let mut svc = Other::start(
-        Command::new("sh")
+        hermetic(&mut Command::new("sh"))
             .arg("-c")
             .arg("umask 077; exec \"$0\" \"$@\"")
             .arg(program())
@@ -181,7 +182,7 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     let run = d.path().join("run");
     fs::create_dir(&run).unwrap();
     fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).unwrap();
-    let out = Command::new(program())
+    let out = aiscp_command()
         .args(serve_shared("all"))
         .arg("--socket")
         .arg(run.join("service.sock"))
@@ -213,7 +214,7 @@ fn a_socket_directory_others_may_enter_or_a_symlink_is_refused() {
         ("link", "it is not a directory, uid 0, mode 777"),
     ] {
         let socket = d.path().join(run).join("service.sock");
-        let out = Command::new(program())
+        let out = aiscp_command()
             .args(["--serve", "--backend", "host", "--socket"])
             .arg(&socket)
             .output()
@@ -243,7 +244,7 @@ fn a_socket_directory_swapped_after_its_check_is_not_used() {
     let log = d.path().join("service.log");
     // Killed when the test fails (Other's drop).
     let mut service = Other(
-        Command::new(program())
+        aiscp_command()
             .args(["--serve", "--backend", "host", "--socket"])
             .arg(run.join("service.sock"))
             .env(
@@ -302,7 +303,7 @@ fn one_user_holding_connections_does_not_keep_others_out() {
     let socket = d.path().join("shared").join("service.sock");
     let log = d.path().join("service.log");
     let _svc = Other::start(
-        Command::new(program())
+        aiscp_command()
             .args(serve_shared("nobody"))
             .arg("--socket")
             .arg(&socket),
@@ -360,7 +361,7 @@ fn a_shared_service_starts_under_a_narrowed_bounding_set() {
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let socket = d.path().join("shared").join("service.sock");
     let svc = Other::start(
-        Command::new("setpriv")
+        hermetic(&mut Command::new("setpriv"))
             .arg("--bounding-set=-all,+dac_override,+dac_read_search")
             .arg(program())
             .args(serve_shared("all"))
@@ -395,7 +396,7 @@ fn a_shared_service_must_run_as_root() {
 
 #[test]
 fn an_unknown_user_to_allow_is_refused() {
-    let out = Command::new(program())
+    let out = aiscp_command()
         .args(serve_shared("root,no-such-user-here"))
         .output()
         .unwrap();

@@ -27,7 +27,7 @@ fn a_fifo_dest_gets_the_data_once_a_reader_comes() {
         fs::write(dir.path().join("src"), &data).unwrap();
         let fifo = dir.path().join("dst");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path()).args(["src", "dst"]);
         backend.apply(&mut cmd, &dir.path().join("report"));
         let child = cmd.spawn().unwrap();
@@ -56,7 +56,7 @@ fn a_fifo_whose_writer_sends_nothing_copies_as_empty() {
         let fifo = dir.path().join("src");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         fs::write(dir.path().join("dst"), b"old contents\n").unwrap();
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path()).args(["src", "dst"]);
         backend.apply(&mut cmd, &dir.path().join("report"));
         let child = cmd.spawn().unwrap();
@@ -77,7 +77,7 @@ fn the_fifo_copy_completes_without_a_signal() {
     let data = Arc::new(random_bytes(300_000, 7));
     let stop = Arc::new(AtomicBool::new(false));
     let feeder = feeder(fifo, Arc::clone(&data), stop, None);
-    let out = Command::new(program())
+    let out = aiscp_command()
         .current_dir(dir.path())
         .args(["--backend", "host", "src", "dst"])
         .output()

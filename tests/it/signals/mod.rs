@@ -9,7 +9,9 @@ mod fifo;
 mod stuck;
 mod tree;
 
-use crate::support::{program, random_bytes, Backend, BACKENDS};
+use crate::support::{
+    aiscp_command, fake_gpu_lib, hermetic, program, random_bytes, Backend, BACKENDS,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs;
@@ -20,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+use test_support::child::assert_running;
 
 const PIECE: usize = 16 * 1024;
 const PAUSE: Duration = Duration::from_millis(5);
@@ -94,7 +97,7 @@ impl Copy {
         let block = random_bytes(1 << 20, 42);
         let data = Arc::new(block.repeat(16));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path())
             .args(["--chunk-size", "64K"])
             .args(extra)
@@ -136,9 +139,7 @@ impl Copy {
             if written >= bytes {
                 return;
             }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("aiscp ended before the signal: {status:?}");
-            }
+            assert_running(&mut self.child, "aiscp, before the signal");
             assert!(Instant::now() < deadline, "no progress from aiscp");
             thread::sleep(Duration::from_millis(10));
         }
@@ -280,7 +281,7 @@ fn the_largest_chunk_stops_within_a_second() {
             .unwrap()
             .set_len(3 << 30)
             .unwrap();
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path())
             .args(["-q", "--chunk-size", "0x7ffff000", "--streams", "1"])
             .arg("--sparse=never")
@@ -292,15 +293,12 @@ fn the_largest_chunk_stops_within_a_second() {
         let mut child = cmd.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while !dir.path().join("dst").exists() {
-            assert!(child.try_wait().unwrap().is_none(), "aiscp ended early");
+            assert_running(&mut child, "aiscp, before DST appeared");
             assert!(Instant::now() < deadline, "DST never appeared");
             thread::sleep(Duration::from_millis(5));
         }
         thread::sleep(Duration::from_millis(300)); // well inside the first slice
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the copy ended before the signal"
-        );
+        assert_running(&mut child, "the copy, before the signal");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
         let (status, stderr) = exit_within(&mut child);
         assert_interrupted(status, &stderr, Signal::SIGINT);
@@ -353,10 +351,7 @@ fn signals_inherited_as_ignored_stay_ignored() {
         copy.signal(sig);
     }
     thread::sleep(Duration::from_millis(300));
-    assert!(
-        copy.child.try_wait().unwrap().is_none(),
-        "an ignored signal stopped the copy"
-    );
+    assert_running(&mut copy.child, "the copy, after signals it ignores");
     let (status, stderr) = copy.wait_within(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(
@@ -367,7 +362,7 @@ fn signals_inherited_as_ignored_stay_ignored() {
 
 /// Starts `aiscp src dst` in `dir` and checks that it is still waiting 300 ms later.
 fn start_waiting(backend: Backend, dir: &std::path::Path) -> Child {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir)
         .args(["src", "dst"])
         .stdin(Stdio::null())
@@ -375,7 +370,7 @@ fn start_waiting(backend: Backend, dir: &std::path::Path) -> Child {
     backend.apply(&mut cmd, &dir.join("report"));
     let mut child = cmd.spawn().unwrap();
     thread::sleep(Duration::from_millis(300));
-    assert!(child.try_wait().unwrap().is_none(), "aiscp did not wait");
+    assert_running(&mut child, "aiscp, waiting on its source");
     child
 }
 

@@ -11,14 +11,15 @@ fn a_signal_ends_the_interactive_prompt() {
         fs::write(dir.path().join("src"), b"new\n").unwrap();
         fs::write(dir.path().join("dst"), b"old\n").unwrap();
         let mut cmd = Command::new(&prog);
-        cmd.current_dir(dir.path())
+        hermetic(&mut cmd)
+            .current_dir(dir.path())
             .args(["-i", "src", "dst"])
             .stdin(Stdio::piped()) // no answer ever comes
             .stderr(Stdio::piped());
         Backend::Host.apply(&mut cmd, &dir.path().join("report"));
         let mut child = cmd.spawn().unwrap();
         thread::sleep(Duration::from_millis(300));
-        assert!(child.try_wait().unwrap().is_none(), "{prog:?} did not wait");
+        assert_running(&mut child, &format!("{prog:?}, at its prompt"));
         kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
         let (status, stderr) = exit_within(&mut child);
         assert_eq!(fs::read(dir.path().join("dst")).unwrap(), b"old\n");
@@ -37,7 +38,7 @@ fn a_second_signal_kills_a_copy_stuck_in_a_library_call() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("src"), random_bytes(4 << 20, 11)).unwrap();
     fs::write(dir.path().join("dst"), b"old\n").unwrap();
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.current_dir(dir.path())
         .args([
             "--atomic",
@@ -65,7 +66,7 @@ fn a_second_signal_kills_a_copy_stuck_in_a_library_call() {
         .iter()
         .any(|e| e.metadata().is_ok_and(|m| m.len() >= 1 << 20))
     {
-        assert!(child.try_wait().unwrap().is_none(), "aiscp ended early");
+        assert_running(&mut child, "aiscp, before its first write");
         assert!(Instant::now() < deadline, "the first write never landed");
         thread::sleep(Duration::from_millis(10));
     }
@@ -73,9 +74,9 @@ fn a_second_signal_kills_a_copy_stuck_in_a_library_call() {
     let pid = Pid::from_raw(child.id() as i32);
     kill(pid, Signal::SIGINT).unwrap();
     thread::sleep(Duration::from_millis(300));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the first signal ended a copy stuck in a library call: the test proves nothing"
+    assert_running(
+        &mut child,
+        "a copy stuck in a library call, after the first signal (else the test proves nothing)",
     );
     kill(pid, Signal::SIGINT).unwrap();
     let (status, stderr) = exit_within(&mut child);

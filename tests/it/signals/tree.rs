@@ -28,7 +28,7 @@ fn a_stopped_tree_names_and_leaves_only_what_it_began() {
         fs::write(old.join(format!("f{i}")), b"old\n").unwrap();
     }
     for (dst, existing) in [(&old, true), (&new, false)] {
-        let mut child = Command::new(program())
+        let mut child = aiscp_command()
             .env("AISCP_BACKEND", "host")
             .arg("-v")
             .arg("-r")
