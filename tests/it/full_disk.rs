@@ -315,7 +315,8 @@ fn the_largest_sparse_file_fails_with_enospc_in_bounded_memory() {
         .set_len(i64::MAX as u64)
         .unwrap();
     let mut cmd = Command::new("prlimit");
-    cmd.current_dir(small.dir.path())
+    crate::support::hermetic(&mut cmd)
+        .current_dir(small.dir.path())
         .arg(format!("--as={}", 4u64 << 30))
         .arg("--")
         .arg(program())
@@ -404,7 +405,7 @@ fn a_tree_onto_a_full_disk_leaves_what_cp_leaves() {
         );
     }
     let socket = d.path().join("run").join("service.sock");
-    let service = Command::new(program())
+    let service = aiscp_command()
         .args(["--serve", "--backend", "host", "--socket"])
         .arg(&socket)
         .stdout(std::process::Stdio::null())
@@ -436,7 +437,7 @@ fn a_tree_onto_a_full_disk_leaves_what_cp_leaves() {
         drop(cp_fs);
         for (way, backend, through) in ways {
             let ours_fs = Mounted::tmpfs(d.path().join("ours"), "8m").unwrap();
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(&ours_fs.0).arg("-r").arg(&src).arg("t");
             backend.apply(&mut cmd, &d.path().join("report"));
             if through {

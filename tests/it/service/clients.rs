@@ -447,7 +447,7 @@ fn auto_with_a_service_that_cannot_start_says_why_at_once() {
     let src = d.path().join("a");
     write_random(&src, 50_000, 8);
     let started = Instant::now();
-    let out = Command::new(program())
+    let out = aiscp_command()
         .env("AISCP_BACKEND", "host")
         .env("AISCP_SERVICE", "auto")
         .env("XDG_RUNTIME_DIR", &runtime)
@@ -485,7 +485,8 @@ fn auto_starts_a_detached_service() {
     write_random(&src, 50_000, 9);
     let started = Instant::now();
     // `3>&1 | cat`: cat ends when every holder of the pipe's write end has gone.
-    let out = Command::new("bash")
+    let mut bash = Command::new("bash");
+    let out = hermetic(&mut bash)
         .arg("-c")
         .arg(r#""$0" --debug "$1" "$2" 3>&1 2>"$3" | cat"#)
         .arg(program())

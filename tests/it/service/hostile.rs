@@ -147,7 +147,7 @@ fn a_stopped_service_fails_its_files_naming_it() {
 
 /// A run with its per-user socket under `xdg` (XDG_RUNTIME_DIR) and no AISCP_SERVICE.
 fn default_client(xdg: &Path) -> Command {
-    let mut cmd = Command::new(program());
+    let mut cmd = aiscp_command();
     cmd.env("AISCP_BACKEND", "host")
         .env("XDG_RUNTIME_DIR", xdg)
         .env_remove("AISCP_SERVICE")
@@ -234,7 +234,7 @@ fn a_socket_directory_someone_else_made_changes_nothing() {
 #[test]
 fn serving_at_a_path_without_a_file_name_is_refused() {
     let d = dir();
-    let out = Command::new(program())
+    let out = aiscp_command()
         .args(["--serve", "--backend", "host", "--socket"])
         .arg(format!("{}/", d.path().display()))
         .output()

@@ -488,7 +488,7 @@ fn peer_credentials_are_uids_on_both_ends() {
     // The service's end: root's shared service admits uid 65534, whatever its group.
     let shared = d.path().join("shared").join("service.sock");
     let svc = Other::start(
-        Command::new(program())
+        aiscp_command()
             .args(serve_shared("nobody"))
             .arg("--socket")
             .arg(&shared),
