@@ -57,6 +57,7 @@ impl Copier<'_> {
         let mut outcome = Disposition::Made { bytes: 0 };
         if opts.symbolic_link {
             make_symlink_instead(src, dst, opts.force)?;
+            attrs::apply_to_link_made(dst, src_meta, opts)?;
         } else if opts.hard_link {
             let replace = opts.force || opts.clobber == Clobber::Ask;
             force_link(dst, src, replace, follow).map_err(|e| {

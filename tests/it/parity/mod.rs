@@ -218,6 +218,13 @@ scenarios! {
     symbolic_link_mode: sc("file a 10", "-s a b");
     symbolic_link_exists: sc(AB, "-s a b");
     symbolic_link_relative_elsewhere: sc("file a 10\ndir d", "-s a d/x");
+    // -p gives the link made by -s SOURCE's times (the file a command-line link leads to,
+    // without -a's -P), set on the link itself; `old` tells SOURCE's times from the setup's.
+    symbolic_link_preserve: sc("file a 10\nold a", "-ps a b");
+    symbolic_link_preserve_timestamps: sc("file a 10\nold a", "--preserve=timestamps -s a b");
+    symbolic_link_preserve_forced: sc("text a new\nold a\ntext b old", "-fps a b");
+    symbolic_link_preserve_of_symlink: sc("file a 10\nsym l a\nold a", "-ps l b");
+    symbolic_link_archive_of_symlink: sc("file a 10\nsym l a\nold l", "-as l b");
     attributes_only_existing: sc("file a 100 0700\ntext b old", "--attributes-only -p a b");
     attributes_only_new: sc("file a 100 0640", "--attributes-only a c");
 
