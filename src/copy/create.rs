@@ -30,12 +30,14 @@ impl Copier<'_> {
         top: bool,
         parent_dev: Option<u64>,
     ) -> Result<Disposition, Reported> {
-        let follow = self.follows(top);
         let opts = self.opts;
         if src_meta.kind() == FileKind::Dir {
             return self.create_dir(src, dst, src_meta, found, top, parent_dev);
         }
         if opts.verbose {
+            // Held: a file that goes in flight is named only once its copy has begun (see
+            // `inflight`); one copied in turn has its line let out before its data.
+            self.hold_output();
             match &found.backup {
                 Some((_, b)) => say(format_args!(
                     "{} -> {} (backup: {})",
@@ -46,6 +48,22 @@ impl Copier<'_> {
                 None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
             }
         }
+        let made = self.make(src, dst, src_meta, found, top);
+        self.finish_ended();
+        made
+    }
+
+    /// [`Copier::create`] for all but a directory, once the `-v` line is said.
+    fn make(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        found: &Found,
+        top: bool,
+    ) -> Result<Disposition, Reported> {
+        let follow = self.follows(top);
+        let opts = self.opts;
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
             if let Some(first) = self.memory.links.get(&src_meta.id()) {
@@ -79,7 +97,6 @@ impl Copier<'_> {
             }
         }
         self.remember_made(dst, src_meta, top);
-        self.finish_ended();
         Ok(outcome)
     }
 

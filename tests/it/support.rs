@@ -19,7 +19,17 @@ pub fn program() -> PathBuf {
 
 /// Starts `cmd` paused at `point` (`AISCP_TEST_PAUSE`, with its flag file in `dir`), waits
 /// until it gets there, runs `change`, lets it go on, and returns its output.
-pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
+pub fn paused_at(cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
+    paused_at_pid(cmd, point, dir, |_| change())
+}
+
+/// [`paused_at`], with `change` given the paused process's id (to signal it).
+pub fn paused_at_pid(
+    mut cmd: Command,
+    point: &str,
+    dir: &Path,
+    change: impl FnOnce(u32),
+) -> Output {
     let flag = dir.join("paused");
     cmd.env("AISCP_TEST_PAUSE", format!("{point}:{}", flag.display()))
         .stdout(Stdio::piped())
@@ -33,7 +43,7 @@ pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce(
         assert!(Instant::now() < deadline, "aiscp never reached {point}");
         std::thread::sleep(Duration::from_millis(5));
     }
-    change();
+    change(child.id());
     fs::remove_file(&flag).unwrap();
     child.wait_with_output().unwrap()
 }
