@@ -6,9 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-#[cfg(feature = "mpi")] // only the mpi suite makes one
-pub use test_support::data::write_sparse;
-pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
+pub use test_support::data::{assert_same_bytes, random_bytes, write_random, write_sparse};
 /// Every skip goes through these: loud, logged, and a failure in CI (see the module).
 pub use test_support::skip::{not_here, skip};
 
