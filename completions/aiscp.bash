@@ -7,7 +7,10 @@ _aiscp() {
         cur="${COMP_WORDS[COMP_CWORD]}"
     fi
     prev="$3"
-    if [[ ${prev} == "=" && ${COMP_CWORD} -ge 2 ]]; then
+    if [[ ${COMP_WORDS[COMP_CWORD]} == "=" ]]; then
+        cur=""
+        prev="${prev}="
+    elif [[ ${prev} == "=" && ${COMP_CWORD} -ge 2 ]]; then
         prev="${COMP_WORDS[COMP_CWORD-2]}="
     fi
     cmd=""
@@ -27,7 +30,7 @@ _aiscp() {
     case "${cmd}" in
         aiscp)
             opts="-a -b -d -f -i -H -l -L -n -P -p -r -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --stats --doctor --serve --socket --allow-users --idle-exit --help --version"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
+            if [[ ${cur} == -* ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -133,7 +136,6 @@ _aiscp() {
                     COMPREPLY=()
                     ;;
             esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
     esac

@@ -138,6 +138,18 @@ pub fn apply_by_name(
     Ok(())
 }
 
+/// For the link `-s` made in place of a copy: with timestamps preserved, SOURCE's times set
+/// on the link itself, as cp sets them (utimensat with AT_SYMLINK_NOFOLLOW); nothing else,
+/// since cp gives such a link neither SOURCE's owner nor its mode.
+pub fn apply_to_link_made(dst: At<'_>, src_meta: &Stat, opts: &Options) -> Result<(), Reported> {
+    if !opts.preserve.timestamps {
+        return Ok(());
+    }
+    dst.dir
+        .set_times_nofollow(dst.name, &src_meta.times())
+        .map_err(|e| fail_os("preserving times for", dst.path, &e))
+}
+
 /// Whether a chown failed only because this user may not give the file away (EPERM), or
 /// the owner has no mapping here (EINVAL): cp then still sets the group it can.
 fn owner_refused(chown: &io::Result<()>) -> bool {

@@ -248,6 +248,14 @@ cp does. Messages, exit status and option semantics follow GNU cp."
 /// hidden ones left out), with the options whose value is optional completed only as
 /// `--opt=VALUE`. getopt reads `--stats json` as `--stats` and an operand `json`, so a value
 /// offered after a space would lead into "cannot stat 'json'".
+///
+/// clap_complete's static scripts are edited for two more things cp's users meet at once,
+/// where GNU getopt takes options anywhere and every other word is a file: bash offered every
+/// option on an empty word (putting a lone '-' on the line) and offered no values right after
+/// `--opt=`; zsh completed nothing after the first operand. clap_complete's own answer to
+/// both is its dynamic completer (`CompleteEnv`), which is behind an unstable feature and
+/// runs the binary on every TAB; so the few lines are rewritten here, each edit asserting the
+/// text it replaces, so a clap_complete that changes them fails `--generate` loudly.
 pub fn completion(shell: Shell, out: &mut dyn Write) {
     let mut cmd = visible_command();
     let mut script = Vec::new();
@@ -255,13 +263,22 @@ pub fn completion(shell: Shell, out: &mut dyn Write) {
     let script = String::from_utf8(script).expect("clap_complete writes UTF-8");
     let longs = ValueLongs::of(&cmd);
     let script = match shell {
-        Shell::Bash => bash_equals(&script, &longs),
-        Shell::Zsh => zsh_equals(&script, &longs),
+        Shell::Bash => bash_files(&bash_equals(&script, &longs)),
+        Shell::Zsh => zsh_options_after_operands(&zsh_equals(&script, &longs)),
         Shell::Fish => fish_equals(&script, &longs),
         _ => script,
     };
     // Written to memory by the caller: a failed write is reported there.
     let _ = out.write_all(script.as_bytes());
+}
+
+/// `text` with `from` replaced by `to` exactly once; `from` must be there.
+fn replace_once(text: &str, from: &str, to: &str) -> String {
+    assert!(
+        text.matches(from).count() == 1,
+        "clap_complete's script changed: {from:?}"
+    );
+    text.replacen(from, to, 1)
 }
 
 /// The command line as completions should offer it: every argument but the hidden ones
@@ -307,19 +324,22 @@ impl ValueLongs {
     }
 }
 
-/// bash splits `--opt=VALUE` at the `=` (COMP_WORDBREAKS), so the word before the value is
-/// `=` and the option is two words back: the script looks there, an optional value is
-/// completed only after `=`, and a required one after `=` or a space.
+/// bash splits `--opt=VALUE` at the `=` (COMP_WORDBREAKS), so the option is not the word
+/// before the value: right after the `=` the word being completed is `=` itself (bash passes
+/// an empty one as `$2`) and the option is `$3`; with part of a value typed, the word before
+/// is `=` and the option two back. The script looks there, an optional value is completed
+/// only after `=`, and a required one after `=` or a space.
 fn bash_equals(script: &str, longs: &ValueLongs) -> String {
     const PREV: &str = "    prev=\"$3\"\n";
-    assert!(script.contains(PREV), "clap_complete's bash script changed");
-    let script = script.replacen(
+    let script = replace_once(
+        script,
         PREV,
         &format!(
-            "{PREV}    if [[ ${{prev}} == \"=\" && ${{COMP_CWORD}} -ge 2 ]]; then\n        \
+            "{PREV}    if [[ ${{COMP_WORDS[COMP_CWORD]}} == \"=\" ]]; then\n        \
+             cur=\"\"\n        prev=\"${{prev}}=\"\n    \
+             elif [[ ${{prev}} == \"=\" && ${{COMP_CWORD}} -ge 2 ]]; then\n        \
              prev=\"${{COMP_WORDS[COMP_CWORD-2]}}=\"\n    fi\n"
         ),
-        1,
     );
     let mut out = String::with_capacity(script.len() + 1024);
     for line in script.split_inclusive('\n') {
@@ -337,6 +357,30 @@ fn bash_equals(script: &str, longs: &ValueLongs) -> String {
         }
     }
     out
+}
+
+/// Options only on a word that starts with '-', file names (bash's `-o default`, which needs
+/// an empty reply) on any other. clap's script offers every option on the command's first word
+/// (meant for a subcommand, which aiscp has none of) and, where no case matched, every option
+/// that starts with the word: on an empty word, all of them.
+fn bash_files(script: &str) -> String {
+    let script = replace_once(
+        script,
+        "if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then",
+        "if [[ ${cur} == -* ]] ; then",
+    );
+    replace_once(
+        &script,
+        "            esac\n            COMPREPLY=( $(compgen -W \"${opts}\" -- \"${cur}\") )\n",
+        "            esac\n",
+    )
+}
+
+/// `*::` hands the operands' action only the operands (words after the first one included),
+/// and zsh's _arguments then completes no option after the first operand; getopt permutes,
+/// so `aiscp -r src --stats=<TAB>` must still complete. `*:` keeps every word in view.
+fn zsh_options_after_operands(script: &str) -> String {
+    replace_once(script, "'*::operands -- ", "'*:operands -- ")
 }
 
 /// zsh's `--opt=` spec also takes the value as the next word; `--opt=-` only after `=`.

@@ -30,12 +30,14 @@ impl Copier<'_> {
         top: bool,
         parent_dev: Option<u64>,
     ) -> Result<Disposition, Reported> {
-        let follow = self.follows(top);
         let opts = self.opts;
         if src_meta.kind() == FileKind::Dir {
             return self.create_dir(src, dst, src_meta, found, top, parent_dev);
         }
         if opts.verbose {
+            // Held: a file that goes in flight is named only once its copy has begun (see
+            // `inflight`); one copied in turn has its line let out before its data.
+            self.hold_output();
             match &found.backup {
                 Some((_, b)) => say(format_args!(
                     "{} -> {} (backup: {})",
@@ -46,6 +48,22 @@ impl Copier<'_> {
                 None => say(format_args!("{} -> {}", quote(src.path), quote(dst.path))),
             }
         }
+        let made = self.make(src, dst, src_meta, found, top);
+        self.finish_ended();
+        made
+    }
+
+    /// [`Copier::create`] for all but a directory, once the `-v` line is said.
+    fn make(
+        &mut self,
+        src: At<'_>,
+        dst: At<'_>,
+        src_meta: &Stat,
+        found: &Found,
+        top: bool,
+    ) -> Result<Disposition, Reported> {
+        let follow = self.follows(top);
+        let opts = self.opts;
         // Hard links within the copied set.
         if self.remembers_link(src_meta, top) {
             if let Some(first) = self.memory.links.get(&src_meta.id()) {
@@ -57,6 +75,7 @@ impl Copier<'_> {
         let mut outcome = Disposition::Made { bytes: 0 };
         if opts.symbolic_link {
             make_symlink_instead(src, dst, opts.force)?;
+            attrs::apply_to_link_made(dst, src_meta, opts)?;
         } else if opts.hard_link {
             let replace = opts.force || opts.clobber == Clobber::Ask;
             force_link(dst, src, replace, follow).map_err(|e| {
@@ -78,7 +97,6 @@ impl Copier<'_> {
             }
         }
         self.remember_made(dst, src_meta, top);
-        self.finish_ended();
         Ok(outcome)
     }
 

@@ -40,6 +40,8 @@ impl Copier<'_> {
         if opts.atomic && !opts.attributes_only {
             let plan = self.plan_atomic(src.path, dst, &opened, found)?;
             if let Some(plan) = plan {
+                // Never in flight: the -v line goes out before the data, as cp's does.
+                self.finish_ended();
                 return self
                     .copy_file_atomic(src.path, dst, &src_file, &opened, plan)
                     .map(|bytes| Disposition::Made { bytes });
@@ -63,6 +65,8 @@ impl Copier<'_> {
         let Err((src_file, dst_file)) = queued else {
             return Ok(Disposition::InFlight); // the rest follows the data (see `inflight`)
         };
+        // Copied in turn: its -v line, held until now, goes out before the data.
+        self.finish_ended();
         if !created && !opts.attributes_only && dst_now.is_file() {
             dst_file
                 .set_len(0)

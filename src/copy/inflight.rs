@@ -277,6 +277,14 @@ impl Copier<'_> {
         }
         order.push_back(Item::File(ticket));
         drop(order);
+        self.hold_output();
+    }
+
+    /// Holds every message from here on in cp's order (see the module comment), if not yet:
+    /// from the first file in flight, and from a file's `-v` line, before it is known
+    /// whether the file will fly. A line printed before the hold could name a file the stop
+    /// then left untouched or removed.
+    pub(super) fn hold_output(&mut self) {
         if !self.inflight.holding {
             let order = Rc::clone(&self.inflight.order);
             messages::hold(Some(Box::new(move |h| {
@@ -286,12 +294,13 @@ impl Copier<'_> {
         }
     }
 
-    /// Finishes the files in flight that have ended, in turn, without waiting. Called once
-    /// the walk has recorded what it made for a file, never from inside [`Self::queue_data`]:
-    /// a copy that failed at once would be finished before DEST was remembered as
-    /// just-created, and then remembered after it was forgotten.
+    /// Finishes the files in flight that have ended, in turn, without waiting, and lets out
+    /// what was held behind them (all of it when none is in flight). Called once the walk has
+    /// recorded what it made for a file, never from inside [`Self::queue_data`]: a copy that
+    /// failed at once would be finished before DEST was remembered as just-created, and then
+    /// remembered after it was forgotten.
     pub(super) fn finish_ended(&mut self) {
-        if !self.inflight.pending.is_empty() {
+        if !self.inflight.pending.is_empty() || self.inflight.holding {
             self.finish_in_turn(Until::Nothing);
         }
     }

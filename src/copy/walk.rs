@@ -6,8 +6,9 @@
 //! the deepest [`OPEN_LEVELS`] keep theirs; a level further up gives them back and takes them
 //! again when the walk returns to it, through the ".." of the level below, checked to be the
 //! directory it was (device and inode) — or, where ".." leads elsewhere (a directory reached
-//! through a symlink under -L), by its names from the nearest open level, each checked the
-//! same way. So, like GNU's fts, a copy of 2,000 nested directories runs in a few dozen
+//! through a symlink under -L) or cannot be used (a SOURCE subdirectory that never opened,
+//! an unsearchable one), by its names from the nearest open level or the operand's own
+//! directory, each checked the same way. So, like GNU's fts, a copy of 2,000 nested directories runs in a few dozen
 //! descriptors, and a directory moved mid-run is noticed instead of followed. Under a tight
 //! open-file limit fewer levels stay open, down to the one being copied (see
 //! [`open_window`]): a tree then copies in seven descriptors, two more than cp needs.
@@ -108,21 +109,26 @@ impl Side {
 }
 
 /// Opens the side chosen by `side` of `stack[i]` again, by the names of the levels between
-/// it and the nearest open level above, each checked to be the directory it was.
+/// it and the nearest open level above, each checked to be the directory it was. Where no
+/// level above is open (a tight descriptor limit keeps only the deepest), from `root`, the
+/// directory the top level was opened in: the operand's, held for the whole walk.
 fn reopen_by_names(
     stack: &mut [DirFrame],
     i: usize,
     side: fn(&mut DirFrame) -> Option<&mut Side>,
+    root: &Rc<OpenDir>,
 ) -> io::Result<()> {
+    // The directory found by a name is not the one copied: it was moved or replaced.
     let moved = || io::Error::from_raw_os_error(libc::ENOENT);
     let open_above = (0..i)
         .rev()
-        .find(|&j| side(&mut stack[j]).is_some_and(|s| s.dir.is_some()))
-        .ok_or_else(moved)?;
-    let mut dir = side(&mut stack[open_above])
-        .and_then(|s| s.dir.clone())
-        .ok_or_else(moved)?;
-    for frame in &mut stack[open_above + 1..=i] {
+        .find(|&j| side(&mut stack[j]).is_some_and(|s| s.dir.is_some()));
+    let (dir, first) = match open_above {
+        Some(j) => (side(&mut stack[j]).and_then(|s| s.dir.clone()), j + 1),
+        None => (Some(Rc::clone(root)), 0),
+    };
+    let mut dir = dir.ok_or_else(moved)?;
+    for frame in &mut stack[first..=i] {
         let s = side(frame).ok_or_else(moved)?;
         let next = dir.open_child(&s.name, s.follow)?;
         if next.stat_self()?.id() != s.id {
@@ -145,8 +151,11 @@ fn dst_side(f: &mut DirFrame) -> Option<&mut Side> {
 }
 
 /// Makes both sides of the top of `stack` open again after the level below it (`child`)
-/// was popped. A failure is reported, and the level's remaining entries are skipped.
-fn reopen_top(stack: &mut [DirFrame], child: &DirFrame) {
+/// was popped: through the child's "..", else by names (the child's SOURCE may never have
+/// opened, or its ".." be unsearchable, as a 0000 directory's is). A failure is reported,
+/// and the level's remaining entries are skipped. `roots`: the directories SOURCE's and
+/// DEST's top levels were opened in.
+fn reopen_top(stack: &mut [DirFrame], child: &DirFrame, roots: [&Rc<OpenDir>; 2]) {
     let Some(i) = stack.len().checked_sub(1) else {
         return;
     };
@@ -167,7 +176,7 @@ fn reopen_top(stack: &mut [DirFrame], child: &DirFrame) {
         let via_dotdot = child_side.map_or(Ok(false), |c| s.reopen_from_child(c));
         let res = match via_dotdot {
             Ok(true) => Ok(()),
-            _ => reopen_by_names(stack, i, side),
+            _ => reopen_by_names(stack, i, side, roots[usize::from(is_dst)]),
         };
         if let Err(e) = res {
             let frame = &mut stack[i];
@@ -259,7 +268,7 @@ impl Copier<'_> {
             // Finished before the level above is opened again: setting its attributes
             // takes a descriptor, which then is not needed beside that level's two.
             let res = self.finish_dir(&done);
-            reopen_top(&mut stack, &done);
+            reopen_top(&mut stack, &done, [src.dir, dst.dir]);
             match stack.last_mut() {
                 Some(parent) => parent.ok &= res.is_ok(),
                 None => result = res,

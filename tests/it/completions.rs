@@ -156,6 +156,12 @@ impl Session {
 
     /// Types `line` (TAB as `\t`), presses Enter, and returns the arguments `aiscp` got.
     fn complete(&mut self, line: &str) -> String {
+        self.complete_showing(line, &[]).0
+    }
+
+    /// As [`Session::complete`], also saying whether the shell showed every word of `listed`
+    /// (the candidates it lists) before Enter.
+    fn complete_showing(&mut self, line: &str, listed: &[&str]) -> (String, bool) {
         // A marker first, so output of an earlier line cannot be taken for this one's.
         self.send("echo REA''DY\r");
         assert!(
@@ -168,6 +174,7 @@ impl Session {
         // Completion runs when the TAB is read, before the Enter behind it; the pause only
         // keeps fish from reading both as one paste.
         thread::sleep(Duration::from_millis(300));
+        let shown = self.shows_all(listed, Duration::from_secs(5));
         self.send("\r");
         if self.wait_for("ARGS:", Duration::from_secs(20)).is_none() {
             panic!(
@@ -176,7 +183,26 @@ impl Session {
             );
         }
         let args = self.wait_for("\r\n", Duration::from_secs(20)).unwrap();
-        args.trim_end().to_owned()
+        (args.trim_end().to_owned(), shown)
+    }
+
+    /// Waits until everything printed since the last marker holds every word of `words`;
+    /// consumes nothing, so the line's own output is still there to find.
+    fn shows_all(&mut self, words: &[&str], limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        loop {
+            let text = String::from_utf8_lossy(&self.seen);
+            if words.iter().all(|w| text.contains(w)) {
+                return true;
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            match self.output.recv_timeout(left) {
+                Ok(bytes) => self.seen.extend(bytes),
+                Err(_) => return false,
+            }
+        }
     }
 }
 
@@ -187,8 +213,9 @@ impl Drop for Session {
     }
 }
 
-#[test]
-fn completions_lead_to_lines_cp_accepts() {
+/// Runs `each` in every installed shell, on a session in a fresh directory holding `files`
+/// (empty), with the committed script loaded, and fails with everything `each` found wrong.
+fn in_each_shell(files: &[&str], mut each: impl FnMut(Shell, &mut Session, &mut Vec<String>)) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut wrong = Vec::new();
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
@@ -204,11 +231,20 @@ fn completions_lead_to_lines_cp_accepts() {
         let home = dir.path().join("home");
         fs::create_dir_all(&cwd).unwrap();
         fs::create_dir_all(&home).unwrap();
-        // Operands whose names start like the options' values.
-        fs::write(cwd.join("jfile"), "").unwrap();
-        fs::write(cwd.join("olfile"), "").unwrap();
+        for file in files {
+            fs::write(cwd.join(file), "").unwrap();
+        }
         let mut session = Session::start(shell, &cwd, &home);
         session.send(&shell.setup(root));
+        each(shell, &mut session, &mut wrong);
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn completions_lead_to_lines_cp_accepts() {
+    // Operands whose names start like the options' values.
+    in_each_shell(&["jfile", "olfile"], |shell, session, wrong| {
         for (typed, want) in [
             // An optional value is completed after '=' ...
             ("aiscp --stats=j\t", "--stats=json"),
@@ -231,6 +267,67 @@ fn completions_lead_to_lines_cp_accepts() {
                 ));
             }
         }
-    }
-    assert!(wrong.is_empty(), "{wrong:#?}");
+    });
+}
+
+/// An empty word completes file names, never options (all of which start with '-', so
+/// offering them puts a lone '-' on the line), wherever it stands.
+#[test]
+fn empty_word_completes_file_names() {
+    in_each_shell(&["only.txt"], |shell, session, wrong| {
+        for (typed, want) in [
+            ("aiscp \t", "only.txt"),
+            ("aiscp -r small \t", "-r small only.txt"),
+            (
+                "aiscp -r --stats=json small \t",
+                "-r --stats=json small only.txt",
+            ),
+            // Options still, once the word starts with '-'.
+            ("aiscp -r small --recur\t", "-r small --recursive"),
+        ] {
+            let got = session.complete(typed);
+            if got != want {
+                wrong.push(format!(
+                    "{}: {typed:?} gave {got:?}, not {want:?}",
+                    shell.program()
+                ));
+            }
+        }
+    });
+}
+
+/// Right after `--opt=` the shell offers that option's values (listed, as there are several)
+/// and inserts nothing else: not a '-' (bash splits the word at '=', and offering options
+/// there gave `--stats=-`), not a file name.
+#[test]
+fn empty_value_after_equals_lists_the_values() {
+    in_each_shell(&["only.txt"], |shell, session, wrong| {
+        for (option, values) in [
+            ("stats", &["json", "text"][..]),
+            ("update", &["none-fail", "older"]),
+            ("backup", &["numbered", "existing"]),
+            ("preserve", &["timestamps", "ownership"]),
+            ("no-preserve", &["timestamps", "ownership"]),
+            ("reflink", &["always", "never"]),
+            ("sparse", &["always", "never"]),
+            ("route", &["library", "bounce"]),
+        ] {
+            // bash lists the candidates on the second TAB; zsh lists them on the first,
+            // and a second would start its menu, inserting one.
+            let tabs = match shell {
+                Shell::Bash => "\t\t",
+                Shell::Zsh | Shell::Fish => "\t",
+            };
+            let typed = format!("aiscp -r small --{option}={tabs}");
+            let (got, shown) = session.complete_showing(&typed, values);
+            let want = format!("-r small --{option}=");
+            if got != want || !shown {
+                wrong.push(format!(
+                    "{}: {typed:?} gave {got:?} (want {want:?}), values {values:?} {}",
+                    shell.program(),
+                    if shown { "listed" } else { "not listed" }
+                ));
+            }
+        }
+    });
 }

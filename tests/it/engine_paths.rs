@@ -1,11 +1,12 @@
 //! Paths through the engine that a copy can take without any test noticing they broke:
 //! device memory running out at a later slot, a runtime call failing on a worker, a SOURCE
 //! that refuses O_DIRECT, slots lent to files in flight and taken back, zero runs inside
-//! data under --sparse=always, and the route names --debug and --stats give. Each test
+//! data under --sparse=always, an old DEST's bytes under SOURCE's holes, and the route names
+//! --debug and --stats give. Each test
 //! goes through the built binary, so it keeps its meaning whatever the engine's insides.
 
 use crate::routes::{Route, GPU_ROUTES, ROUTES};
-use crate::support::{assert_same_bytes, random_bytes, skip, Report};
+use crate::support::{assert_same_bytes, random_bytes, skip, write_sparse, Report};
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -263,6 +264,144 @@ fn sparse_always_leaves_holes_for_zero_runs_inside_data() {
             fs::remove_file(&dst).unwrap();
         }
     }
+}
+
+/// A DEST holding other, longer bytes is cut before SOURCE's data goes in: nothing of it
+/// shows through where nothing is written, SOURCE's holes (in the middle and at the end)
+/// and, under --sparse=always, its runs of zeros. On every route, one file at a time and a
+/// tree whose small files go in flight, each DEST is GNU cp's byte for byte.
+#[test]
+fn old_dest_bytes_never_show_through_holes() {
+    const K: usize = 1024;
+    let probe = tempfile::tempdir().unwrap();
+    if !makes_holes(probe.path()) {
+        skip("TMPDIR makes no holes", &probe.path().display().to_string());
+        return;
+    }
+    // SOURCE: `sparse` (data, a hole, data, a hole to its unaligned end), `zeros` (no holes;
+    // a run of zeros inside and one at the end), small files. DEST: each name holding
+    // nonzero random bytes, 300 KiB longer.
+    let setup = |root: &Path| {
+        let (src, dst) = (root.join("src"), root.join("dst"));
+        fs::create_dir(&src).unwrap();
+        fs::create_dir(&dst).unwrap();
+        let sparse = src.join("sparse");
+        write_sparse(
+            &sparse,
+            (1024 * K + 5000) as u64,
+            &[
+                (0, &random_bytes(64 * K + 100, 0xc1)),
+                ((256 * K) as u64, &random_bytes(64 * K, 0xc2)),
+            ],
+        );
+        assert!(
+            fs::metadata(&sparse).unwrap().blocks() * 512 < 512 * K as u64,
+            "SOURCE has holes"
+        );
+        let mut zeros = random_bytes(100 * K, 0xc3);
+        zeros.extend(vec![0u8; 200 * K]);
+        zeros.extend(random_bytes(50 * K + 7, 0xc4));
+        zeros.extend(vec![0u8; 150 * K]);
+        fs::write(src.join("zeros"), &zeros).unwrap();
+        for i in 0..4 {
+            fs::write(
+                src.join(format!("s{i}")),
+                random_bytes(1000 + 7000 * i, 0xc5 + i as u64),
+            )
+            .unwrap();
+        }
+        for (i, entry) in fs::read_dir(&src).unwrap().enumerate() {
+            let entry = entry.unwrap();
+            let len = entry.metadata().unwrap().len() as usize + 300 * K;
+            let old: Vec<u8> = random_bytes(len, 0xd0 + i as u64)
+                .into_iter()
+                .map(|b| b.max(1))
+                .collect();
+            fs::write(dst.join(entry.file_name()), old).unwrap();
+        }
+    };
+    let dests = |root: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<_> = fs::read_dir(root.join("dst"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, fs::read(e.path()).unwrap())
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let one_at_a_time = |name: &str| vec![format!("src/{name}"), format!("dst/{name}")];
+    let mut wrong = Vec::new();
+    for sparse in ["--sparse=auto", "--sparse=always"] {
+        // (what, the runs' operands, whether files may go in flight)
+        let modes = [
+            (
+                "one at a time",
+                vec![one_at_a_time("sparse"), one_at_a_time("zeros")],
+                false,
+            ),
+            (
+                "tree",
+                vec![vec!["-r".into(), "src/.".into(), "dst".into()]],
+                true,
+            ),
+        ];
+        for (mode, runs, flies) in modes {
+            let theirs = tempfile::tempdir().unwrap();
+            setup(theirs.path());
+            for operands in &runs {
+                let out = std::process::Command::new("cp")
+                    .current_dir(theirs.path())
+                    .arg(sparse)
+                    .args(operands)
+                    .output()
+                    .unwrap();
+                assert_success(&out, "GNU cp");
+            }
+            let want = dests(theirs.path());
+            for route in ROUTES {
+                let what = format!("{route:?} {sparse} {mode}");
+                let ours = tempfile::tempdir().unwrap();
+                setup(ours.path());
+                let report = ours.path().join("report");
+                let mut in_flight = false;
+                for operands in &runs {
+                    let mut cmd = route.aiscp(ours.path(), &report);
+                    if !flies {
+                        cmd.env("AISCP_IN_FLIGHT", "0");
+                    }
+                    let out = cmd
+                        .args(["--debug", sparse])
+                        .args(operands)
+                        .output()
+                        .unwrap();
+                    assert_success(&out, &what);
+                    in_flight |= stderr(&out).contains(", in flight)");
+                    if route != Route::Host {
+                        Report::read(&report).assert_clean();
+                    }
+                }
+                // Files fly on the host and bounce routes; the library's own route and
+                // --async copy them in turn.
+                let should_fly = flies && matches!(route, Route::Host | Route::Bounce);
+                assert_eq!(in_flight, should_fly, "{what}: files in flight");
+                for ((name, got), (_, cp)) in dests(ours.path()).iter().zip(&want) {
+                    if got != cp {
+                        let at = got.iter().zip(cp).position(|(a, b)| a != b);
+                        wrong.push(format!(
+                            "{what}: dst/{name} is not cp's: first difference at {at:?}, \
+                             {} bytes, cp's {}",
+                            got.len(),
+                            cp.len()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 /// Whether a file written with a gap in `dir` gets a hole there.

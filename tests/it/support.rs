@@ -6,9 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-#[cfg(feature = "mpi")] // only the mpi suite makes one
-pub use test_support::data::write_sparse;
-pub use test_support::data::{assert_same_bytes, random_bytes, write_random};
+pub use test_support::data::{assert_same_bytes, random_bytes, write_random, write_sparse};
 /// Every skip goes through these: loud, logged, and a failure in CI (see the module).
 pub use test_support::skip::{not_here, skip};
 
@@ -58,7 +56,17 @@ thread_local! {
 
 /// Starts `cmd` paused at `point` (`AISCP_TEST_PAUSE`, with its flag file in `dir`), waits
 /// until it gets there, runs `change`, lets it go on, and returns its output.
-pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
+pub fn paused_at(cmd: Command, point: &str, dir: &Path, change: impl FnOnce()) -> Output {
+    paused_at_pid(cmd, point, dir, |_| change())
+}
+
+/// [`paused_at`], with `change` given the paused process's id (to signal it).
+pub fn paused_at_pid(
+    mut cmd: Command,
+    point: &str,
+    dir: &Path,
+    change: impl FnOnce(u32),
+) -> Output {
     let flag = dir.join("paused");
     cmd.env("AISCP_TEST_PAUSE", format!("{point}:{}", flag.display()))
         .stdout(Stdio::piped())
@@ -70,7 +78,7 @@ pub fn paused_at(mut cmd: Command, point: &str, dir: &Path, change: impl FnOnce(
         assert!(Instant::now() < deadline, "aiscp never reached {point}");
         std::thread::sleep(Duration::from_millis(5));
     }
-    change();
+    change(child.id());
     fs::remove_file(&flag).unwrap();
     child.wait_with_output().unwrap()
 }

@@ -306,6 +306,52 @@ fn a_deep_tree_of_symlinked_levels_copies_like_cp() {
     );
 }
 
+/// One descriptor below aiscp's floor (GNU cp, whose floor is 5, copies this tree): each
+/// directory and file that runs out of descriptors is reported with cp's words for the call
+/// that failed, and nothing else; the walk comes back up to the top level by its name (its
+/// subdirectory's SOURCE never opened) and goes on with the level's other entries. On the
+/// fake GPU library the library's load is what fails first, and says so.
+#[test]
+fn below_the_floor_every_message_is_a_real_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    fs::write(src.join("sub/deeper/z"), b"z\n").unwrap();
+    for name in ["a", "b", "c"] {
+        fs::write(src.join(name), b"x\n").unwrap();
+    }
+    for backend in BACKENDS {
+        let dst = dir.path().join("dst");
+        let _ = fs::remove_dir_all(&dst);
+        let mut cmd = Command::new(program());
+        cmd.current_dir(dir.path()).args(["-r", "src", "dst"]);
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        limit_descriptors(&mut cmd, 6);
+        let out = cmd.output().unwrap();
+        let stderr =
+            String::from_utf8_lossy(&out.stderr).replace(&program().display().to_string(), "PROG");
+        let mut lines: Vec<&str> = stderr.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stderr}");
+        assert!(
+            lines.iter().all(|l| l.contains(": Too many open files")),
+            "{backend:?}: {stderr}"
+        );
+        if backend == Backend::Host {
+            assert_eq!(
+                lines,
+                [
+                    "PROG: cannot access 'src/sub': Too many open files",
+                    "PROG: cannot create regular file 'dst/a': Too many open files",
+                    "PROG: cannot create regular file 'dst/b': Too many open files",
+                    "PROG: cannot create regular file 'dst/c': Too many open files",
+                ]
+            );
+            assert_eq!(listing(&dst).len(), 2, "{:?}", listing(&dst));
+        }
+    }
+}
+
 /// The descriptor floor: GNU cp copies a tree (files, a level 12 deep) under `ulimit -n 5`;
 /// aiscp needs two more (the level being copied is held open by descriptor: SOURCE's and
 /// DEST's), and no more however deep the tree, with -a too. Loading a GPU library takes one

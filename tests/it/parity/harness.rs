@@ -35,6 +35,8 @@ pub struct Scenario {
     /// stderr goes where stdout goes (compared as stdout), so the order of -v lines, errors
     /// and prompts between the two streams is compared too.
     pub merged: bool,
+    /// The open-file limit both programs run under (`ulimit -n`).
+    pub descriptors: Option<u64>,
 }
 
 pub fn sc(setup: &'static str, args: &str) -> Scenario {
@@ -77,6 +79,11 @@ impl Scenario {
     }
     pub fn unordered_stdout(mut self) -> Self {
         self.unordered_stdout = true;
+        self
+    }
+    /// Both programs under `ulimit -n n`.
+    pub fn descriptors(mut self, n: u64) -> Self {
+        self.descriptors = Some(n);
         self
     }
     /// Arguments that need spaces or odd bytes.
@@ -231,6 +238,9 @@ pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
             libc::umask(umask as libc::mode_t);
             Ok(())
         });
+    }
+    if let Some(n) = s.descriptors {
+        crate::trees::limit_descriptors(&mut cmd, n);
     }
     let mut child = cmd.spawn().unwrap();
     {

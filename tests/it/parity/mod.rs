@@ -130,6 +130,19 @@ scenarios! {
     directory_one_file_system: sc("dir d\nfile d/f 1", "-rx d x");
     directory_dst_unsearchable: sc("dir d\nfile d/f 1\ndir x 0700", "-rT d x").nobody();
     directory_src_sub_unreadable: sc("dir d\ndir d/e\nfile d/e/f 1\nsh chmod 0 d/e", "-r d x").nobody();
+    // Under a limit that keeps only the level being copied open (aiscp's floor, one more
+    // for the fake GPU library), the walk comes back up from an unlistable directory by
+    // names, not through its "..", and goes on with the level's other entries.
+    directory_src_subs_unreadable_few_descriptors: sc(
+        "dir d\ndir d/e\nfile d/e/f 1\ndir d/k\nfile d/g 10\ndir d/h\nfile d/h/i 5\n\
+         file d/j 3\nsh chmod 0 d/e d/k",
+        "-r d x",
+    ).nobody().descriptors(8);
+    directory_src_subs_unreadable_few_descriptors_a: sc(
+        "dir d\ndir d/e\nfile d/e/f 1\ndir d/k\nfile d/g 10\ndir d/h\nfile d/h/i 5\n\
+         file d/j 3\nsh chmod 0 d/e d/k",
+        "-a d x",
+    ).nobody().descriptors(8);
     directory_via_symlink_trailing_slash: sc("dir d\nfile d/f 1\nsym dl d", "-r dl/ x");
     // cp stops a directory at the entry that turns out to be DEST's own copy, and lists
     // entries in inode order: every directory on the way to DEST holds only that one entry,
@@ -218,6 +231,13 @@ scenarios! {
     symbolic_link_mode: sc("file a 10", "-s a b");
     symbolic_link_exists: sc(AB, "-s a b");
     symbolic_link_relative_elsewhere: sc("file a 10\ndir d", "-s a d/x");
+    // -p gives the link made by -s SOURCE's times (the file a command-line link leads to,
+    // without -a's -P), set on the link itself; `old` tells SOURCE's times from the setup's.
+    symbolic_link_preserve: sc("file a 10\nold a", "-ps a b");
+    symbolic_link_preserve_timestamps: sc("file a 10\nold a", "--preserve=timestamps -s a b");
+    symbolic_link_preserve_forced: sc("text a new\nold a\ntext b old", "-fps a b");
+    symbolic_link_preserve_of_symlink: sc("file a 10\nsym l a\nold a", "-ps l b");
+    symbolic_link_archive_of_symlink: sc("file a 10\nsym l a\nold l", "-as l b");
     attributes_only_existing: sc("file a 100 0700\ntext b old", "--attributes-only -p a b");
     attributes_only_new: sc("file a 100 0640", "--attributes-only a c");
 

@@ -99,3 +99,73 @@ fn a_stopped_tree_names_and_leaves_only_what_it_began() {
         }
     }
 }
+
+/// The files a run's `-v` lines name as DEST: the part after " -> ".
+fn named_dests(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            l.split_once(" -> ")
+                .map(|(_, d)| d.trim_matches('\'').to_owned())
+        })
+        .collect()
+}
+
+/// SIGTERM after the first file's DEST is made and before its data is queued, with no file in
+/// flight yet (a file whose copy never began, so a new DEST is removed again and an existing
+/// one keeps its old bytes): no `-v` line names it. Its line was printed before the first
+/// file in flight began holding the output, so it named a file that was then removed.
+#[test]
+fn v_names_no_file_the_stop_left_untouched() {
+    let mut wrong = Vec::new();
+    // The fake GPU library's own route copies files in turn; its bounce route flies them.
+    let routes = [
+        (Backend::Host, "auto"),
+        (Backend::FakeGpu, "auto"),
+        (Backend::FakeGpu, "bounce"),
+    ];
+    for (backend, route) in routes {
+        for existing in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            fs::create_dir_all(d.join("src")).unwrap();
+            fs::create_dir_all(d.join("dst")).unwrap();
+            for name in ["a", "b", "c"] {
+                fs::write(d.join("src").join(name), random_bytes(10_000, 7)).unwrap();
+                if existing {
+                    fs::write(d.join("dst").join(name), b"old\n").unwrap();
+                }
+            }
+            let mut cmd = Command::new(program());
+            cmd.current_dir(d).args(["-rv", "src/.", "dst"]);
+            backend.apply(&mut cmd, &d.join("report"));
+            cmd.env("AISCP_ROUTE", route);
+            let out = crate::support::paused_at_pid(cmd, "dest-created", d, |pid| {
+                kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+            });
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(libc::SIGTERM),
+                "{backend:?} {route}"
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            for named in named_dests(&stdout) {
+                match fs::read(d.join(&named)) {
+                    Ok(b) if b != b"old\n" => {}
+                    data => wrong.push(format!(
+                        "{backend:?} {route}, DEST existing: {existing}: -v named {named:?}, \
+                         then it was {}",
+                        if data.is_ok() {
+                            "left untouched"
+                        } else {
+                            "removed"
+                        }
+                    )),
+                }
+            }
+            backend.assert_report_clean(&d.join("report"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
