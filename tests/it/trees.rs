@@ -323,7 +323,7 @@ fn below_the_floor_every_message_is_a_real_error() {
     for backend in BACKENDS {
         let dst = dir.path().join("dst");
         let _ = fs::remove_dir_all(&dst);
-        let mut cmd = Command::new(program());
+        let mut cmd = aiscp_command();
         cmd.current_dir(dir.path()).args(["-r", "src", "dst"]);
         backend.apply(&mut cmd, &dir.path().join("report"));
         limit_descriptors(&mut cmd, 6);

@@ -136,7 +136,7 @@ fn v_names_no_file_the_stop_left_untouched() {
                     fs::write(d.join("dst").join(name), b"old\n").unwrap();
                 }
             }
-            let mut cmd = Command::new(program());
+            let mut cmd = aiscp_command();
             cmd.current_dir(d).args(["-rv", "src/.", "dst"]);
             backend.apply(&mut cmd, &d.join("report"));
             cmd.env("AISCP_ROUTE", route);
