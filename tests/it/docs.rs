@@ -174,6 +174,75 @@ fn man_page_has_usage_exit_status_and_environment() {
     );
 }
 
+/// `--help` and the man page are read by people who have only the binary: neither points
+/// into the repository (its README, benchmarks or sources), and both list every way to run
+/// aiscp in their usage lines, `--doctor` and `--serve` included.
+#[test]
+fn help_and_man_page_stand_alone() {
+    let help = Command::new(program()).arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let man = read("man/aiscp.1");
+    for (name, text) in [("--help", &help), ("man page", &man)] {
+        for repo in [
+            ".md",
+            "README",
+            "BENCHMARKS",
+            "contrib/",
+            "bench/",
+            "scripts/",
+            "tests/",
+            "src/",
+        ] {
+            assert!(
+                !text.contains(repo),
+                "{name} points into the repository: {repo}"
+            );
+        }
+    }
+    let usage = help
+        .split("Usage: ")
+        .nth(1)
+        .expect("--help has usage lines");
+    let usage = usage.split("\n\n").next().unwrap();
+    let synopsis = man.split(".SH SYNOPSIS").nth(1).unwrap();
+    let synopsis = synopsis.split(".SH").next().unwrap();
+    for (flag, roff) in [("--doctor", "\\-\\-doctor"), ("--serve", "\\-\\-serve")] {
+        assert!(usage.contains(flag), "--help's usage lacks {flag}: {usage}");
+        assert!(synopsis.contains(roff), "SYNOPSIS lacks {flag}: {synopsis}");
+    }
+}
+
+/// The man page's EXAMPLES show `--stats` as it prints: the same labelled lines, in the same
+/// order, as a real run's summary.
+#[test]
+fn man_page_stats_example_matches_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a"), "data\n").unwrap();
+    let out = Command::new(program())
+        .current_dir(dir.path())
+        .env("AISCP_BACKEND", "host")
+        .args(["--stats", "a", "b"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let labels = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(':').map(|(label, _)| label.to_owned()))
+            .collect()
+    };
+    let printed = labels(&String::from_utf8(out.stdout).unwrap());
+    assert!(printed.len() >= 7, "{printed:?}");
+    let man = read("man/aiscp.1");
+    let examples = man.split(".SH EXAMPLES").nth(1).expect("EXAMPLES");
+    let examples = examples.split("\n.SH").next().unwrap();
+    let example = examples
+        .split_once("\\-\\-stats")
+        .and_then(|(_, e)| e.split(".nf\n").nth(1))
+        .and_then(|e| e.split("\n.fi").next())
+        .expect("an example of --stats's output");
+    assert_eq!(labels(example), printed, "{example}");
+}
+
 /// `"AISCP_..."` string literals under `dir`.
 fn collect_vars(dir: &Path, vars: &mut BTreeSet<String>) {
     for entry in fs::read_dir(dir).unwrap().flatten() {
