@@ -243,6 +243,86 @@ fn man_page_stats_example_matches_the_output() {
     assert_eq!(labels(example), printed, "{example}");
 }
 
+/// A citation of a benchmark section (`BENCHMARKS.md, "SECTION"` or
+/// `bench/results/HISTORY.md, "SECTION"`) in the sources, scripts and docs names a heading
+/// that exists in that file, so moving or renaming a section cannot leave a comment's
+/// measurement behind.
+#[test]
+fn benchmark_citations_resolve() {
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "bench", "scripts", "docs", ".ci"] {
+        files_under(&root().join(dir), &mut files);
+    }
+    for top in ["README.md", "BENCHMARKS.md"] {
+        files.push(root().join(top));
+    }
+    let mut cited = 0;
+    for file in files.iter().filter(|f| f.exists()) {
+        // Comment markers and line breaks out, so that a citation may wrap.
+        let text: String = read(&file.to_string_lossy())
+            .lines()
+            .map(|l| {
+                let l = l.trim_start();
+                ["//!", "///", "//", "#"]
+                    .iter()
+                    .find_map(|m| l.strip_prefix(m))
+                    .unwrap_or(l)
+                    .trim()
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (doc, target) in [
+            ("bench/results/HISTORY.md, \"", "bench/results/HISTORY.md"),
+            ("BENCHMARKS.md, \"", "BENCHMARKS.md"),
+        ] {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(doc) {
+                rest = &rest[at + doc.len()..];
+                let Some(end) = rest.find('"') else { break };
+                let section = squeeze(&rest[..end]);
+                let headings: Vec<String> = read(target)
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|h| squeeze(h.trim_start_matches('#')))
+                    .collect();
+                assert!(
+                    headings.iter().any(|h| h.contains(&section)),
+                    "{} cites {target}, \"{section}\": no such heading",
+                    file.display()
+                );
+                cited += 1;
+            }
+        }
+    }
+    assert!(cited > 10, "{cited} benchmark citations read");
+}
+
+/// One space between words and one kind of dash, as a citation and a heading may differ.
+fn squeeze(text: &str) -> String {
+    text.replace('–', "-")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every `.rs`, `.sh`, `.py` and `.md` file under `dir` (none when it is missing).
+fn files_under(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, files);
+        } else if path
+            .extension()
+            .is_some_and(|e| ["rs", "sh", "py", "md"].iter().any(|x| e == *x))
+        {
+            files.push(path);
+        }
+    }
+}
+
 /// `"AISCP_..."` string literals under `dir`.
 fn collect_vars(dir: &Path, vars: &mut BTreeSet<String>) {
     for entry in fs::read_dir(dir).unwrap().flatten() {
