@@ -359,7 +359,7 @@ fn license_matches_cargo_toml() {
     assert!(license.contains("Permission is hereby granted, free of charge"));
 }
 
-/// README's house: imports only point down, in all five crates. No module of a crate imports
+/// docs/ARCHITECTURE.md's layering: imports only point down, in all five crates. No module of a crate imports
 /// one that imports it back, directly or through others (scripts/import-circles.py says how
 /// edges are found).
 #[test]
@@ -381,14 +381,14 @@ fn no_import_circles() {
     assert_eq!(text.matches("circles: none").count(), 5, "{text}");
 }
 
-/// README's layout table names paths that exist.
+/// docs/ARCHITECTURE.md's source map names paths that exist.
 #[test]
 fn layout_table_paths_exist() {
-    let readme = read("README.md");
-    let table = readme
+    let architecture = read("docs/ARCHITECTURE.md");
+    let table = architecture
         .split("| path | what |")
         .nth(1)
-        .expect("README has the layout table");
+        .expect("docs/ARCHITECTURE.md has the source map");
     let rows = table.lines().skip(2).take_while(|l| l.starts_with('|'));
     let mut named = 0;
     for row in rows {
@@ -396,12 +396,12 @@ fn layout_table_paths_exist() {
         for path in first.split('`').skip(1).step_by(2) {
             assert!(
                 root().join(path).exists(),
-                "README layout names {path}, not in the tree"
+                "the source map names {path}, not in the tree"
             );
             named += 1;
         }
     }
-    assert!(named > 10, "{named} paths read from the layout table");
+    assert!(named > 40, "{named} paths read from the source map");
 }
 
 /// One integration-test binary per package (`tests/it/main.rs`), so the suites compile and
@@ -425,16 +425,24 @@ fn one_test_binary_per_package() {
     }
 }
 
-/// Every file or folder of this repository that README names in backticks exists (GNU's own
-/// `tests/cp/...` are not ours), so moving a test or a module cannot leave a stale pointer.
+/// The documents a reader is sent to: the README, BENCHMARKS.md and docs/.
+fn documents() -> Vec<String> {
+    let mut docs = vec!["README.md".to_owned(), "BENCHMARKS.md".to_owned()];
+    let mut more: Vec<String> = fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .map(|e| format!("docs/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    more.sort();
+    docs.extend(more);
+    docs
+}
+
+/// Every file or folder of this repository that the README, BENCHMARKS.md or a document in
+/// docs/ names in backticks exists (GNU's own `tests/cp/...` are not ours), so moving a test
+/// or a module cannot leave a stale pointer.
 #[test]
 fn readme_paths_exist() {
-    // Inline code only: the fenced blocks (commands) are left out, fences and all.
-    let prose: String = read("README.md")
-        .split("```")
-        .step_by(2)
-        .collect::<Vec<_>>()
-        .join("\n");
     let ours = [
         "src/",
         "tests/it",
@@ -443,19 +451,81 @@ fn readme_paths_exist() {
         "bench/",
         "man/",
         "completions/",
+        "contrib/",
+        "docs/",
+        ".ci/",
     ];
     let mut named = 0;
-    for quoted in prose.split('`').skip(1).step_by(2) {
-        if quoted.contains(' ') || !ours.iter().any(|p| quoted.starts_with(p)) {
-            continue;
+    for doc in documents() {
+        // Inline code only: the fenced blocks (commands) are left out, fences and all.
+        let prose: String = read(&doc)
+            .split("```")
+            .step_by(2)
+            .collect::<Vec<_>>()
+            .join("\n");
+        for quoted in prose.split('`').skip(1).step_by(2) {
+            if quoted.contains(' ') || !ours.iter().any(|p| quoted.starts_with(p)) {
+                continue;
+            }
+            assert!(
+                root().join(quoted).exists(),
+                "{doc} names {quoted}, not in the tree"
+            );
+            named += 1;
         }
-        assert!(
-            root().join(quoted).exists(),
-            "README names {quoted}, not in the tree"
-        );
-        named += 1;
     }
-    assert!(named > 20, "{named} paths read from README");
+    assert!(named > 100, "{named} paths read from the documents");
+}
+
+/// Every relative link in the README, BENCHMARKS.md and docs/ leads to a file that exists,
+/// and to a heading of it where it names one (GitHub's anchors: lower case, punctuation
+/// dropped, spaces as dashes).
+#[test]
+fn document_links_resolve() {
+    let mut links = 0;
+    for doc in documents() {
+        let text = read(&doc);
+        let dir = Path::new(&doc).parent().unwrap();
+        for piece in text.split("](").skip(1) {
+            let target = piece.split(')').next().unwrap();
+            if target.starts_with("http") {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                Path::new(&doc).to_path_buf()
+            } else {
+                dir.join(file)
+            };
+            assert!(
+                root().join(&path).exists(),
+                "{doc} links to {target}: no such file"
+            );
+            if !anchor.is_empty() {
+                let headings: Vec<String> = read(&path.to_string_lossy())
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|h| anchor_of(h.trim_start_matches('#').trim()))
+                    .collect();
+                assert!(
+                    headings.iter().any(|h| h == anchor),
+                    "{doc} links to {target}: no such heading"
+                );
+            }
+            links += 1;
+        }
+    }
+    assert!(links > 20, "{links} links read");
+}
+
+/// The anchor GitHub gives a heading.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
 }
 
 /// README's sentence on tmpfs and O_DIRECT (tmpfs takes it from Linux 6.6 on) holds on the
