@@ -528,6 +528,33 @@ fn anchor_of(heading: &str) -> String {
         .collect()
 }
 
+/// The README is a user's page: what aiscp is, installing, examples, options, troubleshooting.
+/// The rest (the source map, guarantees, CI, benchmarks' history) lives in docs/ and
+/// bench/results/HISTORY.md, and the README links to each document in docs/.
+#[test]
+fn readme_stays_a_users_page() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines: move detail into docs/"
+    );
+    for doc in documents().iter().filter(|d| d.starts_with("docs/")) {
+        assert!(
+            readme.contains(&format!("]({doc})")),
+            "README.md does not link to {doc}"
+        );
+    }
+    for heading in [
+        "## Install",
+        "## Quick start",
+        "## Where aiscp differs from GNU cp on purpose",
+        "## Troubleshooting",
+    ] {
+        assert!(readme.contains(heading), "README.md lacks {heading}");
+    }
+}
+
 /// README's sentence on tmpfs and O_DIRECT (tmpfs takes it from Linux 6.6 on) holds on the
 /// running kernel, and says how to check.
 #[test]
