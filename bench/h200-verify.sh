@@ -3,7 +3,7 @@
 # RAM-backed ext4s (SRC on one loop device, DST on the other), then 20,000 files of 1-64 KiB
 # and a 4 GiB file, each with aiscp on the GPU (engine defaults, and --route bounce),
 # verified and not, beside cp and, when BIN_DIR has it, the build before verified
-# (BENCHMARKS.md, "--verify at copy speed"). The large file's default route is the
+# (bench/results/HISTORY.md, "--verify at copy speed"). The large file's default route is the
 # library's, which keeps SOURCE on O_DIRECT: there --verify reads SOURCE from the device
 # again, and the bounce rows show the cost without that.
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
 # What --verify costs beside the same copy unverified, for this build and a baseline build,
-# side by side in one run (BENCHMARKS.md, "--verify at copy speed"):
+# side by side in one run (bench/results/HISTORY.md, "--verify at copy speed"):
 #
 #   bench/verify-cost.sh --dir PATH [--old BINARY] [--new BINARY] [--rounds 3] [--out DIR]
 #

@@ -10,7 +10,9 @@
 # as `cp`; every other program is the system's. Each test runs twice: with GNU cp, then with
 # aiscp. Only tests GNU cp passes here count (the rest need SELinux, NFS, ...).
 #
-# The tests run in a clean environment except AISCP_* variables, which are passed through:
+# The tests run in a clean environment except AISCP_* variables, which are passed through,
+# and the variables GNU_CP_TESTS_PASSENV names (space-separated, e.g. XDG_RUNTIME_DIR, so
+# that aiscp finds a staging service's per-user socket: scripts/through-service.sh):
 # AISCP_BACKEND=host selects the host backend; --fake-gpu builds crates/fake-gpu and points
 # aiscp's hipFile flavor at it. Tests that skip themselves as root run as the user `nobody`.
 #
@@ -96,7 +98,8 @@ fi
 printf '#define %s 1\n' USE_ACL USE_XATTR HAVE_CAP HAVE_SELINUX_SELINUX_H HAVE_LINKAT \
   HAVE_UTIMENSAT HAVE_LUTIMES HAVE_OPENAT >"$run/config.h"
 
-# The environment `make check` gives a test, plus AISCP_* (ignored by GNU cp).
+# The environment `make check` gives a test, plus AISCP_* and GNU_CP_TESTS_PASSENV's
+# variables (ignored by GNU cp).
 sys_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 built=$(for p in $(sh "$src/build-aux/gen-lists-of-programs.sh" --list-progs); do
   [[ $p == ginstall ]] || PATH=$sys_path command -v "$p" >/dev/null && echo "$p"; done | xargs)
@@ -105,7 +108,9 @@ test_env=(LC_ALL=C TMPDIR=/tmp VERSION="${ver%%-*}" PACKAGE_VERSION="${ver%%-*}"
   CONFIG_HEADER="$run/config.h" fail=0 host_os=linux-gnu LOCALE_FR=none LOCALE_FR_UTF8=none
   AWK=awk EGREP="grep -E" MAKE=make PERL=perl SHELL=/bin/bash CC=cc EXEEXT=
   RUN_EXPENSIVE_TESTS=yes RUN_VERY_EXPENSIVE_TESTS=yes VERBOSE=yes)
-for v in $(compgen -e | grep '^AISCP_'); do test_env+=("$v=${!v}"); done
+for v in ${GNU_CP_TESTS_PASSENV:-} $(compgen -e | grep '^AISCP_'); do
+  [[ -n ${!v+set} ]] && test_env+=("$v=${!v}")
+done
 # Each test's aiscp is kept from this machine's staging service, as the suite's are: a
 # service at the default socket would take its copies, and another user's /tmp/aiscp-UID
 # would add a warning to each run. Under scripts/through-service.sh, going through its

@@ -11,7 +11,7 @@
 #   e.g. scripts/through-service.sh host cargo test --test it parity::host
 #        scripts/through-service.sh fake cargo test --test it parity::fake_gpu
 #        GNU_CP_TESTS_PASSENV=XDG_RUNTIME_DIR AISCP_BACKEND=host \
-#            scripts/through-service.sh host /work/shared/gnu-cp-tests.sh
+#            scripts/through-service.sh host scripts/gnu-cp-tests.sh target/debug/aiscp
 #
 # AISCP_BIN names the service's binary (the tree's debug build otherwise, built first).
 # The service's log is left in $SERVICE_LOG (default /tmp/aiscp-service-$$.log).

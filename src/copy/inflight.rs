@@ -129,7 +129,8 @@ pub fn check_in_flight_setting() -> Result<(), String> {
 }
 
 /// `AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]]` overrides the engine's limits (0 files: one
-/// file at a time), for measuring them; the defaults are chosen in BENCHMARKS.md. Each file
+/// file at a time), for measuring them; the defaults are chosen by the runs in
+/// bench/results/HISTORY.md, "2026-12-01, dev VM: many files in flight". Each file
 /// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
 /// and none under a limit below 64. (`main` has refused a malformed value.)
 pub fn queue_limits() -> QueueLimits {

@@ -27,7 +27,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const MAX_MESSAGE: usize = 64 << 10;
 /// Files one copy request carries at most: a client that walks a tree of small files sends
 /// them together, and each batch costs one message each way instead of one per file
-/// (BENCHMARKS.md, "Small files through the service").
+/// (bench/results/HISTORY.md, "Small files through the service").
 pub const MAX_FILES: usize = 16;
 /// Descriptors one message may carry (SOURCE and DEST of each file); more are closed and
 /// refused.

@@ -444,7 +444,7 @@ fn one_program_name_in_every_line() {
                 "{env_backend}: {line:?} in {stderr}"
             );
         }
-        // Sizes in binary units, as README promises, lengths also exact.
+        // Sizes in binary units, as docs/USAGE.md promises, lengths also exact.
         assert!(
             stderr.contains(": debug: +")
                 && stderr.contains("s chunk 64 MiB, 4 slot(s): up to 256 MiB of staging memory"),

@@ -174,6 +174,155 @@ fn man_page_has_usage_exit_status_and_environment() {
     );
 }
 
+/// `--help` and the man page are read by people who have only the binary: neither points
+/// into the repository (its README, benchmarks or sources), and both list every way to run
+/// aiscp in their usage lines, `--doctor` and `--serve` included.
+#[test]
+fn help_and_man_page_stand_alone() {
+    let help = aiscp_command().arg("--help").output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let man = read("man/aiscp.1");
+    for (name, text) in [("--help", &help), ("man page", &man)] {
+        for repo in [
+            ".md",
+            "README",
+            "BENCHMARKS",
+            "contrib/",
+            "bench/",
+            "scripts/",
+            "tests/",
+            "src/",
+        ] {
+            assert!(
+                !text.contains(repo),
+                "{name} points into the repository: {repo}"
+            );
+        }
+    }
+    let usage = help
+        .split("Usage: ")
+        .nth(1)
+        .expect("--help has usage lines");
+    let usage = usage.split("\n\n").next().unwrap();
+    let synopsis = man.split(".SH SYNOPSIS").nth(1).unwrap();
+    let synopsis = synopsis.split(".SH").next().unwrap();
+    for (flag, roff) in [("--doctor", "\\-\\-doctor"), ("--serve", "\\-\\-serve")] {
+        assert!(usage.contains(flag), "--help's usage lacks {flag}: {usage}");
+        assert!(synopsis.contains(roff), "SYNOPSIS lacks {flag}: {synopsis}");
+    }
+}
+
+/// The man page's EXAMPLES show `--stats` as it prints: the same labelled lines, in the same
+/// order, as a real run's summary.
+#[test]
+fn man_page_stats_example_matches_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("a"), "data\n").unwrap();
+    let out = aiscp_command()
+        .current_dir(dir.path())
+        .env("AISCP_BACKEND", "host")
+        .args(["--stats", "a", "b"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let labels = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(':').map(|(label, _)| label.to_owned()))
+            .collect()
+    };
+    let printed = labels(&String::from_utf8(out.stdout).unwrap());
+    assert!(printed.len() >= 7, "{printed:?}");
+    let man = read("man/aiscp.1");
+    let examples = man.split(".SH EXAMPLES").nth(1).expect("EXAMPLES");
+    let examples = examples.split("\n.SH").next().unwrap();
+    let example = examples
+        .split_once("\\-\\-stats")
+        .and_then(|(_, e)| e.split(".nf\n").nth(1))
+        .and_then(|e| e.split("\n.fi").next())
+        .expect("an example of --stats's output");
+    assert_eq!(labels(example), printed, "{example}");
+}
+
+/// A citation of a benchmark section (`BENCHMARKS.md, "SECTION"` or
+/// `bench/results/HISTORY.md, "SECTION"`) in the sources, scripts and docs names a heading
+/// that exists in that file, so moving or renaming a section cannot leave a comment's
+/// measurement behind.
+#[test]
+fn benchmark_citations_resolve() {
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "bench", "scripts", "docs", ".ci"] {
+        files_under(&root().join(dir), &mut files);
+    }
+    for top in ["README.md", "BENCHMARKS.md"] {
+        files.push(root().join(top));
+    }
+    let mut cited = 0;
+    for file in files.iter().filter(|f| f.exists()) {
+        // Comment markers and line breaks out, so that a citation may wrap.
+        let text: String = read(&file.to_string_lossy())
+            .lines()
+            .map(|l| {
+                let l = l.trim_start();
+                ["//!", "///", "//", "#"]
+                    .iter()
+                    .find_map(|m| l.strip_prefix(m))
+                    .unwrap_or(l)
+                    .trim()
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (doc, target) in [
+            ("bench/results/HISTORY.md, \"", "bench/results/HISTORY.md"),
+            ("BENCHMARKS.md, \"", "BENCHMARKS.md"),
+        ] {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(doc) {
+                rest = &rest[at + doc.len()..];
+                let Some(end) = rest.find('"') else { break };
+                let section = squeeze(&rest[..end]);
+                let headings: Vec<String> = read(target)
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|h| squeeze(h.trim_start_matches('#')))
+                    .collect();
+                assert!(
+                    headings.iter().any(|h| h.contains(&section)),
+                    "{} cites {target}, \"{section}\": no such heading",
+                    file.display()
+                );
+                cited += 1;
+            }
+        }
+    }
+    assert!(cited > 10, "{cited} benchmark citations read");
+}
+
+/// One space between words and one kind of dash, as a citation and a heading may differ.
+fn squeeze(text: &str) -> String {
+    text.replace('–', "-")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every `.rs`, `.sh`, `.py` and `.md` file under `dir` (none when it is missing).
+fn files_under(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, files);
+        } else if path
+            .extension()
+            .is_some_and(|e| ["rs", "sh", "py", "md"].iter().any(|x| e == *x))
+        {
+            files.push(path);
+        }
+    }
+}
+
 /// `"AISCP_..."` string literals under `dir`.
 fn collect_vars(dir: &Path, vars: &mut BTreeSet<String>) {
     for entry in fs::read_dir(dir).unwrap().flatten() {
@@ -210,7 +359,7 @@ fn license_matches_cargo_toml() {
     assert!(license.contains("Permission is hereby granted, free of charge"));
 }
 
-/// README's house: imports only point down, in all five crates. No module of a crate imports
+/// docs/ARCHITECTURE.md's layering: imports only point down, in all five crates. No module of a crate imports
 /// one that imports it back, directly or through others (scripts/import-circles.py says how
 /// edges are found).
 #[test]
@@ -232,14 +381,14 @@ fn no_import_circles() {
     assert_eq!(text.matches("circles: none").count(), 5, "{text}");
 }
 
-/// README's layout table names paths that exist.
+/// docs/ARCHITECTURE.md's source map names paths that exist.
 #[test]
 fn layout_table_paths_exist() {
-    let readme = read("README.md");
-    let table = readme
+    let architecture = read("docs/ARCHITECTURE.md");
+    let table = architecture
         .split("| path | what |")
         .nth(1)
-        .expect("README has the layout table");
+        .expect("docs/ARCHITECTURE.md has the source map");
     let rows = table.lines().skip(2).take_while(|l| l.starts_with('|'));
     let mut named = 0;
     for row in rows {
@@ -247,12 +396,12 @@ fn layout_table_paths_exist() {
         for path in first.split('`').skip(1).step_by(2) {
             assert!(
                 root().join(path).exists(),
-                "README layout names {path}, not in the tree"
+                "the source map names {path}, not in the tree"
             );
             named += 1;
         }
     }
-    assert!(named > 10, "{named} paths read from the layout table");
+    assert!(named > 40, "{named} paths read from the source map");
 }
 
 /// One integration-test binary per package (`tests/it/main.rs`), so the suites compile and
@@ -276,16 +425,24 @@ fn one_test_binary_per_package() {
     }
 }
 
-/// Every file or folder of this repository that README names in backticks exists (GNU's own
-/// `tests/cp/...` are not ours), so moving a test or a module cannot leave a stale pointer.
+/// The documents a reader is sent to: the README, BENCHMARKS.md and docs/.
+fn documents() -> Vec<String> {
+    let mut docs = vec!["README.md".to_owned(), "BENCHMARKS.md".to_owned()];
+    let mut more: Vec<String> = fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .map(|e| format!("docs/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|name| name.ends_with(".md"))
+        .collect();
+    more.sort();
+    docs.extend(more);
+    docs
+}
+
+/// Every file or folder of this repository that the README, BENCHMARKS.md or a document in
+/// docs/ names in backticks exists (GNU's own `tests/cp/...` are not ours), so moving a test
+/// or a module cannot leave a stale pointer.
 #[test]
 fn readme_paths_exist() {
-    // Inline code only: the fenced blocks (commands) are left out, fences and all.
-    let prose: String = read("README.md")
-        .split("```")
-        .step_by(2)
-        .collect::<Vec<_>>()
-        .join("\n");
     let ours = [
         "src/",
         "tests/it",
@@ -294,19 +451,108 @@ fn readme_paths_exist() {
         "bench/",
         "man/",
         "completions/",
+        "contrib/",
+        "docs/",
+        ".ci/",
     ];
     let mut named = 0;
-    for quoted in prose.split('`').skip(1).step_by(2) {
-        if quoted.contains(' ') || !ours.iter().any(|p| quoted.starts_with(p)) {
-            continue;
+    for doc in documents() {
+        // Inline code only: the fenced blocks (commands) are left out, fences and all.
+        let prose: String = read(&doc)
+            .split("```")
+            .step_by(2)
+            .collect::<Vec<_>>()
+            .join("\n");
+        for quoted in prose.split('`').skip(1).step_by(2) {
+            if quoted.contains(' ') || !ours.iter().any(|p| quoted.starts_with(p)) {
+                continue;
+            }
+            assert!(
+                root().join(quoted).exists(),
+                "{doc} names {quoted}, not in the tree"
+            );
+            named += 1;
         }
-        assert!(
-            root().join(quoted).exists(),
-            "README names {quoted}, not in the tree"
-        );
-        named += 1;
     }
-    assert!(named > 20, "{named} paths read from README");
+    assert!(named > 100, "{named} paths read from the documents");
+}
+
+/// Every relative link in the README, BENCHMARKS.md and docs/ leads to a file that exists,
+/// and to a heading of it where it names one (GitHub's anchors: lower case, punctuation
+/// dropped, spaces as dashes).
+#[test]
+fn document_links_resolve() {
+    let mut links = 0;
+    for doc in documents() {
+        let text = read(&doc);
+        let dir = Path::new(&doc).parent().unwrap();
+        for piece in text.split("](").skip(1) {
+            let target = piece.split(')').next().unwrap();
+            if target.starts_with("http") {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                Path::new(&doc).to_path_buf()
+            } else {
+                dir.join(file)
+            };
+            assert!(
+                root().join(&path).exists(),
+                "{doc} links to {target}: no such file"
+            );
+            if !anchor.is_empty() {
+                let headings: Vec<String> = read(&path.to_string_lossy())
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|h| anchor_of(h.trim_start_matches('#').trim()))
+                    .collect();
+                assert!(
+                    headings.iter().any(|h| h == anchor),
+                    "{doc} links to {target}: no such heading"
+                );
+            }
+            links += 1;
+        }
+    }
+    assert!(links > 20, "{links} links read");
+}
+
+/// The anchor GitHub gives a heading.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The README is a user's page: what aiscp is, installing, examples, options, troubleshooting.
+/// The rest (the source map, guarantees, CI, benchmarks' history) lives in docs/ and
+/// bench/results/HISTORY.md, and the README links to each document in docs/.
+#[test]
+fn readme_stays_a_users_page() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines: move detail into docs/"
+    );
+    for doc in documents().iter().filter(|d| d.starts_with("docs/")) {
+        assert!(
+            readme.contains(&format!("]({doc})")),
+            "README.md does not link to {doc}"
+        );
+    }
+    for heading in [
+        "## Install",
+        "## Quick start",
+        "## Where aiscp differs from GNU cp on purpose",
+        "## Troubleshooting",
+    ] {
+        assert!(readme.contains(heading), "README.md lacks {heading}");
+    }
 }
 
 /// README's sentence on tmpfs and O_DIRECT (tmpfs takes it from Linux 6.6 on) holds on the

@@ -1,4 +1,4 @@
-//! One test per protection README's "Guarantees" promises, each written to fail if that
+//! One test per protection docs/GUARANTEES.md promises, each written to fail if that
 //! protection were removed: a name swapped between check and use (paused at the moment with
 //! `AISCP_TEST_PAUSE`, or while aiscp waits for a FIFO's writer), fsync calls seen with
 //! strace, a final ftruncate refused by the file-size limit. GNU cp is the oracle where the

@@ -1,6 +1,6 @@
 //! A SOURCE that changes while aiscp copies it, on every route the fake library reaches:
 //! DEST ends where reading SOURCE ended, never at the size fstat gave when it was opened,
-//! and holds no byte that was not read from SOURCE (README "Guarantees").
+//! and holds no byte that was not read from SOURCE (docs/GUARANTEES.md).
 //!
 //! The changes are made at pause points (`AISCP_TEST_PAUSE`): when DEST is opened, before
 //! a worker's first slice, between slices, in flight, before the finishing reads. One test

@@ -1,6 +1,7 @@
 #!/bin/bash
-# The run behind BENCHMARKS.md, "--verify through the staging service (before read-back
-# threads)": two 3 GiB tmpfs mounts, a host-memory service, bench/tree.sh with three extras.
+# The run behind bench/results/HISTORY.md, "--verify through the staging service"
+# (before and after the read-back threads): two 3 GiB tmpfs mounts, a host-memory
+# service, bench/tree.sh with three extras.
 set -euo pipefail
 B=$PWD/target/release/aiscp   # before/: 223669a; after/: the read-back threads commit
 mkdir -p /tmp/vb/a /tmp/vb/b /tmp/vb/run && chmod 700 /tmp/vb/run

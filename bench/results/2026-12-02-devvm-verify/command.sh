@@ -1,5 +1,5 @@
 #!/bin/sh
-# The runs behind BENCHMARKS.md, "--verify at copy speed", as root on the dev VM, each a
+# The runs behind bench/results/HISTORY.md, "--verify at copy speed", as root on the dev VM, each a
 # release build of this branch copied out of target/ first (so no rebuild could touch it
 # mid-run) against 1363dcf (/work/old/target/release/aiscp):
 #   run 1: 8aaa0cd (b03dc44's code before a rebase and a refactor that changed no behaviour)

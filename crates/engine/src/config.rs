@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 /// Slices in flight unless configured, on every backend: the bounce route's copies to and
 /// from the GPU overlap the I/O, so the GPU route wants the host route's queue depth, and
-/// four beat two and eight on the H200 and on the dev VM (BENCHMARKS.md, "H200 run 1: the
-/// bounce route written once, four slots", and "H200 runs 6–9": eight slots measured and
-/// not kept).
+/// four beat two and eight on the H200 and on the dev VM (bench/results/HISTORY.md, "H200
+/// run 1: the bounce route written once, four slots", and "H200 runs 6–9": eight slots
+/// measured and not kept).
 pub const DEFAULT_SLOTS_PER_GPU: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;

@@ -13,7 +13,7 @@
 //!    end that reads report (the unaligned tail, whatever SOURCE grew by, or everything
 //!    after a slice that found SOURCE shorter), with buffered I/O. DEST's size is then set.
 //!
-//! The rules that keep DEST correct, whatever SOURCE does meanwhile (README "Guarantees"):
+//! The rules that keep DEST correct, whatever SOURCE does meanwhile (docs/GUARANTEES.md):
 //! - DEST's size is where reading SOURCE ended, never the size fstat gave at open: a SOURCE
 //!   that shrinks ends at its new end, one that grows is copied on to its new end.
 //! - Every byte of DEST was read from SOURCE, or lies in a hole SOURCE had when it was looked

@@ -40,10 +40,10 @@ pub struct QueueLimits {
 
 impl Default for QueueLimits {
     /// 64 files hold 128 descriptors, well inside the usual 1024. The O_DIRECT threshold was
-    /// measured with files in flight on the dev VM (BENCHMARKS.md, "2026-12-01, dev VM: many
-    /// files in flight"): the page cache wins below 32 KiB, ties there, and O_DIRECT wins from
-    /// 64 KiB on, most at 32 MiB, where buffered writes of four files at once thrash the page
-    /// cache.
+    /// measured with files in flight on the dev VM (bench/results/HISTORY.md, "2026-12-01,
+    /// dev VM: many files in flight"): the page cache wins below 32 KiB, ties there, and
+    /// O_DIRECT wins from 64 KiB on, most at 32 MiB, where buffered writes of four files at
+    /// once thrash the page cache.
     fn default() -> QueueLimits {
         QueueLimits {
             files: 64,

@@ -2,7 +2,7 @@
 //! writeback started at once and goes to a few read-back threads, so the workers (and their
 //! slots) go on to the next files while its pages reach the device and it is read back. A
 //! worker reading its own file back would wait for that file's whole writeback first
-//! (BENCHMARKS.md, "--verify at copy speed").
+//! (bench/results/HISTORY.md, "--verify at copy speed").
 //!
 //! Bounds: a file waiting here is still in flight (it counts against the files-in-flight
 //! limit until the caller takes its result), so the descriptors are those of the files in

@@ -10,8 +10,8 @@
 //!
 //! Each thread takes every THREADS-th piece. Prints one line per buffer kind and round, in
 //! GB/s (1e9 bytes); each round starts with another kind. On the H200 machine
-//! (BENCHMARKS.md, "Where the GPU engine's time goes") writes showed no difference between
-//! the kinds, and huge-page buffers read 15-25% faster in 8 MiB pieces.
+//! (bench/results/HISTORY.md, "Where the GPU engine's time goes") writes showed no
+//! difference between the kinds, and huge-page buffers read 15-25% faster in 8 MiB pieces.
 
 use std::ffi::{c_void, CStr};
 use std::fs::{File, OpenOptions};

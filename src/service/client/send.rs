@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 /// Files queued in the client and not sent yet. Small files go [`wire::MAX_FILES`] to a
 /// message, so each costs a fraction of a message each way; larger ones go as soon as they
 /// add up to [`Unsent::ENOUGH`], so the service never waits long for data it could be
-/// copying (BENCHMARKS.md, "Small files through the service").
+/// copying (bench/results/HISTORY.md, "Small files through the service").
 #[derive(Default)]
 pub(super) struct Unsent {
     ids: Vec<u64>,

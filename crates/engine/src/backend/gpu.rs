@@ -10,7 +10,7 @@ use std::path::Path;
 /// enough that pinned host memory stays bounded with several workers. 8 MiB rather than 16:
 /// pinning is paid per byte when a worker starts, and a file's last upload and first
 /// download wait on a whole window; trees on the H200's RAM filesystems copied 6-9% faster
-/// (BENCHMARKS.md, "Bounce windows of 8 MiB").
+/// (bench/results/HISTORY.md, "Bounce windows of 8 MiB").
 const WINDOW: usize = 8 << 20;
 
 /// Where the nvidia-fs kernel module shows itself; without it cuFile runs in compatibility
@@ -25,7 +25,7 @@ pub fn nvidia_fs_present() -> bool {
 /// hipFile/cuFile codes meaning "this file cannot take direct I/O", served by the bounce
 /// route: 5027 handle not registered (tmpfs, no udev record), 5008 I/O not supported,
 /// 5030 internal error (seen on FUSE and overlay filesystems), 5019 unsupported open flags
-/// (cuFile refuses the O_NOFOLLOW that `-r` opens every SOURCE with; BENCHMARKS.md, "One
+/// (cuFile refuses the O_NOFOLLOW that `-r` opens every SOURCE with; bench/results/HISTORY.md, "One
 /// file's copy in one place").
 const BOUNCE_CODES: [i32; 4] = [
     hipfile::sys::HANDLE_NOT_REGISTERED,

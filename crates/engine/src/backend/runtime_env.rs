@@ -5,7 +5,7 @@
 //! it is released, and that is most of the start-up a short copy pays: on the H200 machine a
 //! context took 0.155 s to create and 0.095 s to release with 8 queues, 0.06 s and 0.03 s
 //! with one, while a 4 GiB copy through the own bounce route ran as fast on one queue
-//! (BENCHMARKS.md, "Where start-up goes"). That route's copies are short and wait behind
+//! (bench/results/HISTORY.md, "Where start-up goes"). That route's copies are short and wait behind
 //! storage. cuFile's own streams (`--async`, the library route over nvidia-fs) were not
 //! measured with one queue, so those runs keep CUDA's default. A value the user set is kept.
 //! HIP reads other variables; this one is inert on AMD.

@@ -37,9 +37,9 @@ impl Plan {
 
     /// How SOURCE's data phase reads it: not with O_DIRECT under `verify`, where SOURCE is
     /// read through the page cache so that its read-back finds it there and only DEST comes
-    /// from the device, one read of each file from the disk instead of three (BENCHMARKS.md,
-    /// "--verify at copy speed"). A SOURCE the GPU library reads (`library`) keeps O_DIRECT,
-    /// which that route needs, and is read from the disk twice.
+    /// from the device, one read of each file from the disk instead of three
+    /// (bench/results/HISTORY.md, "--verify at copy speed"). A SOURCE the GPU library reads
+    /// (`library`) keeps O_DIRECT, which that route needs, and is read from the disk twice.
     pub(crate) fn source_access(&self, verify: bool, library: bool) -> Access {
         match self.access() {
             Access::Direct if verify && !library => {

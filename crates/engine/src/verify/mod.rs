@@ -148,8 +148,8 @@ pub(crate) fn verify_with(
 
 /// Buffers one reader keeps from file to file, so that each of a tree's small files does not
 /// map and fault in fresh memory (that, and unmapping it, took about 7% of the CPU time of a
-/// verified copy of 20,000 small files: BENCHMARKS.md, "--verify at copy speed"). Only
-/// buffers of [`KEPT_LEN`] are kept, two at most.
+/// verified copy of 20,000 small files: bench/results/HISTORY.md, "--verify at copy
+/// speed"). Only buffers of [`KEPT_LEN`] are kept, two at most.
 #[derive(Default)]
 pub(crate) struct Buffers(Vec<AlignedBuf>);
 
@@ -212,8 +212,8 @@ fn verify_in_chunks(
     };
     // Reads fitted to the files: a direct read's cost grows with the length asked, not the
     // length read, so a small file read with a chunk-sized buffer pays for the whole chunk
-    // (BENCHMARKS.md, "--verify at copy speed"). One byte more than the larger file, so the
-    // first short read says both ended.
+    // (bench/results/HISTORY.md, "--verify at copy speed"). One byte more than the larger
+    // file, so the first short read says both ended.
     let longer = src_meta.len().max(dst_meta.len()).saturating_add(1);
     let fitted = longer.div_ceil(fileio::MIN_ALIGN) * fileio::MIN_ALIGN;
     let chunk = usize::try_from(fitted).map_or(chunk, |f| f.min(chunk));

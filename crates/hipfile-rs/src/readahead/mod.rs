@@ -4,9 +4,9 @@
 //! initialisation then touches page by page. With a cold page cache each first touch is a
 //! small read from disk. Reading the files on a thread of their own while the loader works
 //! turns those into large reads already under way: on the H200 machine a cold start's median
-//! came 15 and 32 ms lower in two runs (BENCHMARKS.md, "Reading the runtime's file ahead").
-//! It is a hint: a wrong guess costs a read (of at most 512 MiB, stopped when the load
-//! fails), never the load.
+//! came 15 and 32 ms lower in two runs (bench/results/HISTORY.md, "Reading the runtime's
+//! file ahead"). It is a hint: a wrong guess costs a read (of at most 512 MiB, stopped when
+//! the load fails), never the load.
 
 mod search;
 
@@ -104,8 +104,8 @@ fn open_regular(path: &Path) -> Option<File> {
 /// drops the bytes; stops at the next piece once `stop` is set. Plain reads one piece at a
 /// time, as `cat` beside a start was measured to help: the loader's own faults queue between
 /// pieces, where `posix_fadvise(WILLNEED)` would queue the whole file at once (it measured
-/// no better: BENCHMARKS.md, "Reading the runtime's file ahead"). Cached pieces are
-/// skipped, so that a warm start does not copy 100 MB for nothing.
+/// no better: bench/results/HISTORY.md, "Reading the runtime's file ahead"). Cached pieces
+/// are skipped, so that a warm start does not copy 100 MB for nothing.
 fn read_through(file: &File, stop: &AtomicBool) {
     let len = file.metadata().map_or(0, |m| m.len()).min(FILE_LIMIT) as usize;
     let cached = Residency::of(file, len);
