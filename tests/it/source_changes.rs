@@ -401,10 +401,13 @@ fn race_with_a_changer(ways: &[Way], extra: &[&str], rounds: usize, service: Opt
             let what = format!("{} {extra:?}, round {round}", way.name);
             let stderr = String::from_utf8_lossy(&out.stderr);
             let verified = extra.contains(&"--verify");
+            // The read-back reports SOURCE changing after it was read, in either of its
+            // words: bytes or sizes that differ, or a SOURCE cut to 0 that has data again.
             let failures_allowed = verified
-                && stderr
-                    .lines()
-                    .all(|l| l.contains(": verification failed: "));
+                && stderr.lines().all(|l| {
+                    l.contains(": verification failed: ")
+                        || l.contains("its size is 0 but reading it gives data")
+                });
             let status = out.status.code();
             assert!(
                 status == Some(0) || (status == Some(1) && failures_allowed),
