@@ -41,6 +41,7 @@ Register-ArgumentCompleter -Native -CommandName 'aiscp' -ScriptBlock {
             [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The service''s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user''s own with mode 0700 (0755 with --allow-users; made so when missing)')
             [CompletionResult]::new('--allow-users', '--allow-users', [CompletionResultType]::ParameterName, 'Serve these users too (names or uids, comma-separated, or all): a system-wide service. It still reads and writes only the descriptors each client passes')
             [CompletionResult]::new('--idle-exit', '--idle-exit', [CompletionResultType]::ParameterName, 'Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never')
+            [CompletionResult]::new('--idle-release', '--idle-release', [CompletionResultType]::ParameterName, 'Give the staging memory back (keeping the GPU context) after this long with nothing to copy; the next file allocates it again. 0 never')
             [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
             [CompletionResult]::new('--archive', '--archive', [CompletionResultType]::ParameterName, 'Same as -dR --preserve=all')
             [CompletionResult]::new('--attributes-only', '--attributes-only', [CompletionResultType]::ParameterName, 'Don''t copy the file data, just the attributes')

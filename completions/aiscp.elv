@@ -38,6 +38,7 @@ set edit:completion:arg-completer[aiscp] = {|@words|
             cand --socket 'The service''s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user''s own with mode 0700 (0755 with --allow-users; made so when missing)'
             cand --allow-users 'Serve these users too (names or uids, comma-separated, or all): a system-wide service. It still reads and writes only the descriptors each client passes'
             cand --idle-exit 'Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never'
+            cand --idle-release 'Give the staging memory back (keeping the GPU context) after this long with nothing to copy; the next file allocates it again. 0 never'
             cand -a 'Same as -dR --preserve=all'
             cand --archive 'Same as -dR --preserve=all'
             cand --attributes-only 'Don''t copy the file data, just the attributes'

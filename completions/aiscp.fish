@@ -49,6 +49,7 @@ json\t''"
 complete -c aiscp -l socket -d 'The service\'s socket [default: $XDG_RUNTIME_DIR/aiscp/service.sock]; its directory must be the user\'s own with mode 0700 (0755 with --allow-users; made so when missing)' -r -F
 complete -c aiscp -l allow-users -d 'Serve these users too (names or uids, comma-separated, or all): a system-wide service. It still reads and writes only the descriptors each client passes' -r
 complete -c aiscp -l idle-exit -d 'Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never' -r
+complete -c aiscp -l idle-release -d 'Give the staging memory back (keeping the GPU context) after this long with nothing to copy; the next file allocates it again. 0 never' -r
 complete -c aiscp -s a -l archive -d 'Same as -dR --preserve=all'
 complete -c aiscp -l attributes-only -d 'Don\'t copy the file data, just the attributes'
 complete -c aiscp -s b -d 'Like --backup but does not accept an argument'

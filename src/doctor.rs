@@ -122,7 +122,7 @@ fn service_section(out: &mut String) {
         Ok(s) => writeln!(
             out,
             "  serving: pid {}, up {:.1} s, {}{}; {} client(s) connected (this check \
-             included); {} file(s), {} copied; staging memory up to {}",
+             included); {} file(s), {} copied; staging memory up to {}, {} held now",
             s.welcome.pid,
             s.uptime_secs,
             s.welcome.library.as_deref().unwrap_or(&s.welcome.backend),
@@ -130,7 +130,8 @@ fn service_section(out: &mut String) {
             s.clients,
             s.files,
             humansize::format_size(s.bytes, humansize::BINARY),
-            humansize::format_size(s.staging_bytes, humansize::BINARY)
+            humansize::format_size(s.staging_bytes, humansize::BINARY),
+            humansize::format_size(s.staging_held, humansize::BINARY)
         ),
         Err(client::NoStatus::Foreign(why)) => writeln!(
             out,

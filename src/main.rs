@@ -208,6 +208,7 @@ fn serve_and_exit(cli: &cli::Cli) -> ! {
             }),
         },
         idle_exit: cli.idle_exit,
+        idle_release: cli.idle_release,
     };
     messages::exit(service::server::run(config, args));
 }

@@ -200,9 +200,14 @@ pub struct Cli {
     )]
     pub allow_users: Option<String>,
     /// Exit (releasing the GPU) after this long without a client: 90, 30s, 10m, 2h; 0 never
-    #[arg(long, value_name = "DURATION", requires = "serve", default_value = "0",
+    #[arg(long, value_name = "DURATION", requires = "serve", default_value = "30m",
           value_parser = parse_duration, help_heading = "Staging service")]
     pub idle_exit: std::time::Duration,
+    /// Give the staging memory back (keeping the GPU context) after this long with nothing
+    /// to copy; the next file allocates it again. 0 never
+    #[arg(long, value_name = "DURATION", requires = "serve", default_value = "1m",
+          value_parser = parse_duration, help_heading = "Staging service")]
+    pub idle_release: std::time::Duration,
     /// The SOURCE files, then DEST: a file, or the DIRECTORY that receives several SOURCEs
     /// (with -t DIRECTORY, every operand is a SOURCE)
     #[arg(value_name = "OPERAND", value_hint = ValueHint::AnyPath, allow_hyphen_values = false)]

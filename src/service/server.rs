@@ -52,6 +52,8 @@ pub struct ServeArgs {
     pub users: Users,
     /// Zero: never.
     pub idle_exit: Duration,
+    /// How long without a file to copy before the staging memory goes back (zero: never).
+    pub idle_release: Duration,
 }
 
 /// Runs the service in the foreground; returns the exit status.
@@ -120,7 +122,7 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     };
     accepting.map_err(|e| format!("cannot start the service's threads: {e}"))?;
     let mut scheduler = Scheduler::new(engine, limits, debug, shared);
-    scheduler.serve(&events_rx, &stop, args.idle_exit);
+    scheduler.serve(&events_rx, &stop, (args.idle_exit, args.idle_release));
     // Every client's files stop; dropping the engine lands them and releases the GPU.
     scheduler.cancel_all();
     drop(scheduler);
@@ -212,6 +214,8 @@ struct Shared {
     files: AtomicU64,
     bytes: AtomicU64,
     staging_bytes: u64,
+    /// What the engine's slots hold now, as the scheduler last saw it.
+    staging_held: AtomicU64,
 }
 
 impl Shared {
@@ -240,6 +244,7 @@ impl Shared {
             started: Instant::now(),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            staging_held: AtomicU64::new(0),
         }
     }
 
@@ -259,6 +264,7 @@ impl Shared {
             files: self.files.load(Ordering::SeqCst),
             bytes: self.bytes.load(Ordering::SeqCst),
             staging_bytes: self.staging_bytes,
+            staging_held: self.staging_held.load(Ordering::SeqCst),
         }
     }
 }

@@ -134,6 +134,9 @@ pub struct Status {
     pub bytes: u64,
     /// The staging memory its slots may hold (slots per GPU x chunk x GPUs).
     pub staging_bytes: u64,
+    /// What they hold now: nothing once it has been idle a while (given back).
+    #[serde(default)]
+    pub staging_held: u64,
 }
 
 /// How one file ended in the service.

@@ -247,6 +247,19 @@ impl Engine {
         (self.limits.files > 0 && !library).then_some(chunk as u64)
     }
 
+    /// Gives the staging memory back (device buffers, pinned windows, host slots) once the
+    /// files in flight have landed; the context stays, and the next file allocates again.
+    /// For a long-lived engine (the staging service) gone idle.
+    pub fn release_staging(&mut self) {
+        self.land();
+        with_pipeline!(&mut self.backend, p => p.release_slots());
+    }
+
+    /// The staging memory held now (see [`Engine::release_staging`]).
+    pub fn staging_held(&self) -> u64 {
+        with_pipeline!(&self.backend, p => p.held())
+    }
+
     /// The most a slice holds: parts given to [`Engine::copy_part`] begin at multiples of
     /// it.
     pub fn chunk_bytes(&self) -> u64 {

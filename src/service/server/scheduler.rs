@@ -191,9 +191,10 @@ impl Scheduler {
         &mut self,
         events: &Receiver<Event>,
         stop: &AtomicBool,
-        idle_exit: Duration,
+        (idle_exit, idle_release): (Duration, Duration),
     ) {
         let mut idle_since = Instant::now();
+        let mut worked_at = Instant::now();
         let mut nap = Duration::ZERO;
         while !stop.load(Ordering::SeqCst) {
             let mut moved = self.collect_finished();
@@ -202,6 +203,23 @@ impl Scheduler {
             self.send_answers();
             moved |= self.step_turn();
             self.reap();
+            if self.has_work() {
+                worked_at = Instant::now();
+            } else if !idle_release.is_zero()
+                && worked_at.elapsed() >= idle_release
+                && self.engine.staging_held() > 0
+            {
+                // Nothing to copy for a while: the memory goes back, the context stays.
+                self.engine.release_staging();
+                if self.debug {
+                    debug_line(&format!(
+                        "no work for {:.1} s: staging memory given back",
+                        idle_release.as_secs_f64()
+                    ));
+                }
+            }
+            let held = self.engine.staging_held();
+            self.shared.staging_held.store(held, Ordering::SeqCst);
             if !self.clients.is_empty() || self.engine.in_flight() > 0 || !self.turns.is_empty() {
                 idle_since = Instant::now();
             } else if !idle_exit.is_zero() && idle_since.elapsed() >= idle_exit {
@@ -242,6 +260,13 @@ impl Scheduler {
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
+    }
+
+    /// Whether any file is waiting, in flight or in turn.
+    fn has_work(&self) -> bool {
+        self.engine.in_flight() > 0
+            || !self.turns.is_empty()
+            || self.clients.values().any(|c| !c.pending.is_empty())
     }
 
     fn take(&mut self, event: Event) {

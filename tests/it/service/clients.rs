@@ -560,3 +560,61 @@ fn a_long_file_in_turn_does_not_hold_another_clients_small_one() {
     );
     assert!(svc.stop().success());
 }
+
+/// The service's VmRSS, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// `--doctor`'s line about the service at `svc`.
+fn doctor_line(svc: &Service) -> String {
+    let out = svc.client().arg("--doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find(|l| l.contains("serving: pid"))
+        .unwrap_or_else(|| panic!("{text}"))
+        .to_owned()
+}
+
+/// An idle service gives its staging memory back (`--idle-release`), says so in
+/// `--doctor`, and allocates again for the next file; a hand-started service exits after
+/// 30 idle minutes by default.
+#[test]
+fn an_idle_service_gives_its_staging_memory_back() {
+    for backend in BACKENDS {
+        let d = dir();
+        let svc = Service::start(backend, d.path(), &["--idle-release", "3s"], &[]);
+        let src = d.path().join("a");
+        write_random(&src, 40 << 20, 7);
+        assert_copies(&svc, &src, &d.path().join("b"));
+        let busy = rss_kib(svc.pid());
+        assert!(
+            !doctor_line(&svc).contains(" 0 B held now"),
+            "{}",
+            doctor_line(&svc)
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !doctor_line(&svc).contains(" 0 B held now") {
+            assert!(Instant::now() < deadline, "{}", svc.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            svc.log().contains("staging memory given back"),
+            "{}",
+            svc.log()
+        );
+        // Four 64 MiB slots on host memory; on the fake GPU its pinned windows.
+        let idle = rss_kib(svc.pid());
+        assert!(
+            idle + (32 << 10) < busy,
+            "{backend:?}: {busy} KiB, then {idle} KiB"
+        );
+        assert_copies(&svc, &src, &d.path().join("c"));
+        assert!(svc.stop().success());
+    }
+    let help = aiscp_command().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("[default: 30m]"), "{help}");
+}

@@ -87,6 +87,26 @@ impl<S: Staging> Pipeline<S> {
         self.async_io
     }
 
+    /// Gives every slot back (device memory, pinned windows): the next file allocates
+    /// again. The files in flight must have landed (their workers hold slots).
+    pub(crate) fn release_slots(&mut self) {
+        debug_assert!(self.flight.is_none());
+        for slot in &mut self.slots {
+            *slot = None;
+        }
+        // Slots given up for want of memory are tried again with the next file.
+        self.usable.iter_mut().for_each(|u| *u = true);
+        self.chosen = (0..self.slots.len()).collect();
+    }
+
+    /// The staging memory the slots hold now (each slot's chunk; a GPU slot's pinned
+    /// windows come on top).
+    pub(crate) fn held(&self) -> u64 {
+        // Slots lent to the files in flight's workers are held all the same.
+        let lent = self.flight.as_ref().map_or(0, |f| f.workers.len());
+        (self.slots.iter().flatten().count() + lent) as u64 * self.chunk as u64
+    }
+
     /// Bytes per slot (the run's chunk, halved where device memory ran short).
     pub(crate) fn chunk(&self) -> usize {
         self.chunk
