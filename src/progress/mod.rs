@@ -27,7 +27,7 @@ use stats::RouteCount;
 use crate::cli::program;
 use crate::cli::staging::View;
 use crate::options::{Deref, Options};
-use aiscp_engine::ProgressSink;
+use aiscp_engine::{ProgressSink, Route};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -67,7 +67,7 @@ struct Counters {
     /// The file being copied, as given on the command line or found in a tree.
     current: Mutex<String>,
     /// Files per (read, write) route, as the engine reported them.
-    routes: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    routes: Mutex<BTreeMap<(Route, Route), u64>>,
 }
 
 impl Counters {
@@ -239,12 +239,19 @@ impl Progress {
         self.stop();
         let c = &self.counters;
         let routes = c.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut routes: Vec<RouteCount> = routes
+            .iter()
+            .map(|(&(read, write), &files)| RouteCount {
+                read: read.name(),
+                write: write.name(),
+                files,
+            })
+            .collect();
+        // By name, as --stats has always listed them.
+        routes.sort_by_key(|r| (r.read, r.write));
         Summary {
             seconds: self.started.elapsed().as_secs_f64(),
-            routes: routes
-                .iter()
-                .map(|(&(read, write), &files)| RouteCount { read, write, files })
-                .collect(),
+            routes,
         }
     }
 
@@ -464,7 +471,7 @@ impl ProgressSink for Sink {
         self.counters.files_done.fetch_add(1, Relaxed);
     }
 
-    fn route(&self, read: &'static str, write: &'static str) {
+    fn route(&self, read: Route, write: Route) {
         let mut routes = self
             .counters
             .routes

@@ -575,17 +575,6 @@ impl ServiceClient {
     }
 }
 
-/// The route names the engine reports, as the progress keeps them (static).
-fn route_name(s: &str) -> &'static str {
-    match s {
-        "direct" => "direct",
-        "O_DIRECT" => "O_DIRECT",
-        "bounce" => "bounce",
-        "stream" => "stream",
-        _ => "other",
-    }
-}
-
 pub fn gpus_text(gpus: &[u32]) -> String {
     match gpus {
         [] => String::new(),

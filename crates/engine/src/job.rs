@@ -36,9 +36,8 @@ pub trait ProgressSink {
     fn advanced(&self, bytes: u64);
     /// The file's data phase ended, successfully or not (called before any error returns).
     fn file_finished(&self);
-    /// How the file's bytes are read and written: "direct" (library I/O), "O_DIRECT" or
-    /// "bounce" (POSIX I/O through the host window), "stream" (a sequential source, read until EOF; the name in output predates the word).
-    fn route(&self, _read: &'static str, _write: &'static str) {}
+    /// How the file's bytes are read and written.
+    fn route(&self, _read: crate::Route, _write: crate::Route) {}
 }
 
 /// A sink that ignores everything.

@@ -31,6 +31,7 @@ mod queue;
 pub mod quote;
 mod read_back;
 mod read_back_pool;
+mod route;
 mod stages;
 mod transfer;
 pub mod units;
@@ -44,6 +45,7 @@ pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use quote::os_text;
 pub use read_back_pool::ReadBackPool;
+pub use route::Route;
 pub use stages::StageTimes;
 pub use worker::PartEnd;
 

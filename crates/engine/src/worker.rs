@@ -31,12 +31,12 @@ impl<H> SideRoute<H> {
             SideRoute::Library(_) | SideRoute::Posix { direct: true }
         )
     }
-    /// The route's name in --debug lines and the progress sink.
-    pub(crate) fn describe(&self) -> &'static str {
+    /// The route, for --debug lines and the progress sink.
+    pub(crate) fn describe(&self) -> crate::Route {
         match self {
-            SideRoute::Library(_) => "direct",
-            SideRoute::Posix { direct: true } => "O_DIRECT",
-            SideRoute::Posix { direct: false } => "bounce",
+            SideRoute::Library(_) => crate::Route::Direct,
+            SideRoute::Posix { direct: true } => crate::Route::ODirect,
+            SideRoute::Posix { direct: false } => crate::Route::Bounce,
         }
     }
 }

@@ -2,10 +2,12 @@
 //! files in flight read back on the engine's read-back threads (as an in-process run reads
 //! its own) before they are handed back, a file copied in turn read back at once.
 
-use super::{route_name, ServiceClient};
+use super::ServiceClient;
 use crate::service::wire::{self, Outcome};
 use aiscp_engine::quote::{quote, quote_as};
-use aiscp_engine::{CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket};
+use aiscp_engine::{
+    CopyError, DataJob, Finished, ProgressSink, ReadBackPool, Route, StageTimes, Ticket,
+};
 use std::fs::File;
 use std::path::Path;
 
@@ -24,8 +26,11 @@ impl ServiceClient {
     ) -> (Result<u64, CopyError>, bool, StageTimes) {
         match outcome {
             Outcome::Copied { end, route, stages } => {
-                if let Some((r, w)) = route {
-                    progress.route(route_name(&r), route_name(&w));
+                // A route of a newer name than this client knows is not shown.
+                let known =
+                    |(r, w): (String, String)| Some((Route::from_name(&r)?, Route::from_name(&w)?));
+                if let Some((r, w)) = route.and_then(known) {
+                    progress.route(r, w);
                 }
                 // What the progress reports during the copy did not show yet (holes too).
                 progress.advanced(end.saturating_sub(shown));

@@ -38,7 +38,7 @@ impl ProgressSink for Redone<'_> {
     fn file_finished(&self) {
         self.inner.file_finished();
     }
-    fn route(&self, read: &'static str, write: &'static str) {
+    fn route(&self, read: aiscp_engine::Route, write: aiscp_engine::Route) {
         self.inner.route(read, write);
     }
 }

@@ -5,7 +5,7 @@ use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
 use crate::service::wire::{self, FileDone, Handover, Outcome, Reply};
 use aiscp_engine::{
-    CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, SourceKind,
+    CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route, SourceKind,
     StageTimes, Ticket,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -34,7 +34,7 @@ struct Client {
 /// also its progress, sent to the client every [`PROGRESS_EVERY`].
 #[derive(Default)]
 struct Recorder {
-    route: Mutex<Option<(&'static str, &'static str)>>,
+    route: Mutex<Option<(Route, Route)>>,
     progress: Option<ProgressTo>,
 }
 
@@ -79,7 +79,7 @@ impl ProgressSink for Recorder {
         }
     }
     fn file_finished(&self) {}
-    fn route(&self, read: &'static str, write: &'static str) {
+    fn route(&self, read: Route, write: Route) {
         *self.route.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, write));
     }
 }
@@ -91,7 +91,7 @@ impl Recorder {
                 let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
                 Outcome::Copied {
                     end,
-                    route: route.map(|(r, w)| (r.to_owned(), w.to_owned())),
+                    route: route.map(|(r, w)| (r.name().to_owned(), w.name().to_owned())),
                     stages,
                 }
             }

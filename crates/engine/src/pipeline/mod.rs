@@ -147,7 +147,7 @@ impl<S: Staging> Pipeline<S> {
             Some(len) => self.copy_regular(&file, len, &cx, progress, diag),
             None => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
-                progress.route("stream", "bounce");
+                progress.route(crate::Route::Stream, crate::Route::Bounce);
                 file.begin(dst_regular, &cx)
                     .and_then(|()| self.copy_sequential(&file, dst_regular, &cx, progress))
             }
