@@ -143,12 +143,12 @@ pub struct Status {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Outcome {
-    /// DEST's final size, the route its bytes took (read, write) when it had data, the
-    /// stage times (seconds: open, read, copy queue, copy wait, write).
+    /// DEST's final size, the route its bytes took (read, write) when it had data, where
+    /// its time went.
     Copied {
         end: u64,
         route: Option<(String, String)>,
-        stages: [f64; 5],
+        stages: Stages,
     },
     /// cp's message, without the program's name; `write_errno`: writing DEST failed with
     /// this errno (a full disk across files in flight is then handled as in-process).
@@ -235,20 +235,40 @@ mod name {
     }
 }
 
-/// Stage times as the wire carries them.
-pub fn stage_secs(t: &StageTimes) -> [f64; 5] {
-    [t.open, t.read, t.copy_queue, t.copy_wait, t.write].map(|d| d.as_secs_f64())
+/// Where a file's time went, stage by stage, in seconds ([`StageTimes`] on the wire).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stages {
+    pub open: f64,
+    pub read: f64,
+    pub copy_queue: f64,
+    pub copy_wait: f64,
+    pub write: f64,
 }
 
-/// Stage times back from the wire (negative or odd values read as zero).
-pub fn stage_times(s: &[f64; 5]) -> StageTimes {
-    let d = |x: f64| Duration::try_from_secs_f64(x).unwrap_or_default();
-    StageTimes {
-        open: d(s[0]),
-        read: d(s[1]),
-        copy_queue: d(s[2]),
-        copy_wait: d(s[3]),
-        write: d(s[4]),
+impl From<&StageTimes> for Stages {
+    fn from(t: &StageTimes) -> Stages {
+        Stages {
+            open: t.open.as_secs_f64(),
+            read: t.read.as_secs_f64(),
+            copy_queue: t.copy_queue.as_secs_f64(),
+            copy_wait: t.copy_wait.as_secs_f64(),
+            write: t.write.as_secs_f64(),
+        }
+    }
+}
+
+impl From<Stages> for StageTimes {
+    /// Negative or odd values read as zero.
+    fn from(s: Stages) -> StageTimes {
+        let d = |x: f64| Duration::try_from_secs_f64(x).unwrap_or_default();
+        StageTimes {
+            open: d(s.open),
+            read: d(s.read),
+            copy_queue: d(s.copy_queue),
+            copy_wait: d(s.copy_wait),
+            write: d(s.write),
+        }
     }
 }
 
@@ -495,10 +515,12 @@ mod tests {
             read: Duration::from_millis(1500),
             ..StageTimes::default()
         };
-        assert_eq!(stage_times(&stage_secs(&t)), t);
-        assert_eq!(
-            stage_times(&[-1.0, f64::NAN, 0.0, 0.0, 0.0]),
-            StageTimes::default()
-        );
+        assert_eq!(StageTimes::from(Stages::from(&t)), t);
+        let odd = Stages {
+            open: -1.0,
+            read: f64::NAN,
+            ..Stages::default()
+        };
+        assert_eq!(StageTimes::from(odd), StageTimes::default());
     }
 }

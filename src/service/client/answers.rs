@@ -3,7 +3,7 @@
 //! its own) before they are handed back, a file copied in turn read back at once.
 
 use super::ServiceClient;
-use crate::service::wire::{self, Outcome};
+use crate::service::wire::Outcome;
 use aiscp_engine::quote::{quote, quote_as};
 use aiscp_engine::{
     CopyError, DataJob, Finished, ProgressSink, ReadBackPool, Route, StageTimes, Ticket,
@@ -35,7 +35,7 @@ impl ServiceClient {
                 // What the progress reports during the copy did not show yet (holes too).
                 progress.advanced(end.saturating_sub(shown));
                 progress.file_finished();
-                let stages = wire::stage_times(&stages);
+                let stages = StageTimes::from(stages);
                 self.stages.add(&stages);
                 if self.config.debug {
                     self.debug(&format!(

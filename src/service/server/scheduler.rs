@@ -3,7 +3,7 @@
 
 use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, FileDone, Handover, Outcome, Reply};
+use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages};
 use aiscp_engine::{
     CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route, SourceKind,
     StageTimes, Ticket,
@@ -85,7 +85,7 @@ impl ProgressSink for Recorder {
 }
 
 impl Recorder {
-    fn outcome(&self, result: Result<u64, CopyError>, started: bool, stages: [f64; 5]) -> Outcome {
+    fn outcome(&self, result: Result<u64, CopyError>, started: bool, stages: Stages) -> Outcome {
         match result {
             Ok(end) => {
                 let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
@@ -316,7 +316,7 @@ impl Scheduler {
             let Some((client, id, recorder)) = self.tickets.remove(&f.ticket) else {
                 continue;
             };
-            let outcome = recorder.outcome(f.result, f.started, wire::stage_secs(&f.stages));
+            let outcome = recorder.outcome(f.result, f.started, Stages::from(&f.stages));
             self.count(&outcome);
             // Closed before the answer: the client sets DEST's attributes next.
             drop(f.job);
@@ -530,7 +530,7 @@ impl Scheduler {
             stages,
             ..
         } = turn;
-        let outcome = recorder.outcome(result, true, wire::stage_secs(&stages));
+        let outcome = recorder.outcome(result, true, Stages::from(&stages));
         self.shared.count(&outcome);
         drop(job.src);
         drop(job.dst);
