@@ -79,6 +79,16 @@ impl ServiceClient {
                 ));
                 self.start_service(&path)?
             }
+            // The per-user socket left by a service that is gone (or by a socket-activation
+            // check) is no service: said once in --debug, not warned about on every copy.
+            Err(e) if matches!(self.choice, Choice::WhenThere(_)) && stale(&path, &e) => {
+                self.debug(&format!(
+                    "no staging service: {} is stale ({}; its lock is free)",
+                    quote(&path),
+                    e.text()
+                ));
+                return Err(None);
+            }
             Err(e) => return Err(Some(e.text())),
         };
         let welcome = handshake(&sock).map_err(Some)?;
@@ -322,6 +332,29 @@ fn closed(e: &WireError) -> bool {
         WireError::Closed => true,
         WireError::Io(e) => matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)),
         WireError::Malformed(_) => false,
+    }
+}
+
+/// Whether the socket at `path`, which refused a connection, is stale: no service holds
+/// the lock beside it (absent, or free to take), so none is starting there either.
+fn stale(path: &Path, refused: &Unreached) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::OpenOptionsExt;
+    let Unreached::Io(e) = refused else {
+        return false;
+    };
+    if e.raw_os_error() != Some(libc::ECONNREFUSED) {
+        return false;
+    }
+    let mut lock = path.as_os_str().to_owned();
+    lock.push(".lock");
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(lock);
+    match opened {
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        Ok(file) => Flock::lock(file, FlockArg::LockSharedNonblock).is_ok(),
     }
 }
 

@@ -241,6 +241,31 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
         .output()
         .unwrap();
     assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    // The same stale socket at the per-user place (what a socket-activation check leaves,
+    // with no lock beside it, or a killed service's free lock): silence there too.
+    let xdg = d.path().join("xdg");
+    fs::create_dir(&xdg).unwrap();
+    fs::set_permissions(&xdg, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::create_dir(xdg.join("aiscp")).unwrap();
+    fs::set_permissions(xdg.join("aiscp"), fs::Permissions::from_mode(0o700)).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(xdg.join("aiscp/service.sock")).unwrap());
+    for lock in [false, true] {
+        if lock {
+            fs::write(xdg.join("aiscp/service.sock.lock"), b"").unwrap();
+        }
+        let out = aiscp_command()
+            .env("AISCP_BACKEND", "host")
+            .env("XDG_RUNTIME_DIR", &xdg)
+            .env_remove("AISCP_SERVICE")
+            .arg(&src)
+            .arg(d.path().join("b3"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "lock {lock}: {out:?}"
+        );
+    }
     let svc = Service::start(Backend::Host, d.path(), &[], &[]);
     assert!(
         svc.log().contains("removed a stale socket"),
