@@ -96,6 +96,15 @@ impl Ctx<'_> {
         }
     }
 
+    /// The most one write from a host window asks for before the stop is looked at again
+    /// ([`fileio::WRITE_PIECE`] for a copy its owner may stop, the whole window otherwise).
+    pub(crate) fn write_piece(&self) -> usize {
+        match self.on_stop {
+            OnStop::Leave => fileio::WRITE_PIECE,
+            OnStop::CutBack => usize::MAX,
+        }
+    }
+
     /// Whether DEST may still be cut or sized: not once its owner has stopped the copy.
     pub(crate) fn may_resize(&self) -> bool {
         !(self.on_stop == OnStop::Leave && self.cancel.load(Ordering::SeqCst))
@@ -187,25 +196,34 @@ pub(crate) fn write_out<S: Staging>(
             .time(Stage::CopyWait, || staging.window(slot, i % 2, off))
             .map_err(|e| (written, names.write(e)))?;
         let window = &window[..n];
-        let ends = clock
-            .time(Stage::Write, || match writer {
-                Writer::At {
-                    file,
-                    skip_zeros: Some(block),
-                } => fileio::pwrite_skipping_zeros(file, window, at + off as u64, *block),
-                Writer::At { file, .. } => {
-                    fileio::pwrite_all(file, window, at + off as u64).map(|()| n)
-                }
-                Writer::Sequential(file) => {
-                    (&**file).write_all(window).map(|()| n).map_err(|e| (0, e))
-                }
-            })
-            .map_err(|(end, e)| {
-                let end = if end > 0 { off + end } else { written };
-                (end, names.write(e))
-            })?;
-        if ends > 0 {
-            written = off + ends;
+        let most = cx.write_piece().min(n.max(1));
+        for p in (0..n).step_by(most) {
+            if p > 0 {
+                cx.check_cancel().map_err(|e| (written, e))?;
+            }
+            let piece = &window[p..n.min(p + most)];
+            let at = at + (off + p) as u64;
+            let ends = clock
+                .time(Stage::Write, || match writer {
+                    Writer::At {
+                        file,
+                        skip_zeros: Some(block),
+                    } => fileio::pwrite_skipping_zeros(file, piece, at, *block),
+                    Writer::At { file, .. } => {
+                        fileio::pwrite_all(file, piece, at).map(|()| piece.len())
+                    }
+                    Writer::Sequential(file) => (&**file)
+                        .write_all(piece)
+                        .map(|()| piece.len())
+                        .map_err(|e| (0, e)),
+                })
+                .map_err(|(end, e)| {
+                    let end = if end > 0 { off + p + end } else { written };
+                    (end, names.write(e))
+                })?;
+            if ends > 0 {
+                written = off + p + ends;
+            }
         }
         if i + 2 < pieces {
             queue(slot, i + 2, written)?;

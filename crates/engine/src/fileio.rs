@@ -22,6 +22,13 @@ pub const MAX_IO: usize = hipfile::sys::MAX_IO_BYTES;
 /// 0x7ffff000 one call of a whole slice took up to 4.8 s to end after SIGINT (host route,
 /// page cache). 64 MiB is the default chunk, so default runs make the same calls as before.
 pub const STOP_GRAIN: usize = 64 << 20;
+/// A write from a host window of a copy its owner may stop (the staging service's) is made
+/// in pieces of at most this, the stop looked at between them: what a stopped copy still
+/// writes is one piece per worker, about 20 ms on the dev VM where a whole window took 80
+/// (BENCHMARKS.md, "Stopping"). The run's own copies write whole windows: smaller pieces
+/// cost them a few percent on host memory, and a signal only needs them stopped within a
+/// second.
+pub const WRITE_PIECE: usize = 16 << 20;
 
 /// Direct-I/O alignment the file asks for: max(statx DIO offset and memory alignment, 4096).
 /// Falls back to 4096 where statx cannot tell (old kernels, filesystems without DIO).
