@@ -133,6 +133,27 @@ MUTANTS = [
         "",
         ["service::hostile::malformed_copy_requests"],
     ),
+    (
+        "idle-exit-with-a-client-connected",
+        "src/service/server/scheduler.rs",
+        "if !self.clients.is_empty() || self.engine.in_flight() > 0 || !self.turns.is_empty() {",
+        "if self.engine.in_flight() > 0 || !self.turns.is_empty() {",
+        ["service::clients::idle_exit_waits"],
+    ),
+    (
+        "idle-time-counted-from-the-start",
+        "src/service/server/scheduler.rs",
+        "                idle_since = Instant::now();\n            } else if",
+        "            } else if",
+        ["service::clients::idle_exit_waits"],
+    ),
+    (
+        "auto-service-without-idle-exit",
+        "src/service/client/reach.rs",
+        '            .arg(format!("--idle-exit={}s", AUTO_IDLE_EXIT.as_secs()))\n',
+        "",
+        ["service::clients::auto_starts_a_detached"],
+    ),
 ]
 
 

@@ -9,23 +9,6 @@ fn open_fds(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
 }
 
-/// A connection that has said hello and been welcomed.
-fn welcomed(svc: &Service) -> OwnedFd {
-    let sock = dial(&svc.socket).unwrap();
-    send_raw(&sock, &hello(), &[]);
-    let welcome = read_message(&sock);
-    assert!(welcome.contains("welcome"), "{welcome}");
-    sock
-}
-
-/// A copy request of one file, SOURCE `a` into DEST `b`, handed over as `handover`.
-fn copy_request(handover: &str, sparse: &str) -> Vec<u8> {
-    format!(
-        r#"{{"type":"copy","files":[{{"id":7,"src_name":"a","dst_name":"b","sparse":"{sparse}","handover":{handover}}}]}}"#
-    )
-    .into_bytes()
-}
-
 #[test]
 fn messages_with_too_many_descriptors_leak_none() {
     let d = dir();

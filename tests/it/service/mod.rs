@@ -119,6 +119,18 @@ impl Drop for Service {
     }
 }
 
+/// A service that `AISCP_SERVICE=auto` started (detached: not this test's child), killed when
+/// dropped, so that a failing test leaves none behind (one that missed its idle exit would
+/// run for ever).
+struct AutoStarted(i32);
+
+impl Drop for AutoStarted {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// An aiscp run on host memory that uses the service at `socket` (a path, or "auto").
 fn host_client(socket: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = aiscp_command();
@@ -239,6 +251,23 @@ fn hello() -> Vec<u8> {
     format!(
         r#"{{"type":"hello","protocol":{PROTOCOL},"version":"{}"}}"#,
         env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
+/// A connection that has said hello and been welcomed.
+fn welcomed(svc: &Service) -> OwnedFd {
+    let sock = dial(&svc.socket).unwrap();
+    send_raw(&sock, &hello(), &[]);
+    let welcome = read_message(&sock);
+    assert!(welcome.contains("welcome"), "{welcome}");
+    sock
+}
+
+/// A copy request of one file, SOURCE `a` into DEST `b`, handed over as `handover`.
+fn copy_request(handover: &str, sparse: &str) -> Vec<u8> {
+    format!(
+        r#"{{"type":"copy","files":[{{"id":7,"src_name":"a","dst_name":"b","sparse":"{sparse}","handover":{handover}}}]}}"#
     )
     .into_bytes()
 }
