@@ -154,6 +154,13 @@ MUTANTS = [
         "",
         ["service::clients::auto_starts_a_detached"],
     ),
+    (
+        "service-takes-another-uids-socket-directory",
+        "src/service/mod.rs",
+        "if !meta.is_dir() || meta.uid() != uid || !fits {",
+        "if !meta.is_dir() || !fits {",
+        ["service::users::a_socket_directory_not"],
+    ),
 ]
 
 

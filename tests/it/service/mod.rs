@@ -119,6 +119,45 @@ impl Drop for Service {
     }
 }
 
+/// Runs `cmd`, an `aiscp --serve` that must refuse to serve, to its end, and returns its
+/// output. One that serves instead (a check it should have made, dropped) is killed after
+/// 10 s and fails the test, rather than hanging the suite.
+#[track_caller]
+fn refused_to_serve(cmd: &mut Command) -> std::process::Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = test_support::child::wait_within(&mut child, Duration::from_secs(10));
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "still serving after 10 s (killed), where it should have refused:\n{}",
+            String::from_utf8_lossy(&stderr)
+        )
+    });
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
 /// A service that `AISCP_SERVICE=auto` started (detached: not this test's child), killed when
 /// dropped, so that a failing test leaves none behind (one that missed its idle exit would
 /// run for ever).
