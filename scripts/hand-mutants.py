@@ -161,6 +161,20 @@ MUTANTS = [
         "if !meta.is_dir() || !fits {",
         ["service::users::a_socket_directory_not"],
     ),
+    (
+        "unanswered-files-unbounded",
+        "src/service/server/connections.rs",
+        "if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>",
+        "if false =>",
+        ["service::hostile::more_than_128_unanswered"],
+    ),
+    (
+        "unanswered-bound-one-short",
+        "src/service/server/connections.rs",
+        "if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>",
+        "if unanswered.load(Ordering::SeqCst) + files.len() >= MAX_PENDING =>",
+        ["service::hostile::more_than_128_unanswered"],
+    ),
 ]
 
 

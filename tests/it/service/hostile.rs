@@ -1,6 +1,6 @@
 //! What a hostile or broken peer cannot do: leak the service's descriptors, make it allocate
-//! for a claimed length, hang a client behind a stopped service, or hang and sway a copy
-//! through a socket directory someone else made.
+//! for a claimed length, leave it more than 128 files unanswered, hang a client behind a
+//! stopped service, or hang and sway a copy through a socket directory someone else made.
 
 use super::*;
 
@@ -290,5 +290,58 @@ fn malformed_copy_requests_are_refused_in_words() {
         assert_copies(&svc, &d.path().join("a"), &d.path().join("b"));
     }
     assert!(svc.alive());
+    assert!(svc.stop().success());
+}
+
+/// A client may leave at most 128 files unanswered: 128 are taken (eight requests of 16,
+/// the most one carries), a 129th is refused in words, at once, and another client is
+/// served meanwhile. The files stay unanswered because every write of the fake library
+/// stalls for a second (the library route, each file copied in turn).
+#[test]
+fn more_than_128_unanswered_files_are_refused_in_words() {
+    let d = dir();
+    let slow = ("AISCP_FAKE_GPU_FAULTS", "write=stall:1000");
+    let svc = Service::start(Backend::FakeGpu, d.path(), &["--route", "library"], &[slow]);
+    write_random(&d.path().join("a"), 1 << 20, 66);
+    let src = fs::File::open(d.path().join("a")).unwrap();
+    let sink = fs::File::create(d.path().join("sink")).unwrap();
+    let batch = |first: usize, n: usize| {
+        let files: Vec<String> = (first..first + n)
+            .map(|id| {
+                format!(
+                    r#"{{"id":{id},"src_name":"a","dst_name":"sink","sparse":"auto","handover":{{"in_turn":{{"len":1048576}}}}}}"#
+                )
+            })
+            .collect();
+        let msg = format!(r#"{{"type":"copy","files":[{}]}}"#, files.join(","));
+        let fds = [src.as_raw_fd(), sink.as_raw_fd()].repeat(n);
+        (msg.into_bytes(), fds)
+    };
+    // Messages up to the next that is not progress (none: empty).
+    let next = |sock: &OwnedFd| {
+        std::iter::repeat_with(|| read_message(sock))
+            .take(1000)
+            .find(|m| !m.contains(r#""type":"progress""#))
+            .unwrap_or_default()
+    };
+    let sock = welcomed(&svc);
+    for b in 0..8 {
+        let (msg, fds) = batch(b * 16, 16);
+        send_raw(&sock, &msg, &fds);
+    }
+    // All 128 taken: a status request after them is answered, nothing refused before it.
+    send_raw(&sock, br#"{"type":"status"}"#, &[]);
+    let status = next(&sock);
+    assert!(status.contains(r#""type":"status""#), "{status}");
+    let (msg, fds) = batch(128, 1);
+    send_raw(&sock, &msg, &fds);
+    let answer = next(&sock);
+    assert!(
+        answer.contains(r#""type":"refused""#) && answer.contains("more than 128 files unanswered"),
+        "{answer}\n{}",
+        svc.log()
+    );
+    write_random(&d.path().join("b"), 100_000, 67);
+    assert_copies(&svc, &d.path().join("b"), &d.path().join("c"));
     assert!(svc.stop().success());
 }
