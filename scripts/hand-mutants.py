@@ -175,6 +175,13 @@ MUTANTS = [
         "if unanswered.load(Ordering::SeqCst) + files.len() >= MAX_PENDING =>",
         ["service::hostile::more_than_128_unanswered"],
     ),
+    (
+        "hole-trusted-on-one-look",
+        "crates/engine/src/file_copy/finish.rs",
+        "Ok((again == NextData::None && self.look()? == first).then_some(first.size))",
+        "Ok((again == NextData::None).then_some(first.size))",
+        ["source_changes::a_sparse_source_cut_between_the_looks"],
+    ),
 ]
 
 
