@@ -182,6 +182,13 @@ MUTANTS = [
         "Ok((again == NextData::None).then_some(first.size))",
         ["source_changes::a_sparse_source_cut_between_the_looks"],
     ),
+    (
+        "shared-socket-directory-others-may-write",
+        "src/service/mod.rs",
+        "meta.mode() & 0o022 == 0 && meta.mode() & 0o001 != 0,",
+        "meta.mode() & 0o001 != 0,",
+        ["service::users::a_shared_service_needs"],
+    ),
 ]
 
 

@@ -217,11 +217,11 @@ fn a_socket_directory_someone_else_made_changes_nothing() {
 #[test]
 fn serving_at_a_path_without_a_file_name_is_refused() {
     let d = dir();
-    let out = aiscp_command()
-        .args(["--serve", "--backend", "host", "--socket"])
-        .arg(format!("{}/", d.path().display()))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(
+        aiscp_command()
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(format!("{}/", d.path().display())),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("names no socket file"), "{stderr}");

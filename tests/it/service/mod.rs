@@ -145,12 +145,12 @@ fn refused_to_serve(cmd: &mut Command) -> std::process::Output {
         .unwrap()
         .read_to_end(&mut stderr)
         .unwrap();
-    let status = status.unwrap_or_else(|| {
+    let Some(status) = status else {
         panic!(
             "still serving after 10 s (killed), where it should have refused:\n{}",
             String::from_utf8_lossy(&stderr)
         )
-    });
+    };
     std::process::Output {
         status,
         stdout,
@@ -321,4 +321,46 @@ fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
         MsgFlags::MSG_NOSIGNAL,
         None,
     );
+}
+
+/// Every `aiscp --serve` the suite starts is bounded: none is run to its end by `.output()`
+/// or `.status()`, which would wait for ever on a service that serves where it should have
+/// refused (a check dropped); such a run goes through [`refused_to_serve`], and a service
+/// meant to serve is killed when its test ends ([`Service`], `Other`, `Killed`). Read by
+/// statement: from each `"--serve"` or `serve_shared(` to the next `;`.
+#[test]
+fn every_service_the_suite_starts_is_bounded() {
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    // Spelled in two parts, so that this test's own text does not match.
+    let starts = [concat!("\"--", "serve\""), concat!("serve_", "shared(")];
+    let mut found = 0;
+    let mut wrong = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(&root).unwrap().display();
+        for start in starts {
+            for (at, _) in text.match_indices(start) {
+                found += 1;
+                let statement = text[at..].split(';').next().unwrap();
+                if statement.contains(".output()") || statement.contains(".status()") {
+                    let line = text[..at].lines().count();
+                    wrong.push(format!("{name}:{line}: {start} run unbounded"));
+                }
+            }
+        }
+    }
+    assert!(found > 15, "{found} starts of a service found");
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -182,12 +182,12 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     let run = d.path().join("run");
     fs::create_dir(&run).unwrap();
     fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).unwrap();
-    let out = aiscp_command()
-        .args(serve_shared("all"))
-        .arg("--socket")
-        .arg(run.join("service.sock"))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(
+        aiscp_command()
+            .args(serve_shared("all"))
+            .arg("--socket")
+            .arg(run.join("service.sock")),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -391,13 +391,13 @@ fn a_shared_service_starts_under_a_narrowed_bounding_set() {
 fn a_shared_service_must_run_as_root() {
     let d = dir();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
-    let out = as_user("nobody:nogroup")
-        .arg(program())
-        .args(serve_shared("all"))
-        .arg("--socket")
-        .arg(d.path().join("run").join("service.sock"))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(
+        as_user("nobody:nogroup")
+            .arg(program())
+            .args(serve_shared("all"))
+            .arg("--socket")
+            .arg(d.path().join("run").join("service.sock")),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -408,10 +408,7 @@ fn a_shared_service_must_run_as_root() {
 
 #[test]
 fn an_unknown_user_to_allow_is_refused() {
-    let out = aiscp_command()
-        .args(serve_shared("root,no-such-user-here"))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(aiscp_command().args(serve_shared("root,no-such-user-here")));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
