@@ -189,6 +189,14 @@ MUTANTS = [
         "meta.mode() & 0o001 != 0,",
         ["service::users::a_shared_service_needs"],
     ),
+    (
+        "progress-lines-show-bytes-since-the-last",
+        "src/progress/mod.rs",
+        "Snapshot::take(c, rate).log_line()",
+        "Snapshot { bytes_done: (rate.unwrap_or(0.0) * secs) as u64, ..Snapshot::take(c, rate) }"
+        ".log_line()",
+        ["progress::progress_off_a_terminal"],
+    ),
 ]
 
 
