@@ -197,6 +197,13 @@ MUTANTS = [
         ".log_line()",
         ["progress::progress_off_a_terminal"],
     ),
+    (
+        "read-back-ignores-a-signal",
+        "crates/engine/src/verify/mod.rs",
+        "        if stop.load(Ordering::SeqCst) {",
+        "        if false {",
+        ["verify::a_signal_during_the_read_back"],
+    ),
 ]
 
 
