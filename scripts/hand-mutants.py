@@ -204,6 +204,13 @@ MUTANTS = [
         "        if false {",
         ["verify::a_signal_during_the_read_back"],
     ),
+    (
+        "silent-connection-kept",
+        "src/service/server/connections.rs",
+        "    timeout(Some(HELLO_TIMEOUT)).ok()?;",
+        "    timeout(None).ok()?;",
+        ["service::wire::garbage_on_the_socket"],
+    ),
 ]
 
 
