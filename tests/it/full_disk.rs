@@ -412,8 +412,14 @@ fn a_tree_onto_a_full_disk_leaves_what_cp_leaves() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let _service = Killed(service);
+    let mut service = Killed(service);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !socket.exists() {
+        test_support::child::assert_running(&mut service.0, "the service, before its socket");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service never made its socket"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let ways: [(&str, Backend, bool); 3] = [

@@ -194,6 +194,15 @@ fn one_view_for_the_run_on_a_terminal() {
             let done: f64 = f.trim_end_matches(" MiB").parse().unwrap();
             assert!(done >= tree_mib - 0.01, "{backend:?}: {f} < {tree_mib} MiB");
         }
+        // Nor does it move back: each frame shows at least what the one before it did.
+        let shown: Vec<f64> = during_fifo
+            .iter()
+            .map(|f| printed_bytes(f.trim_start().split("  ").next().unwrap()))
+            .collect();
+        assert!(
+            shown.windows(2).all(|w| w[1] >= w[0]),
+            "{backend:?}: a frame shows less done than the one before: {during_fifo:?}"
+        );
         for f in &during_fifo {
             assert!(
                 !f.contains("ETA") && !f.contains('%') && !f.contains('['),
@@ -224,6 +233,20 @@ fn one_view_for_the_run_on_a_terminal() {
 /// A byte count as the views print it.
 fn progress_size(n: u64) -> String {
     humansize::format_size(n, humansize::BINARY)
+}
+
+/// The bytes a count as the views print it stands for ("512 B", "1.25 MiB"), to the
+/// precision printed.
+fn printed_bytes(text: &str) -> f64 {
+    let (number, unit) = text
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("{text:?}"));
+    let power = ["B", "KiB", "MiB", "GiB", "TiB"]
+        .iter()
+        .position(|u| *u == unit)
+        .unwrap_or_else(|| panic!("unit of {text:?}"));
+    number.parse::<f64>().unwrap() * 1024f64.powi(power as i32)
 }
 
 #[test]
@@ -283,12 +306,14 @@ fn progress_off_a_terminal_writes_plain_lines() {
                 .unwrap()
         })
         .collect();
-    assert!(fields.windows(2).all(|w| w[0] != w[1]), "{fields:?}");
-    let tree: f64 = done.split(' ').next().unwrap().parse().unwrap();
     // A stream is in the run: bytes done, no total.
     assert!(fields.iter().all(|f| !f.contains('/')), "{fields:?}");
-    let first: f64 = fields[0].split(' ').next().unwrap().parse().unwrap();
-    assert!(first >= tree, "{fields:?} vs {done}");
+    let shown: Vec<f64> = fields.iter().map(|f| printed_bytes(f)).collect();
+    assert!(
+        shown.windows(2).all(|w| w[1] > w[0]),
+        "a line shows no more done than the one before: {fields:?}"
+    );
+    assert!(shown[0] >= printed_bytes(&done), "{fields:?} vs {done}");
 
     // Without --progress, nothing off a terminal.
     let status = aiscp_command()

@@ -3,8 +3,9 @@
 //! and holds no byte that was not read from SOURCE (docs/GUARANTEES.md).
 //!
 //! The changes are made at pause points (`AISCP_TEST_PAUSE`): when DEST is opened, before
-//! a worker's first slice, between slices, in flight, before the finishing reads. One test
-//! has no pause at all: another process rewrites a tree while `-r` copies it.
+//! a worker's first slice, between slices, in flight, before the finishing reads, between
+//! the finish's two looks at a hole. One test has no pause at all: another process
+//! rewrites a tree while `-r` copies it.
 
 use crate::support::{aiscp_command, paused_at, random_bytes, Backend};
 use std::fs::{self, OpenOptions};
@@ -269,6 +270,40 @@ fn a_sparse_source_cut_inside_a_hole_before_the_finish_ends_at_the_cut() {
             assert_eq!(out.status.code(), Some(0), "{what}");
             let got = fs::read(d.join("b")).unwrap();
             assert_eq!(got.len(), 500_001, "{what}: DEST's size");
+            assert!(
+                got == fs::read(&a).unwrap(),
+                "{what}: DEST differs from SOURCE"
+            );
+        }
+    }
+}
+
+/// A sparse SOURCE cut inside its trailing hole between the two looks that let the finish
+/// trust a hole (size and change time, with SEEK_DATA between them): the second look sees
+/// the change, so DEST ends at the cut, equal to SOURCE. Trusted on the first look alone,
+/// the hole would end DEST at the old size: zeros past SOURCE's end, which SOURCE as it now
+/// is never had.
+#[test]
+fn a_sparse_source_cut_between_the_looks_at_its_hole_ends_at_the_cut() {
+    use std::os::unix::fs::FileExt;
+    for way in WAYS {
+        for sparse in ["--sparse=auto", "--sparse=always"] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let a = d.join("a");
+            let f = fs::File::create(&a).unwrap();
+            f.write_all_at(&random_bytes(65536, 6), 0).unwrap();
+            f.set_len(4 << 20).unwrap();
+            drop(f);
+            let out = copy_paused(d, way, sparse, "hole-looked", || {
+                Change::Truncate(1 << 20).apply(&a)
+            });
+            let what = format!("{} {sparse}", way.name);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+            assert_eq!(stderr, "", "{what}");
+            let got = fs::read(d.join("b")).unwrap();
+            assert_eq!(got.len(), 1 << 20, "{what}: DEST's size");
             assert!(
                 got == fs::read(&a).unwrap(),
                 "{what}: DEST differs from SOURCE"

@@ -230,7 +230,8 @@ fn verify_reads_dest_back_with_o_direct() {
 /// A signal while a file is read back ends the read-back at its next chunk: the run dies of
 /// the signal as a stopped copy does, having read at most a chunk more of either file (it
 /// used to read the whole file back first, however large): strace counts the reads after
-/// the signal.
+/// the signal, sent while the read-back is paused and let go once strace saw its handler
+/// return.
 #[test]
 fn a_signal_during_the_read_back_stops_it() {
     if Command::new("strace").arg("-V").output().is_err() {
@@ -253,7 +254,7 @@ fn a_signal_during_the_read_back_stops_it() {
         let mut cmd = Command::new("strace");
         hermetic(&mut cmd)
             .current_dir(d)
-            .args(["-f", "-qq", "-e", "trace=pread64", "-o"])
+            .args(["-f", "-qq", "-e", "trace=pread64,rt_sigreturn", "-o"])
             .arg(&log)
             .arg(program())
             .args(args)
@@ -277,7 +278,17 @@ fn a_signal_during_the_read_back_stops_it() {
             .unwrap();
         let pid = nix::unistd::Pid::from_raw(pid);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Handled: its handler returned (rt_sigreturn after the signal, in strace's log).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !fs::read_to_string(&log)
+            .unwrap_or_default()
+            .split("--- SIGINT")
+            .nth(1)
+            .is_some_and(|after| after.contains("rt_sigreturn("))
+        {
+            assert!(std::time::Instant::now() < deadline, "SIGINT never handled");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         fs::remove_file(&flag).unwrap();
         let out = child.wait_with_output().unwrap();
         let trace = fs::read_to_string(&log).unwrap();

@@ -364,6 +364,52 @@ fn idle_exit_releases_the_gpu() {
     assert!(!svc.socket.exists(), "socket removed at exit");
 }
 
+/// `--idle-exit` counts from the service's last work: it does not exit while a client that
+/// sends nothing is connected, nor while a file is in flight whose client is gone (killed
+/// mid-file), and it exits one idle time, within a bound, after that file ended.
+#[test]
+fn idle_exit_waits_for_a_connected_client_and_a_file_in_flight() {
+    let d = dir();
+    let (mut svc, flag) = paused_between_slices(Backend::Host, d.path(), &["--idle-exit", "1s"]);
+    // A client that said hello and nothing more, for 2.5 idle times.
+    let quiet = welcomed(&svc);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        svc.alive(),
+        "exited with a client connected:\n{}",
+        svc.log()
+    );
+    // A file stopped between its slices; its client killed, the quiet one gone too.
+    let src = d.path().join("a");
+    write_random(&src, 4 << 20, 71);
+    let mut client = svc
+        .client()
+        .arg(&src)
+        .arg(d.path().join("b"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_flag(&flag);
+    drop(quiet);
+    client.kill().unwrap();
+    client.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(svc.alive(), "exited with a file in flight:\n{}", svc.log());
+    // Let go, the file ends at its next slice; the service exits an idle time later.
+    let let_go = Instant::now();
+    fs::remove_file(&flag).unwrap();
+    let mut child = svc.child.take().unwrap();
+    let st = wait_for(&mut child, Duration::from_secs(10));
+    let took = let_go.elapsed();
+    assert!(st.success(), "{}", svc.log());
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "exited {took:?} after its last file was let go:\n{}",
+        svc.log()
+    );
+    assert!(svc.log().contains("no client for 1.0 s"), "{}", svc.log());
+}
+
 #[test]
 fn auto_starts_a_service_that_later_clients_share() {
     let d = dir();
@@ -393,6 +439,7 @@ fn auto_starts_a_service_that_later_clients_share() {
         (pid, stderr)
     };
     let (first, log) = run("b");
+    let _started = AutoStarted(first.parse().unwrap());
     assert!(log.contains("starting one"), "{log}");
     let (second, log) = run("c");
     assert_eq!(first, second, "{log}");
@@ -474,7 +521,7 @@ fn auto_with_a_service_that_cannot_start_says_why_at_once() {
 
 /// The service `auto` starts holds nothing of its client's: a pipe the client's shell
 /// waits on ends with the client (not with the service's idle exit), and the service runs
-/// in `/`, in a session of its own.
+/// in `/`, in a session of its own, with the short idle exit `auto` gives it (30 s).
 #[test]
 fn auto_starts_a_detached_service() {
     let d = dir();
@@ -512,10 +559,18 @@ fn auto_starts_a_detached_service() {
         .and_then(|s| s.split(')').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("{stderr}"));
+    let _started = AutoStarted(pid);
     let cwd = fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
     assert_eq!(cwd, Path::new("/"));
     let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).unwrap();
     assert_eq!(sid.as_raw(), pid, "a session of its own");
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert_eq!(args.get(1).map(String::as_str), Some("--serve"), "{args:?}");
+    assert!(args.iter().any(|a| a == "--idle-exit=30s"), "{args:?}");
     signal(pid, nix::sys::signal::Signal::SIGTERM);
 }
 

@@ -300,11 +300,11 @@ fn a_stale_socket_is_replaced_and_meanwhile_clients_copy_in_process() {
     );
     assert!(text.contains("1 file(s), 68.36 KiB copied"), "{text}");
     // A second service on the same socket refuses to start.
-    let second = aiscp_command()
-        .args(["--serve", "--backend", "host", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
+    let second = refused_to_serve(
+        aiscp_command()
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(&socket),
+    );
     assert_eq!(second.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&second.stderr).contains("another staging service"));
     assert!(svc.stop().success());

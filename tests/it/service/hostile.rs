@@ -1,29 +1,12 @@
 //! What a hostile or broken peer cannot do: leak the service's descriptors, make it allocate
-//! for a claimed length, hang a client behind a stopped service, or hang and sway a copy
-//! through a socket directory someone else made.
+//! for a claimed length, leave it more than 128 files unanswered, hang a client behind a
+//! stopped service, or hang and sway a copy through a socket directory someone else made.
 
 use super::*;
 
 /// The descriptors process `pid` has open.
 fn open_fds(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
-}
-
-/// A connection that has said hello and been welcomed.
-fn welcomed(svc: &Service) -> OwnedFd {
-    let sock = dial(&svc.socket).unwrap();
-    send_raw(&sock, &hello(), &[]);
-    let welcome = read_message(&sock);
-    assert!(welcome.contains("welcome"), "{welcome}");
-    sock
-}
-
-/// A copy request of one file, SOURCE `a` into DEST `b`, handed over as `handover`.
-fn copy_request(handover: &str, sparse: &str) -> Vec<u8> {
-    format!(
-        r#"{{"type":"copy","files":[{{"id":7,"src_name":"a","dst_name":"b","sparse":"{sparse}","handover":{handover}}}]}}"#
-    )
-    .into_bytes()
 }
 
 #[test]
@@ -234,11 +217,11 @@ fn a_socket_directory_someone_else_made_changes_nothing() {
 #[test]
 fn serving_at_a_path_without_a_file_name_is_refused() {
     let d = dir();
-    let out = aiscp_command()
-        .args(["--serve", "--backend", "host", "--socket"])
-        .arg(format!("{}/", d.path().display()))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(
+        aiscp_command()
+            .args(["--serve", "--backend", "host", "--socket"])
+            .arg(format!("{}/", d.path().display())),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("names no socket file"), "{stderr}");
@@ -307,5 +290,58 @@ fn malformed_copy_requests_are_refused_in_words() {
         assert_copies(&svc, &d.path().join("a"), &d.path().join("b"));
     }
     assert!(svc.alive());
+    assert!(svc.stop().success());
+}
+
+/// A client may leave at most 128 files unanswered: 128 are taken (eight requests of 16,
+/// the most one carries), a 129th is refused in words, at once, and another client is
+/// served meanwhile. The files stay unanswered because every write of the fake library
+/// stalls for a second (the library route, each file copied in turn).
+#[test]
+fn more_than_128_unanswered_files_are_refused_in_words() {
+    let d = dir();
+    let slow = ("AISCP_FAKE_GPU_FAULTS", "write=stall:1000");
+    let svc = Service::start(Backend::FakeGpu, d.path(), &["--route", "library"], &[slow]);
+    write_random(&d.path().join("a"), 1 << 20, 66);
+    let src = fs::File::open(d.path().join("a")).unwrap();
+    let sink = fs::File::create(d.path().join("sink")).unwrap();
+    let batch = |first: usize, n: usize| {
+        let files: Vec<String> = (first..first + n)
+            .map(|id| {
+                format!(
+                    r#"{{"id":{id},"src_name":"a","dst_name":"sink","sparse":"auto","handover":{{"in_turn":{{"len":1048576}}}}}}"#
+                )
+            })
+            .collect();
+        let msg = format!(r#"{{"type":"copy","files":[{}]}}"#, files.join(","));
+        let fds = [src.as_raw_fd(), sink.as_raw_fd()].repeat(n);
+        (msg.into_bytes(), fds)
+    };
+    // Messages up to the next that is not progress (none: empty).
+    let next = |sock: &OwnedFd| {
+        std::iter::repeat_with(|| read_message(sock))
+            .take(1000)
+            .find(|m| !m.contains(r#""type":"progress""#))
+            .unwrap_or_default()
+    };
+    let sock = welcomed(&svc);
+    for b in 0..8 {
+        let (msg, fds) = batch(b * 16, 16);
+        send_raw(&sock, &msg, &fds);
+    }
+    // All 128 taken: a status request after them is answered, nothing refused before it.
+    send_raw(&sock, br#"{"type":"status"}"#, &[]);
+    let status = next(&sock);
+    assert!(status.contains(r#""type":"status""#), "{status}");
+    let (msg, fds) = batch(128, 1);
+    send_raw(&sock, &msg, &fds);
+    let answer = next(&sock);
+    assert!(
+        answer.contains(r#""type":"refused""#) && answer.contains("more than 128 files unanswered"),
+        "{answer}\n{}",
+        svc.log()
+    );
+    write_random(&d.path().join("b"), 100_000, 67);
+    assert_copies(&svc, &d.path().join("b"), &d.path().join("c"));
     assert!(svc.stop().success());
 }

@@ -119,6 +119,57 @@ impl Drop for Service {
     }
 }
 
+/// Runs `cmd`, an `aiscp --serve` that must refuse to serve, to its end, and returns its
+/// output. One that serves instead (a check it should have made, dropped) is killed after
+/// 10 s and fails the test, rather than hanging the suite.
+#[track_caller]
+fn refused_to_serve(cmd: &mut Command) -> std::process::Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = test_support::child::wait_within(&mut child, Duration::from_secs(10));
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    let Some(status) = status else {
+        panic!(
+            "still serving after 10 s (killed), where it should have refused:\n{}",
+            String::from_utf8_lossy(&stderr)
+        )
+    };
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// A service that `AISCP_SERVICE=auto` started (detached: not this test's child), killed when
+/// dropped, so that a failing test leaves none behind (one that missed its idle exit would
+/// run for ever).
+struct AutoStarted(i32);
+
+impl Drop for AutoStarted {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// An aiscp run on host memory that uses the service at `socket` (a path, or "auto").
 fn host_client(socket: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = aiscp_command();
@@ -243,6 +294,23 @@ fn hello() -> Vec<u8> {
     .into_bytes()
 }
 
+/// A connection that has said hello and been welcomed.
+fn welcomed(svc: &Service) -> OwnedFd {
+    let sock = dial(&svc.socket).unwrap();
+    send_raw(&sock, &hello(), &[]);
+    let welcome = read_message(&sock);
+    assert!(welcome.contains("welcome"), "{welcome}");
+    sock
+}
+
+/// A copy request of one file, SOURCE `a` into DEST `b`, handed over as `handover`.
+fn copy_request(handover: &str, sparse: &str) -> Vec<u8> {
+    format!(
+        r#"{{"type":"copy","files":[{{"id":7,"src_name":"a","dst_name":"b","sparse":"{sparse}","handover":{handover}}}]}}"#
+    )
+    .into_bytes()
+}
+
 fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
     let cmsg = [socket::ControlMessage::ScmRights(fds)];
     let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
@@ -253,4 +321,46 @@ fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
         MsgFlags::MSG_NOSIGNAL,
         None,
     );
+}
+
+/// Every `aiscp --serve` the suite starts is bounded: none is run to its end by `.output()`
+/// or `.status()`, which would wait for ever on a service that serves where it should have
+/// refused (a check dropped); such a run goes through [`refused_to_serve`], and a service
+/// meant to serve is killed when its test ends ([`Service`], `Other`, `Killed`). Read by
+/// statement: from each `"--serve"` or `serve_shared(` to the next `;`.
+#[test]
+fn every_service_the_suite_starts_is_bounded() {
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    // Spelled in two parts, so that this test's own text does not match.
+    let starts = [concat!("\"--", "serve\""), concat!("serve_", "shared(")];
+    let mut found = 0;
+    let mut wrong = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(&root).unwrap().display();
+        for start in starts {
+            for (at, _) in text.match_indices(start) {
+                found += 1;
+                let statement = text[at..].split(';').next().unwrap();
+                if statement.contains(".output()") || statement.contains(".status()") {
+                    let line = text[..at].lines().count();
+                    wrong.push(format!("{name}:{line}: {start} run unbounded"));
+                }
+            }
+        }
+    }
+    assert!(found > 15, "{found} starts of a service found");
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }

@@ -182,12 +182,12 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     let run = d.path().join("run");
     fs::create_dir(&run).unwrap();
     fs::set_permissions(&run, fs::Permissions::from_mode(0o1777)).unwrap();
-    let out = aiscp_command()
-        .args(serve_shared("all"))
-        .arg("--socket")
-        .arg(run.join("service.sock"))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(
+        aiscp_command()
+            .args(serve_shared("all"))
+            .arg("--socket")
+            .arg(run.join("service.sock")),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -197,28 +197,35 @@ fn a_shared_service_needs_a_directory_no_one_else_writes() {
     assert!(!run.join("service.sock").exists());
 }
 
-/// The socket's directory must be this user's alone (0700 or tighter): one others may enter
-/// is refused, and so is a symlink to a good one (the check does not follow it).
+/// The socket's directory must be this user's alone (its own, 0700 or tighter): one of
+/// another user's is refused though no one else may enter it (root could bind there), one
+/// others may enter is refused, and so is a symlink to a good one (the check does not follow
+/// it).
 #[test]
-fn a_socket_directory_others_may_enter_or_a_symlink_is_refused() {
+fn a_socket_directory_not_this_users_alone_is_refused() {
     let d = dir();
     let good = d.path().join("good");
     fs::create_dir(&good).unwrap();
     fs::set_permissions(&good, fs::Permissions::from_mode(0o700)).unwrap();
+    let theirs = d.path().join("theirs");
+    fs::create_dir(&theirs).unwrap();
+    nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o700)).unwrap();
     let open = d.path().join("open");
     fs::create_dir(&open).unwrap();
     fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink(&good, d.path().join("link")).unwrap();
     for (run, is) in [
+        ("theirs", "it is a directory, uid 65534, mode 700"),
         ("open", "it is a directory, uid 0, mode 755"),
         ("link", "it is not a directory, uid 0, mode 777"),
     ] {
         let socket = d.path().join(run).join("service.sock");
-        let out = aiscp_command()
-            .args(["--serve", "--backend", "host", "--socket"])
-            .arg(&socket)
-            .output()
-            .unwrap();
+        let out = refused_to_serve(
+            aiscp_command()
+                .args(["--serve", "--backend", "host", "--socket"])
+                .arg(&socket),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         let wanted = format!(
@@ -227,8 +234,13 @@ fn a_socket_directory_others_may_enter_or_a_symlink_is_refused() {
         );
         assert!(stderr.contains(&wanted), "{stderr}");
         assert!(!socket.exists(), "{run}");
+        assert!(
+            !d.path().join(run).join("service.sock.lock").exists(),
+            "{run}"
+        );
     }
     assert_eq!(fs::read_dir(&good).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(&theirs).unwrap().count(), 0);
 }
 
 /// The socket's directory is checked and used through one descriptor: swapped, between the
@@ -379,13 +391,13 @@ fn a_shared_service_starts_under_a_narrowed_bounding_set() {
 fn a_shared_service_must_run_as_root() {
     let d = dir();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
-    let out = as_user("nobody:nogroup")
-        .arg(program())
-        .args(serve_shared("all"))
-        .arg("--socket")
-        .arg(d.path().join("run").join("service.sock"))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(
+        as_user("nobody:nogroup")
+            .arg(program())
+            .args(serve_shared("all"))
+            .arg("--socket")
+            .arg(d.path().join("run").join("service.sock")),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -396,10 +408,7 @@ fn a_shared_service_must_run_as_root() {
 
 #[test]
 fn an_unknown_user_to_allow_is_refused() {
-    let out = aiscp_command()
-        .args(serve_shared("root,no-such-user-here"))
-        .output()
-        .unwrap();
+    let out = refused_to_serve(aiscp_command().args(serve_shared("root,no-such-user-here")));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(

@@ -9,6 +9,18 @@ fn garbage_on_the_socket_never_stops_the_service() {
     for backend in BACKENDS {
         let d = dir();
         let mut svc = Service::start(backend, d.path(), &[], &[]);
+        // A connection that says nothing is dropped after its hello time (5 s), not kept: its
+        // read, timed on a thread of its own while the cases below run, sees the end.
+        let silent = {
+            let sock = dial(&svc.socket).unwrap();
+            let dialled = Instant::now();
+            std::thread::spawn(move || {
+                let tv = nix::sys::time::TimeVal::new(10, 0);
+                socket::setsockopt(&sock, socket::sockopt::ReceiveTimeout, &tv).unwrap();
+                let got = socket::recv(sock.as_raw_fd(), &mut [0u8; 64], MsgFlags::empty());
+                (got, dialled.elapsed())
+            })
+        };
         let mut rng = rand::rngs::StdRng::seed_from_u64(25);
         let hello = hello();
         let good = fs::File::open(program()).unwrap();
@@ -89,12 +101,20 @@ fn garbage_on_the_socket_never_stops_the_service() {
             }
             assert!(svc.alive(), "case {i}: {}", svc.log());
         }
-        // A connection that says nothing is dropped after its hello time, not kept.
-        let _silent = dial(&svc.socket).unwrap();
-        // ... and a real client is served all along.
+        // A real client is served all along.
         let src = d.path().join("a");
         write_random(&src, 123_456, 5);
         assert_copies(&svc, &src, &d.path().join("b"));
+        let (got, after) = silent.join().unwrap();
+        assert_eq!(
+            got,
+            Ok(0),
+            "{backend:?}: the silent connection, after {after:?}"
+        );
+        assert!(
+            after >= Duration::from_secs(4) && after < Duration::from_secs(7),
+            "{backend:?}: the silent connection was dropped after {after:?}"
+        );
         assert!(svc.stop().success());
     }
 }

@@ -152,7 +152,7 @@ impl FileCopy<'_> {
                 let (start, end) = match next {
                     NextData::At(start, end) => (start, end),
                     // No data from `pos` on: a hole only if SOURCE reaches past this one.
-                    NextData::None => match self.hole_from(pos).map_err(read_err)? {
+                    NextData::None => match self.hole_from(pos, on.cx).map_err(read_err)? {
                         Some(size) if size >= hole.end => break,
                         _ => return Ok(pos),
                     },
@@ -214,7 +214,7 @@ impl FileCopy<'_> {
             };
             let (start, until) = match run {
                 Run::Data(start, until) => (start, until),
-                Run::End => match self.trailing_end(pos).map_err(read_err(pos))? {
+                Run::End => match self.trailing_end(pos, on.cx).map_err(read_err(pos))? {
                     Trailing::Hole(end) => return Ok(end),
                     // No data past `pos` by SEEK_DATA, and no size past it either: only a
                     // read can say whether SOURCE ends here (a /proc file of size 0 holds
@@ -244,8 +244,8 @@ impl FileCopy<'_> {
     /// What lies past `pos` when SEEK_DATA finds no data at or after it: a trailing hole up
     /// to SOURCE's size when the looks agree, nothing to trust when they disagree, or no
     /// size past `pos` at all.
-    fn trailing_end(&self, pos: u64) -> io::Result<Trailing> {
-        Ok(match self.hole_from(pos)? {
+    fn trailing_end(&self, pos: u64, cx: &Ctx<'_>) -> io::Result<Trailing> {
+        Ok(match self.hole_from(pos, cx)? {
             Some(size) if size <= pos => Trailing::ReadOn,
             Some(size) => Trailing::Hole(size),
             None => Trailing::Changed,
@@ -255,9 +255,11 @@ impl FileCopy<'_> {
     /// SOURCE's size, when it has no data at or after `pos` and the looks agree: two at its
     /// size and change time, and SEEK_DATA between them. Zeros past `pos` count as SOURCE's
     /// only up to this size (a SOURCE cut short, then grown again, is no hole). None:
-    /// SOURCE changed between the looks.
-    fn hole_from(&self, pos: u64) -> io::Result<Option<u64>> {
+    /// SOURCE changed between the looks. The test pause `hole-looked` falls between the
+    /// first look and SEEK_DATA.
+    fn hole_from(&self, pos: u64, cx: &Ctx<'_>) -> io::Result<Option<u64>> {
         let first = self.look()?;
+        (cx.pause)("hole-looked");
         let again = self.next_data(pos)?;
         Ok((again == NextData::None && self.look()? == first).then_some(first.size))
     }
