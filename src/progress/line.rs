@@ -103,7 +103,8 @@ impl Snapshot {
             text
         };
         let need = |s: (bool, bool, usize)| {
-            pre(s.1).width() + post(s).width() + if s.1 { MIN_BAR } else { 0 }
+            // Without a bar the last column stays free (see below).
+            pre(s.1).width() + post(s).width() + if s.1 { MIN_BAR } else { 1 }
         };
         while need(show) > width {
             show = match show {
@@ -127,8 +128,10 @@ impl Snapshot {
             post.push_str(&shorten_left(&self.name, share));
         }
         if !show.1 {
+            // The text ends before the last column (a full line wraps on some terminals);
+            // spaces pad it to the width, so the bar gets none.
+            post = truncate_end(&post, width.saturating_sub(pre.width() + 1));
             let used = pre.width() + post.width();
-            post = truncate_end(&post, width.saturating_sub(pre.width()));
             post.push_str(&" ".repeat(width.saturating_sub(used)));
         }
         (pre, post)
@@ -246,13 +249,13 @@ mod tests {
         let (pre, post) = s.around_bar(56);
         assert_eq!(pre, " 37% [");
         assert_eq!(post, "] 3.00/8.00 GiB  953.67 MiB/s  ETA 0:06");
-        let (pre, post) = s.around_bar(43);
+        let (pre, post) = s.around_bar(44);
         assert_eq!(pre, " 37%  ");
         assert_eq!(post.trim_end(), "3.00/8.00 GiB  953.67 MiB/s  ETA 0:06");
         assert_eq!(
             pre.width() + post.width(),
-            43,
-            "padded so the bar gets nothing"
+            44,
+            "padded so the bar gets nothing, the last column free"
         );
         // A sequential source: no total, so no bar, percentage or ETA.
         let mut fifo = snap("fifo", false, Some(1e6));
@@ -263,6 +266,22 @@ mod tests {
             post.starts_with("3.00 GiB  12/200 files  976.56 KiB/s  fifo"),
             "{post}"
         );
+    }
+
+    #[test]
+    fn a_line_without_a_bar_leaves_the_last_column_free() {
+        let name =
+            "…/.tmp5Kcm1R/src/a-file-name-long-enough-to-be-dropped-on-a-narrow-terminal.bin";
+        for counting in [true, false] {
+            let mut s = snap(name, counting, None);
+            s.sizeless = true;
+            for width in [40, 72, 100] {
+                let (pre, post) = s.around_bar(width);
+                let text = format!("{pre}{post}");
+                assert!(text.trim_end().width() < width, "{width}: {text:?}");
+                assert_eq!(text.width(), width, "padded: {text:?}");
+            }
+        }
     }
 
     #[test]
