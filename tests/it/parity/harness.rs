@@ -27,6 +27,9 @@ pub struct Scenario {
     /// trees, built separately on a shared filesystem, need not get their inodes in the same
     /// order (ext4 spreads new directories over block groups; other tests free inodes).
     pub unordered_stdout: bool,
+    /// The same for stderr: messages about sibling entries come in the order cp meets
+    /// them, which is inode order.
+    pub unordered_stderr: bool,
     /// A shell command run in the tree once it has been compared (to unmount what the setup
     /// mounted), panicking or not.
     pub cleanup: Option<&'static str>,
@@ -79,6 +82,10 @@ impl Scenario {
     }
     pub fn unordered_stdout(mut self) -> Self {
         self.unordered_stdout = true;
+        self
+    }
+    pub fn unordered_stderr(mut self) -> Self {
+        self.unordered_stderr = true;
         self
     }
     /// Both programs under `ulimit -n n`.
@@ -295,6 +302,16 @@ pub fn check(s: &Scenario, backend: Backend) {
         };
         if sorted(&ours.stdout) == sorted(&gnu.stdout) {
             ours.stdout.clone_from(&gnu.stdout);
+        }
+    }
+    if s.unordered_stderr {
+        let sorted = |t: &str| {
+            let mut l: Vec<&str> = t.lines().collect();
+            l.sort_unstable();
+            l.join("\n")
+        };
+        if sorted(&ours.stderr) == sorted(&gnu.stderr) {
+            ours.stderr.clone_from(&gnu.stderr);
         }
     }
     assert_eq!(
