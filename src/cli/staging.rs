@@ -71,16 +71,16 @@ pub struct StagingArgs {
     )]
     pub route: RouteArg,
     /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
-    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU
+    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU [default: 64M on a
+    /// GPU, 16M on host memory]
     #[arg(
         long,
         value_name = "SIZE",
         value_parser = parse_chunk_size,
         allow_hyphen_values = true,
-        default_value_t = ChunkSize::DEFAULT,
         help_heading = "GPU staging"
     )]
-    pub chunk_size: ChunkSize,
+    pub chunk_size: Option<ChunkSize>,
     /// Staging slots per GPU: each holds one slice in flight in its own buffer of
     /// --chunk-size bytes [default: 4]
     #[arg(
@@ -322,7 +322,7 @@ mod tests {
         ])
         .unwrap();
         let c = aiscp_engine::Config::from(&only.staging);
-        assert_eq!(c.chunk_size.bytes(), 1 << 20);
+        assert_eq!(c.chunk_size.map(aiscp_engine::ChunkSize::bytes), Some(1 << 20));
         assert_eq!(c.slots_per_gpu, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);

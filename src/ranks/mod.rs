@@ -113,7 +113,7 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
     let slots = config
         .slots_per_gpu
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
-    let piece = config.chunk_size.bytes() * slots * 2;
+    let piece = config.chunk(false).bytes() * slots * 2;
     if rank != 0 {
         worker::serve(&world, rank, config);
     }

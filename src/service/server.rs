@@ -81,12 +81,12 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let inherited = socket_passed()?;
     let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
-    let slots_bytes = config.chunk_size.bytes()
-        * config
-            .slots_per_gpu
-            .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
+    let slots = config
+        .slots_per_gpu
+        .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
     let diag = Box::new(ServiceDiagnostics { quiet });
     let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
+    let slots_bytes = engine.chunk_bytes() * slots;
     // No byte bound on the files in flight: it keeps one copier from running too far ahead of
     // its data, which each client still does for itself; here files in flight hold no memory
     // beyond the fixed slots, and each client's descriptors are bounded (MAX_PENDING).

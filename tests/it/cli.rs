@@ -444,10 +444,11 @@ fn one_program_name_in_every_line() {
                 "{env_backend}: {line:?} in {stderr}"
             );
         }
-        // Sizes in binary units, as docs/USAGE.md promises, lengths also exact.
+        // Sizes in binary units, as docs/USAGE.md promises, lengths also exact (host
+        // memory's default chunk: both runs stage there).
         assert!(
             stderr.contains(": debug: +")
-                && stderr.contains("s chunk 64 MiB, 4 slot(s): up to 256 MiB of staging memory"),
+                && stderr.contains("s chunk 16 MiB, 4 slot(s): up to 64 MiB of staging memory"),
             "{stderr}"
         );
         assert!(

@@ -24,6 +24,10 @@ impl ChunkSize {
     /// 64 MiB: on the H200 machine 64 MiB slices beat the reference's 2 GiB by 1.2-1.5x
     /// (bigger bounce windows did not help).
     pub const DEFAULT: ChunkSize = ChunkSize(64 << 20);
+    /// 16 MiB on host memory, where a slot is only a bounce buffer: a quarter of the GPU's
+    /// memory at the same speed within the noise (a 4 GiB copy between two RAM ext4s: 1.73 s
+    /// against 1.67 s at 64 MiB, 70 MiB RSS against 261; BENCHMARKS.md, "Memory").
+    pub const HOST_DEFAULT: ChunkSize = ChunkSize(16 << 20);
 
     pub fn new(bytes: u64) -> Result<ChunkSize, ChunkSizeError> {
         if bytes == 0 || bytes > MAX_CHUNK {
@@ -67,7 +71,8 @@ pub struct ChunkSizeError(pub u64);
 #[derive(Clone, Debug)]
 pub struct Config {
     pub backend: BackendChoice,
-    pub chunk_size: ChunkSize,
+    /// `--chunk-size`; None: the backend's own ([`Config::chunk`]).
+    pub chunk_size: Option<ChunkSize>,
     /// Which GPU(s) stage the data (GPU backends only).
     pub gpu: GpuChoice,
     /// Library DMA or aiscp's own bounce route (GPU backends only).
@@ -104,11 +109,22 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The chunk a backend uses: the one asked for, else [`ChunkSize::DEFAULT`] on a GPU and
+    /// [`ChunkSize::HOST_DEFAULT`] on host memory.
+    pub fn chunk(&self, host: bool) -> ChunkSize {
+        self.chunk_size.unwrap_or(match host {
+            true => ChunkSize::HOST_DEFAULT,
+            false => ChunkSize::DEFAULT,
+        })
+    }
+}
+
 impl Default for Config {
     fn default() -> Config {
         Config {
             backend: BackendChoice::Auto,
-            chunk_size: ChunkSize::DEFAULT,
+            chunk_size: None,
             gpu: GpuChoice::default(),
             route: RouteChoice::Auto,
             slots_per_gpu: None,

@@ -172,7 +172,7 @@ impl Engine {
         if let Some(warning) = fell_back {
             diag.sink.warn(&warning);
         }
-        let chunk = config.chunk_size.bytes() as usize;
+        let chunk = |host| config.chunk(host).bytes() as usize;
         let slots_per_gpu = config.slots_per_gpu.unwrap_or(DEFAULT_SLOTS_PER_GPU);
         let mut spread = None;
         let backend = match loaded {
@@ -184,14 +184,18 @@ impl Engine {
                 }
                 Backend::Host(Pipeline::new(
                     h,
-                    chunk,
+                    chunk(true),
                     slots_per_gpu,
                     (config.pause, config.verify),
                 ))
             }
             Loaded::Gpu(g) => {
-                let mut pipeline =
-                    Pipeline::new(g, chunk, slots_per_gpu, (config.pause, config.verify));
+                let mut pipeline = Pipeline::new(
+                    g,
+                    chunk(false),
+                    slots_per_gpu,
+                    (config.pause, config.verify),
+                );
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {
                         Ok(()) => {
@@ -211,6 +215,7 @@ impl Engine {
             }
         };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
+        let chunk = with_pipeline!(&backend, p => p.chunk());
         diag.debug(&format!(
             "chunk {}, {slots_per_gpu} slot(s){}: up to {} of staging memory",
             units::size(chunk as u64),

@@ -174,13 +174,15 @@ impl ServiceClient {
             .arg(format!("--backend={backend}"))
             .arg(format!("--route={route}"))
             .arg(format!("--gpu={}", c.gpu))
-            .arg(format!("--chunk-size={}", c.chunk_size))
             .arg("-q")
             .current_dir("/")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null());
         if let Some(n) = c.slots_per_gpu {
             cmd.arg(format!("--streams={n}"));
+        }
+        if let Some(chunk) = c.chunk_size {
+            cmd.arg(format!("--chunk-size={chunk}"));
         }
         // SAFETY: between fork and exec the closure only makes system calls (setsid,
         // close_range, fcntl), which are async-signal-safe, and allocates nothing.

@@ -660,7 +660,7 @@ fn an_idle_service_gives_its_staging_memory_back() {
             "{}",
             svc.log()
         );
-        // Four 64 MiB slots on host memory; on the fake GPU its pinned windows.
+        // Four 16 MiB slots on host memory; on the fake GPU its pinned windows.
         let idle = rss_kib(svc.pid());
         assert!(
             idle + (32 << 10) < busy,

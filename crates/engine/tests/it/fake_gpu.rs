@@ -217,7 +217,7 @@ fn missing_gpu_is_refused() {
 fn cancel_stops_after_one_slice(dir: &Path) {
     let config = Config {
         backend: BackendChoice::HipFile,
-        chunk_size: chunk_size(CHUNK),
+        chunk_size: Some(chunk_size(CHUNK)),
         slots_per_gpu: Some(1),
         async_io: std::env::var(ASYNC).is_ok_and(|v| v == "1"),
         ..Config::default()

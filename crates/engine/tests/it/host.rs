@@ -245,7 +245,7 @@ fn cancelled_copy_stops_and_keeps_only_copied_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let config = Config {
         backend: BackendChoice::Host,
-        chunk_size: chunk_size(CHUNK),
+        chunk_size: Some(chunk_size(CHUNK)),
         slots_per_gpu: Some(2),
         ..Config::default()
     };
@@ -318,7 +318,7 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
     for streams in [1, 4] {
         let config = Config {
             backend: BackendChoice::Host,
-            chunk_size: chunk_size(CHUNK),
+            chunk_size: Some(chunk_size(CHUNK)),
             slots_per_gpu: Some(streams),
             ..Config::default()
         };

@@ -203,7 +203,7 @@ fn cancelling_ends_every_file_in_flight() {
     let cancel = Arc::new(AtomicBool::new(false));
     let config = Config {
         backend: BackendChoice::Host,
-        chunk_size: chunk_size(CHUNK),
+        chunk_size: Some(chunk_size(CHUNK)),
         slots_per_gpu: Some(2),
         cancel: Arc::clone(&cancel),
         ..Config::default()

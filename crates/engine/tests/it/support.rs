@@ -15,7 +15,7 @@ use std::sync::Arc;
 pub fn start_engine(backend: BackendChoice, chunk: u64, streams: usize, async_io: bool) -> Engine {
     let config = Config {
         backend,
-        chunk_size: chunk_size(chunk),
+        chunk_size: Some(chunk_size(chunk)),
         slots_per_gpu: Some(streams),
         async_io,
         ..Config::default()
