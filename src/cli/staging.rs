@@ -322,7 +322,10 @@ mod tests {
         ])
         .unwrap();
         let c = aiscp_engine::Config::from(&only.staging);
-        assert_eq!(c.chunk_size.map(aiscp_engine::ChunkSize::bytes), Some(1 << 20));
+        assert_eq!(
+            c.chunk_size.map(aiscp_engine::ChunkSize::bytes),
+            Some(1 << 20)
+        );
         assert_eq!(c.slots_per_gpu, Some(8));
         assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
         assert!(c.debug);
