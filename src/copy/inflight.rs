@@ -448,7 +448,7 @@ impl Copier<'_> {
             // The first file (in cp's order) to meet a full disk shared it with the files
             // in flight after it, which cp had not begun: they give their space back, and
             // this one is copied again in turn, to keep what cp keeps.
-            Err(e) if is_disk_full(e) && !self.inflight.out_of_space => {
+            Err(e) if e.is_disk_full() && !self.inflight.out_of_space => {
                 self.give_back_space();
                 let _ = f.job.dst.set_len(0);
                 self.copy_here(&p, &f)
@@ -536,12 +536,6 @@ fn blocks(until: Until, finished_one: bool) -> bool {
         Until::OneFile => !finished_one,
         Until::All => true,
     }
-}
-
-/// A write that failed because DEST's filesystem is full (or the user's quota).
-fn is_disk_full(e: &CopyError) -> bool {
-    matches!(e, CopyError::Write { source, .. }
-        if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
 }
 
 /// A file the run was stopped before its turn came.

@@ -101,13 +101,7 @@ impl SocketDir {
     /// other users (`shared`), others may enter it but no one else may write in it (0755 or
     /// 0711), so no one else can put another socket in its place.
     pub fn open(dir: &Path, shared: bool) -> io::Result<SocketDir> {
-        // No O_DIRECTORY: a symlink is opened as itself, and refused below as today's check
-        // by path refused it (its mode and owner in the message).
-        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = nix::fcntl::open(dir, flags, Mode::empty())?;
-        // SAFETY: `fd` was just returned by open and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let meta = Stat::from(nix::sys::stat::fstat(fd.as_raw_fd())?);
+        let (fd, meta) = open_held(dir)?;
         let uid = nix::unistd::geteuid().as_raw();
         // Private: no one else may do anything there. Shared: others must enter (to reach the
         // socket) and no one else may write.
@@ -120,16 +114,9 @@ impl SocketDir {
         };
         if !meta.is_dir() || meta.uid() != uid || !fits {
             return Err(io::Error::other(format!(
-                "{} must be a directory of uid {uid} with mode {wanted} (it is {}, uid {}, mode \
-                 {:o})",
+                "{} must be a directory of uid {uid} with mode {wanted} ({})",
                 aiscp_engine::quote::quote(dir),
-                if meta.is_dir() {
-                    "a directory"
-                } else {
-                    "not a directory"
-                },
-                meta.uid(),
-                meta.mode() & 0o7777
+                what_it_is(&meta)
             )));
         }
         Ok(SocketDir {
@@ -144,28 +131,14 @@ impl SocketDir {
     /// file), and no service of this user's can be there.
     pub fn open_to_connect(path: &Path) -> Result<(SocketDir, OsString), NotOurs> {
         let (dir, name) = split_socket_path(path).map_err(NotOurs::Foreign)?;
-        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = nix::fcntl::open(&dir, flags, Mode::empty())
-            .map_err(|e| NotOurs::Unopened(e.into()))?;
-        // SAFETY: `fd` was just returned by open and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let meta =
-            nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| NotOurs::Unopened(e.into()))?;
-        let meta = Stat::from(meta);
+        let (fd, meta) = open_held(&dir).map_err(NotOurs::Unopened)?;
         let me = nix::unistd::geteuid().as_raw();
         let owner_ok = meta.uid() == me || meta.uid() == 0;
         if !meta.is_dir() || !owner_ok || meta.mode() & 0o022 != 0 {
             return Err(NotOurs::Foreign(format!(
-                "{} is not a directory of uid {me} or root that only its owner may write \
-                 (it is {}, uid {}, mode {:o})",
+                "{} is not a directory of uid {me} or root that only its owner may write ({})",
                 aiscp_engine::quote::quote(&dir),
-                if meta.is_dir() {
-                    "a directory"
-                } else {
-                    "not a directory"
-                },
-                meta.uid(),
-                meta.mode() & 0o7777
+                what_it_is(&meta)
             )));
         }
         let held = SocketDir {
@@ -188,6 +161,31 @@ impl SocketDir {
         path.push(name);
         UnixAddr::new(Path::new(&path))
     }
+}
+
+/// `dir` opened as itself (O_PATH, a final symlink not followed, so that it is refused as
+/// what it is), and what fstat says of what was opened: the checks look at that, and the
+/// descriptor is what is used after them.
+fn open_held(dir: &Path) -> io::Result<(OwnedFd, Stat)> {
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::open(dir, flags, Mode::empty())?;
+    // SAFETY: `fd` was just returned by open and is owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let meta = Stat::from(nix::sys::stat::fstat(fd.as_raw_fd())?);
+    Ok((fd, meta))
+}
+
+/// A socket directory as a refusal describes it: "it is a directory, uid 0, mode 777".
+fn what_it_is(meta: &Stat) -> String {
+    format!(
+        "it is {}, uid {}, mode {:o}",
+        match meta.is_dir() {
+            true => "a directory",
+            false => "not a directory",
+        },
+        meta.uid(),
+        meta.mode() & 0o7777
+    )
 }
 
 /// Why a client finds no directory of its own at a socket's place.

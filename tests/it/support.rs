@@ -202,13 +202,9 @@ pub fn stats_value(text: &str, label: &str) -> Option<String> {
     })
 }
 
-/// Every aiscp the suite starts is [`hermetic`]: no file but this one starts the binary
-/// itself (`Command::new(program())`, assert_cmd's `cargo_bin`, `CARGO_BIN_EXE_aiscp`), and
-/// a file that hands `program()` to another program or a link calls `hermetic`. (CI also
-/// runs the suite beside another user's /tmp/aiscp-UID, where a run that is not hermetic
-/// warns: .ci/run.)
-#[test]
-fn every_aiscp_the_suite_starts_is_hermetic() {
+/// The end-to-end suite's source files: each one's name under tests/it and its text, for
+/// the checks that read how the suite is written.
+pub fn suite_sources() -> Vec<(String, String)> {
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -222,10 +218,25 @@ fn every_aiscp_the_suite_starts_is_hermetic() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     let mut files = Vec::new();
     rust_files(&root, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let name = f.strip_prefix(&root).unwrap().display().to_string();
+            (name, fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+/// Every aiscp the suite starts is [`hermetic`]: no file but this one starts the binary
+/// itself (`Command::new(program())`, assert_cmd's `cargo_bin`, `CARGO_BIN_EXE_aiscp`), and
+/// a file that hands `program()` to another program or a link calls `hermetic`. (CI also
+/// runs the suite beside another user's /tmp/aiscp-UID, where a run that is not hermetic
+/// warns: .ci/run.)
+#[test]
+fn every_aiscp_the_suite_starts_is_hermetic() {
+    let files = suite_sources();
     let mut wrong = Vec::new();
-    for file in files.iter().filter(|f| !f.ends_with("support.rs")) {
-        let text = fs::read_to_string(file).unwrap();
-        let name = file.strip_prefix(&root).unwrap().display();
+    for (name, text) in files.iter().filter(|(n, _)| n != "support.rs") {
         for direct in [
             "Command::new(program())",
             "cargo_bin(",

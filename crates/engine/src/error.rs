@@ -58,6 +58,19 @@ pub enum CopyError {
     Verify(verify::VerifyError),
 }
 
+impl CopyError {
+    /// A write that failed because DEST's filesystem is full or the user's quota is spent:
+    /// DEST then keeps the longest prefix that fits, as cp leaves it.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            CopyError::Write { source, .. } => {
+                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            }
+            _ => false,
+        }
+    }
+}
+
 impl From<verify::VerifyError> for CopyError {
     /// A read-back stopped by a signal is the copy interrupted, as a stopped copy is.
     fn from(e: verify::VerifyError) -> CopyError {

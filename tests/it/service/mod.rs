@@ -330,26 +330,12 @@ fn send_raw(sock: &OwnedFd, msg: &[u8], fds: &[i32]) {
 /// statement: from each `"--serve"` or `serve_shared(` to the next `;`.
 #[test]
 fn every_service_the_suite_starts_is_bounded() {
-    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    let files = crate::support::suite_sources();
     // Spelled in two parts, so that this test's own text does not match.
     let starts = [concat!("\"--", "serve\""), concat!("serve_", "shared(")];
     let mut found = 0;
     let mut wrong = Vec::new();
-    for file in &files {
-        let text = fs::read_to_string(file).unwrap();
-        let name = file.strip_prefix(&root).unwrap().display();
+    for (name, text) in &files {
         for start in starts {
             for (at, _) in text.match_indices(start) {
                 found += 1;

@@ -77,7 +77,7 @@ impl FileCopy<'_> {
         // After a full disk the rest is written again in order, as far as it fits; the copy
         // fails either way.
         let disk_full = match error {
-            Some(e) if is_disk_full(&e) => Some(e),
+            Some(e) if e.is_disk_full() => Some(e),
             Some(e) => return Err(self.cut_back(good, e, cx)),
             None => None,
         };
@@ -320,15 +320,5 @@ impl FileCopy<'_> {
             size: m.len(),
             changed: (m.ctime(), m.ctime_nsec()),
         })
-    }
-}
-
-/// ENOSPC or EDQUOT on DEST: the failures after which DEST keeps the longest prefix that fits.
-fn is_disk_full(e: &CopyError) -> bool {
-    match e {
-        CopyError::Write { source, .. } => {
-            matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
-        }
-        _ => false,
     }
 }
