@@ -159,10 +159,13 @@ impl<'a> FileCopy<'a> {
     }
 
     /// Cuts DEST to 0 when it holds old bytes; call it once the staging the copy needs
-    /// exists, so that a copy which cannot start leaves DEST as it was. A copy stopped
-    /// before this point never touches DEST.
+    /// exists, so that a copy which cannot start leaves DEST as it was. A copy its owner
+    /// stopped before this point never touches DEST; the run's own stop still cuts it, as
+    /// the copier has already named the file (`-v`) as begun.
     pub(crate) fn begin(&self, truncate: bool, cx: &Ctx<'_>) -> Result<(), CopyError> {
-        cx.check_cancel()?;
+        if !cx.may_resize() {
+            return Err(CopyError::Interrupted);
+        }
         if truncate {
             self.dst.set_len(0).map_err(|e| self.names.write(e))?;
         }
