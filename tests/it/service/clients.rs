@@ -284,7 +284,9 @@ fn stats_name_each_side_that_copied_files() {
 /// change is still caught, and cp's order of lines is kept.
 #[test]
 fn verify_through_the_service_reads_back_beside_later_files() {
-    for backend in BACKENDS {
+    let mut attempts = 0;
+    let mut backends = BACKENDS.to_vec();
+    while let Some(backend) = backends.first().copied() {
         let d = dir();
         // One worker: the service answers a before it copies b. Files fly (on the GPU, the
         // bounce route: the library route copies files in turn).
@@ -324,6 +326,28 @@ fn verify_through_the_service_reads_back_beside_later_files() {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
+        // The client reads files back on several threads: b's may have reached the pause
+        // first, a then checked already (its -v line out). That run proves nothing: again.
+        let mut out_pipe = client.stdout.take().unwrap();
+        nix::fcntl::fcntl(
+            out_pipe.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let mut early = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out_pipe, &mut early);
+        if !early.is_empty() {
+            fs::remove_file(&flag).unwrap();
+            let _ = client.wait();
+            attempts += 1;
+            assert!(
+                attempts < 10,
+                "{backend:?}: b's read-back paused first 10 times"
+            );
+            continue;
+        }
+        client.stdout = Some(out_pipe);
         let dst_a = fs::OpenOptions::new()
             .write(true)
             .open(d.path().join("dst/a"))
@@ -342,6 +366,7 @@ fn verify_through_the_service_reads_back_beside_later_files() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(stdout, "'a' -> 'dst/a'\n'b' -> 'dst/b'\n", "{backend:?}");
         assert!(svc.stop().success());
+        backends.remove(0);
     }
 }
 
