@@ -378,8 +378,10 @@ scenarios! {
     in_flight_tree: sc("dir s\nfile s/a 70000\nfile s/b 1\nfile s/c 0\ndir s/d\nfile s/d/e 300000\nfile s/d/f 5000 0600\nfile s/g 9000 0750", "-rv s t").merged().unordered_stdout();
     // Walk order: a directory's entries sorted stably by inode, so two names of one inode
     // come in readdir order (on ext4 here "b" before "a"), in -v and in which DEST is
-    // written in place and which is unlinked and linked to it.
-    walk_order_names_of_one_inode: sc("dir s\ntext s/a x\nhard s/b s/a\nhard s/c s/a\ntext s/d y", "-rv s o");
+    // written in place and which is unlinked and linked to it. One inode only: where a
+    // second file's inode falls beside it differs between the two trees built for the
+    // comparison (seen: cp listed s/d first, aiscp last, each right for its own tree).
+    walk_order_names_of_one_inode: sc("dir s\ntext s/a x\nhard s/b s/a\nhard s/c s/a", "-rv s o");
     walk_order_links_over_existing_dests: sc("dir s\ntext s/a x\nhard s/b s/a\ndir o\ndir o/s\ntext o/s/a old\ntext o/s/b old\nhard o/s/keep o/s/a", "-rv --preserve=links s o");
     // -H follows symlinks on the command line only: below it a DEST in the way of a symlink
     // or FIFO is unlinked first, as under -P.
