@@ -167,6 +167,7 @@ impl Server<'_> {
                             dst: &dst,
                             dst_name: &files.dst_name,
                             sparse: files.sparse,
+                            digest: None,
                         };
                         match self.engine.copy_part(&job, part) {
                             Ok(end) => Outcome::Part(end),
@@ -191,6 +192,7 @@ impl Server<'_> {
                         dst,
                         dst_name: files.dst_name,
                         sparse: files.sparse,
+                        digest: None,
                         truncate,
                         progress: Arc::new(NoProgress),
                     };

@@ -375,6 +375,10 @@ fn copy_slice<S: Staging>(
             bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
         }
     };
+    // A short read (SOURCE ended in the slice) is left to the file's finish, piece and all.
+    if got == len {
+        cx.take_piece(staging, slot, slice.start, len);
+    }
     let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
         got & !(align - 1)
     } else {
