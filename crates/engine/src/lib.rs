@@ -499,7 +499,7 @@ impl Engine {
     fn finish_parts_with(
         &mut self,
         job: &DataJob<'_>,
-        parts: Vec<Result<PartEnd, CopyError>>,
+        mut parts: Vec<Result<PartEnd, CopyError>>,
         progress: &dyn ProgressSink,
         (cancel, on_stop): (&AtomicBool, bounce::OnStop),
     ) -> Result<Copied, CopyError> {
@@ -508,6 +508,13 @@ impl Engine {
         let names = bounce::Names::of(job.src_name, job.dst_name);
         let clock = stages::StageClock::default();
         let pieces = job.digest.map(digest::Pieces::new);
+        // The parts' pieces: each counts where DEST still holds it once the file ends.
+        for end in parts.iter_mut().flatten() {
+            let taken = std::mem::take(&mut end.pieces);
+            if let Some(pieces) = &pieces {
+                pieces.extend(taken);
+            }
+        }
         let cx = bounce::Ctx {
             names: &names,
             cancel,

@@ -4,7 +4,7 @@
 
 use super::ServiceClient;
 use crate::service::wire::{Outcome, WireDigest};
-use aiscp_engine::digest::{Algorithm, Pieces};
+use aiscp_engine::digest::{self, Algorithm};
 use aiscp_engine::quote::{quote, quote_as};
 use aiscp_engine::{
     Copied, CopyError, DataJob, Finished, ProgressSink, ReadBackPool, Route, StageTimes, Ticket,
@@ -53,7 +53,7 @@ impl ServiceClient {
                     (None, _) => Ok(None),
                     (Some(a), Some(d)) if d.algorithm() == a => Ok(Some(d)),
                     // None sent, or another algorithm's: DEST's bytes are read back here.
-                    (Some(a), _) => Pieces::new(a).finish(dst, 0, end).map(|f| Some(f.digest)),
+                    (Some(a), _) => digest::of_dest(a, dst, end).map(Some),
                 };
                 let result = digest
                     .map(|digest| Copied { size: end, digest })

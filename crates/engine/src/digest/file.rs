@@ -126,6 +126,14 @@ impl Pieces {
     }
 }
 
+/// The digest of `dest`'s first `size` bytes, all read back (a file copied where no pieces
+/// were taken: by another process).
+pub fn of_dest(algorithm: Algorithm, dest: &File, size: u64) -> io::Result<Digest> {
+    Pieces::new(algorithm)
+        .finish(dest, 0, size)
+        .map(|f| f.digest)
+}
+
 /// The pieces that count for a DEST of `size` holding a data phase's before `kept`, in file
 /// order, none overlapping the one before.
 fn counted(mut pieces: Vec<(Piece, bool)>, kept: u64, size: u64) -> Vec<Piece> {

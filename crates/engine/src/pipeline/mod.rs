@@ -177,6 +177,7 @@ impl<S: Staging> Pipeline<S> {
         diag: &mut dyn FnMut(&str),
     ) -> Result<PartEnd, CopyError> {
         let names = Names::of(job.src_name, job.dst_name);
+        let pieces = job.digest.map(Pieces::new);
         let clock = StageClock::default();
         let cx = Ctx {
             names: &names,
@@ -184,15 +185,16 @@ impl<S: Staging> Pipeline<S> {
             on_stop,
             clock: &clock,
             pause: self.pause,
-            // A part's pieces stay with its copier: the file's end reads DEST back.
-            digest: None,
+            digest: pieces.as_ref(),
         };
         self.first_slot(&names.src, diag)?;
         let file = FileCopy::of(job, &names);
         let result = self.run_plan(&file, part, false, &cx, progress, diag);
         self.last_stages = clock.times();
         self.run_stages.add(&self.last_stages);
-        result?.0.part_end()
+        let mut end = result?.0.part_end()?;
+        end.pieces = pieces.map(|p| p.take()).unwrap_or_default();
+        Ok(end)
     }
 
     /// The file's end after parts copied by [`Pipeline::copy_part`], here or elsewhere.
