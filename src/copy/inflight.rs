@@ -187,7 +187,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
-            digest: self.opts.sums,
+            digest: self.digest(),
             truncate: !created,
             progress: self.progress.clone(),
         };
@@ -459,7 +459,7 @@ impl Copier<'_> {
                 None
             }
             Ok(copied) => {
-                super::digest_copied(&p.dst_path, copied);
+                self.list_digest(&p.dst_path, copied);
                 self.apply_attrs(&p, &f).then_some(copied.size)
             }
         };
