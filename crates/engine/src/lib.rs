@@ -22,6 +22,7 @@ mod bounce;
 pub mod chunk_plan;
 mod config;
 pub mod devices;
+pub mod digest;
 mod error;
 mod file_copy;
 pub mod fileio;
