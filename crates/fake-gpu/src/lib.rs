@@ -22,6 +22,7 @@ mod faults;
 mod hip_runtime;
 mod hipfile_api;
 mod io;
+mod kernels;
 mod lib_stats;
 mod memory;
 mod messages;
