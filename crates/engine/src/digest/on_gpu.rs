@@ -104,6 +104,21 @@ impl GpuDigests {
         }
     }
 
+    /// Waits for the compile started by [`GpuDigests::prepare`] to end: Err says why it
+    /// failed (or that it was never started). For tests and benchmarks; the copy never
+    /// waits.
+    pub fn wait_ready(&self) -> Result<(), String> {
+        loop {
+            match &*self.build.lock().unwrap() {
+                Build::Ready { .. } => return Ok(()),
+                Build::Failed(why) => return Err(why.clone()),
+                Build::NotStarted => return Err("not started".to_owned()),
+                Build::Compiling => {}
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// The kernels for GPU `gpu` (its position in the run) on `device`, or why there are
     /// none (yet).
     fn kernels(&self, gpu: usize, device: &Device) -> Result<&Kernels, String> {
@@ -189,11 +204,13 @@ fn compile(
     arch: Option<&str>,
 ) -> Result<(Vec<u8>, String), String> {
     let compiler = Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?;
-    let arch = arch.map(|a| format!("--gpu-architecture={a}"));
-    let mut options = vec!["-O3"];
-    if let Some(arch) = &arch {
-        options.push(arch);
-    }
+    // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
+    // hiprtc takes clang's -O3 and compiles for the current device.
+    let options: Vec<String> = match arch {
+        Some(arch) => vec![format!("--gpu-architecture={arch}")],
+        None => vec!["-O3".to_owned()],
+    };
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
     let image = compiler
         .compile(SOURCE, "kernels.cu", &options)
         .map_err(|e| format!("{}: {e}", compiler.name()))?;
