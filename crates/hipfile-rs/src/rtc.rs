@@ -18,7 +18,8 @@ pub struct Compiler {
 }
 
 /// Where the compilers are looked for: `libhiprtc.so.7`, `.6`, `.5`, `libhiprtc.so` (AMD)
-/// and `libnvrtc.so.13`, `.12`, `.11.2`, `.11.1`, `libnvrtc.so` (NVIDIA), on the loader
+/// (then `libamdhip64.so.5`: ROCm 5.2 exports hiprtc from the runtime) and
+/// `libnvrtc.so.13`, `.12`, `.11.2`, `.11.1`, `libnvrtc.so` (NVIDIA), on the loader
 /// path, then in the flavor's directories (see the crate's search list).
 impl Compiler {
     /// Finds and loads `flavor`'s compiler.

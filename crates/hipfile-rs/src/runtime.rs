@@ -50,6 +50,11 @@ impl Runtime {
         self.inner.flavor
     }
 
+    /// Whether the runtime has the module and launch calls [`crate::Module`] needs.
+    pub fn has_modules(&self) -> bool {
+        self.inner.modules.is_some()
+    }
+
     /// Where libamdhip64 / libcuda was found.
     pub fn path(&self) -> &Path {
         &self.inner.lib.path
