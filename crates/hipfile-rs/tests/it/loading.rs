@@ -338,3 +338,34 @@ fn genuine_hiprtc_compiles_the_digest_kernels() {
         "{err}"
     );
 }
+
+/// Set by scripts/vendor-artefacts.sh to the genuine libnvrtc.so.12 of PyPI
+/// nvidia-cuda-nvrtc-cu12.
+const VENDOR_NVRTC: &str = "HIPFILE_RS_VENDOR_NVRTC_LIB";
+
+/// The genuine NVRTC compiles aiscp's digest kernels to a CUBIN for Hopper (sm_90) without a
+/// GPU, and a source that does not compile comes back with its log.
+#[test]
+fn genuine_nvrtc_compiles_the_digest_kernels() {
+    let Some(path) = std::env::var_os(VENDOR_NVRTC) else {
+        missing(&format!(
+            "{VENDOR_NVRTC} unset (scripts/vendor-artefacts.sh fetches it)"
+        ));
+        return;
+    };
+    let compiler = hipfile::Compiler::load_from(Flavor::CuFile, Some(Path::new(&path))).unwrap();
+    assert!(compiler.version().unwrap().starts_with("NVRTC 12."));
+    let source = include_str!("../../../engine/src/digest/kernels.cu");
+    let image = compiler
+        .compile(source, "kernels.cu", &["--gpu-architecture=sm_90"])
+        .unwrap();
+    // An ELF object (a CUBIN), not PTX text.
+    assert_eq!(&image[..4], b"\x7fELF");
+    let err = compiler
+        .compile("this is not C++", "bad.cu", &["--gpu-architecture=sm_90"])
+        .unwrap_err();
+    assert!(
+        matches!(&err, hipfile::Error::Compile { call: "nvrtcCompileProgram", log, .. } if !log.is_empty()),
+        "{err}"
+    );
+}
