@@ -187,6 +187,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
+            digest: self.digest(),
             truncate: !created,
             progress: self.progress.clone(),
         };
@@ -457,7 +458,10 @@ impl Copier<'_> {
                 error(&e.to_string());
                 None
             }
-            Ok(bytes) => self.apply_attrs(&p, &f).then_some(*bytes),
+            Ok(copied) => {
+                self.list_digest(&p.dst_path, copied);
+                self.apply_attrs(&p, &f).then_some(copied.size)
+            }
         };
         if let Some(bytes) = copied {
             return Some(Ok(Disposition::Made { bytes }));

@@ -21,10 +21,11 @@ use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
 use crate::progress::{Files, Staged};
 use crate::stat::{FileId, Stat};
+use aiscp_engine::digest::Algorithm;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
-    fileio, Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
-    Ticket,
+    fileio, Config, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits,
+    QueuedJob, Ticket, Verify,
 };
 use atomic::Aside;
 pub use inflight::check_in_flight_setting;
@@ -165,7 +166,7 @@ pub trait DataMover {
         engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError>;
+    ) -> Result<Copied, CopyError>;
 
     /// Whether this process's engine must be up (with its first staging slot) before DEST
     /// is touched, as when it copies the data itself; false while the data goes elsewhere.
@@ -216,6 +217,21 @@ impl FileQueue for Engine {
     }
     fn next_finished(&mut self, block: bool) -> Option<Finished> {
         Engine::next_finished(self, block)
+    }
+}
+
+impl Copier<'_> {
+    /// The digest each file's copy takes: --sums's, or BLAKE3 for --verify=sums alone.
+    fn digest(&self) -> Option<Algorithm> {
+        let verify_sums = self.config.verify == Some(Verify::Sums);
+        self.opts.sums.or(verify_sums.then_some(Algorithm::Blake3))
+    }
+
+    /// Adds DEST's digest, where its copy took one, to the --sums manifest.
+    fn list_digest(&self, dst: &Path, copied: &Copied) {
+        if let (Some(_), Some(digest)) = (self.opts.sums, &copied.digest) {
+            crate::messages::digest_line(crate::sums::line(dst, digest));
+        }
     }
 }
 

@@ -11,7 +11,7 @@ mod piece;
 #[cfg(test)]
 mod tests;
 
-pub use file::{Finished, Pieces};
+pub use file::{of_dest, Finished, Pieces};
 pub use piece::{subtrees, Piece, CHUNK_LEN};
 
 use base64::Engine as _;
