@@ -14,8 +14,11 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use blake3::hazmat::{merge_subtrees_non_root, ChainingValue, HasherExt, Mode};
 use crc_fast::CrcAlgorithm;
 
-use crate::hip_runtime::HipStream;
+use crate::launch::{KernelName, Launch};
 use crate::state::{fake, Queued};
+
+/// `hipStream_t`.
+type HipStream = *mut c_void;
 
 const HIPRTC_SUCCESS: c_int = 0;
 const HIPRTC_ERROR_INVALID_INPUT: c_int = 3;
@@ -174,37 +177,6 @@ pub unsafe extern "C" fn hiprtcVersion(major: *mut c_int, minor: *mut c_int) -> 
     HIPRTC_SUCCESS
 }
 
-/// The digest kernels the fake can run, by the names kernels.cu gives them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelName {
-    Blake3Chunks,
-    Blake3Subtrees,
-    CrcBlocks,
-    CrcCombine,
-}
-
-impl KernelName {
-    fn from_name(name: &str) -> Option<KernelName> {
-        Some(match name {
-            "aiscp_blake3_chunks" => KernelName::Blake3Chunks,
-            "aiscp_blake3_subtrees" => KernelName::Blake3Subtrees,
-            "aiscp_crc_blocks" => KernelName::CrcBlocks,
-            "aiscp_crc_combine" => KernelName::CrcCombine,
-            _ => return None,
-        })
-    }
-
-    /// Each parameter's size in bytes, in order (pointers and u64 are 8, u32 is 4).
-    fn params(self) -> &'static [usize] {
-        match self {
-            KernelName::Blake3Chunks => &[8, 8, 8, 8],
-            KernelName::Blake3Subtrees => &[8, 8, 8],
-            KernelName::CrcBlocks => &[8, 8, 8, 4, 8],
-            KernelName::CrcCombine => &[8, 8, 8, 8, 4, 8],
-        }
-    }
-}
-
 struct Module {
     names: Vec<String>,
 }
@@ -255,16 +227,6 @@ pub unsafe extern "C" fn hipModuleGetFunction(
         }
         _ => HIP_ERROR_NOT_FOUND,
     }
-}
-
-/// A launch as queued: the kernel, its parameters' values read at launch (as a GPU copies
-/// them), and how many threads the grid has.
-#[derive(Debug, Clone, Copy)]
-pub struct Launch {
-    kernel: KernelName,
-    args: [u64; 6],
-    threads: u64,
-    blocks: u64,
 }
 
 #[no_mangle]

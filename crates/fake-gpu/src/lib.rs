@@ -23,6 +23,7 @@ mod hip_runtime;
 mod hipfile_api;
 mod io;
 mod kernels;
+mod launch;
 mod lib_stats;
 mod memory;
 mod messages;

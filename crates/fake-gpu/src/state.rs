@@ -119,7 +119,7 @@ pub enum Queued {
         corrupt: bool,
     },
     /// hipModuleLaunchKernel of a digest kernel (see `kernels`).
-    Kernel(crate::kernels::Launch),
+    Kernel(crate::launch::Launch),
 }
 
 #[derive(Debug, Default)]

@@ -1,6 +1,6 @@
 // aiscp's digest kernels: BLAKE3 chaining values and CRC-64/NVME / CRC-32C of a slice that
 // sits in device memory. Compiled at run time by NVRTC (CUDA) or hiprtc (HIP), and by g++
-// for the CPU test (crates/engine/tests/kernel_source/), so: plain C++, no headers, only
+// for the CPU test (crates/engine/tests/it/kernel_source/), so: plain C++, no headers, only
 // `__global__`, `__shared__`, `__syncthreads()`, threadIdx/blockIdx/blockDim.
 //
 // `data` is the slice's first byte and must be 4-byte aligned (a slot is 4096-aligned and

@@ -1,5 +1,5 @@
 //! The digest kernels' source (src/digest/kernels.cu) proven on the CPU, no GPU needed: g++
-//! builds it with a shim (tests/kernel_source/shim.h) that runs each block's threads as real
+//! builds it with a shim (tests/it/kernel_source/shim.h) that runs each block's threads as real
 //! threads meeting at a real barrier, and its results are compared with the blake3 and
 //! crc-fast crates over sizes around the chunk and power-of-two edges and slice starts.
 
@@ -17,7 +17,7 @@ fn harness() -> Option<&'static Path> {
     let built = BUILT.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("harness");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_source/harness.cpp");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/kernel_source/harness.cpp");
         let out = match Command::new("g++")
             .args([
                 "-std=c++20",

@@ -3,7 +3,7 @@
 //   harness crc KIND FILE BLOCK BLOCKDIM               the slice's CRC in hex
 // FILE holds exactly the slice's bytes; START is its offset in the file being hashed.
 #include "shim.h"
-#include "../../src/digest/kernels.cu"
+#include "../../../src/digest/kernels.cu"
 
 #include <cstdio>
 #include <cstdlib>
