@@ -2,13 +2,16 @@
 # Fetches the genuine vendor artefacts the ABI checks run against, into DIR (default
 # target/vendor), without touching the system:
 #   - PyPI rocm-bindings-systems (AMD's hipFile wrappers, built against hipfile.h 0.4.0) and
-#     nvidia-cufile (libcufile.so.0 and cufile.h of cuFile 1.19), with pip --target;
+#     nvidia-cufile (libcufile.so.0 and cufile.h of cuFile 1.19), nvidia-cuda-nvrtc-cu12
+#     (libnvrtc.so.12 of CUDA 12.9, which compiles the digest kernels without a GPU), with
+#     pip --target;
 #   - Debian's newest HIP runtimes, libamdhip64-5 5.7 (trixie) and libamdhip64-6 6.4 (sid),
 #     each unpacked with its dependencies (their own glibc included: they need glibc 2.38,
 #     bookworm has 2.36) by apt-get download with a private apt state, and dpkg -x.
 # Writes DIR/env.sh, which exports where they are for the tests:
 #   AISCP_VENDOR_CUFILE_LIB      the genuine libcufile.so.0 (tests/it/vendor_cufile.rs), and
 #   HIPFILE_RS_VENDOR_CUFILE_LIB the same for hipfile-rs (src/load.rs)
+#   HIPFILE_RS_VENDOR_NVRTC_LIB  the genuine libnvrtc.so.12 (hipfile-rs loading tests)
 #   HIPFILE_RS_VENDOR_HIP_ROOTS  the unpacked roots, ':'-separated (hipfile-rs loading tests)
 #   VENDOR_PY_SITE               the pip --target directory (scripts/abi-check.py --site)
 # Exit status: 0 when everything is there; 3 when a registry cannot be reached (the reason is
@@ -34,7 +37,7 @@ EOF
 
 # --- PyPI -----------------------------------------------------------------------------------
 site="$dir/py"
-pins=(rocm-bindings-systems==10.0.0.0.1.2 nvidia-cufile==1.19.1.55)
+pins=(rocm-bindings-systems==10.0.0.0.1.2 nvidia-cufile==1.19.1.55 nvidia-cuda-nvrtc-cu12==12.9.86)
 if [ -f "$site/.installed" ] && [ "$(cat "$site/.installed")" = "${pins[*]}" ]; then
   :
 elif rm -rf "$site" && python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
@@ -53,8 +56,10 @@ fi
 if [ -d "$site" ]; then
   cufile=$(find "$site/nvidia" -name libcufile.so.0 | head -1)
   [ -n "$cufile" ] || { echo "vendor-artefacts: no libcufile.so.0 in nvidia-cufile" >&2; exit 1; }
-  printf 'export VENDOR_PY_SITE=%q\nexport AISCP_VENDOR_CUFILE_LIB=%q\nexport HIPFILE_RS_VENDOR_CUFILE_LIB=%q\n' \
-    "$site" "$cufile" "$cufile" \
+  nvrtc=$(find "$site/nvidia" -name libnvrtc.so.12 | head -1)
+  [ -n "$nvrtc" ] || { echo "vendor-artefacts: no libnvrtc.so.12 in nvidia-cuda-nvrtc-cu12" >&2; exit 1; }
+  printf 'export VENDOR_PY_SITE=%q\nexport AISCP_VENDOR_CUFILE_LIB=%q\nexport HIPFILE_RS_VENDOR_CUFILE_LIB=%q\nexport HIPFILE_RS_VENDOR_NVRTC_LIB=%q\n' \
+    "$site" "$cufile" "$cufile" "$nvrtc" \
     >>"$env_file"
 fi
 

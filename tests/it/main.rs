@@ -30,6 +30,7 @@ mod signals;
 mod source_changes;
 mod stats;
 mod sums;
+mod sums_gpu;
 mod support;
 mod trees;
 mod vendor_cufile;

@@ -109,7 +109,8 @@ impl Backend {
                 vec![
                     ("AISCP_BACKEND", "hipfile".into()),
                     ("AISCP_HIPFILE_LIB", lib.clone()),
-                    ("AISCP_HIP_LIB", lib),
+                    ("AISCP_HIP_LIB", lib.clone()),
+                    ("AISCP_HIPRTC_LIB", lib),
                     ("AISCP_FAKE_GPU_REPORT", report.display().to_string()),
                 ]
             }

@@ -146,6 +146,9 @@ impl Drop for Engine {
     /// Frees the staging memory first and says how long that took (--debug), so a run's
     /// shutdown can be told apart: memory here, the GPU context and libraries after.
     fn drop(&mut self) {
+        if let Some(line) = with_pipeline!(&self.backend, p => p.staging().digests_computed()) {
+            self.diag.debug(&line);
+        }
         let freed = with_pipeline!(&mut self.backend, p => p.free_slots());
         let next = match self.backend {
             Backend::Host(_) => "",

@@ -130,6 +130,8 @@ pub struct FaultPlan {
     pub hostmalloc_calls: Vec<Selector>,
     /// `setdevice`, `streamcreate`, `streamsync`, `htod` and `dtoh` rules.
     pub runtime: Vec<RuntimeRule>,
+    /// `compile=fail`: every hiprtcCompileProgram fails (HIPRTC_ERROR_COMPILATION).
+    pub compile_fails: bool,
 }
 
 /// The errno names a rule may use.
@@ -224,6 +226,12 @@ impl FaultPlan {
                     _ => &mut self.driver,
                 };
                 list.push(CodeRule { selector, code });
+            }
+            "compile" => {
+                if selector != Selector::Always || rhs != "fail" {
+                    return Err("use compile=fail".to_owned());
+                }
+                self.compile_fails = true;
             }
             "malloc" | "hostmalloc" => {
                 if !matches!(selector, Selector::Call { .. }) {

@@ -514,6 +514,8 @@ unsafe fn hip_stream_synchronize(stream: HipStream) -> HipError {
                 kind,
                 corrupt,
             } => copy_now("hipMemcpyAsync", dst, src, size, kind, corrupt),
+            // SAFETY: the launch's addresses are checked against the device allocations.
+            Queued::Kernel(launch) => unsafe { crate::kernels::run(launch) },
         }
     }
     if let Some(e) = failed_errno {

@@ -22,6 +22,8 @@ mod faults;
 mod hip_runtime;
 mod hipfile_api;
 mod io;
+mod kernels;
+mod launch;
 mod lib_stats;
 mod memory;
 mod messages;

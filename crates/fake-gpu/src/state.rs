@@ -118,6 +118,8 @@ pub enum Queued {
         /// A `corrupt` rule selected it when issued: flip its first byte once copied.
         corrupt: bool,
     },
+    /// hipModuleLaunchKernel of a digest kernel (see `kernels`).
+    Kernel(crate::launch::Launch),
 }
 
 #[derive(Debug, Default)]

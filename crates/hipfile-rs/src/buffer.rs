@@ -69,6 +69,12 @@ impl DeviceBuffer {
         &self.device
     }
 
+    /// The device address of the allocation's start, as a kernel takes it (a `CUdeviceptr`
+    /// / `void*` argument of 8 bytes).
+    pub fn device_address(&self) -> u64 {
+        self.addr as u64
+    }
+
     /// The device address of the allocation's start.
     pub(crate) fn addr(&self) -> usize {
         self.addr

@@ -130,6 +130,11 @@ impl Device {
         self.library().runtime()
     }
 
+    /// What makes the device current (its CUDA device handle, for attribute queries).
+    pub(crate) fn context(&self) -> &DeviceContext {
+        &self.inner.ctx
+    }
+
     /// Whether `other` is this very device (not merely the same index).
     pub(crate) fn same(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

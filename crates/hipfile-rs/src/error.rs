@@ -60,6 +60,15 @@ pub enum Error {
     },
     #[error("GPU {index} does not exist: {count} device(s) found")]
     NoSuchDevice { index: u32, count: u32 },
+    /// The run-time compiler (hiprtc / NVRTC) failed in `call`; `log` is the program's
+    /// compilation log (empty when there is none).
+    #[error("{call}: {text} (error {code}){}", if log.is_empty() { String::new() } else { format!(": {log}") })]
+    Compile {
+        call: &'static str,
+        code: i32,
+        text: String,
+        log: String,
+    },
 }
 
 impl Error {

@@ -15,7 +15,8 @@
 //! | `runtime`, `runtime_ops` | the GPU runtime; every HIP/CUDA call, each dispatched once |
 //! | `library`, `io_ops` | the I/O library and its driver; every hipFile/cuFile call |
 //! | `stats` | the library's own statistics as plain values ([`IoStats`]) |
-//! | `device`, `buffer`, `file`, `stream`, `window` | RAII wrappers: no dispatch of their own |
+//! | `rtc` | the run-time compiler (hiprtc / NVRTC): kernel source to a loadable image |
+//! | `device`, `buffer`, `file`, `stream`, `window`, `module` | RAII wrappers: no dispatch of their own |
 //!
 //! The RAII wrappers' `Drop` gives back what they hold, in the order the library requires.
 //! Every object keeps the objects it depends on alive (a buffer holds its device, the device
@@ -28,6 +29,11 @@
 //! |---|---|---|
 //! | [`Flavor::HipFile`] | `libhipfile.so.0`, `libhipfile.so` | `libamdhip64.so.7`, `.6`, `.5`, `libamdhip64.so` |
 //! | [`Flavor::CuFile`] | `libcufile.so.0`, `libcufile.so` | `libcuda.so.1`, `libcuda.so` |
+//!
+//! The run-time compiler for kernels ([`Compiler`]) is `libhiprtc.so.7`, `.6`, `.5`,
+//! `libhiprtc.so` (AMD) or `libnvrtc.so.13`, `.12`, `.11.2`, `.11.1`, `libnvrtc.so`
+//! (NVIDIA), searched the same way; the module and launch calls are the runtime's own
+//! (resolved only if all are there, so a runtime without them still stages copies).
 //!
 //! Each name is tried on the loader path first (`LD_LIBRARY_PATH`, ld.so.cache), then in
 //! `$ROCM_PATH/lib`, `/opt/rocm/lib` and `/opt/rocm/core-*/lib` (AMD), or `/usr/local/cuda/lib64`
@@ -56,7 +62,9 @@ mod flavor;
 mod io_ops;
 mod library;
 mod load;
+mod module;
 mod readahead;
+mod rtc;
 mod runtime;
 mod runtime_ops;
 mod stats;
@@ -70,6 +78,8 @@ pub use file::FileHandle;
 pub use flavor::Flavor;
 pub use library::{Driver, Library};
 pub use load::LibraryPaths;
+pub use module::{ComputeStream, Kernel, Module};
+pub use rtc::Compiler;
 pub use runtime::Runtime;
 pub use stats::{GpuIoStats, IoStats, OpCount, StatsError};
 pub use stream::Stream;
@@ -95,5 +105,9 @@ mod tests {
         send_sync::<RegisteredBuffer>();
         send_sync::<PinnedBuffer>();
         send::<Stream<'static>>();
+        send_sync::<Compiler>();
+        send_sync::<Module>();
+        send_sync::<Kernel>();
+        send::<ComputeStream>();
     }
 }

@@ -56,6 +56,28 @@ pub(crate) const CUDA: Wanted = Wanted {
     names: &["libcuda.so.1", "libcuda.so"],
 };
 
+pub(crate) const HIPRTC: Wanted = Wanted {
+    library: "libhiprtc",
+    names: &[
+        "libhiprtc.so.7",
+        "libhiprtc.so.6",
+        "libhiprtc.so.5",
+        "libhiprtc.so",
+        // ROCm 5.2 (Debian's libamdhip64-5) exports hiprtc from the runtime itself.
+        "libamdhip64.so.5",
+    ],
+};
+pub(crate) const NVRTC: Wanted = Wanted {
+    library: "libnvrtc",
+    names: &[
+        "libnvrtc.so.13",
+        "libnvrtc.so.12",
+        "libnvrtc.so.11.2",
+        "libnvrtc.so.11.1",
+        "libnvrtc.so",
+    ],
+};
+
 /// Directories searched after the loader path, per flavor.
 pub(crate) fn extra_dirs(flavor: Flavor) -> Vec<PathBuf> {
     match flavor {
@@ -293,6 +315,58 @@ fn cuda_functions(loaded: &Loaded) -> Result<sys::CudaFunctions, LoadError> {
             driver_get_version: r.optional("cuDriverGetVersion"),
         })
     }
+}
+
+/// The module and launch calls of the runtime `loaded` (of `flavor`), when it has them all.
+pub(crate) fn module_functions(loaded: &Loaded, flavor: Flavor) -> Option<sys::ModuleFunctions> {
+    let r = Resolver { loaded };
+    let [load_data, get_function, unload, launch_kernel] = match flavor {
+        Flavor::HipFile => sys::HIP_MODULE_SYMBOLS,
+        Flavor::CuFile => sys::CUDA_MODULE_SYMBOLS,
+    };
+    // SAFETY: signatures from hip_runtime_api.h / cuda.h (the same shapes; see
+    // sys::ModuleFunctions).
+    unsafe {
+        Some(sys::ModuleFunctions {
+            load_data: r.optional(load_data)?,
+            get_function: r.optional(get_function)?,
+            unload: r.optional(unload)?,
+            launch_kernel: r.optional(launch_kernel)?,
+            device_get_attribute: match flavor {
+                Flavor::HipFile => None,
+                Flavor::CuFile => r.optional("cuDeviceGetAttribute"),
+            },
+        })
+    }
+}
+
+/// Loads the run-time compiler of `flavor` (libhiprtc / libnvrtc) from `exact`, or finds it,
+/// and resolves its table.
+pub fn load_compiler(
+    flavor: Flavor,
+    exact: Option<&Path>,
+) -> Result<(sys::RtcFunctions, Loaded), LoadError> {
+    let (wanted, names) = match flavor {
+        Flavor::HipFile => (&HIPRTC, &sys::HIPRTC_SYMBOLS),
+        Flavor::CuFile => (&NVRTC, &sys::NVRTC_SYMBOLS),
+    };
+    let loaded = open(wanted, exact, &extra_dirs(flavor))?;
+    let r = Resolver { loaded: &loaded };
+    // SAFETY: signatures from hiprtc.h / nvrtc.h (see sys::RtcFunctions).
+    let table = unsafe {
+        sys::RtcFunctions {
+            create_program: r.get(names.create_program)?,
+            compile_program: r.get(names.compile_program)?,
+            destroy_program: r.get(names.destroy_program)?,
+            get_log_size: r.get(names.get_log_size)?,
+            get_log: r.get(names.get_log)?,
+            get_code_size: r.get(names.get_code_size)?,
+            get_code: r.get(names.get_code)?,
+            get_error_string: r.get(names.get_error_string)?,
+            version: r.optional(names.version),
+        }
+    };
+    Ok((table, loaded))
 }
 
 /// Loads the I/O library of `flavor` (libhipfile / libcufile) from `exact`, or finds it, and

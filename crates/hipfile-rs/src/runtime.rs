@@ -17,6 +17,8 @@ pub struct Runtime {
 pub(crate) struct RuntimeInner {
     flavor: Flavor,
     pub(crate) table: sys::RuntimeFunctions,
+    /// Modules and launches, where the runtime has them (see [`crate::Module`]).
+    pub(crate) modules: Option<sys::ModuleFunctions>,
     /// `cuInit(0)`'s status, run once before the first CUDA call.
     pub(crate) cuda_init: OnceLock<sys::RuntimeStatus>,
     /// Dropped last: the table points into it.
@@ -32,10 +34,12 @@ impl Runtime {
     /// Loads the GPU runtime of `flavor` from `path` alone when given, else finds it.
     pub fn load_from(flavor: Flavor, path: Option<&Path>) -> Result<Runtime, LoadError> {
         let (table, lib) = load::load_runtime(flavor, path)?;
+        let modules = load::module_functions(&lib, flavor);
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 flavor,
                 table,
+                modules,
                 cuda_init: OnceLock::new(),
                 lib,
             }),
@@ -44,6 +48,11 @@ impl Runtime {
 
     pub fn flavor(&self) -> Flavor {
         self.inner.flavor
+    }
+
+    /// Whether the runtime has the module and launch calls [`crate::Module`] needs.
+    pub fn has_modules(&self) -> bool {
+        self.inner.modules.is_some()
     }
 
     /// Where libamdhip64 / libcuda was found.

@@ -2,6 +2,8 @@
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
 use super::{GpuChoice, LibraryIo, Request, Staging, StreamIo};
+use crate::digest::on_gpu::{GpuDigests, Scratch};
+use crate::digest::{Algorithm, Piece};
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -115,6 +117,9 @@ pub struct GpuStaging {
     driver: Option<hipfile::Driver>,
     /// Whether the library's statistics were started, or why not.
     stats_started: Result<(), String>,
+    /// The digest kernels (compiled when digests are first asked for); boxed, as only runs
+    /// with digests use it.
+    digests: Box<GpuDigests>,
 }
 
 impl GpuStaging {
@@ -192,7 +197,13 @@ impl GpuStaging {
             }
         ));
         let stats_started = start_stats(driver.as_ref(), request, diag);
+        let digests = Box::new(GpuDigests::new(
+            flavor,
+            super::library_paths::compiler_path(flavor),
+            devices.len(),
+        ));
         Ok(GpuStaging {
+            digests,
             devices,
             bus_ids,
             flavor,
@@ -217,6 +228,13 @@ impl GpuStaging {
     pub fn version(&self) -> Option<&str> {
         self.version.as_deref()
     }
+
+    /// Starts compiling the digest kernels in the background (once): for a run that will
+    /// take digests, called at start so the first slices need not hash on the CPU. The
+    /// first [`Staging::hash`] starts it otherwise.
+    pub fn prepare_digests(&self) {
+        self.digests.prepare(&self.devices[0]);
+    }
 }
 
 pub struct GpuSlot {
@@ -224,6 +242,10 @@ pub struct GpuSlot {
     // copies use the device memory.
     /// The bounce route's two windows, allocated on first use.
     windows: [Option<CopyWindow>; 2],
+    /// The digest kernels' memory and stream, allocated on first use.
+    scratch: Option<Scratch>,
+    /// The slot's GPU, by its position in the run.
+    gpu: usize,
     device: SlotMemory,
 }
 
@@ -306,6 +328,7 @@ impl Staging for GpuStaging {
         slot.device.buffer().device().make_current()
     }
     fn alloc_slot(&self, len: usize, device: usize) -> Result<GpuSlot, Error> {
+        let device_pos = device;
         let buffer = self.devices[device].alloc(len)?;
         let device = if !self.library_route {
             // Registration would only cost here: cuFile's compatibility mode shadows every
@@ -325,6 +348,8 @@ impl Staging for GpuStaging {
         };
         Ok(GpuSlot {
             windows: [None, None],
+            scratch: None,
+            gpu: device_pos,
             device,
         })
     }
@@ -360,7 +385,9 @@ impl Staging for GpuStaging {
         len: usize,
     ) -> Result<(), Error> {
         slot.window_mut(k)?;
-        let GpuSlot { windows, device } = slot;
+        let GpuSlot {
+            windows, device, ..
+        } = slot;
         let window = windows[k].as_mut().expect("allocated above");
         window.download(device.buffer(), slot_off, len)
     }
@@ -369,6 +396,30 @@ impl Staging for GpuStaging {
             window.wait()?;
         }
         Ok(())
+    }
+    /// With the digest kernels on the slot's GPU, on a stream of the slot's own; on the CPU
+    /// from a download of the slot while they compile or where they cannot be had
+    /// ([`GpuDigests`] says why under --debug).
+    fn hash(
+        &self,
+        slot: &mut GpuSlot,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        // The bounce route's uploads must have landed before a kernel or a download reads.
+        self.settle(slot)?;
+        let GpuSlot {
+            scratch,
+            gpu,
+            device,
+            ..
+        } = slot;
+        self.digests
+            .hash(*gpu, scratch, device.buffer(), len, start, algorithm)
+    }
+    fn digests_computed(&self) -> Option<String> {
+        self.digests.describe()
     }
 }
 

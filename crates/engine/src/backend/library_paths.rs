@@ -35,3 +35,19 @@ pub fn library_paths(flavor: Flavor) -> LibraryPaths {
         runtime: path(runtime),
     }
 }
+
+/// Exact path of hiprtc (the HIP flavor's run-time compiler, for digests on the GPU).
+pub const ENV_HIPRTC_LIB: &str = "AISCP_HIPRTC_LIB";
+/// Exact path of NVRTC (the CUDA flavor's run-time compiler).
+pub const ENV_NVRTC_LIB: &str = "AISCP_NVRTC_LIB";
+
+/// The exact file of `flavor`'s run-time compiler the environment names, if any.
+pub fn compiler_path(flavor: Flavor) -> Option<PathBuf> {
+    let var = match flavor {
+        Flavor::HipFile => ENV_HIPRTC_LIB,
+        Flavor::CuFile => ENV_NVRTC_LIB,
+    };
+    std::env::var_os(var)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}

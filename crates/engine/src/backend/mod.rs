@@ -93,6 +93,11 @@ pub trait Staging: Sync {
     ) -> Result<Option<Piece>, Error> {
         Ok(None)
     }
+    /// For --debug at the end of the run: where this backend computed digests, and why
+    /// there; None when it has nothing to say.
+    fn digests_computed(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Library I/O on registered files, straight into a slot's device memory (the direct route).

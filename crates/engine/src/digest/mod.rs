@@ -6,6 +6,7 @@
 //! for read back from DEST ([`Pieces::finish`]).
 
 mod file;
+pub mod on_gpu;
 mod piece;
 #[cfg(test)]
 mod tests;

@@ -27,10 +27,14 @@ enum Case {
     Sparse,
     NoSuchGpu,
     CancelMidCopy,
+    Digests,
+    DigestsCompileFails,
 }
 
 impl Case {
-    const ALL: [Case; 8] = [
+    const ALL: [Case; 10] = [
+        Case::Digests,
+        Case::DigestsCompileFails,
         Case::Sizes,
         Case::Bounce,
         Case::ReadEio,
@@ -63,6 +67,8 @@ impl Case {
             Case::Sparse => sparse_modes_keep_holes(dir),
             Case::NoSuchGpu => missing_gpu_is_refused(),
             Case::CancelMidCopy => cancel_stops_after_one_slice(dir),
+            Case::Digests => digests_of_staged_slices(true),
+            Case::DigestsCompileFails => digests_of_staged_slices(false),
         }
     }
 }
@@ -325,4 +331,81 @@ fn sparse_modes_on_the_gpu() {
 fn missing_gpu_index_names_the_count() {
     let report = run_child(Case::NoSuchGpu, "", &[]);
     report.assert_clean();
+}
+
+/// Hashes slices staged in a slot with the digest kernels (the fake runs them by name on
+/// its device memory) or, when compiling fails, on the CPU from a download: either way each
+/// piece equals the CPU's of the same bytes, and --debug's line says where they were
+/// computed.
+fn digests_of_staged_slices(on_gpu: bool) {
+    use aiscp_engine::backend::gpu::GpuStaging;
+    use aiscp_engine::backend::{Request, RouteChoice, Staging};
+    use aiscp_engine::digest::{Algorithm, Piece};
+    let request = Request {
+        backend: BackendChoice::HipFile,
+        route: RouteChoice::Bounce,
+        ..Request::default()
+    };
+    let staging = GpuStaging::open(hipfile::Flavor::HipFile, &request, &mut |_| {}).unwrap();
+    let mut slot = staging.alloc_slot(4 << 20, 0).unwrap();
+    staging.enter_worker(&slot).unwrap();
+    staging.prepare_digests();
+    let data = random_bytes(4 << 20, 7);
+    // Until compiled, slices hash on the CPU: wait for the build to settle either way.
+    let settled = |line: &str| line.contains("on the GPU") || line.contains("failed");
+    for _ in 0..200 {
+        staging.hash(&mut slot, 1, 0, Algorithm::Crc32c).unwrap();
+        if staging.digests_computed().is_some_and(|l| settled(&l)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cases: [(u64, usize); 11] = [
+        (0, 0),
+        (0, 1),
+        (0, 1023),
+        (0, 1024),
+        (0, 1025),
+        (0, (3 << 20) + 5),
+        (4096, 65537),
+        (1 << 20, 1 << 20),
+        (5 << 10, 2047),
+        ((1 << 32) + (7 << 10), (1 << 20) + 1),
+        (64 << 20, 4 << 20),
+    ];
+    for (start, len) in cases {
+        let window = staging.window(&mut slot, 0, 0).unwrap();
+        window[..len].copy_from_slice(&data[..len]);
+        staging.upload(&mut slot, 0, len, 0).unwrap();
+        for algorithm in Algorithm::ALL {
+            let got = staging.hash(&mut slot, len, start, algorithm).unwrap();
+            let want = Piece::of_bytes(algorithm, start, &data[..len]);
+            assert_eq!(got, Some(want), "{algorithm:?} at {start} of {len}");
+        }
+    }
+    let said = staging.digests_computed().unwrap();
+    if on_gpu {
+        assert!(
+            said.starts_with("digests computed on the GPU (hiprtc 6.4, compiled in "),
+            "{said}"
+        );
+    } else {
+        assert!(
+            said.starts_with(
+                "digests computed on the CPU: hiprtc: hiprtcCompileProgram: \
+                 HIPRTC_ERROR_COMPILATION (error 6): fake-gpu: compilation failed"
+            ),
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn digests_on_the_gpu_match_the_cpu() {
+    run_child(Case::Digests, "", &[]).assert_clean();
+}
+
+#[test]
+fn digests_fall_back_to_the_cpu_when_compiling_fails() {
+    run_child(Case::DigestsCompileFails, "compile=fail", &[]).assert_clean();
 }

@@ -118,5 +118,6 @@ pub fn use_fake_gpu(cmd: &mut Command, report: &Path) {
     let lib = test_support::fake_gpu::library();
     cmd.env("AISCP_HIPFILE_LIB", lib)
         .env("AISCP_HIP_LIB", lib)
+        .env("AISCP_HIPRTC_LIB", lib)
         .env("AISCP_FAKE_GPU_REPORT", report);
 }

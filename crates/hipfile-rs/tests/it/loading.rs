@@ -308,3 +308,64 @@ fn the_crate_reads_no_variables_of_its_callers() {
         }
     }
 }
+
+/// The genuine HIP runtime has the module and launch calls, and ROCm 5.2's hiprtc (exported
+/// from the runtime itself) compiles aiscp's digest kernels for an AMD architecture without
+/// any GPU: the kernel source is proven to be hiprtc's C++, not only NVRTC's.
+#[test]
+fn genuine_hiprtc_compiles_the_digest_kernels() {
+    if !Path::new(REAL_HIP).exists() {
+        missing(&format!(
+            "{REAL_HIP} absent (apt-get install libamdhip64-5)"
+        ));
+        return;
+    }
+    let runtime = Runtime::load_from(Flavor::HipFile, Some(Path::new(REAL_HIP))).unwrap();
+    assert!(runtime.has_modules());
+    let compiler = hipfile::Compiler::load_from(Flavor::HipFile, Some(Path::new(REAL_HIP)))
+        .expect("ROCm 5.2's runtime exports hiprtc");
+    assert_eq!(compiler.name(), "hiprtc");
+    let source = include_str!("../../../engine/src/digest/kernels.cu");
+    let image = compiler
+        .compile(source, "kernels.cu", &["-O3", "--offload-arch=gfx90a"])
+        .unwrap();
+    assert!(image.len() > 1000, "{} bytes", image.len());
+    let err = compiler
+        .compile("this is not C++", "bad.cu", &["--offload-arch=gfx90a"])
+        .unwrap_err();
+    assert!(
+        matches!(&err, hipfile::Error::Compile { call: "hiprtcCompileProgram", log, .. } if !log.is_empty()),
+        "{err}"
+    );
+}
+
+/// Set by scripts/vendor-artefacts.sh to the genuine libnvrtc.so.12 of PyPI
+/// nvidia-cuda-nvrtc-cu12.
+const VENDOR_NVRTC: &str = "HIPFILE_RS_VENDOR_NVRTC_LIB";
+
+/// The genuine NVRTC compiles aiscp's digest kernels to a CUBIN for Hopper (sm_90) without a
+/// GPU, and a source that does not compile comes back with its log.
+#[test]
+fn genuine_nvrtc_compiles_the_digest_kernels() {
+    let Some(path) = std::env::var_os(VENDOR_NVRTC) else {
+        missing(&format!(
+            "{VENDOR_NVRTC} unset (scripts/vendor-artefacts.sh fetches it)"
+        ));
+        return;
+    };
+    let compiler = hipfile::Compiler::load_from(Flavor::CuFile, Some(Path::new(&path))).unwrap();
+    assert!(compiler.version().unwrap().starts_with("NVRTC 12."));
+    let source = include_str!("../../../engine/src/digest/kernels.cu");
+    let image = compiler
+        .compile(source, "kernels.cu", &["--gpu-architecture=sm_90"])
+        .unwrap();
+    // An ELF object (a CUBIN), not PTX text.
+    assert_eq!(&image[..4], b"\x7fELF");
+    let err = compiler
+        .compile("this is not C++", "bad.cu", &["--gpu-architecture=sm_90"])
+        .unwrap_err();
+    assert!(
+        matches!(&err, hipfile::Error::Compile { call: "nvrtcCompileProgram", log, .. } if !log.is_empty()),
+        "{err}"
+    );
+}

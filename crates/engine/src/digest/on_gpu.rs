@@ -1,0 +1,399 @@
+//! Digest pieces computed on the GPU, on the bytes a slot holds: kernels.cu compiled at run
+//! time (NVRTC / hiprtc, through hipfile-rs), loaded on each GPU, launched on a stream of
+//! the slot's own.
+//!
+//! Compilation runs once per process, on a thread of its own, started by
+//! [`GpuDigests::prepare`] (or the first slice to hash), so copying never waits for it.
+//! Until the kernels are ready, and for good when the compiler is missing or fails, a slice
+//! is hashed on the CPU from a download of the slot: the digest stays one of the staged
+//! bytes (not of DEST read back), and the copy goes on at the CPU's speed. Why digests were
+//! computed where they were is kept for --debug ([`GpuDigests::describe`]).
+
+use super::{subtrees, Algorithm, Piece, CHUNK_LEN};
+use hipfile::{Compiler, ComputeStream, Device, DeviceBuffer, Error, Flavor, Kernel};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The kernels' source: plain C++ that NVRTC, hiprtc and g++ all take.
+pub const SOURCE: &str = include_str!("kernels.cu");
+
+/// Threads per block of every launch.
+const THREADS: u32 = 256;
+/// Bytes per GPU thread of the CRC kernel (a multiple of 4): 4 KiB keeps a 256 KiB slice
+/// on 64 threads and a 64 MiB one on 16 Ki.
+const CRC_BLOCK: u64 = 4096;
+/// Most BLAKE3 nodes one slice has: one per set bit of its length in chunks and of its
+/// start's alignment, far below this for any slice up to 2^64 bytes.
+const MAX_NODES: usize = 256;
+
+/// Where the compiled image stands.
+enum Build {
+    NotStarted,
+    Compiling,
+    /// The image, which compiler made it, and how long compiling took.
+    Ready {
+        image: Arc<Vec<u8>>,
+        compiler: String,
+        took: Duration,
+    },
+    Failed(String),
+}
+
+/// The run's digest kernels: the compile, each GPU's loaded module, and the counts for
+/// --debug. Shared by the workers.
+pub struct GpuDigests {
+    flavor: Flavor,
+    /// The compiler's exact file (the environment's override), else searched.
+    compiler_path: Option<PathBuf>,
+    /// `--gpu-architecture` for NVRTC, from the first GPU (None on AMD).
+    arch: Mutex<Option<Result<Option<String>, String>>>,
+    build: Arc<Mutex<Build>>,
+    /// Per GPU (by its position in the run): the loaded kernels, or why not.
+    loaded: Vec<OnceLock<Result<Kernels, String>>>,
+    on_gpu: AtomicU64,
+    on_cpu: AtomicU64,
+    /// Why the last slice hashed on the CPU was.
+    cpu_why: Mutex<Option<String>>,
+}
+
+impl GpuDigests {
+    /// For a run on `gpus` GPUs of `flavor`; nothing is compiled yet.
+    pub fn new(flavor: Flavor, compiler_path: Option<PathBuf>, gpus: usize) -> GpuDigests {
+        GpuDigests {
+            flavor,
+            compiler_path,
+            arch: Mutex::new(None),
+            build: Arc::new(Mutex::new(Build::NotStarted)),
+            loaded: (0..gpus).map(|_| OnceLock::new()).collect(),
+            on_gpu: AtomicU64::new(0),
+            on_cpu: AtomicU64::new(0),
+            cpu_why: Mutex::new(None),
+        }
+    }
+
+    /// Starts compiling on a thread of its own, once; `device` says which architecture.
+    pub fn prepare(&self, device: &Device) {
+        let mut build = self.build.lock().unwrap();
+        if !matches!(*build, Build::NotStarted) {
+            return;
+        }
+        let arch = device.compile_arch().map_err(|e| e.to_string());
+        *self.arch.lock().unwrap() = Some(arch.clone());
+        *build = Build::Compiling;
+        drop(build);
+        let (flavor, path, shared) = (self.flavor, self.compiler_path.clone(), self.build.clone());
+        let spawned = std::thread::Builder::new()
+            .name("digest-compile".into())
+            .spawn(move || {
+                let started = Instant::now();
+                let result = arch.and_then(|arch| compile(flavor, path, arch.as_deref()));
+                *shared.lock().unwrap() = match result {
+                    Ok((image, compiler)) => Build::Ready {
+                        image: Arc::new(image),
+                        compiler,
+                        took: started.elapsed(),
+                    },
+                    Err(why) => Build::Failed(why),
+                };
+            });
+        if let Err(e) = spawned {
+            *self.build.lock().unwrap() = Build::Failed(format!("cannot start a thread: {e}"));
+        }
+    }
+
+    /// Waits for the compile started by [`GpuDigests::prepare`] to end: Err says why it
+    /// failed (or that it was never started). For tests and benchmarks; the copy never
+    /// waits.
+    pub fn wait_ready(&self) -> Result<(), String> {
+        loop {
+            match &*self.build.lock().unwrap() {
+                Build::Ready { .. } => return Ok(()),
+                Build::Failed(why) => return Err(why.clone()),
+                Build::NotStarted => return Err("not started".to_owned()),
+                Build::Compiling => {}
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The kernels for GPU `gpu` (its position in the run) on `device`, or why there are
+    /// none (yet).
+    fn kernels(&self, gpu: usize, device: &Device) -> Result<&Kernels, String> {
+        let image = match &*self.build.lock().unwrap() {
+            Build::Ready { image, .. } => image.clone(),
+            Build::NotStarted | Build::Compiling => {
+                return Err("the kernels were still compiling".to_owned())
+            }
+            Build::Failed(why) => return Err(why.clone()),
+        };
+        self.loaded[gpu]
+            .get_or_init(|| Kernels::load(device, &image).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|why| format!("loading the kernels on GPU {}: {why}", device.index()))
+    }
+
+    /// The piece of the slot's first `len` bytes (file offset `start`), hashed on the GPU
+    /// when the kernels are ready, else on the CPU from a download. `Ok(None)`: a BLAKE3
+    /// slice off the chunk grid, which the file's finish reads back from DEST.
+    pub fn hash(
+        &self,
+        gpu: usize,
+        scratch: &mut Option<Scratch>,
+        data: &DeviceBuffer,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        if algorithm == Algorithm::Blake3 && start % CHUNK_LEN != 0 {
+            return Ok(None);
+        }
+        self.prepare(data.device());
+        match self.kernels(gpu, data.device()) {
+            Ok(kernels) => {
+                let scratch = match scratch {
+                    Some(s) => s,
+                    None => scratch.insert(Scratch::new(data)?),
+                };
+                let piece = kernels.hash(scratch, data, len as u64, start, algorithm)?;
+                self.on_gpu.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(piece))
+            }
+            Err(why) => {
+                let mut bytes = vec![0u8; len];
+                data.copy_to_host(0, &mut bytes)?;
+                self.on_cpu.fetch_add(1, Ordering::Relaxed);
+                *self.cpu_why.lock().unwrap() = Some(why);
+                Ok(Some(Piece::of_bytes(algorithm, start, &bytes)))
+            }
+        }
+    }
+
+    /// For --debug: where the run's digests were computed, and why; None when no slice
+    /// was hashed here.
+    pub fn describe(&self) -> Option<String> {
+        let (gpu, cpu) = (
+            self.on_gpu.load(Ordering::Relaxed),
+            self.on_cpu.load(Ordering::Relaxed),
+        );
+        let on_gpu = match &*self.build.lock().unwrap() {
+            Build::Ready { compiler, took, .. } => format!(
+                "digests computed on the GPU ({compiler}, compiled in {:.3} s): {gpu} slice(s)",
+                took.as_secs_f64()
+            ),
+            _ => String::new(),
+        };
+        let why = self.cpu_why.lock().unwrap().clone().unwrap_or_default();
+        match (gpu, cpu) {
+            (0, 0) => None,
+            (_, 0) => Some(on_gpu),
+            (0, _) => Some(format!(
+                "digests computed on the CPU: {why}: {cpu} slice(s)"
+            )),
+            _ => Some(format!("{on_gpu}; on the CPU: {cpu} slice(s) ({why})")),
+        }
+    }
+}
+
+/// Compiles kernels.cu with `flavor`'s compiler: the image and "NVRTC 12.4"-style name.
+fn compile(
+    flavor: Flavor,
+    path: Option<PathBuf>,
+    arch: Option<&str>,
+) -> Result<(Vec<u8>, String), String> {
+    let compiler = Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?;
+    // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
+    // hiprtc takes clang's -O3 and compiles for the current device.
+    let options: Vec<String> = match arch {
+        Some(arch) => vec![format!("--gpu-architecture={arch}")],
+        None => vec!["-O3".to_owned()],
+    };
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let image = compiler
+        .compile(SOURCE, "kernels.cu", &options)
+        .map_err(|e| format!("{}: {e}", compiler.name()))?;
+    let name = compiler
+        .version()
+        .unwrap_or_else(|| compiler.name().to_owned());
+    Ok((image, name))
+}
+
+/// The four kernels of kernels.cu, loaded on one GPU.
+struct Kernels {
+    chunks: Kernel,
+    subtrees: Kernel,
+    crc_blocks: Kernel,
+    crc_combine: Kernel,
+}
+
+/// One slot's GPU memory for the kernels' intermediate results, and its stream.
+pub struct Scratch {
+    stream: ComputeStream,
+    /// Chunk chaining values (32 bytes per KiB of slot), or the CRC of each block.
+    values: DeviceBuffer,
+    /// The BLAKE3 node table: (first chunk, chunks) per node.
+    nodes: DeviceBuffer,
+    /// One chaining value per node, or the slice's CRC.
+    out: DeviceBuffer,
+}
+
+impl Scratch {
+    /// Sized for any slice `slot` can hold, on its GPU.
+    fn new(slot: &DeviceBuffer) -> Result<Scratch, Error> {
+        let device = slot.device();
+        let chunks = (slot.len() as u64).div_ceil(CHUNK_LEN).max(1);
+        Ok(Scratch {
+            stream: device.create_compute_stream()?,
+            values: device.alloc((chunks * 32) as usize)?,
+            nodes: device.alloc(MAX_NODES * 16)?,
+            out: device.alloc(MAX_NODES * 32)?,
+        })
+    }
+}
+
+/// A kernel argument: a pointer to its value, as the launch calls take them.
+fn arg<T>(value: &mut T) -> *mut c_void {
+    (value as *mut T).cast()
+}
+
+fn blocks(threads: u64) -> u32 {
+    u32::try_from(threads.div_ceil(u64::from(THREADS)).max(1)).expect("a slice's grid fits")
+}
+
+impl Kernels {
+    fn load(device: &Device, image: &[u8]) -> Result<Kernels, Error> {
+        let module = device.load_module(image)?;
+        Ok(Kernels {
+            chunks: module.kernel("aiscp_blake3_chunks")?,
+            subtrees: module.kernel("aiscp_blake3_subtrees")?,
+            crc_blocks: module.kernel("aiscp_crc_blocks")?,
+            crc_combine: module.kernel("aiscp_crc_combine")?,
+        })
+    }
+
+    fn hash(
+        &self,
+        s: &mut Scratch,
+        data: &DeviceBuffer,
+        len: u64,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Piece, Error> {
+        let mut data_addr = data.device_address();
+        let (mut values, mut out) = (s.values.device_address(), s.out.device_address());
+        let mut len_arg = len;
+        match algorithm {
+            Algorithm::Blake3 => {
+                let nodes = subtrees(start, len);
+                let head = match start {
+                    0 => {
+                        let mut head = vec![0u8; len.min(CHUNK_LEN) as usize];
+                        data.copy_to_host(0, &mut head)?;
+                        head
+                    }
+                    _ => Vec::new(),
+                };
+                if nodes.is_empty() || nodes.len() > MAX_NODES {
+                    return Ok(Piece::from_subtrees(start, len, Vec::new(), head)
+                        .expect("an empty slice has no nodes"));
+                }
+                let table: Vec<u8> = nodes
+                    .iter()
+                    .flat_map(|n| {
+                        let first = (n.start - start) / CHUNK_LEN;
+                        let count = (n.end - n.start).div_ceil(CHUNK_LEN);
+                        [first.to_le_bytes(), count.to_le_bytes()]
+                    })
+                    .flatten()
+                    .collect();
+                // Synchronous, so in place before the launches below.
+                s.nodes.copy_from_host(0, &table)?;
+                let mut first_chunk = start / CHUNK_LEN;
+                let mut table_addr = s.nodes.device_address();
+                // SAFETY: the arguments are aiscp_blake3_chunks' (data, len, first_chunk,
+                // cvs) and aiscp_blake3_subtrees' (cvs, nodes, out); the slot holds `len`
+                // bytes, `values` a CV per chunk, `out` one per node (<= MAX_NODES); all
+                // stay allocated and untouched until the synchronize below.
+                unsafe {
+                    self.chunks.launch(
+                        &s.stream,
+                        blocks(len.div_ceil(CHUNK_LEN)),
+                        THREADS,
+                        0,
+                        &mut [
+                            arg(&mut data_addr),
+                            arg(&mut len_arg),
+                            arg(&mut first_chunk),
+                            arg(&mut values),
+                        ],
+                    )?;
+                    self.subtrees.launch(
+                        &s.stream,
+                        nodes.len() as u32,
+                        THREADS,
+                        0,
+                        &mut [arg(&mut values), arg(&mut table_addr), arg(&mut out)],
+                    )?;
+                }
+                s.stream.synchronize()?;
+                let mut cvs = vec![0u8; nodes.len() * 32];
+                s.out.copy_to_host(0, &mut cvs)?;
+                let cvs = cvs
+                    .chunks_exact(32)
+                    .map(|c| c.try_into().expect("32 bytes"))
+                    .collect();
+                Ok(Piece::from_subtrees(start, len, cvs, head).expect("one CV per node"))
+            }
+            Algorithm::Crc32c | Algorithm::Crc64Nvme => {
+                let mut kind: u32 = match algorithm {
+                    Algorithm::Crc32c => 0,
+                    _ => 1,
+                };
+                let mut count = len.div_ceil(CRC_BLOCK);
+                let mut block = CRC_BLOCK;
+                // SAFETY: the arguments are aiscp_crc_blocks' (data, len, block, kind, crcs)
+                // and aiscp_crc_combine's (crcs, count, len, block, kind, out); `values`
+                // holds 32 bytes per KiB of slot, more than 8 per 4 KiB block; all stay
+                // allocated and untouched until the synchronize below.
+                unsafe {
+                    self.crc_blocks.launch(
+                        &s.stream,
+                        blocks(count),
+                        THREADS,
+                        0,
+                        &mut [
+                            arg(&mut data_addr),
+                            arg(&mut len_arg),
+                            arg(&mut block),
+                            arg(&mut kind),
+                            arg(&mut values),
+                        ],
+                    )?;
+                    self.crc_combine.launch(
+                        &s.stream,
+                        1,
+                        THREADS,
+                        0,
+                        &mut [
+                            arg(&mut values),
+                            arg(&mut count),
+                            arg(&mut len_arg),
+                            arg(&mut block),
+                            arg(&mut kind),
+                            arg(&mut out),
+                        ],
+                    )?;
+                }
+                s.stream.synchronize()?;
+                let mut crc = [0u8; 8];
+                s.out.copy_to_host(0, &mut crc)?;
+                Ok(
+                    Piece::from_crc(algorithm, start, len, u64::from_le_bytes(crc))
+                        .expect("a CRC algorithm"),
+                )
+            }
+        }
+    }
+}
