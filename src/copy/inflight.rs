@@ -187,6 +187,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
+            may_have_holes: opened.may_have_holes(),
             truncate: !created,
             progress: self.progress.clone(),
         };

@@ -191,6 +191,7 @@ impl Server<'_> {
                         dst,
                         dst_name: files.dst_name,
                         sparse: files.sparse,
+                        may_have_holes: true,
                         truncate,
                         progress: Arc::new(NoProgress),
                     };

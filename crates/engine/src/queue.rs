@@ -62,6 +62,11 @@ pub struct QueuedJob {
     pub dst: File,
     pub dst_name: PathBuf,
     pub sparse: SparseMode,
+    /// SOURCE may hold holes: its blocks cover less than its size (cp's test, `st_blocks *
+    /// 512 < st_size`). Only then are its extents looked up (SEEK_DATA, SEEK_HOLE); a file
+    /// whose blocks cover it is read as one run of data, two system calls fewer a file.
+    /// True where the caller does not know.
+    pub may_have_holes: bool,
     /// DST holds old bytes: cut it to 0 when its copy starts (a copy that never starts, as
     /// when the run is interrupted first, leaves DST as it was).
     pub truncate: bool,
@@ -352,6 +357,7 @@ fn copy_whole<S: Staging>(
         dst: &job.dst,
         names: &names,
         sparse: job.sparse,
+        may_have_holes: job.may_have_holes,
     };
     let plan = file
         .plan(

@@ -404,6 +404,7 @@ impl Scheduler {
                 dst: job.dst,
                 dst_name: job.dst_name,
                 sparse: job.sparse,
+                may_have_holes: true,
                 truncate,
                 progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
             };

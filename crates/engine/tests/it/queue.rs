@@ -33,6 +33,7 @@ fn job(src: &Path, dst: &Path, sparse: SparseMode) -> QueuedJob {
             .unwrap(),
         dst_name: dst.to_path_buf(),
         sparse,
+        may_have_holes: true,
         truncate: false,
         progress: Arc::new(NoProgress),
     }
