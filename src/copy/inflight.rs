@@ -188,6 +188,7 @@ impl Copier<'_> {
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
             may_have_holes: opened.may_have_holes(),
+            digest: self.opts.sums,
             truncate: !created,
             progress: self.progress.clone(),
         };
@@ -458,7 +459,10 @@ impl Copier<'_> {
                 error(&e.to_string());
                 None
             }
-            Ok(bytes) => self.apply_attrs(&p, &f).then_some(*bytes),
+            Ok(copied) => {
+                super::digest_copied(&p.dst_path, copied);
+                self.apply_attrs(&p, &f).then_some(copied.size)
+            }
         };
         if let Some(bytes) = copied {
             return Some(Ok(Disposition::Made { bytes }));

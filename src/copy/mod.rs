@@ -23,8 +23,8 @@ use crate::progress::{Files, Staged};
 use crate::stat::{FileId, Stat};
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
-    fileio, Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
-    Ticket,
+    fileio, Config, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits,
+    QueuedJob, Ticket,
 };
 use atomic::Aside;
 pub use inflight::check_in_flight_setting;
@@ -157,6 +157,13 @@ impl LocalEngine<'_> {
     }
 }
 
+/// Adds DEST's digest, where its copy took one, to the --sums manifest.
+fn digest_copied(dst: &Path, copied: &Copied) {
+    if let Some(digest) = &copied.digest {
+        crate::messages::digest_line(crate::sums::line(dst, digest));
+    }
+}
+
 /// Copies one file's data, given the engine this process would use.
 pub trait DataMover {
     /// Copies a file in turn (its result is needed before the walk goes on).
@@ -165,7 +172,7 @@ pub trait DataMover {
         engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError>;
+    ) -> Result<Copied, CopyError>;
 
     /// Whether this process's engine must be up (with its first staging slot) before DEST
     /// is touched, as when it copies the data itself; false while the data goes elsewhere.

@@ -7,6 +7,7 @@
 //! parse, is too long, or carries the wrong number of descriptors is an error the caller
 //! answers by dropping that client.
 
+use aiscp_engine::digest::{Algorithm, Digest};
 use aiscp_engine::{SparseMode, StageTimes};
 use nix::sys::socket::{self, ControlMessage, MsgFlags};
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 /// Bumped whenever a message changes shape; a client and a service that differ here (or in
 /// the program's version) do not talk, and the client copies in-process.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 /// The program's version, which a client must share with its service.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest message either side sends or takes: a copy request carries two names, so
@@ -86,6 +87,62 @@ pub struct FileRequest {
     pub dst_name: Vec<u8>,
     pub sparse: Sparse,
     pub handover: Handover,
+    /// The digest to take of DEST's bytes (--sums).
+    #[serde(default)]
+    pub sums: Option<Sums>,
+}
+
+/// A digest's algorithm ([`Algorithm`] on the wire).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sums {
+    Blake3,
+    Crc64nvme,
+    Crc32c,
+}
+
+impl From<Algorithm> for Sums {
+    fn from(a: Algorithm) -> Sums {
+        match a {
+            Algorithm::Blake3 => Sums::Blake3,
+            Algorithm::Crc64Nvme => Sums::Crc64nvme,
+            Algorithm::Crc32c => Sums::Crc32c,
+        }
+    }
+}
+
+impl From<Sums> for Algorithm {
+    fn from(s: Sums) -> Algorithm {
+        match s {
+            Sums::Blake3 => Algorithm::Blake3,
+            Sums::Crc64nvme => Algorithm::Crc64Nvme,
+            Sums::Crc32c => Algorithm::Crc32c,
+        }
+    }
+}
+
+/// A file's digest ([`Digest`] on the wire): its algorithm and bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireDigest {
+    pub algorithm: Sums,
+    pub bytes: Vec<u8>,
+}
+
+impl From<&Digest> for WireDigest {
+    fn from(d: &Digest) -> WireDigest {
+        WireDigest {
+            algorithm: d.algorithm().into(),
+            bytes: d.bytes().to_vec(),
+        }
+    }
+}
+
+impl WireDigest {
+    /// The digest, when its length is its algorithm's.
+    pub fn digest(self) -> Option<Digest> {
+        Digest::from_bytes(self.algorithm.into(), self.bytes)
+    }
 }
 
 /// Client to service.
@@ -149,6 +206,9 @@ pub enum Outcome {
         end: u64,
         route: Option<(String, String)>,
         stages: Stages,
+        /// DEST's digest, where the request asked for one.
+        #[serde(default)]
+        digest: Option<WireDigest>,
     },
     /// cp's message, without the program's name; `write_errno`: writing DEST failed with
     /// this errno (a full disk across files in flight is then handled as in-process).
@@ -244,6 +304,7 @@ pub struct Stages {
     pub copy_queue: f64,
     pub copy_wait: f64,
     pub write: f64,
+    pub digest: f64,
 }
 
 impl From<&StageTimes> for Stages {
@@ -254,6 +315,7 @@ impl From<&StageTimes> for Stages {
             copy_queue: t.copy_queue.as_secs_f64(),
             copy_wait: t.copy_wait.as_secs_f64(),
             write: t.write.as_secs_f64(),
+            digest: t.digest.as_secs_f64(),
         }
     }
 }
@@ -268,6 +330,7 @@ impl From<Stages> for StageTimes {
             copy_queue: d(s.copy_queue),
             copy_wait: d(s.copy_wait),
             write: d(s.write),
+            digest: d(s.digest),
         }
     }
 }
@@ -460,6 +523,22 @@ mod tests {
     }
 
     #[test]
+    fn a_digest_crosses_whole_and_a_wrong_length_is_refused() {
+        for algorithm in Algorithm::ALL {
+            let digest = algorithm.of_bytes(b"some bytes");
+            let wire = WireDigest::from(&digest);
+            let text = serde_json::to_string(&wire).unwrap();
+            let back: WireDigest = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.digest(), Some(digest));
+            let short = WireDigest {
+                bytes: vec![1, 2, 3],
+                ..wire
+            };
+            assert_eq!(short.digest(), None);
+        }
+    }
+
+    #[test]
     fn a_copy_request_crosses_with_its_descriptors() {
         let (a, b) = pair();
         let f = std::fs::File::open("Cargo.toml").unwrap();
@@ -472,6 +551,7 @@ mod tests {
                 len: 5,
                 truncate: true,
             },
+            sums: Some(Sums::Crc32c),
         };
         // A name that is not UTF-8 crosses as bytes, one that is as text.
         let req = Request::Copy {

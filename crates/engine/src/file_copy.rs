@@ -30,6 +30,7 @@
 mod finish;
 mod plan;
 
+pub(crate) use finish::Ended;
 pub(crate) use plan::{Access, Plan};
 
 /// Slices one plan holds at most ([`FileCopy::plan`]): 1,024 chunks, 64 GiB at the default
@@ -44,7 +45,7 @@ use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
 use crate::verify::Buffers;
 use crate::worker::{Handle, Phase, SideRoute};
-use crate::{CopyError, DataJob, SparseMode};
+use crate::{Copied, CopyError, DataJob, SparseMode};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
@@ -277,6 +278,28 @@ impl<'a> FileCopy<'a> {
         opened
     }
 
+    /// What the copy gave DEST, once its size is set: the size and, where the copy takes
+    /// digests, DEST's digest (from the pieces that still stand, the rest read back).
+    pub(crate) fn copied(&self, ended: Ended, cx: &Ctx<'_>) -> Result<Copied, CopyError> {
+        let digest = match cx.digest {
+            None => None,
+            Some(pieces) => {
+                let finished = cx.clock.time(Stage::Digest, || {
+                    pieces.finish(self.dst, ended.kept, ended.size)
+                });
+                let finished = finished.map_err(|e| CopyError::Digest {
+                    name: self.names.dst.clone(),
+                    source: e,
+                })?;
+                Some(finished.digest)
+            }
+        };
+        Ok(Copied {
+            size: ended.size,
+            digest,
+        })
+    }
+
     /// Hands both files back buffered, as they came (the finishing reads need it), where
     /// the plan opened them with O_DIRECT (`direct`).
     pub(crate) fn end_direct(&self, direct: bool) -> Result<(), CopyError> {
@@ -294,7 +317,7 @@ impl<'a> FileCopy<'a> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conclude(
     job: &Ends<'_>,
-    end: u64,
+    copied: Copied,
     secs: f64,
     stages: &StageTimes,
     where_: Option<String>,
@@ -302,7 +325,8 @@ pub(crate) fn conclude(
     debug: bool,
     pause: fn(&'static str),
     line: &mut dyn FnMut(String),
-) -> Result<u64, CopyError> {
+) -> Result<Copied, CopyError> {
+    let end = copied.size;
     if debug {
         line(format!(
             "{}: {} in {secs:.3} s ({}{}); thread time: {}",
@@ -316,7 +340,7 @@ pub(crate) fn conclude(
     if verify {
         read_back(job, (debug, pause), (&mut Buffers::default(), stop), line)?;
     }
-    Ok(end)
+    Ok(copied)
 }
 
 /// --verify of a whole file whose data is written: the test pause (a test changes DEST

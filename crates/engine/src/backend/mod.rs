@@ -16,6 +16,7 @@ pub mod host;
 pub mod library_paths;
 pub mod runtime_env;
 
+use crate::digest::{Algorithm, Piece};
 use hipfile::{Error, Flavor};
 use std::convert::Infallible;
 use std::marker::PhantomData;
@@ -80,6 +81,18 @@ pub trait Staging: Sync {
     ) -> Result<(), Error>;
     /// Waits for every queued copy of the slot's windows (before library I/O reads the slot).
     fn settle(&self, slot: &mut Self::Slot) -> Result<(), Error>;
+    /// The digest piece of the slot's first `len` bytes, which DEST receives at `start`,
+    /// taken where they are staged. None: this backend does not hash its slots, and the
+    /// file's digest reads those bytes back from DEST ([`crate::digest::Pieces::finish`]).
+    fn hash(
+        &self,
+        _slot: &mut Self::Slot,
+        _len: usize,
+        _start: u64,
+        _algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        Ok(None)
+    }
 }
 
 /// Library I/O on registered files, straight into a slot's device memory (the direct route).
