@@ -197,7 +197,7 @@ impl Copier<'_> {
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
             may_have_holes: opened.may_have_holes(),
-            digest: self.opts.sums,
+            digest: self.digest(),
             truncate: !created,
             progress: self.progress.clone(),
         };
@@ -469,7 +469,7 @@ impl Copier<'_> {
                 None
             }
             Ok(copied) => {
-                super::digest_copied(&p.dst_path, copied);
+                self.list_digest(&p.dst_path, copied);
                 self.apply_attrs(&p, &f).then_some(copied.size)
             }
         };

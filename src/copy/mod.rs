@@ -21,10 +21,11 @@ use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
 use crate::progress::{Files, Staged};
 use crate::stat::{FileId, Stat};
+use aiscp_engine::digest::Algorithm;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
     fileio, Config, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits,
-    QueuedJob, Ticket,
+    QueuedJob, Ticket, Verify,
 };
 use atomic::Aside;
 pub use inflight::check_in_flight_setting;
@@ -157,13 +158,6 @@ impl LocalEngine<'_> {
     }
 }
 
-/// Adds DEST's digest, where its copy took one, to the --sums manifest.
-fn digest_copied(dst: &Path, copied: &Copied) {
-    if let Some(digest) = &copied.digest {
-        crate::messages::digest_line(crate::sums::line(dst, digest));
-    }
-}
-
 /// Copies one file's data, given the engine this process would use.
 pub trait DataMover {
     /// Copies a file in turn (its result is needed before the walk goes on).
@@ -223,6 +217,21 @@ impl FileQueue for Engine {
     }
     fn next_finished(&mut self, block: bool) -> Option<Finished> {
         Engine::next_finished(self, block)
+    }
+}
+
+impl Copier<'_> {
+    /// The digest each file's copy takes: --sums's, or BLAKE3 for --verify=sums alone.
+    fn digest(&self) -> Option<Algorithm> {
+        let verify_sums = self.config.verify == Some(Verify::Sums);
+        self.opts.sums.or(verify_sums.then_some(Algorithm::Blake3))
+    }
+
+    /// Adds DEST's digest, where its copy took one, to the --sums manifest.
+    fn list_digest(&self, dst: &Path, copied: &Copied) {
+        if let (Some(_), Some(digest)) = (self.opts.sums, &copied.digest) {
+            crate::messages::digest_line(crate::sums::line(dst, digest));
+        }
     }
 }
 

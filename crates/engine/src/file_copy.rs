@@ -45,7 +45,7 @@ use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
 use crate::verify::Buffers;
 use crate::worker::{Handle, Phase, SideRoute};
-use crate::{Copied, CopyError, DataJob, SparseMode};
+use crate::{Copied, CopyError, DataJob, SparseMode, Verify};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
@@ -321,7 +321,7 @@ pub(crate) fn conclude(
     secs: f64,
     stages: &StageTimes,
     where_: Option<String>,
-    (verify, stop): (bool, &AtomicBool),
+    (verify, stop): (Option<Verify>, &AtomicBool),
     debug: bool,
     pause: fn(&'static str),
     line: &mut dyn FnMut(String),
@@ -337,8 +337,15 @@ pub(crate) fn conclude(
             stages.describe()
         ));
     }
-    if verify {
-        read_back(job, (debug, pause), (&mut Buffers::default(), stop), line)?;
+    if let Some(verify) = verify {
+        let how = (verify, &copied);
+        read_back(
+            job,
+            how,
+            (debug, pause),
+            (&mut Buffers::default(), stop),
+            line,
+        )?;
     }
     Ok(copied)
 }
@@ -349,13 +356,14 @@ pub(crate) fn conclude(
 /// `debug`).
 pub(crate) fn read_back(
     job: &Ends<'_>,
+    (verify, copied): (Verify, &Copied),
     (debug, pause): (bool, fn(&'static str)),
     (buffers, stop): (&mut Buffers, &AtomicBool),
     line: &mut dyn FnMut(String),
 ) -> Result<(), CopyError> {
     pause("verify");
     let (src, dst) = ((job.src, job.src_name), (job.dst, job.dst_name));
-    let checked = crate::verify::verify_with(src, dst, buffers, stop)?;
+    let checked = crate::verify::check(verify, src, dst, copied, buffers, stop)?;
     if debug {
         line(checked.describe(job.dst_name));
     }

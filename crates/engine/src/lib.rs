@@ -40,7 +40,7 @@ pub mod verify;
 mod worker;
 
 pub use backend::{BackendChoice, GpuChoice, RouteChoice};
-pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
+pub use config::{ChunkSize, ChunkSizeError, Config, Verify, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::CopyError;
 pub use job::{Copied, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
@@ -187,7 +187,7 @@ impl Engine {
                     h,
                     chunk(true),
                     slots_per_gpu,
-                    (config.pause, config.verify),
+                    (config.pause, config.verify == Some(Verify::Bytes)),
                 ))
             }
             Loaded::Gpu(g) => {
@@ -195,7 +195,7 @@ impl Engine {
                     g,
                     chunk(false),
                     slots_per_gpu,
-                    (config.pause, config.verify),
+                    (config.pause, config.verify == Some(Verify::Bytes)),
                 );
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {

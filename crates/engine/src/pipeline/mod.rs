@@ -45,6 +45,7 @@ pub(crate) struct Pipeline<S: Staging> {
     /// [`crate::Config::pause`].
     pause: fn(&'static str),
     /// [`crate::Config::verify`]: SOURCE is read through the page cache for the read-back.
+    /// SOURCE is read again by --verify (so it goes through the page cache).
     verify: bool,
 }
 

@@ -8,12 +8,18 @@
 //! whatever the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
 //! examples), and the digest is returned for --debug. The comparison itself is exact: the
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
+//!
+//! `--verify=sums` reads DEST alone the same way and compares its digest with the one taken
+//! of the staged bytes while copying (by_digest.rs): SOURCE is not read again.
 
+mod by_digest;
 mod dest_reads;
 
 use super::fileio;
 use crate::backend::host::AlignedBuf;
+use crate::digest::Digest;
 use crate::quote::quote;
+use crate::{Copied, Verify};
 use dest_reads::DestReads;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -40,25 +46,37 @@ pub enum DstRead {
 /// A successful verification.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verified {
-    /// Bytes compared (the size of both files).
+    /// Bytes compared (the size of both files), or hashed (DEST's, by digest).
     pub bytes: u64,
-    /// xxh3-128 of the contents (the same for both files).
-    pub digest: u128,
+    pub checked: Checked,
     pub dst_read: DstRead,
 }
 
+/// What a verification compared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// SOURCE and DEST byte for byte; xxh3-128 of the contents (the same for both).
+    Bytes { xxh3: u128 },
+    /// DEST's digest, equal to the one taken while copying.
+    Digest(Digest),
+}
+
 impl Verified {
-    /// A --debug line: "verified 'b': 123 bytes, xxh3-128 …, read back with O_DIRECT".
+    /// A --debug line: "verified 'b': 123 bytes, xxh3-128 …, read back with O_DIRECT", or
+    /// "..., blake3 … as copied, ...".
     pub fn describe(&self, dst_name: &Path) -> String {
         let how = match &self.dst_read {
             DstRead::Direct => "read back with O_DIRECT".to_owned(),
             DstRead::Buffered(why) => format!("read back through the page cache ({why})"),
         };
+        let checked = match &self.checked {
+            Checked::Bytes { xxh3 } => format!("xxh3-128 {xxh3:032x}"),
+            Checked::Digest(d) => format!("{} {d} as copied", d.algorithm().name()),
+        };
         format!(
-            "verified {}: {}, xxh3-128 {:032x}, {how}",
+            "verified {}: {}, {checked}, {how}",
             quote(dst_name),
             crate::units::length(self.bytes),
-            self.digest
         )
     }
 }
@@ -83,6 +101,14 @@ pub enum VerifyError {
         dst_len: u64,
         /// Where the shorter one ends (the first differing offset).
         offset: u64,
+    },
+    /// DEST's digest read back is not the one taken while copying.
+    #[error("verification failed: {dst} has {algorithm} {now}, not {copied} as copied")]
+    Digest {
+        dst: String,
+        algorithm: &'static str,
+        now: String,
+        copied: String,
     },
     #[error("cannot verify {name}: {what}")]
     Cannot { name: String, what: String },
@@ -136,6 +162,28 @@ pub fn verify(
     )
 }
 
+/// --verify of a copied file as `how` asks: SOURCE and DEST byte for byte, or DEST's digest
+/// against `copied`'s (which must have one), through `buffers`.
+pub fn check(
+    how: Verify,
+    src: (&File, &Path),
+    dst: (&File, &Path),
+    copied: &Copied,
+    buffers: &mut Buffers,
+    stop: &AtomicBool,
+) -> Result<Verified, VerifyError> {
+    match (how, &copied.digest) {
+        (Verify::Bytes, _) => verify_with(src, dst, buffers, stop),
+        (Verify::Sums, Some(digest)) => {
+            by_digest::verify(dst, (copied.size, digest), buffers, stop)
+        }
+        (Verify::Sums, None) => Err(VerifyError::Cannot {
+            name: quote(dst.1),
+            what: "no digest was taken while copying it".into(),
+        }),
+    }
+}
+
 /// [`verify`] through `buffers`, kept by the caller from one file to the next.
 pub(crate) fn verify_with(
     src: (&File, &Path),
@@ -149,9 +197,9 @@ pub(crate) fn verify_with(
 /// Buffers one reader keeps from file to file, so that each of a tree's small files does not
 /// map and fault in fresh memory (that, and unmapping it, took about 7% of the CPU time of a
 /// verified copy of 20,000 small files: bench/results/HISTORY.md, "--verify at copy
-/// speed"). Only buffers of [`KEPT_LEN`] are kept, two at most.
+/// speed"). Only buffers of 256 KiB (`KEPT_LEN`) are kept, two at most.
 #[derive(Default)]
-pub(crate) struct Buffers(Vec<AlignedBuf>);
+pub struct Buffers(Vec<AlignedBuf>);
 
 /// The length of a kept buffer: files whose reads fit it (up to 256 KiB) share them.
 const KEPT_LEN: usize = 256 << 10;
@@ -238,10 +286,10 @@ fn verify_in_chunks(
     });
     buffers.keep(src_buf);
     kept.into_iter().for_each(|buf| buffers.keep(buf));
-    let (offset, digest) = compared?;
+    let (offset, xxh3) = compared?;
     Ok(Verified {
         bytes: offset,
-        digest,
+        checked: Checked::Bytes { xxh3 },
         dst_read,
     })
 }
