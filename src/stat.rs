@@ -66,6 +66,10 @@ impl Stat {
     pub fn len(&self) -> u64 {
         self.0.st_size as u64
     }
+    /// Whether the file may hold holes, by cp's test: its blocks cover less than its size.
+    pub fn may_have_holes(&self) -> bool {
+        (self.0.st_blocks as u64) < self.len() / 512
+    }
     /// (seconds, nanoseconds) of the last modification.
     pub fn mtime(&self) -> (i64, i64) {
         (self.0.st_mtime, self.0.st_mtime_nsec)

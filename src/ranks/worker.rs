@@ -38,7 +38,11 @@ pub fn serve(world: &SimpleCommunicator, rank: i32, config: &Config) -> ! {
         .send_with_tag(&hello.encode()[..], HELLO);
     match engine {
         Ok(mut engine) => {
-            engine.set_queue_limits(crate::copy::queue_limits());
+            // Each file is sent at once: the loop polls for files that ended without waiting.
+            engine.set_queue_limits(aiscp_engine::QueueLimits {
+                batch: 1,
+                ..crate::copy::queue_limits()
+            });
             let mut server = Server {
                 world,
                 rank,
@@ -192,6 +196,7 @@ impl Server<'_> {
                         dst,
                         dst_name: files.dst_name,
                         sparse: files.sparse,
+                        may_have_holes: true,
                         digest: None,
                         truncate,
                         progress: Arc::new(NoProgress),

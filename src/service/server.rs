@@ -90,8 +90,10 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     // No byte bound on the files in flight: it keeps one copier from running too far ahead of
     // its data, which each client still does for itself; here files in flight hold no memory
     // beyond the fixed slots, and each client's descriptors are bounded (MAX_PENDING).
+    // Each file is sent at once: the scheduler polls for files that ended without waiting.
     let limits = QueueLimits {
         bytes: u64::MAX,
+        batch: 1,
         ..crate::copy::queue_limits()
     };
     engine.set_queue_limits(limits);

@@ -12,6 +12,7 @@ mod engine_cli;
 mod engine_paths;
 mod engine_route;
 mod faults;
+mod file_ends;
 mod flags;
 mod full_disk;
 mod fuzz_vs_cp;

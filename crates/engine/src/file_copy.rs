@@ -62,6 +62,9 @@ pub(crate) struct FileCopy<'a> {
     pub(crate) dst: &'a File,
     pub(crate) names: &'a Names,
     pub(crate) sparse: SparseMode,
+    /// SOURCE may hold holes, so its plan looks its extents up ([`crate::QueuedJob`]'s
+    /// field of the same name).
+    pub(crate) may_have_holes: bool,
 }
 
 impl<'a> FileCopy<'a> {
@@ -72,6 +75,7 @@ impl<'a> FileCopy<'a> {
             dst: job.dst,
             names,
             sparse: job.sparse,
+            may_have_holes: true,
         }
     }
 
@@ -112,6 +116,7 @@ impl<'a> FileCopy<'a> {
         let span = chunk.saturating_mul(WINDOW_SLICES);
         let window = range.start..range.end.min(range.start.saturating_add(span));
         let extents = match self.sparse {
+            _ if !self.may_have_holes => vec![window.clone()],
             SparseMode::Never => vec![window.clone()],
             _ => fileio::data_extents(self.src, window.clone())?,
         };
@@ -173,12 +178,16 @@ impl<'a> FileCopy<'a> {
         Ok(())
     }
 
-    /// Sets DEST's final size, `end`; a copy stopped by its owner meanwhile leaves DEST as
-    /// it is instead ([`OnStop::Leave`]). Every change of DEST's size after its data phase
-    /// goes through here or [`FileCopy::cut_back`].
-    pub(crate) fn set_size(&self, end: u64, cx: &Ctx<'_>) -> Result<(), CopyError> {
+    /// Sets DEST's final size, `end` (no call where DEST is known to end there already:
+    /// `sized`); a copy stopped by its owner meanwhile leaves DEST as it is instead
+    /// ([`OnStop::Leave`]). Every change of DEST's size after its data phase goes through
+    /// here or [`FileCopy::cut_back`].
+    pub(crate) fn set_size(&self, end: u64, sized: bool, cx: &Ctx<'_>) -> Result<(), CopyError> {
         if !cx.may_resize() {
             return Err(CopyError::Stopped { good: end });
+        }
+        if sized {
+            return Ok(());
         }
         self.dst.set_len(end).map_err(|e| CopyError::Extend {
             name: self.names.dst.clone(),

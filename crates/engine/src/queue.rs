@@ -37,6 +37,13 @@ pub struct QueueLimits {
     /// Files of at least this size read and write their aligned part with O_DIRECT; smaller
     /// ones go through the page cache.
     pub direct_from: u64,
+    /// Files smaller than `direct_from` handed to the workers together: up to this many are
+    /// held and sent to one worker in one message, so that a tree of small files wakes a
+    /// worker once a batch rather than once a file (1: each file at once). What is held is
+    /// sent before the engine waits for a file ([`crate::Engine::next_finished`] with
+    /// `block`) and when the flight lands; a caller that only ever polls without waiting
+    /// must keep 1.
+    pub batch: usize,
 }
 
 impl Default for QueueLimits {
@@ -50,6 +57,7 @@ impl Default for QueueLimits {
             files: 64,
             bytes: 256 << 20,
             direct_from: 64 << 10,
+            batch: 1,
         }
     }
 }
@@ -63,6 +71,11 @@ pub struct QueuedJob {
     pub dst: File,
     pub dst_name: PathBuf,
     pub sparse: SparseMode,
+    /// SOURCE may hold holes: its blocks cover less than its size (cp's test, `st_blocks *
+    /// 512 < st_size`). Only then are its extents looked up (SEEK_DATA, SEEK_HOLE); a file
+    /// whose blocks cover it is read as one run of data, two system calls fewer a file.
+    /// True where the caller does not know.
+    pub may_have_holes: bool,
     /// The digest to take of what DEST receives (--sums).
     pub digest: Option<Algorithm>,
     /// DST holds old bytes: cut it to 0 when its copy starts (a copy that never starts, as
@@ -167,7 +180,12 @@ impl<S> Shared<S> {
 
 /// The workers and what is in flight.
 pub(crate) struct Flight<S: Staging> {
-    pub(crate) jobs: Option<mpsc::Sender<Sent>>,
+    pub(crate) jobs: Option<mpsc::Sender<Vec<Sent>>>,
+    /// Small files submitted and not yet sent ([`QueueLimits::batch`]).
+    pub(crate) held: Vec<Sent>,
+    /// Files of a batch that could not be sent (every worker gone), handed back as not
+    /// copied ([`CopyError::NotMoved`]).
+    pub(crate) unsent: VecDeque<Finished>,
     pub(crate) done: mpsc::Receiver<Finished>,
     pub(crate) workers: Vec<JoinHandle<(usize, S::Slot)>>,
     /// With --verify, the threads that read the workers' files back (stopped after them).
@@ -180,8 +198,32 @@ pub(crate) struct Flight<S: Staging> {
 }
 
 impl<S: Staging> Flight<S> {
+    /// Sends the files held to one worker; where every worker is gone they come back as
+    /// not copied.
+    pub(crate) fn send_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.held);
+        let unsent = match &self.jobs {
+            Some(tx) => tx.send(batch).err().map(|e| e.0),
+            None => Some(batch),
+        };
+        for (ticket, job, _) in unsent.into_iter().flatten() {
+            self.unsent.push_back(Finished {
+                ticket,
+                job,
+                result: Err(CopyError::NotMoved),
+                started: false,
+                stages: StageTimes::default(),
+                debug: Vec::new(),
+            });
+        }
+    }
+
     /// Stops the workers once the queue is empty; returns their slots by index.
     pub(crate) fn land(mut self) -> Vec<(usize, S::Slot)> {
+        self.send_held();
         self.jobs = None;
         let slots = std::mem::take(&mut self.workers)
             .into_iter()
@@ -195,7 +237,9 @@ impl<S: Staging> Flight<S> {
 impl<S: Staging> Drop for Flight<S> {
     fn drop(&mut self) {
         // Workers see the queue closed once it is empty; their slots go back before the
-        // staging (held by the pipeline) is dropped.
+        // staging (held by the pipeline) is dropped. Files held go first, so each ends as
+        // a sent one does (not begun, when the run was stopped).
+        self.send_held();
         self.jobs = None;
         for w in self.workers.drain(..) {
             let _ = w.join();
@@ -216,77 +260,82 @@ pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
     index: usize,
     mut slot: S::Slot,
-    jobs: &Mutex<mpsc::Receiver<Sent>>,
+    jobs: &Mutex<mpsc::Receiver<Vec<Sent>>>,
     done: &mpsc::Sender<Finished>,
 ) -> (usize, S::Slot) {
     loop {
         let next = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok((ticket, job, own_cancel)) = next else {
+        let Ok(batch) = next else {
             return (index, slot);
         };
-        // A file with a stop of its own belongs to an owner who may be writing DEST again
-        // by the time it stops: it is left as it is.
-        let on_stop = match own_cancel {
-            Some(_) => OnStop::Leave,
-            None => OnStop::CutBack,
-        };
-        let cancel = own_cancel.unwrap_or_else(|| Arc::clone(&shared.cancel));
-        let clock = StageClock::default();
-        let began_at = Instant::now();
-        let mut debug = Vec::new();
-        // Not started: DST untouched.
-        let started = !cancel.load(Ordering::SeqCst);
-        let mut result = match started {
-            true => copy_whole(
-                &shared,
-                (&cancel, on_stop),
-                &mut slot,
-                &job,
-                &clock,
-                &mut debug,
-            ),
-            false => Err(CopyError::Interrupted),
-        };
-        let stages = clock.times();
-        // With read-back threads, --verify is theirs: the worker goes on to the next file.
-        let reads_back = shared.verify.filter(|_| shared.read_backs.is_none());
-        if let Ok(copied) = result {
-            let gpu = match shared.staging.gpu_of(&slot) {
-                Some(g) => format!(" on GPU {g}"),
-                None => String::new(),
-            };
-            let ends = Ends {
-                src: &job.src,
-                src_name: &job.src_name,
-                dst: &job.dst,
-                dst_name: &job.dst_name,
-            };
-            result = conclude(
-                &ends,
-                copied,
-                began_at.elapsed().as_secs_f64(),
-                &stages,
-                Some(format!("slot {index}{gpu}, in flight")),
-                (reads_back, &cancel),
-                shared.debug.is_some(),
-                shared.pause,
-                &mut |line| {
-                    debug.push((shared.debug.map(|t| t.elapsed()).unwrap_or_default(), line))
-                },
-            );
-        }
-        let finished = Finished {
-            ticket,
-            job,
-            result,
-            started,
-            stages,
-            debug,
-        };
-        if !hand_on(&shared, finished, done) {
-            return (index, slot);
+        for sent in batch {
+            if !copy_queued(&shared, index, &mut slot, sent, done) {
+                return (index, slot);
+            }
         }
     }
+}
+
+/// Copies one queued file through `slot` (worker `index`'s) and hands it on; false when the
+/// caller is gone.
+fn copy_queued<S: Staging>(
+    shared: &Shared<S>,
+    index: usize,
+    slot: &mut S::Slot,
+    (ticket, job, own_cancel): Sent,
+    done: &mpsc::Sender<Finished>,
+) -> bool {
+    // A file with a stop of its own belongs to an owner who may be writing DEST again
+    // by the time it stops: it is left as it is.
+    let on_stop = match own_cancel {
+        Some(_) => OnStop::Leave,
+        None => OnStop::CutBack,
+    };
+    let cancel = own_cancel.unwrap_or_else(|| Arc::clone(&shared.cancel));
+    let clock = StageClock::default();
+    let began_at = Instant::now();
+    let mut debug = Vec::new();
+    // Not started: DST untouched.
+    let started = !cancel.load(Ordering::SeqCst);
+    let mut result = match started {
+        true => copy_whole(shared, (&cancel, on_stop), slot, &job, &clock, &mut debug),
+        false => Err(CopyError::Interrupted),
+    };
+    let stages = clock.times();
+    // With read-back threads, --verify is theirs: the worker goes on to the next file.
+    let reads_back = shared.verify.filter(|_| shared.read_backs.is_none());
+    if let Ok(copied) = result {
+        let gpu = match shared.staging.gpu_of(slot) {
+            Some(g) => format!(" on GPU {g}"),
+            None => String::new(),
+        };
+        let ends = Ends {
+            src: &job.src,
+            src_name: &job.src_name,
+            dst: &job.dst,
+            dst_name: &job.dst_name,
+        };
+        result = conclude(
+            &ends,
+            copied,
+            began_at.elapsed().as_secs_f64(),
+            &stages,
+            Some(format!("slot {index}{gpu}, in flight")),
+            (reads_back, &cancel),
+            shared.debug.is_some(),
+            shared.pause,
+            &mut |line| debug.push((shared.debug.map(|t| t.elapsed()).unwrap_or_default(), line)),
+        );
+    }
+    let finished = Finished {
+        ticket,
+        job,
+        result,
+        started,
+        stages,
+        debug,
+    };
+    hand_on(shared, finished, done)
 }
 
 /// Hands a file whose copy ended on: to the read-back threads when it is to be read back
@@ -361,6 +410,7 @@ fn copy_whole<S: Staging>(
         dst: &job.dst,
         names: &names,
         sparse: job.sparse,
+        may_have_holes: job.may_have_holes,
     };
     let plan = file
         .plan(

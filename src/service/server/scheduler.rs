@@ -406,6 +406,7 @@ impl Scheduler {
                 dst: job.dst,
                 dst_name: job.dst_name,
                 sparse: job.sparse,
+                may_have_holes: true,
                 digest: job.digest,
                 truncate,
                 progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,

@@ -66,7 +66,8 @@ impl FileCopy<'_> {
     /// bytes the data phase showed `progress`, so that holes are shown here (None: the
     /// caller shows the file's progress itself). Returns DEST's final size and how much of
     /// it the data phase's slices still stand for. Both files must be buffered again
-    /// ([`FileCopy::end_direct`]).
+    /// ([`FileCopy::end_direct`]), and DEST must have held nothing when the data phase
+    /// began (made new, or cut by [`FileCopy::begin`]).
     pub(crate) fn finish<S: Staging>(
         &self,
         phase: Phase,
@@ -83,6 +84,10 @@ impl FileCopy<'_> {
             holes,
         } = phase;
         let good = good.unwrap_or(0);
+        // DEST began empty: a data phase whose slices were all written whole, the last
+        // ending at `good`, with no zero block left unwritten (--sparse=always), left it
+        // ending there (a hole between slices is below it).
+        let sized_at = (whole && self.sparse != SparseMode::Always).then_some(good);
         // After a full disk the rest is written again in order, as far as it fits; the copy
         // fails either way.
         let disk_full = match error {
@@ -131,7 +136,7 @@ impl FileCopy<'_> {
         if let Some(e) = disk_full {
             return Err(self.cut_back(end, e, cx));
         }
-        self.set_size(end, cx)?;
+        self.set_size(end, sized_at == Some(end), cx)?;
         let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
         if let Some(holes) = holes {
             progress.advanced(holes);

@@ -53,7 +53,7 @@ where
                 Ok(granted) => granted.slots,
                 Err(e) => return Err(Box::new((job, e))),
             };
-            let (jobs_tx, jobs_rx) = mpsc::channel::<Sent>();
+            let (jobs_tx, jobs_rx) = mpsc::channel::<Vec<Sent>>();
             let jobs_rx = Arc::new(Mutex::new(jobs_rx));
             let (done_tx, done_rx) = mpsc::channel();
             let read_backs = config.verify.and_then(|verify| {
@@ -97,6 +97,8 @@ where
             diag(&format!("{} file worker(s) started", workers.len()));
             self.flight = Some(Flight {
                 jobs: Some(jobs_tx),
+                held: Vec::new(),
+                unsent: VecDeque::new(),
                 done: done_rx,
                 workers,
                 read_backs,
@@ -107,19 +109,27 @@ where
         }
         let flight = self.flight.as_mut().expect("started above");
         let len = job.len;
-        let Some(tx) = flight.jobs.as_ref() else {
-            unreachable!("the queue is open while the flight is");
-        };
-        match tx.send((ticket, job, cancel)) {
-            Ok(()) => {
-                flight.files += 1;
-                flight.bytes += len;
-                flight.sizes.insert(ticket, len);
-                Ok(())
+        if limits.batch > 1 && len < limits.direct_from {
+            // Held with the small files before it, sent once there are enough of them.
+            flight.held.push((ticket, job, cancel));
+            if flight.held.len() >= limits.batch {
+                flight.send_held();
             }
-            // Every worker has ended (a panic): the caller copies the file itself.
-            Err(mpsc::SendError((_, job, _))) => Err(Box::new((job, no_workers()))),
+        } else {
+            flight.send_held();
+            let Some(tx) = flight.jobs.as_ref() else {
+                unreachable!("the queue is open while the flight is");
+            };
+            if let Err(mpsc::SendError(mut batch)) = tx.send(vec![(ticket, job, cancel)]) {
+                // Every worker has ended (a panic): the caller copies the file itself.
+                let (_, job, _) = batch.remove(0);
+                return Err(Box::new((job, no_workers())));
+            }
         }
+        flight.files += 1;
+        flight.bytes += len;
+        flight.sizes.insert(ticket, len);
+        Ok(())
     }
 
     /// The next file whose copy ended: waits for one when `block` and files are in flight.
@@ -128,10 +138,13 @@ where
         if flight.files == 0 {
             return None;
         }
-        let got = if block {
-            flight.done.recv().ok()
-        } else {
-            flight.done.try_recv().ok()
+        if block {
+            flight.send_held();
+        }
+        let got = match flight.unsent.pop_front() {
+            Some(f) => Some(f),
+            None if block => flight.done.recv().ok(),
+            None => flight.done.try_recv().ok(),
         };
         let f = got?;
         flight.files -= 1;

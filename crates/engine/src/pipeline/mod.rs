@@ -375,7 +375,8 @@ impl<S: Staging> Pipeline<S> {
             progress.advanced(got as u64);
         };
         match (result, dst_regular) {
-            (Ok(end), true) => file.set_size(end, cx).map(|()| end),
+            // DEST was cut to 0 first: where its last bytes were written it ends there.
+            (Ok(end), true) => file.set_size(end, written == end, cx).map(|()| end),
             (Ok(end), false) => Ok(end),
             (Err((copied, e)), true) => Err(file.cut_back(copied, e, cx)),
             (Err((_, e)), false) => Err(e),

@@ -33,6 +33,7 @@ fn job(src: &Path, dst: &Path, sparse: SparseMode) -> QueuedJob {
             .unwrap(),
         dst_name: dst.to_path_buf(),
         sparse,
+        may_have_holes: true,
         digest: None,
         truncate: false,
         progress: Arc::new(NoProgress),
@@ -56,12 +57,14 @@ fn every_file_once_with_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let c = CHUNK as usize;
     let sizes = [1, 4095, 4096, 4097, 30_000, c - 1, c, 0];
-    for direct_from in [u64::MAX, 0] {
+    // Batches of 4 hold every file below `direct_from` until 4 are held or one is waited for.
+    for (direct_from, batch) in [(u64::MAX, 1), (0, 1), (u64::MAX, 4), (30_000, 4)] {
         let mut engine = start_engine(BackendChoice::Host, CHUNK, 3, false);
         engine.set_queue_limits(QueueLimits {
             files: 5,
             bytes: 100_000,
             direct_from,
+            batch,
         });
         assert_eq!(engine.queue_max(), Some(CHUNK));
         let mut want: HashMap<Ticket, (PathBuf, Vec<u8>)> = HashMap::new();
@@ -69,7 +72,9 @@ fn every_file_once_with_its_bytes() {
         for round in 0..4 {
             for (i, &len) in sizes.iter().enumerate() {
                 let src = dir.path().join(format!("s{round}-{i}"));
-                let dst = dir.path().join(format!("d{round}-{i}-{direct_from}"));
+                let dst = dir
+                    .path()
+                    .join(format!("d{round}-{i}-{direct_from}-{batch}"));
                 let data = write_random(&src, len, (round * 100 + i) as u64);
                 while !engine.has_room(len as u64) {
                     let f = engine.next_finished(true).expect("a file in flight");
@@ -251,6 +256,73 @@ fn cancelling_ends_every_file_in_flight() {
         assert_eq!(
             old, b"old bytes",
             "DST {i} touched by a copy that never started"
+        );
+    }
+}
+
+/// Small files held for a batch are sent when the caller waits for one, and never begin
+/// when the run was stopped before they were sent: DEST keeps its bytes.
+#[test]
+fn files_held_for_a_batch_come_back_when_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let config = Config {
+        backend: BackendChoice::Host,
+        chunk_size: Some(chunk_size(CHUNK)),
+        slots_per_gpu: Some(2),
+        cancel: Arc::clone(&cancel),
+        ..Config::default()
+    };
+    let mut engine = Engine::start(config, Box::new(NoWarnings)).unwrap();
+    engine.set_queue_limits(QueueLimits {
+        batch: 8,
+        ..QueueLimits::default()
+    });
+    let mut want = HashMap::new();
+    for i in 0..3 {
+        let src = dir.path().join(format!("s{i}"));
+        let data = write_random(&src, 5000 + i, i as u64);
+        let dst = dir.path().join(format!("d{i}"));
+        let ticket = engine
+            .submit(job(&src, &dst, SparseMode::Auto))
+            .ok()
+            .unwrap();
+        want.insert(ticket, (dst, data));
+    }
+    // Fewer than a batch: held, so none has ended, however long the workers are given.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        engine.next_finished(false).is_none(),
+        "a held file was copied"
+    );
+    let mut got = HashMap::new();
+    drain(&mut engine, &mut got);
+    assert_eq!(got.len(), 3);
+    for (ticket, (dst, data)) in &want {
+        assert_eq!(got[ticket], Ok(data.len() as u64));
+        assert_same_bytes(&fs::read(dst).unwrap(), data, &dst.display().to_string());
+    }
+    // Held, then the run stopped: not begun, DEST untouched.
+    for i in 3..6 {
+        let src = dir.path().join(format!("s{i}"));
+        write_random(&src, 5000, i);
+        let mut j = job(&src, &dir.path().join(format!("d{i}")), SparseMode::Auto);
+        j.dst.write_all_at(b"old bytes", 0).unwrap();
+        j.truncate = true;
+        engine.submit(j).ok().unwrap();
+    }
+    cancel.store(true, Ordering::SeqCst);
+    let mut ended = 0;
+    while let Some(f) = engine.next_finished(true) {
+        ended += 1;
+        assert!(matches!(f.result, Err(CopyError::Interrupted)) && !f.started);
+    }
+    assert_eq!(ended, 3);
+    for i in 3..6 {
+        let old = fs::read(dir.path().join(format!("d{i}"))).unwrap();
+        assert_eq!(
+            old, b"old bytes",
+            "DST {i} touched by a copy that never began"
         );
     }
 }
