@@ -9,7 +9,7 @@ use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
 use crate::stat::{FileKind, Stat};
 use aiscp_engine::quote::quote;
-use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind};
+use aiscp_engine::{Config, DataJob, Engine, SourceKind};
 use nix::fcntl::OFlag;
 use std::fs::File;
 use std::io;
@@ -116,10 +116,12 @@ impl Copier<'_> {
         }
         if fifo {
             let fd = src_file.as_fd();
-            if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
+            if !crate::fd_wait::wait_readable(fd, &self.config.cancel)
+                .map_err(|e| cannot_open(&e))?
+            {
                 return Err(Reported); // interrupted: main dies of the signal, silently
             }
-            fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
+            crate::fd_wait::clear_nonblocking(fd).map_err(|e| cannot_open(&e))?;
         }
         Ok((src_file, opened))
     }
@@ -173,7 +175,7 @@ impl Copier<'_> {
         };
         let opened = opened.and_then(|f| {
             if fifo {
-                fileio::clear_flag(f.as_fd(), OFlag::O_NONBLOCK)?;
+                crate::fd_wait::clear_nonblocking(f.as_fd())?;
             }
             Ok(f)
         });

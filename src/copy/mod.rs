@@ -23,8 +23,7 @@ use crate::progress::{Files, Staged};
 use crate::stat::{FileId, Stat};
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
-    fileio, Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
-    Ticket,
+    Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob, Ticket,
 };
 use atomic::Aside;
 pub use inflight::check_in_flight_setting;
@@ -370,7 +369,7 @@ fn ask_wiped(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<b
     let stdin = io::stdin();
     let mut first = None;
     loop {
-        match fileio::wait_readable(stdin.as_fd(), cancel) {
+        match crate::fd_wait::wait_readable(stdin.as_fd(), cancel) {
             Ok(true) => {}
             Ok(false) => return None,
             Err(_) => return Some(false),

@@ -8,9 +8,9 @@
 //! code is a plain read then write of the slice.
 
 use crate::backend::Staging;
+use crate::error::CopyError;
 use crate::fileio;
 use crate::stages::{Stage, StageClock};
-use crate::CopyError;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

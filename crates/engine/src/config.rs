@@ -98,7 +98,7 @@ pub struct Config {
 
 impl Config {
     /// What the backend is asked for.
-    pub fn request(&self) -> backend::Request {
+    pub(crate) fn request(&self) -> backend::Request {
         backend::Request {
             backend: self.backend,
             route: self.route,

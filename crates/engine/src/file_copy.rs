@@ -29,6 +29,9 @@
 
 mod finish;
 mod plan;
+mod state;
+
+pub(crate) use state::{FileCopy, Sides};
 
 pub(crate) use plan::{Access, Plan};
 
@@ -39,29 +42,20 @@ pub(crate) const WINDOW_SLICES: u64 = 1024;
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{Ctx, Names};
 use crate::chunk_plan::ChunkPlan;
+use crate::error::CopyError;
 use crate::fileio::{self, MIN_ALIGN};
+use crate::job::DataJob;
+use crate::job::SparseMode;
 use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
 use crate::verify::Buffers;
 use crate::worker::{Handle, Phase, SideRoute};
-use crate::{CopyError, DataJob, SparseMode};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-
-/// SOURCE's side and DEST's, opened for the data phase, each with why it is not direct.
-pub(crate) type Sides<'fd, S> = [(SideRoute<Handle<'fd, S>>, &'static str); 2];
-
-/// One regular SOURCE into one regular DEST.
-pub(crate) struct FileCopy<'a> {
-    pub(crate) src: &'a File,
-    pub(crate) dst: &'a File,
-    pub(crate) names: &'a Names,
-    pub(crate) sparse: SparseMode,
-}
 
 impl<'a> FileCopy<'a> {
     /// The regular-file copy of `job`, with its names quoted once in `names`.

@@ -12,12 +12,16 @@
 
 use crate::backend::Staging;
 use crate::bounce::{ready_windows, Ctx, Names, OnStop};
+use crate::error::CopyError;
 use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
+use crate::job::DataJob;
+use crate::job::ProgressSink;
+use crate::job::SourceKind;
+use crate::job::SparseMode;
 use crate::read_back::{Checking, ReadBacks};
 use crate::stages::{StageClock, StageTimes};
 use crate::verify::Buffers;
 use crate::worker::{run_worker, Endpoints, Work};
-use crate::{CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;

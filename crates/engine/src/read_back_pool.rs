@@ -24,7 +24,7 @@ pub struct ReadBackPool {
 impl ReadBackPool {
     /// Threads that read files back under `config`'s stop flag and test pause; --debug lines
     /// are stamped from now.
-    pub fn start(config: &crate::Config) -> ReadBackPool {
+    pub fn start(config: &crate::config::Config) -> ReadBackPool {
         let (done_tx, done) = mpsc::channel();
         let checking = Checking {
             pause: config.pause,

@@ -124,8 +124,7 @@ impl ServiceClient {
             return Ok(end);
         }
         let stop = &self.config.cancel;
-        let checked =
-            aiscp_engine::verify::verify(job.src, job.src_name, job.dst, job.dst_name, stop)?;
+        let checked = aiscp_engine::verify(job.src, job.src_name, job.dst, job.dst_name, stop)?;
         self.debug(&checked.describe(job.dst_name));
         Ok(end)
     }

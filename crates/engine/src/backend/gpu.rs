@@ -1,7 +1,8 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
-use super::{GpuChoice, LibraryIo, Request, Staging, StreamIo};
+use super::request::{resolve_route, GpuChoice, LibraryStats, Request};
+use super::staging::{LibraryIo, Staging, StreamIo};
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -146,7 +147,7 @@ impl GpuStaging {
         }
         let indices = chosen_gpus(&request.gpu, count)?;
         diag(&describe_load(&library, count));
-        let (library_route, why) = super::resolve_route(flavor, request);
+        let (library_route, why) = resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
         let driver = match library_route {
@@ -204,7 +205,7 @@ impl GpuStaging {
     }
 
     /// The library's own counters since [`GpuStaging::open`], or why there are none.
-    pub fn library_stats(&self) -> super::LibraryStats {
+    pub fn library_stats(&self) -> LibraryStats {
         self.stats_started.clone()?;
         let driver = self
             .driver

@@ -1,7 +1,7 @@
 //! Host memory staging, for machines without a GPU library: each slot is aligned host
 //! memory that POSIX reads fill and POSIX writes drain (O_DIRECT-capable alignment).
 
-use super::{NoLibrary, Staging};
+use super::staging::{NoLibrary, Staging};
 use hipfile::Error;
 use nix::sys::mman::{self, MapFlags, ProtFlags};
 use std::ffi::c_void;

@@ -2,11 +2,11 @@
 //! them when first needed, and what to do when memory runs out (halve the chunk, or go on
 //! with fewer slots). Slots live for the run; only the first one is required.
 
-use super::Pipeline;
+use super::state::Pipeline;
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce;
+use crate::error::CopyError;
 use crate::fileio::MIN_ALIGN;
-use crate::CopyError;
 use std::io;
 
 impl<S: Staging> Pipeline<S> {
