@@ -22,6 +22,7 @@ mod bounce;
 mod chunk_plan;
 mod config;
 mod devices;
+pub mod digest;
 mod engine;
 mod error;
 mod file_copy;

@@ -2,6 +2,7 @@
 //! memory that POSIX reads fill and POSIX writes drain (O_DIRECT-capable alignment).
 
 use super::staging::{NoLibrary, Staging};
+use crate::digest::{Algorithm, Piece};
 use hipfile::Error;
 use nix::sys::mman::{self, MapFlags, ProtFlags};
 use std::ffi::c_void;
@@ -138,5 +139,19 @@ impl Staging for HostStaging {
     }
     fn settle(&self, _: &mut AlignedBuf) -> Result<(), Error> {
         Ok(())
+    }
+    /// On the CPU, on the worker's thread: the workers hash their slices side by side.
+    fn hash(
+        &self,
+        slot: &mut AlignedBuf,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        Ok(Some(Piece::of_bytes(
+            algorithm,
+            start,
+            &slot.as_mut_slice()[..len],
+        )))
     }
 }

@@ -1,6 +1,7 @@
 //! The traits every backend answers to ([`Staging`], [`LibraryIo`], [`StreamIo`]) and
 //! [`NoLibrary`], the library half of a backend that has none.
 
+use crate::digest::{Algorithm, Piece};
 use hipfile::Error;
 use std::convert::Infallible;
 use std::marker::PhantomData;
@@ -65,6 +66,22 @@ pub trait Staging: Sync {
     ) -> Result<(), Error>;
     /// Waits for every queued copy of the slot's windows (before library I/O reads the slot).
     fn settle(&self, slot: &mut Self::Slot) -> Result<(), Error>;
+    /// The digest piece of the slot's first `len` bytes, which DEST receives at `start`,
+    /// taken where they are staged. None: this backend does not hash its slots, and the
+    /// file's digest reads those bytes back from DEST ([`crate::digest::Pieces::finish`]).
+    #[allow(
+        dead_code,
+        reason = "the workers call it when --sums is wired through them"
+    )]
+    fn hash(
+        &self,
+        _slot: &mut Self::Slot,
+        _len: usize,
+        _start: u64,
+        _algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        Ok(None)
+    }
 }
 
 /// Library I/O on registered files, straight into a slot's device memory (the direct route).

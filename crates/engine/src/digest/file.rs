@@ -1,0 +1,200 @@
+//! A file's digest from its pieces: the rule that keeps it equal to DEST's final content.
+//!
+//! A piece counts only where DEST still holds the bytes it was taken from: inside the
+//! prefix the file's finish left standing (`kept`: the data phase's leading run of whole
+//! slices, up to where the finish wrote again), starting on a chunk and ending on one or at
+//! DEST's end. Every other byte (holes, the tail the finish read on, slices after a
+//! SOURCE that changed, a backend that does not hash where it stages) is read back from
+//! DEST, so the digest is DEST's whatever the copy met on the way.
+
+use super::algorithm::{Algorithm, Digest};
+use super::piece::Piece;
+use super::piece::{crc_combine, CHUNK_LEN};
+use blake3::hazmat::ChainingValue;
+use blake3::hazmat::{left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, Mode};
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
+
+/// Bytes read back from DEST at a time, where no piece vouches for them.
+const READ_BACK: usize = 16 << 20;
+
+/// The pieces of one file's digest, gathered from the workers as its slices are staged.
+#[derive(Debug)]
+pub struct Pieces {
+    algorithm: Algorithm,
+    list: Mutex<Vec<Piece>>,
+}
+
+/// A file's digest, and how many of its bytes had to be read back from DEST for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    pub digest: Digest,
+    pub read_back: u64,
+}
+
+impl Pieces {
+    pub fn new(algorithm: Algorithm) -> Pieces {
+        Pieces {
+            algorithm,
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Adds a staged slice's piece (of this algorithm; others are ignored).
+    pub fn add(&self, piece: Piece) {
+        if piece.algorithm() == self.algorithm {
+            self.lock().push(piece);
+        }
+    }
+
+    /// Adds the pieces of `others` (a part copied elsewhere: an MPI rank).
+    pub fn extend(&self, others: impl IntoIterator<Item = Piece>) {
+        others.into_iter().for_each(|p| self.add(p));
+    }
+
+    /// Takes the pieces gathered so far, in no particular order.
+    pub fn take(&self) -> Vec<Piece> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Piece>> {
+        self.list.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The digest of `dest`, whose final size is `size` and which holds the bytes the
+    /// pieces were taken from before `kept` (the module's rule); what no piece vouches for
+    /// is read from `dest`.
+    pub fn finish(&self, dest: &File, kept: u64, size: u64) -> io::Result<Finished> {
+        let pieces = counted(self.take(), kept.min(size), size);
+        let mut read_back = 0;
+        let mut all = Vec::with_capacity(pieces.len());
+        let mut at = 0;
+        for piece in pieces {
+            let range = piece.range();
+            read_back += gap(dest, self.algorithm, at..range.start, &mut all)?;
+            at = range.end;
+            all.push(piece);
+        }
+        read_back += gap(dest, self.algorithm, at..size, &mut all)?;
+        let digest = match self.algorithm {
+            Algorithm::Blake3 => root(&all, size),
+            algorithm => combine(algorithm, &all),
+        };
+        match digest {
+            Some(digest) => Ok(Finished { digest, read_back }),
+            // Pieces that do not tile the tree (not expected: the rule above makes them
+            // tile): DEST is hashed whole instead.
+            None => {
+                let mut whole = Vec::new();
+                gap(dest, self.algorithm, 0..size, &mut whole)?;
+                let digest = match self.algorithm {
+                    Algorithm::Blake3 => root(&whole, size),
+                    algorithm => combine(algorithm, &whole),
+                };
+                let digest = digest.expect("pieces of one reading tile the file");
+                Ok(Finished {
+                    digest,
+                    read_back: size,
+                })
+            }
+        }
+    }
+}
+
+/// The pieces that count for a DEST of `size` holding them before `kept`, in file order,
+/// none overlapping the one before.
+fn counted(mut pieces: Vec<Piece>, kept: u64, size: u64) -> Vec<Piece> {
+    pieces.sort_by_key(|p| p.range().start);
+    let mut end = 0;
+    pieces.retain(|p| {
+        let r = p.range();
+        let counts = r.start >= end
+            && r.end <= kept
+            && !r.is_empty()
+            && r.start % CHUNK_LEN == 0
+            && (r.end % CHUNK_LEN == 0 || r.end == size);
+        if counts {
+            end = r.end;
+        }
+        counts
+    });
+    pieces
+}
+
+/// Reads `range` of `dest` and adds its pieces to `out`; returns the bytes read.
+fn gap(
+    dest: &File,
+    algorithm: Algorithm,
+    range: Range<u64>,
+    out: &mut Vec<Piece>,
+) -> io::Result<u64> {
+    let mut buf = vec![0u8; READ_BACK.min((range.end - range.start.min(range.end)) as usize)];
+    let mut at = range.start;
+    while at < range.end {
+        let want = ((range.end - at) as usize).min(READ_BACK);
+        let bytes = &mut buf[..want];
+        dest.read_exact_at(bytes, at).map_err(|e| match e.kind() {
+            // DEST shorter than its size a moment ago: another process cut it.
+            io::ErrorKind::UnexpectedEof => io::Error::other("file shrank while being hashed"),
+            _ => e,
+        })?;
+        out.push(Piece::of_bytes(algorithm, at, bytes));
+        at += want as u64;
+    }
+    Ok(range.end.saturating_sub(range.start))
+}
+
+/// The CRC of the file whose pieces, in order and tiling it, are `pieces`.
+fn combine(algorithm: Algorithm, pieces: &[Piece]) -> Option<Digest> {
+    let mut crc = super::piece::crc(algorithm, &[]);
+    for piece in pieces {
+        let len = piece.range().end - piece.range().start;
+        crc = crc_combine(algorithm, crc, piece.crc()?, len);
+    }
+    Some(Digest::of_crc(algorithm, crc))
+}
+
+/// The BLAKE3 hash of a file of `size` bytes whose pieces, in order and tiling it, are
+/// `pieces`: their nodes merged up the tree, the root finalized as root.
+fn root(pieces: &[Piece], size: u64) -> Option<Digest> {
+    let hash = if size <= CHUNK_LEN {
+        let head = pieces.first().map_or(Some(&[][..]), |p| p.head())?;
+        blake3::hash(head.get(..size as usize)?)
+    } else {
+        let mut nodes = pieces.iter().flat_map(|p| p.nodes()).peekable();
+        let left = left_subtree_len(size);
+        let l = node(&mut nodes, 0..left)?;
+        let r = node(&mut nodes, left..size)?;
+        if nodes.next().is_some() {
+            return None;
+        }
+        merge_subtrees_root(&l, &r, Mode::Hash)
+    };
+    Digest::from_bytes(Algorithm::Blake3, hash.as_bytes().to_vec())
+}
+
+/// The chaining value of the tree node `range`, from `nodes` (in order; consumed as used).
+fn node(
+    nodes: &mut std::iter::Peekable<impl Iterator<Item = (Range<u64>, ChainingValue)>>,
+    range: Range<u64>,
+) -> Option<ChainingValue> {
+    let (next, _) = nodes.peek()?;
+    if *next == range {
+        return nodes.next().map(|(_, cv)| cv);
+    }
+    let len = range.end - range.start;
+    if next.start != range.start || next.end >= range.end || len <= CHUNK_LEN {
+        return None;
+    }
+    let split = range.start + left_subtree_len(len);
+    let l = node(nodes, range.start..split)?;
+    let r = node(nodes, split..range.end)?;
+    Some(merge_subtrees_non_root(&l, &r, Mode::Hash))
+}
