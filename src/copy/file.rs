@@ -2,7 +2,11 @@
 //! cp's copy_reg does, the data handed to the engine (or queued, or written aside for
 //! --atomic), then attributes and --fsync.
 
-use super::{replaced, sync, Copier, Disposition, Found};
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::Found;
+use super::steps::replaced;
+use super::steps::sync;
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
@@ -301,7 +305,7 @@ impl Copier<'_> {
         };
         let res = match &mut self.mover {
             Some(mover) => {
-                let mut engine = super::LocalEngine {
+                let mut engine = super::mover::LocalEngine {
                     slot: &mut self.engine,
                     config: &self.config,
                 };

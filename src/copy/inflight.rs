@@ -11,7 +11,9 @@
 //! every file queued before it has been finished. A prompt first waits for every file in
 //! flight (it must follow their messages, and its answer may depend on them).
 
-use super::{Copier, Disposition, Found};
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::Found;
 use crate::attrs;
 use crate::messages::Reported;
 use crate::messages::{self, error, Held};
@@ -308,12 +310,15 @@ impl Copier<'_> {
 
     /// Where queued files go: the mover's queue where the mover has one (it sees every
     /// file), else the engine, once started.
-    fn file_queue(&mut self) -> Option<&mut dyn super::FileQueue> {
+    fn file_queue(&mut self) -> Option<&mut dyn super::mover::FileQueue> {
         // A mover without a queue (now) leaves files in flight to the engine.
         let mover_queues = self.mover.as_mut().is_some_and(|m| m.queue().is_some());
         match &mut self.mover {
             Some(mover) if mover_queues => mover.queue(),
-            _ => self.engine.as_mut().map(|e| e as &mut dyn super::FileQueue),
+            _ => self
+                .engine
+                .as_mut()
+                .map(|e| e as &mut dyn super::mover::FileQueue),
         }
     }
 
@@ -380,7 +385,7 @@ impl Copier<'_> {
                     match (pending, finished) {
                         (Some(p), Some(f)) => {
                             if let Some(result) = self.finish_file(p, f) {
-                                super::count(&mut self.files, &result);
+                                super::copier::count(&mut self.files, &result);
                             }
                         }
                         // The engine lost the file (cannot happen): never a silent success.
@@ -392,7 +397,7 @@ impl Copier<'_> {
                                 ));
                             }
                             self.failed = true;
-                            super::count(&mut self.files, &Err(Reported));
+                            super::copier::count(&mut self.files, &Err(Reported));
                         }
                     }
                     messages::hold(hold);
@@ -464,7 +469,7 @@ impl Copier<'_> {
         }
         self.failed = true;
         // A failed copy is not "just created" (as when copied in turn).
-        let name = super::name_key(&p.dst_path);
+        let name = super::names::name_key(&p.dst_path);
         self.memory.created.remove(&(p.dst_id, name));
         (!never_began(&f)).then_some(Err(Reported))
     }
