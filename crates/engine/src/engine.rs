@@ -1,12 +1,13 @@
 //! The engine: the backend, its staging slots and workers, brought up once and reused for
 //! every file of a run; the callers' one handle on the crate.
 
-use crate::backend::{self, LibraryStats, Loaded, Staging, StreamIo};
+use crate::backend::{self, Loaded, Staging, StreamIo};
 use crate::bounce;
 use crate::config::{Config, DEFAULT_SLOTS_PER_GPU};
 use crate::devices;
 use crate::error::CopyError;
 use crate::job::{DataJob, NoProgress, ProgressSink};
+use crate::library_stats::LibraryStats;
 use crate::pipeline::Pipeline;
 use crate::queue::{self, Finished, QueueLimits, QueuedJob, Ticket};
 use crate::quote::quote;

@@ -28,6 +28,7 @@ mod error;
 mod file_copy;
 mod fileio;
 mod job;
+mod library_stats;
 mod pipeline;
 pub mod probe;
 mod queue;
@@ -52,7 +53,7 @@ pub use route::Route;
 pub use stages::StageTimes;
 pub use worker::PartEnd;
 
-pub use backend::LibraryStats;
 pub use chunk_plan::ChunkPlan;
 pub use engine::{prepare_process, Diagnostics, Engine, EngineInfo, StartError};
+pub use library_stats::{Calls, GpuCounters, LibraryCounters, LibraryStats};
 pub use verify::{verify, VerifyError};

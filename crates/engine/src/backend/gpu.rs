@@ -1,8 +1,9 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
-use super::request::{resolve_route, GpuChoice, LibraryStats, Request};
+use super::request::{resolve_route, GpuChoice, Request};
 use super::staging::{LibraryIo, Staging, StreamIo};
+use crate::library_stats::LibraryStats;
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -211,7 +212,7 @@ impl GpuStaging {
             .driver
             .as_ref()
             .ok_or_else(|| BOUNCE_STATS.to_owned())?;
-        driver.io_stats().map_err(|e| e.to_string())
+        driver.io_stats().map(Into::into).map_err(|e| e.to_string())
     }
 
     /// The library's version text, when it tells ("hipFile 0.2.0").

@@ -19,9 +19,7 @@ pub mod runtime_env;
 mod staging;
 
 use hipfile::{Error, Flavor};
-pub use request::{
-    resolve_route, BackendChoice, GpuChoice, LibraryStats, NoBackend, Request, RouteChoice,
-};
+pub use request::{resolve_route, BackendChoice, GpuChoice, NoBackend, Request, RouteChoice};
 pub use staging::{LibraryIo, Staging, StreamIo};
 
 /// The backend chosen at start.

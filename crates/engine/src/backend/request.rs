@@ -82,10 +82,6 @@ pub struct Request {
     pub library_stats: bool,
 }
 
-/// The I/O library's own statistics (`Config::library_stats`), or why there are none (the
-/// host backend, the bounce route, a release without statistics, not asked for).
-pub type LibraryStats = Result<hipfile::IoStats, String>;
-
 /// No backend could be brought up as asked (fatal for the run).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
