@@ -125,7 +125,10 @@ fn service_section(out: &mut String) {
              included); {} file(s), {} copied; staging memory up to {}, {} held now",
             s.welcome.pid,
             s.uptime_secs,
-            s.welcome.library.as_deref().unwrap_or(&s.welcome.backend),
+            s.welcome
+                .library
+                .as_deref()
+                .unwrap_or(s.welcome.backend.name()),
             client::gpus_text(&s.welcome.gpus),
             s.clients,
             s.files,

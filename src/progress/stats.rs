@@ -6,7 +6,7 @@
 
 use super::line::human;
 use super::staged::{Staged, StagedPart};
-use aiscp_engine::{LibraryCounters, StageTimes};
+use aiscp_engine::{Backend, LibraryCounters, StageTimes};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -54,7 +54,7 @@ pub struct StatsReport {
     /// Whether any operand failed (the exit status is 1).
     pub failed: bool,
     /// "hipFile", "cuFile", "host memory"; null when no file had data to copy.
-    pub backend: Option<&'static str>,
+    pub backend: Option<Backend>,
     /// The library's version text ("cuFile 1.9.1") when it tells.
     pub library: Option<String>,
     /// The GPUs staged through (empty on host memory).

@@ -493,18 +493,13 @@ impl DataMover for ServiceClient {
 
     fn info(&self) -> Option<(EngineInfo, StageTimes)> {
         let (w, connected_in) = self.reached.as_ref().filter(|_| self.served)?;
-        let backend = match w.backend.as_str() {
-            "hipFile" => "hipFile",
-            "cuFile" => "cuFile",
-            "host memory" => "host memory",
-            _ => "the staging service",
-        };
+        let backend = w.backend;
         let info = EngineInfo {
             backend,
             library: Some(format!(
                 "the staging service (pid {}, {})",
                 w.pid,
-                w.library.as_deref().unwrap_or(backend)
+                w.library.as_deref().unwrap_or(backend.name())
             )),
             gpus: w.gpus.clone(),
             startup: *connected_in,

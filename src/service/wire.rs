@@ -7,7 +7,7 @@
 //! parse, is too long, or carries the wrong number of descriptors is an error the caller
 //! answers by dropping that client.
 
-use aiscp_engine::{SparseMode, StageTimes};
+use aiscp_engine::{Backend, Route, SparseMode, StageTimes};
 use nix::sys::socket::{self, ControlMessage, MsgFlags};
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 use serde::{Deserialize, Serialize};
@@ -111,7 +111,7 @@ pub struct Welcome {
     pub version: String,
     pub pid: u32,
     /// "hipFile", "cuFile" or "host memory".
-    pub backend: String,
+    pub backend: Backend,
     pub library: Option<String>,
     pub gpus: Vec<u32>,
     /// The largest file it keeps in flight (None: every file in turn).
@@ -147,7 +147,7 @@ pub enum Outcome {
     /// its time went.
     Copied {
         end: u64,
-        route: Option<(String, String)>,
+        route: Option<(Route, Route)>,
         stages: Stages,
     },
     /// cp's message, without the program's name; `write_errno`: writing DEST failed with

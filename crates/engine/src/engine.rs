@@ -1,7 +1,7 @@
 //! The engine: the backend, its staging slots and workers, brought up once and reused for
 //! every file of a run; the callers' one handle on the crate.
 
-use crate::backend::{self, Loaded, Staging, StreamIo};
+use crate::backend::{self, Backend, Loaded, Staging, StreamIo};
 use crate::bounce;
 use crate::config::{Config, DEFAULT_SLOTS_PER_GPU};
 use crate::devices;
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 /// library's version text when it tells, and the GPU indices on GPU backends (none on host).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineInfo {
-    pub backend: &'static str,
+    pub backend: Backend,
     pub library: Option<String>,
     pub gpus: Vec<u32>,
     /// How long [`Engine::start`] took: loading the libraries and bringing the GPU up.
@@ -81,14 +81,15 @@ impl Diag {
     }
 }
 
-enum Backend {
+/// The pipeline of the backend brought up, whichever it is.
+enum Pipelines {
     Host(Pipeline<backend::host::HostStaging>),
     Gpu(Pipeline<backend::gpu::GpuStaging>),
 }
 
 /// The engine: backend, buffers and workers, reused across the files of one run.
 pub struct Engine {
-    backend: Backend,
+    backend: Pipelines,
     config: Config,
     diag: Diag,
     /// With several GPUs: how files are placed on them.
@@ -108,8 +109,8 @@ pub struct Engine {
 macro_rules! with_pipeline {
     ($backend:expr, $p:ident => $body:expr) => {
         match $backend {
-            Backend::Host($p) => $body,
-            Backend::Gpu($p) => $body,
+            Pipelines::Host($p) => $body,
+            Pipelines::Gpu($p) => $body,
         }
     };
 }
@@ -120,8 +121,8 @@ impl Drop for Engine {
     fn drop(&mut self) {
         let freed = with_pipeline!(&mut self.backend, p => p.free_slots());
         let next = match self.backend {
-            Backend::Host(_) => "",
-            Backend::Gpu(_) => "; the GPU context and the libraries are released next",
+            Pipelines::Host(_) => "",
+            Pipelines::Gpu(_) => "; the GPU context and the libraries are released next",
         };
         self.diag.debug(&format!(
             "stopping: staging memory freed in {:.3} s{next}",
@@ -155,7 +156,7 @@ impl Engine {
                     diag.sink
                         .warn("--async has no effect with host memory staging; using threads");
                 }
-                Backend::Host(Pipeline::new(
+                Pipelines::Host(Pipeline::new(
                     h,
                     chunk(true),
                     slots_per_gpu,
@@ -184,7 +185,7 @@ impl Engine {
                     }
                 }
                 spread = devices::Spread::new(&config.gpu, pipeline.staging());
-                Backend::Gpu(pipeline)
+                Pipelines::Gpu(pipeline)
             }
         };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
@@ -220,8 +221,8 @@ impl Engine {
     /// route (the library route and `--async` copy files in turn). None: nothing is queued.
     pub fn queue_max(&self) -> Option<u64> {
         let library = match &self.backend {
-            Backend::Host(_) => false,
-            Backend::Gpu(p) => p.staging().library().is_some() || p.async_io(),
+            Pipelines::Host(_) => false,
+            Pipelines::Gpu(p) => p.staging().library().is_some() || p.async_io(),
         };
         let chunk = with_pipeline!(&self.backend, p => p.chunk());
         (self.limits.files > 0 && !library).then_some(chunk as u64)
@@ -288,7 +289,7 @@ impl Engine {
         let ticket = Ticket(self.landed.next_ticket);
         let started = self.config.debug.then_some(self.diag.started);
         let diag = &mut |line: &str| self.diag.debug(line);
-        if let (Backend::Gpu(p), Some(spread)) = (&mut self.backend, &mut self.spread) {
+        if let (Pipelines::Gpu(p), Some(spread)) = (&mut self.backend, &mut self.spread) {
             // Queued files take the slots of the GPUs nearest their storage (every GPU unless
             // `--gpu auto` knows better). The workers keep their slots for the flight, so a
             // file for other GPUs waits for the flight to land and starts a new one.
@@ -341,30 +342,30 @@ impl Engine {
         with_pipeline!(&self.backend, p => p.stages().1)
     }
 
-    /// The staging backend's name: "hipFile", "cuFile" or "host memory".
-    pub fn backend_name(&self) -> &'static str {
+    /// The staging backend.
+    pub fn backend(&self) -> Backend {
         match &self.backend {
-            Backend::Host(p) => p.staging().name(),
-            Backend::Gpu(p) => p.staging().name(),
+            Pipelines::Host(p) => p.staging().name(),
+            Pipelines::Gpu(p) => p.staging().name(),
         }
     }
 
     /// What the run stages through, for the summary.
     pub fn info(&self) -> EngineInfo {
         let (library, gpus, library_stats) = match &self.backend {
-            Backend::Host(_) => (
+            Pipelines::Host(_) => (
                 None,
                 Vec::new(),
                 Err("host memory: no GPU I/O library".to_owned()),
             ),
-            Backend::Gpu(p) => (
+            Pipelines::Gpu(p) => (
                 p.staging().version().map(str::to_owned),
                 p.staging().indices(),
                 p.staging().library_stats(),
             ),
         };
         EngineInfo {
-            backend: self.backend_name(),
+            backend: self.backend(),
             library,
             gpus,
             startup: self.startup,
@@ -382,10 +383,10 @@ impl Engine {
         }
         let diag = &mut |line: &str| self.diag.debug(line);
         match (&mut self.backend, &self.spread) {
-            (Backend::Host(p), _) => p.first_slot(&quote(src_name), diag),
-            (Backend::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
+            (Pipelines::Host(p), _) => p.first_slot(&quote(src_name), diag),
+            (Pipelines::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
             // Which GPU the file will use is not known yet: each one's first slot.
-            (Backend::Gpu(p), Some(spread)) => (0..spread.gpus()).try_for_each(|d| {
+            (Pipelines::Gpu(p), Some(spread)) => (0..spread.gpus()).try_for_each(|d| {
                 p.choose(&[d]);
                 p.first_slot(&quote(src_name), diag)
             }),
@@ -554,9 +555,9 @@ impl Engine {
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
         let (end, stages) = match (&mut self.backend, &mut self.spread) {
-            (Backend::Host(p), _) => (p.copy(job, progress, stop, diag), p.stages().0),
-            (Backend::Gpu(p), None) => (p.copy(job, progress, stop, diag), p.stages().0),
-            (Backend::Gpu(p), Some(spread)) => {
+            (Pipelines::Host(p), _) => (p.copy(job, progress, stop, diag), p.stages().0),
+            (Pipelines::Gpu(p), None) => (p.copy(job, progress, stop, diag), p.stages().0),
+            (Pipelines::Gpu(p), Some(spread)) => {
                 let (set, why) = spread.place(job);
                 p.choose(&set);
                 let end = p.copy(job, progress, stop, diag);

@@ -1,5 +1,6 @@
 //! How one file's copy fails, in cp's words.
 
+use crate::backend::Backend;
 use crate::quote::os_text;
 use crate::verify;
 use std::io;
@@ -19,7 +20,7 @@ pub enum CopyError {
     #[error("cannot register {name} with {library}: {message}")]
     Register {
         name: String,
-        library: &'static str,
+        library: Backend,
         message: String,
     },
     /// No staging memory for the copy of `name`: `bytes` asked for, and retried down to

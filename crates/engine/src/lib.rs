@@ -42,7 +42,7 @@ pub mod units;
 mod verify;
 mod worker;
 
-pub use backend::{BackendChoice, GpuChoice, RouteChoice};
+pub use backend::{Backend, BackendChoice, GpuChoice, RouteChoice};
 pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::CopyError;
 pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};

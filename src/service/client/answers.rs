@@ -5,9 +5,7 @@
 use super::ServiceClient;
 use crate::service::wire::Outcome;
 use aiscp_engine::quote::{quote, quote_as};
-use aiscp_engine::{
-    CopyError, DataJob, Finished, ProgressSink, ReadBackPool, Route, StageTimes, Ticket,
-};
+use aiscp_engine::{CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket};
 use std::fs::File;
 use std::path::Path;
 
@@ -26,10 +24,7 @@ impl ServiceClient {
     ) -> (Result<u64, CopyError>, bool, StageTimes) {
         match outcome {
             Outcome::Copied { end, route, stages } => {
-                // A route of a newer name than this client knows is not shown.
-                let known =
-                    |(r, w): (String, String)| Some((Route::from_name(&r)?, Route::from_name(&w)?));
-                if let Some((r, w)) = route.and_then(known) {
+                if let Some((r, w)) = route {
                     progress.route(r, w);
                 }
                 // What the progress reports during the copy did not show yet (holes too).

@@ -6,7 +6,7 @@ use crate::messages;
 use crate::service::wire::{self, Reply, Request, Welcome, WireError};
 use crate::service::Choice;
 use aiscp_engine::quote::quote;
-use aiscp_engine::BackendChoice;
+use aiscp_engine::{Backend, BackendChoice};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -27,31 +27,32 @@ impl ServiceClient {
     pub(super) fn ensure(&mut self) -> bool {
         if let State::Untried = self.state {
             let started = Instant::now();
-            self.state = match self.connect() {
-                Ok(welcome) => {
-                    let up = Up {
-                        sock: welcome.0,
-                        inbox: wire::Inbox::default(),
-                        welcome: welcome.1,
-                        connected_in: started.elapsed(),
-                    };
-                    self.debug(&format!(
+            self.state =
+                match self.connect() {
+                    Ok(welcome) => {
+                        let up = Up {
+                            sock: welcome.0,
+                            inbox: wire::Inbox::default(),
+                            welcome: welcome.1,
+                            connected_in: started.elapsed(),
+                        };
+                        self.debug(&format!(
                         "through the staging service (pid {}) at {}: {}{}, connected in {:.3} ms",
                         up.welcome.pid,
                         quote(self.path()),
-                        up.welcome.library.as_deref().unwrap_or(&up.welcome.backend),
+                        up.welcome.library.as_deref().unwrap_or(up.welcome.backend.name()),
                         gpus_text(&up.welcome.gpus),
                         up.connected_in.as_secs_f64() * 1e3
                     ));
-                    self.reached = Some((up.welcome.clone(), up.connected_in));
-                    State::Up(up)
-                }
-                Err(None) => State::Down,
-                Err(Some(why)) => {
-                    self.warn(&why);
-                    State::Down
-                }
-            };
+                        self.reached = Some((up.welcome.clone(), up.connected_in));
+                        State::Up(up)
+                    }
+                    Err(None) => State::Down,
+                    Err(Some(why)) => {
+                        self.warn(&why);
+                        State::Down
+                    }
+                };
         }
         matches!(self.state, State::Up(_))
     }
@@ -96,10 +97,10 @@ impl ServiceClient {
         // used (without a warning: the user asked for exactly this).
         let fits = match self.config.backend {
             BackendChoice::Auto => true,
-            BackendChoice::Gpu => welcome.backend != "host memory",
-            BackendChoice::HipFile => welcome.backend == "hipFile",
-            BackendChoice::CuFile => welcome.backend == "cuFile",
-            BackendChoice::Host => welcome.backend == "host memory",
+            BackendChoice::Gpu => welcome.backend != Backend::Host,
+            BackendChoice::HipFile => welcome.backend == Backend::HipFile,
+            BackendChoice::CuFile => welcome.backend == Backend::CuFile,
+            BackendChoice::Host => welcome.backend == Backend::Host,
         };
         if !fits {
             self.debug(&format!(

@@ -89,11 +89,7 @@ impl Recorder {
         match result {
             Ok(end) => {
                 let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
-                Outcome::Copied {
-                    end,
-                    route: route.map(|(r, w)| (r.name().to_owned(), w.name().to_owned())),
-                    stages,
-                }
+                Outcome::Copied { end, route, stages }
             }
             Err(CopyError::Interrupted) => Outcome::Interrupted { started },
             Err(CopyError::Stopped { good }) => Outcome::Stopped { good },

@@ -1,6 +1,7 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
+use super::kind::Backend;
 use super::request::{resolve_route, GpuChoice, Request};
 use super::staging::{LibraryIo, Staging, StreamIo};
 use crate::library_stats::LibraryStats;
@@ -286,8 +287,8 @@ impl Staging for GpuStaging {
     type Slot = GpuSlot;
     type Library = GpuStaging;
 
-    fn name(&self) -> &'static str {
-        self.flavor.name()
+    fn name(&self) -> Backend {
+        Backend::of(self.flavor)
     }
     fn memory(&self) -> &'static str {
         "GPU memory"

@@ -13,12 +13,14 @@
 
 pub mod gpu;
 pub mod host;
+mod kind;
 pub mod library_paths;
 mod request;
 pub mod runtime_env;
 mod staging;
 
 use hipfile::{Error, Flavor};
+pub use kind::Backend;
 pub use request::{resolve_route, BackendChoice, GpuChoice, NoBackend, Request, RouteChoice};
 pub use staging::{LibraryIo, Staging, StreamIo};
 

@@ -1,6 +1,7 @@
 //! The traits every backend answers to ([`Staging`], [`LibraryIo`], [`StreamIo`]) and
 //! [`NoLibrary`], the library half of a backend that has none.
 
+use super::kind::Backend;
 use crate::digest::{Algorithm, Piece};
 use hipfile::Error;
 use std::convert::Infallible;
@@ -15,7 +16,7 @@ pub trait Staging: Sync {
     type Library: StreamIo<Slot = Self::Slot>;
 
     /// "hipFile", "cuFile" or "host memory", for messages.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> Backend;
     /// What a slot is made of ("GPU memory", "host memory"), for allocation errors.
     fn memory(&self) -> &'static str;
     /// The library route, when registered files take it; None when every file bounces.
