@@ -353,7 +353,7 @@ impl ServiceClient {
 /// A file a stuck service had, failed in cp's words: writing DEST did not finish.
 fn stuck_error(dst_name: &Path, why: &str) -> CopyError {
     CopyError::Write {
-        name: quote(dst_name),
+        path: dst_name.to_path_buf(),
         source: std::io::Error::other(why.to_owned()),
     }
 }
@@ -559,7 +559,7 @@ impl ServiceClient {
                     // start. The bytes the service's reports already showed are not shown
                     // twice.
                     job.dst.set_len(0).map_err(|e| CopyError::Write {
-                        name: quote(job.dst_name),
+                        path: job.dst_name.to_path_buf(),
                         source: e,
                     })?;
                     let again = Redone::after(progress, shown);

@@ -235,7 +235,6 @@ impl Shared {
             library: info.library.clone(),
             gpus: info.gpus.clone(),
             queue_max,
-            utf8: aiscp_engine::quote::utf8_locale(),
         };
         Shared {
             staging_bytes: slots_bytes * info.gpus.len().max(1) as u64,

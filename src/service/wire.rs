@@ -7,6 +7,10 @@
 //! parse, is too long, or carries the wrong number of descriptors is an error the caller
 //! answers by dropping that client.
 
+mod failure;
+
+pub use failure::Failure;
+
 use aiscp_engine::{Backend, Route, SparseMode, StageTimes};
 use nix::sys::socket::{self, ControlMessage, MsgFlags};
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
@@ -116,9 +120,6 @@ pub struct Welcome {
     pub gpus: Vec<u32>,
     /// The largest file it keeps in flight (None: every file in turn).
     pub queue_max: Option<u64>,
-    /// Whether its message locale decodes UTF-8: how its failure messages quote names.
-    #[serde(default)]
-    pub utf8: bool,
 }
 
 /// The service's state, for `aiscp --doctor`.
@@ -150,13 +151,8 @@ pub enum Outcome {
         route: Option<(Route, Route)>,
         stages: Stages,
     },
-    /// cp's message, without the program's name; `write_errno`: writing DEST failed with
-    /// this errno (a full disk across files in flight is then handled as in-process).
-    Failed {
-        message: String,
-        #[serde(default)]
-        write_errno: Option<i32>,
-    },
+    /// Why it failed, for the client to word.
+    Failed { failure: Failure },
     /// Stopped before it began (`started` false: DEST untouched) or, from a peer that cuts
     /// DEST itself, after.
     Interrupted { started: bool },
@@ -444,83 +440,4 @@ impl Inbox {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    use std::os::fd::AsFd;
-
-    fn pair() -> (OwnedFd, OwnedFd) {
-        socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn a_copy_request_crosses_with_its_descriptors() {
-        let (a, b) = pair();
-        let f = std::fs::File::open("Cargo.toml").unwrap();
-        let file = |id, src_name: &[u8]| FileRequest {
-            id,
-            src_name: src_name.to_vec(),
-            dst_name: "d/caf\u{e9}".into(),
-            sparse: Sparse::Always,
-            handover: Handover::InFlight {
-                len: 5,
-                truncate: true,
-            },
-        };
-        // A name that is not UTF-8 crosses as bytes, one that is as text.
-        let req = Request::Copy {
-            files: vec![file(7, b"caf\xe9"), file(8, b"x")],
-        };
-        let fd = f.as_raw_fd();
-        send(a.as_fd(), &req, &[fd, fd, fd, fd]).unwrap();
-        let mut inbox = Inbox::default();
-        let (got, fds): (Request, _) = inbox.receive(b.as_fd()).unwrap();
-        assert_eq!(got, req);
-        assert_eq!(fds.len(), 4);
-        let text = serde_json::to_string(&got).unwrap();
-        assert!(text.contains(r#""src_name":[99,97,102,233]"#), "{text}");
-        assert!(text.contains("\"dst_name\":\"d/caf\u{e9}\""), "{text}");
-        assert!(inbox.receive_now::<Request>(b.as_fd()).unwrap().is_none());
-    }
-
-    #[test]
-    fn garbage_is_an_error_not_a_panic() {
-        let (a, b) = pair();
-        for junk in [
-            &b"\xff\x00{"[..],
-            b"{\"type\":\"copy\"}",
-            b"[]",
-            b"{\"type\":\"hello\",\"protocol\":1,\"version\":\"x\",\"more\":1}",
-        ] {
-            socket::send(a.as_raw_fd(), junk, MsgFlags::empty()).unwrap();
-            let got = receive::<Request>(b.as_fd());
-            assert!(matches!(got, Err(WireError::Malformed(_))), "{junk:?}");
-        }
-        drop(a);
-        assert!(matches!(
-            receive::<Request>(b.as_fd()),
-            Err(WireError::Closed)
-        ));
-    }
-
-    #[test]
-    fn stage_times_round_trip() {
-        let t = StageTimes {
-            read: Duration::from_millis(1500),
-            ..StageTimes::default()
-        };
-        assert_eq!(StageTimes::from(Stages::from(&t)), t);
-        let odd = Stages {
-            open: -1.0,
-            read: f64::NAN,
-            ..Stages::default()
-        };
-        assert_eq!(StageTimes::from(odd), StageTimes::default());
-    }
-}
+mod tests;

@@ -383,12 +383,12 @@ impl Engine {
         }
         let diag = &mut |line: &str| self.diag.debug(line);
         match (&mut self.backend, &self.spread) {
-            (Pipelines::Host(p), _) => p.first_slot(&quote(src_name), diag),
-            (Pipelines::Gpu(p), None) => p.first_slot(&quote(src_name), diag),
+            (Pipelines::Host(p), _) => p.first_slot(src_name, diag),
+            (Pipelines::Gpu(p), None) => p.first_slot(src_name, diag),
             // Which GPU the file will use is not known yet: each one's first slot.
             (Pipelines::Gpu(p), Some(spread)) => (0..spread.gpus()).try_for_each(|d| {
                 p.choose(&[d]);
-                p.first_slot(&quote(src_name), diag)
+                p.first_slot(src_name, diag)
             }),
         }
     }

@@ -42,7 +42,7 @@ pub(crate) const WINDOW_SLICES: u64 = 1024;
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{Ctx, Names};
 use crate::chunk_plan::ChunkPlan;
-use crate::error::CopyError;
+use crate::error::{CopyError, Side};
 use crate::fileio::{self, MIN_ALIGN};
 use crate::job::DataJob;
 use crate::job::SparseMode;
@@ -174,7 +174,7 @@ impl<'a> FileCopy<'a> {
             return Err(CopyError::Stopped { good: end });
         }
         self.dst.set_len(end).map_err(|e| CopyError::Extend {
-            name: self.names.dst.clone(),
+            path: self.names.dst_path.clone(),
             source: e,
         })
     }
@@ -200,7 +200,7 @@ impl<'a> FileCopy<'a> {
         file: &'fd File,
         access: Access,
         library: Option<&S::Library>,
-        name: &str,
+        side: Side,
         io_err: impl Fn(io::Error) -> CopyError,
     ) -> Result<(SideRoute<Handle<'fd, S>>, &'static str), CopyError> {
         if let Access::Buffered(why) = access {
@@ -220,8 +220,13 @@ impl<'a> FileCopy<'a> {
             }
             Err(e) => {
                 let _ = fileio::clear_direct(file.as_fd());
+                let path = match side {
+                    Side::Source => &self.names.src_path,
+                    Side::Dest => &self.names.dst_path,
+                };
                 Err(CopyError::Register {
-                    name: name.to_owned(),
+                    path: path.clone(),
+                    side,
                     library: staging.name(),
                     message: e.to_string(),
                 })
@@ -247,10 +252,11 @@ impl<'a> FileCopy<'a> {
         let opened = (|| {
             let src_access = plan.source_access(verify, library.is_some());
             let dst_access = plan.dest_access(self.sparse, library.is_some());
-            let src = self.open_side(staging, self.src, src_access, library, &names.src, |e| {
-                names.read(e)
-            })?;
-            let dst = self.open_side(staging, self.dst, dst_access, library, &names.dst, |e| {
+            let src =
+                self.open_side(staging, self.src, src_access, library, Side::Source, |e| {
+                    names.read(e)
+                })?;
+            let dst = self.open_side(staging, self.dst, dst_access, library, Side::Dest, |e| {
                 names.write(e)
             })?;
             self.begin(cut, cx)?;

@@ -349,7 +349,7 @@ fn copy_whole<S: Staging>(
     cx.check_cancel()?;
     opening(&cx, || {
         staging.enter_worker(slot).map_err(|e| names.read(e))?;
-        ready_windows(staging, slot, &names.src)
+        ready_windows(staging, slot, &names.src_path)
     })?;
     let file = FileCopy {
         src: &job.src,
@@ -422,7 +422,7 @@ fn copy_whole<S: Staging>(
 /// The workers could not be started or have gone: the file is copied in turn instead.
 pub(crate) fn no_workers() -> CopyError {
     CopyError::Read {
-        name: String::new(),
+        path: PathBuf::new(),
         source: std::io::Error::other("no file worker thread"),
     }
 }

@@ -3,7 +3,7 @@
 
 use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages};
+use crate::service::wire::{self, Failure, FileDone, Handover, Outcome, Reply, Stages};
 use aiscp_engine::{
     CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route, SourceKind,
     StageTimes, Ticket,
@@ -94,11 +94,7 @@ impl Recorder {
             Err(CopyError::Interrupted) => Outcome::Interrupted { started },
             Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
             Err(e) => Outcome::Failed {
-                write_errno: match &e {
-                    CopyError::Write { source, .. } => source.raw_os_error(),
-                    _ => None,
-                },
-                message: e.to_string(),
+                failure: Failure::of(&e),
             },
         }
     }

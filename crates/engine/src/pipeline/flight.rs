@@ -8,7 +8,6 @@ use crate::error::CopyError;
 use crate::queue::{
     no_workers, read_back_one, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared,
 };
-use crate::quote::quote;
 use crate::read_back::{Checking, ReadBacks};
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Mutex};
@@ -50,7 +49,7 @@ where
     ) -> Result<(), Box<(QueuedJob, CopyError)>> {
         if self.flight.is_none() {
             let want = self.chosen.len();
-            let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
+            let n = match self.ensure_slots(want, &job.src_name, diag) {
                 Ok(granted) => granted.slots,
                 Err(e) => return Err(Box::new((job, e))),
             };

@@ -112,7 +112,7 @@ impl<S: Staging> Pipeline<S> {
             clock: &clock,
             pause: self.pause,
         };
-        clock.time(Stage::Open, || self.first_slot(&names.src, diag))?;
+        clock.time(Stage::Open, || self.first_slot(&names.src_path, diag))?;
         let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
         let len = match job.src_kind {
             SourceKind::Regular { len } if dst_regular => Some(len),
@@ -156,7 +156,7 @@ impl<S: Staging> Pipeline<S> {
             clock: &clock,
             pause: self.pause,
         };
-        self.first_slot(&names.src, diag)?;
+        self.first_slot(&names.src_path, diag)?;
         let file = FileCopy::of(job, &names);
         let result = self.run_plan(&file, part, false, &cx, progress, diag);
         self.last_stages = clock.times();
@@ -284,7 +284,7 @@ impl<S: Staging> Pipeline<S> {
         let mut chunk = self.chunk;
         let mut plan = plan_for(chunk)?;
         let wanted = self.chosen.len().min(plan.slices.len());
-        let granted = self.ensure_slots(wanted, &names.src, diag)?;
+        let granted = self.ensure_slots(wanted, &names.src_path, diag)?;
         if granted.chunk != chunk {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             chunk = granted.chunk;
@@ -293,7 +293,7 @@ impl<S: Staging> Pipeline<S> {
         let mut workers = granted.slots;
         if !(self.staging.library().is_some() && plan.direct) {
             // Every slice bounces: each worker's windows must exist before DST is touched.
-            workers = self.ready_windows(workers, &names.src, diag)?;
+            workers = self.ready_windows(workers, &names.src_path, diag)?;
         }
         self.workers = workers;
         Ok((plan, workers, chunk))
