@@ -29,7 +29,7 @@ _aiscp() {
 
     case "${cmd}" in
         aiscp)
-            opts="-a -b -d -f -i -H -l -L -n -P -p -r -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --stats --doctor --serve --socket --allow-users --idle-exit --idle-release --help --version"
+            opts="-a -b -d -f -i -H -l -L -n -P -p -r -R -Z -s -S -t -T -u -v -x -q -h -V --archive --attributes-only --backup --copy-contents --force --interactive --link --dereference --no-clobber --no-dereference --preserve --no-preserve --parents --recursive --reflink --remove-destination --sparse --context --strip-trailing-slashes --symbolic-link --suffix --target-directory --no-target-directory --update --verbose --one-file-system --atomic --fsync --backend --gpu --route --chunk-size --streams --async --progress --no-progress --verify --debug --quiet --sums --sums-file --stats --doctor --serve --socket --allow-users --idle-exit --idle-release --help --version"
             if [[ ${cur} == -* ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -103,6 +103,25 @@ _aiscp() {
                     ;;
                 --streams|--streams=)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sums=)
+                    COMPREPLY=($(compgen -W "blake3 crc64nvme crc32c" -- "${cur}"))
+                    return 0
+                    ;;
+                --sums-file|--sums-file=)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --stats=)

@@ -18,6 +18,7 @@ mod same_file;
 mod service;
 mod signals;
 mod stat;
+mod sums;
 mod test_hook;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -299,6 +300,20 @@ fn copy_and_exit(
         copier.copy_top(job);
     }
     copier.settle();
+    // The digests of what was copied, unless a signal stopped the run (it dies of it): on
+    // stdout after every -v line, or into the --sums-file whole.
+    if opts.sums.is_some() && signals.received().is_none() {
+        let text = sums::text();
+        match opts.sums_file.as_deref() {
+            None => messages::write_stdout(text.as_bytes()),
+            Some(file) => {
+                if let Err((what, e)) = sums::write_file(file, text.as_bytes()) {
+                    messages::fail_os(what, file, &e);
+                    copier.failed = true;
+                }
+            }
+        }
+    }
     finish_and_exit(copier, progress, &signals, stats, cli.staging.debug)
 }
 

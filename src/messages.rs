@@ -121,10 +121,24 @@ pub fn say(line: fmt::Arguments<'_>) {
     to_stdout(|out| out.write_all(format!("{line}\n").as_bytes()));
 }
 
+/// Adds a line to the --sums manifest ([`crate::sums`]), held with the -v lines while files
+/// ahead of it in cp's order are still in flight.
+pub fn digest_line(line: String) {
+    match holding() {
+        true => hold_back(Held::Digest(line)),
+        false => crate::sums::add(line),
+    }
+}
+
 /// A message this thread printed while its output was held (see [`hold`]).
 pub enum Held {
     Stdout(String),
-    Stderr { text: String, counts: bool },
+    Stderr {
+        text: String,
+        counts: bool,
+    },
+    /// A line of the --sums manifest.
+    Digest(String),
 }
 
 type Holder = Box<dyn FnMut(Held)>;
@@ -158,6 +172,7 @@ pub fn release(held: Held) {
         Held::Stderr { text, counts } => {
             write_stderr(&text, counts);
         }
+        Held::Digest(line) => crate::sums::add(line),
     }
 }
 

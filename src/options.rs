@@ -4,6 +4,7 @@
 //! combinations cp refuses refused with its words.
 
 use crate::cli::{self, ids, BackupChoice, ChoiceGroups, Cli, PreserveItem, Reflink, UpdateWhich};
+use aiscp_engine::digest::Algorithm;
 use aiscp_engine::quote::{locale_quote, quote_os};
 use aiscp_engine::SparseMode;
 use clap::ArgMatches;
@@ -73,6 +74,10 @@ pub struct Options {
     pub reflink_always: bool,
     pub atomic: bool,
     pub fsync: bool,
+    /// --sums: the digest taken of every regular file copied.
+    pub sums: Option<Algorithm>,
+    /// --sums-file: where the digests go (None: stdout).
+    pub sums_file: Option<PathBuf>,
 }
 
 /// A usage error: the message, printed with the program name and, when `hint`, the
@@ -421,6 +426,10 @@ impl Options {
             Some(v) => argmatch("--reflink", v, cli::REFLINK_CHOICES)? == Reflink::Always,
         };
         refuse_combinations(cli, &in_order, reflink_always, sparse)?;
+        let sums = match cli.sums.as_deref() {
+            Some(v) => Some(argmatch("--sums", v, cli::SUMS_CHOICES)?),
+            None => cli.sums_file.as_ref().map(|_| Algorithm::Blake3),
+        };
         let target_directory = target_directory(cli)?;
         let InOrder {
             recursive,
@@ -459,6 +468,8 @@ impl Options {
             reflink_always,
             atomic: cli.atomic,
             fsync: cli.fsync,
+            sums,
+            sums_file: cli.sums_file.clone(),
         })
     }
 }

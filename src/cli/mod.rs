@@ -5,6 +5,7 @@
 pub mod getopt;
 pub mod staging;
 
+use aiscp_engine::digest::Algorithm;
 use aiscp_engine::SparseMode;
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{ArgAction, Parser, ValueHint};
@@ -161,6 +162,22 @@ pub struct Cli {
     pub fsync: bool,
     #[command(flatten)]
     pub staging: staging::StagingArgs,
+    /// Take a digest of every regular file copied, from the bytes as they are staged (on
+    /// the GPU where its kernels compile, else on the CPU), and when done print them one
+    /// file a line in cp's order, each DEST named as -v names it: blake3 (the default) in
+    /// the form `b3sum --check FILE` reads; crc64nvme or crc32c as the base64 value S3 shows
+    /// in its x-amz-checksum-* headers, two spaces, the name (escaped as b3sum escapes).
+    /// Printed on stdout once the copy ends (after any -v line), unless --sums-file names a
+    /// file
+    #[arg(long, value_name = "ALGORITHM", num_args = 0..=1, require_equals = true,
+          default_missing_value = "blake3", value_parser = Choices(SUMS_CHOICES),
+          help_heading = "Digests")]
+    pub sums: Option<String>,
+    /// Write the digests to FILE instead of stdout, whole or not at all (a temporary in
+    /// FILE's directory renamed over it once the copy ends); implies --sums
+    #[arg(long, value_name = "FILE", value_hint = ValueHint::FilePath,
+          help_heading = "Digests")]
+    pub sums_file: Option<PathBuf>,
     /// When done, print a summary on stdout: labelled lines in words (text, the default):
     /// files copied, skipped (-n, -u, -i) and failed, bytes, time, rate, and the library and
     /// GPU or host memory staged through, with --debug also the routes, each stage's thread
@@ -335,6 +352,12 @@ pub enum StatsFormat {
 pub const STATS_CHOICES: ChoiceGroups<StatsFormat> = &[
     (&["text"], StatsFormat::Text),
     (&["json"], StatsFormat::Json),
+];
+
+pub const SUMS_CHOICES: ChoiceGroups<Algorithm> = &[
+    (&["blake3"], Algorithm::Blake3),
+    (&["crc64nvme"], Algorithm::Crc64Nvme),
+    (&["crc32c"], Algorithm::Crc32c),
 ];
 
 /// What `--generate` writes: the man page or one shell's completions.

@@ -302,6 +302,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst,
             sparse: opts.sparse,
+            digest: opts.sums,
         };
         let res = match &mut self.mover {
             Some(mover) => {
@@ -313,11 +314,13 @@ impl Copier<'_> {
             }
             None => start_engine(&mut self.engine, &self.config).copy(&job, &*self.progress),
         };
-        res.map_err(|e| match e {
+        let copied = res.map_err(|e| match e {
             // Interrupted: main dies of the signal once the engine has stopped.
             aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),
-        })
+        })?;
+        super::steps::digest_copied(dst, &copied);
+        Ok(copied.size)
     }
 }
 

@@ -189,6 +189,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
+            digest: self.opts.sums,
             truncate: !created,
             progress: self.progress.clone(),
         };
@@ -462,7 +463,10 @@ impl Copier<'_> {
                 error(&e.to_string());
                 None
             }
-            Ok(bytes) => self.apply_attrs(&p, &f).then_some(*bytes),
+            Ok(copied) => {
+                super::steps::digest_copied(&p.dst_path, copied);
+                self.apply_attrs(&p, &f).then_some(copied.size)
+            }
         };
         if let Some(bytes) = copied {
             return Some(Ok(Disposition::Made { bytes }));

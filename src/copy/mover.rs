@@ -2,7 +2,8 @@
 //! staging service, the MPI ranks); [`FileQueue`], files in flight on either.
 
 use aiscp_engine::{
-    Config, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob, Ticket,
+    Config, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
+    Ticket,
 };
 
 /// This process's engine, brought up the first time it is asked for: a mover that moves
@@ -26,7 +27,7 @@ pub trait DataMover {
         engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError>;
+    ) -> Result<Copied, CopyError>;
 
     /// Whether this process's engine must be up (with its first staging slot) before DEST
     /// is touched, as when it copies the data itself; false while the data goes elsewhere.

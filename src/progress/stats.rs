@@ -91,6 +91,8 @@ pub struct StageSeconds {
     pub copy_queue: f64,
     pub copy_wait: f64,
     pub write: f64,
+    /// Hashing for --sums (0 without it).
+    pub digest: f64,
 }
 
 impl From<StageTimes> for StageSeconds {
@@ -101,6 +103,7 @@ impl From<StageTimes> for StageSeconds {
             copy_queue: t.copy_queue.as_secs_f64(),
             copy_wait: t.copy_wait.as_secs_f64(),
             write: t.write.as_secs_f64(),
+            digest: t.digest.as_secs_f64(),
         }
     }
 }

@@ -13,8 +13,8 @@ use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
 use crate::copy::{DataMover, FileQueue, LocalEngine};
 use crate::messages;
 use aiscp_engine::{
-    quote::quote, CopyError, DataJob, Engine, Finished, PartEnd, ProgressSink, QueueLimits,
-    QueuedJob, SourceKind, Ticket,
+    digest, quote::quote, Copied, CopyError, DataJob, Engine, Finished, PartEnd, ProgressSink,
+    QueueLimits, QueuedJob, SourceKind, Ticket,
 };
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -117,7 +117,7 @@ impl Coordinator {
         let (result, started) = match reply.outcome {
             Outcome::Copied(end) => {
                 away.job.progress.advanced(end);
-                (Ok(end), true)
+                (copied(&away.job, end), true)
             }
             Outcome::Failed(why) => (Err(CopyError::Elsewhere(why)), true),
             Outcome::Part(_) => (
@@ -242,6 +242,17 @@ impl FileQueue for Coordinator {
     }
 }
 
+/// What a rank's copy of `job` gave DEST, `size` bytes: its digest, where the job takes
+/// one, read back here (the rank's pieces stay with it).
+fn copied(job: &QueuedJob, size: u64) -> Result<Copied, CopyError> {
+    let digest = job.digest.map(|a| digest::of_dest(a, &job.dst, size));
+    let digest = digest.transpose().map_err(|e| CopyError::Digest {
+        name: quote(&job.dst_name),
+        source: e,
+    })?;
+    Ok(Copied { size, digest })
+}
+
 impl DataMover for Coordinator {
     fn queue(&mut self) -> Option<&mut dyn FileQueue> {
         Some(self)
@@ -252,7 +263,7 @@ impl DataMover for Coordinator {
         engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         let engine = engine.get();
         self.land();
         let (SourceKind::Regular { len }, Ok(dst_meta)) = (job.src_kind, job.dst.metadata()) else {

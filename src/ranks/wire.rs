@@ -274,10 +274,12 @@ impl Decoder<'_> {
                 let good = self.u64();
                 let whole = self.u8() == 1;
                 let holes = (0..self.u64()).map(|_| self.u64()..self.u64()).collect();
+                // A rank's digest pieces stay with it: the file's end reads DEST back.
                 Outcome::Part(PartEnd {
                     good: some.then_some(good),
                     whole,
                     holes,
+                    pieces: Vec::new(),
                 })
             }
         }
@@ -346,11 +348,13 @@ mod tests {
                 good: None,
                 whole: false,
                 holes: Vec::new(),
+                pieces: Vec::new(),
             }),
             Outcome::Part(PartEnd {
                 good: Some(u64::MAX),
                 whole: true,
                 holes: vec![0..4096, 1 << 20..u64::MAX],
+                pieces: Vec::new(),
             }),
             Outcome::Failed("cannot open 'a\u{e9}' for reading: Permission denied".into()),
             Outcome::Interrupted { started: false },

@@ -126,7 +126,7 @@ impl Server<'_> {
                     .remove(&f.ticket)
                     .expect("a file this rank queued");
                 let outcome = match f.result {
-                    Ok(end) => Outcome::Copied(end),
+                    Ok(copied) => Outcome::Copied(copied.size),
                     Err(CopyError::Interrupted) => Outcome::Interrupted { started: f.started },
                     Err(e) => Outcome::Failed(e.to_string()),
                 };
@@ -167,6 +167,7 @@ impl Server<'_> {
                             dst: &dst,
                             dst_name: &files.dst_name,
                             sparse: files.sparse,
+                            digest: None,
                         };
                         match self.engine.copy_part(&job, part) {
                             Ok(end) => Outcome::Part(end),
@@ -191,6 +192,7 @@ impl Server<'_> {
                         dst,
                         dst_name: files.dst_name,
                         sparse: files.sparse,
+                        digest: None,
                         truncate,
                         progress: Arc::new(NoProgress),
                     };
@@ -209,7 +211,11 @@ impl Server<'_> {
     /// A whole file copied now, as one process copies a file it does not queue (the engine
     /// cuts DEST once its staging exists).
     fn copy_in_turn(&mut self, job: QueuedJob) -> Outcome {
-        outcome(self.engine.copy(&job.data_job(), &NoProgress))
+        outcome(
+            self.engine
+                .copy(&job.data_job(), &NoProgress)
+                .map(|c| c.size),
+        )
     }
 
     /// Opens SOURCE and DEST by the paths rank 0 opened them by, and checks they are the
@@ -251,7 +257,7 @@ impl Server<'_> {
 
 fn outcome(result: Result<u64, CopyError>) -> Outcome {
     match result {
-        Ok(end) => Outcome::Copied(end),
+        Ok(size) => Outcome::Copied(size),
         Err(CopyError::Interrupted) => Outcome::Interrupted { started: true },
         Err(e) => Outcome::Failed(e.to_string()),
     }

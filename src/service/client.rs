@@ -26,7 +26,7 @@ use crate::copy::{DataMover, FileQueue, LocalEngine};
 use crate::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
-    Config, CopyError, DataJob, EngineInfo, Finished, ProgressSink, QueueLimits, QueuedJob,
+    Config, Copied, CopyError, DataJob, EngineInfo, Finished, ProgressSink, QueueLimits, QueuedJob,
     ReadBackPool, SourceKind, StageTimes, Ticket,
 };
 use std::collections::{HashMap, VecDeque};
@@ -454,7 +454,7 @@ impl DataMover for ServiceClient {
         engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         if !self.ensure() {
             return engine.get().copy(job, progress);
         }
@@ -473,9 +473,9 @@ impl DataMover for ServiceClient {
         self.next_id += 1;
         let request = request(
             id,
-            job.src_name,
-            job.dst_name,
+            (job.src_name, job.dst_name),
             job.sparse,
+            job.digest,
             Handover::InTurn { len },
         );
         match self.post(&[(request, [job.src.as_raw_fd(), job.dst.as_raw_fd()])]) {
@@ -524,7 +524,7 @@ impl ServiceClient {
         engine: &mut LocalEngine<'_>,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         let mut shown = 0;
         loop {
             match self.next_reply(None) {
@@ -535,8 +535,9 @@ impl ServiceClient {
                 Some(Answer::Progress(..)) => {}
                 Some(Answer::Done(got, outcome)) if got == id => {
                     let names = (job.src_name, job.dst_name);
-                    let (result, _, _) = self.conclude(outcome, names, job.dst, shown, progress);
-                    let result = result.and_then(|end| self.verify_in_turn(job, end));
+                    let dst = (job.dst, job.digest);
+                    let (result, _, _) = self.conclude(outcome, names, dst, shown, progress);
+                    let result = result.and_then(|copied| self.verify_in_turn(job, copied));
                     self.copied += u64::from(result.is_ok());
                     return result;
                 }

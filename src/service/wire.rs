@@ -7,8 +7,10 @@
 //! parse, is too long, or carries the wrong number of descriptors is an error the caller
 //! answers by dropping that client.
 
+mod digest;
 mod failure;
 
+pub use digest::{Sums, WireDigest};
 pub use failure::Failure;
 
 use aiscp_engine::{Backend, Route, SparseMode, StageTimes};
@@ -22,7 +24,7 @@ use std::time::Duration;
 
 /// Bumped whenever a message changes shape; a client and a service that differ here (or in
 /// the program's version) do not talk, and the client copies in-process.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 5;
 /// The program's version, which a client must share with its service.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest message either side sends or takes: a copy request carries two names, so
@@ -90,6 +92,9 @@ pub struct FileRequest {
     pub dst_name: Vec<u8>,
     pub sparse: Sparse,
     pub handover: Handover,
+    /// The digest to take of DEST's bytes (--sums).
+    #[serde(default)]
+    pub sums: Option<Sums>,
 }
 
 /// Client to service.
@@ -150,6 +155,9 @@ pub enum Outcome {
         end: u64,
         route: Option<(Route, Route)>,
         stages: Stages,
+        /// DEST's digest, where the request asked for one.
+        #[serde(default)]
+        digest: Option<WireDigest>,
     },
     /// Why it failed, for the client to word.
     Failed { failure: Failure },
@@ -240,6 +248,7 @@ pub struct Stages {
     pub copy_queue: f64,
     pub copy_wait: f64,
     pub write: f64,
+    pub digest: f64,
 }
 
 impl From<&StageTimes> for Stages {
@@ -250,6 +259,7 @@ impl From<&StageTimes> for Stages {
             copy_queue: t.copy_queue.as_secs_f64(),
             copy_wait: t.copy_wait.as_secs_f64(),
             write: t.write.as_secs_f64(),
+            digest: t.digest.as_secs_f64(),
         }
     }
 }
@@ -264,6 +274,7 @@ impl From<Stages> for StageTimes {
             copy_queue: d(s.copy_queue),
             copy_wait: d(s.copy_wait),
             write: d(s.write),
+            digest: d(s.digest),
         }
     }
 }

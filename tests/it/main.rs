@@ -29,6 +29,7 @@ mod service;
 mod signals;
 mod source_changes;
 mod stats;
+mod sums;
 mod support;
 mod trees;
 mod vendor_cufile;

@@ -267,6 +267,34 @@ fn many_operands_into_a_directory() {
     );
 }
 
+/// --sums under ranks: a large file cut in parts over the ranks and small files in flight on
+/// them, each listed with the digest of DEST as written, in cp's order.
+#[test]
+fn digests_of_files_copied_by_ranks_are_dest_s() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    fs::create_dir(dir.join("src")).unwrap();
+    let sizes = [61 * PART + 12345, 0, 1025, 3 * CHUNK + 1, PART];
+    for (i, len) in sizes.into_iter().enumerate() {
+        write_random(&dir.join(format!("src/f{i}")), len, 40 + i as u64);
+    }
+    let mut args = SMALL_PARTS.to_vec();
+    args.extend(["-r", "--sums", "src", "d"]);
+    let out = mpirun(4, dir, &host(), |_| vec![], &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut names = Vec::new();
+    for line in text(&out.stdout).lines() {
+        let (digest, name) = line.split_once("  ").unwrap();
+        let bytes = fs::read(dir.join(name)).unwrap();
+        assert_eq!(digest, blake3::hash(&bytes).to_hex().as_str(), "{name}");
+        names.push(name.to_owned());
+    }
+    let mut want: Vec<String> = (0..sizes.len()).map(|i| format!("d/f{i}")).collect();
+    want.sort();
+    names.sort();
+    assert_eq!(names, want);
+}
+
 #[test]
 fn one_large_file_by_many_ranks() {
     for backend in ["host", "fake-gpu"] {

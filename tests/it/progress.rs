@@ -379,10 +379,10 @@ fn stats_line_and_json_add_up() {
         }
         let stages = &v["stages"];
         let seconds = v["seconds"].as_f64().unwrap();
-        // Every stage is timed (a number, never null with data copied) and the five add up
+        // Every stage is timed (a number, never null with data copied) and the six add up
         // to no more thread time than the run's 4 slice workers and 4 file workers can
         // have spent in it.
-        let thread_time: f64 = ["open", "read", "copy_queue", "copy_wait", "write"]
+        let thread_time: f64 = ["open", "read", "copy_queue", "copy_wait", "write", "digest"]
             .iter()
             .map(|stage| {
                 let t = stages[*stage].as_f64();

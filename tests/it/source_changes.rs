@@ -5,7 +5,8 @@
 //! The changes are made at pause points (`AISCP_TEST_PAUSE`): when DEST is opened, before
 //! a worker's first slice, between slices, in flight, before the finishing reads, between
 //! the finish's two looks at a hole. One test has no pause at all: another process
-//! rewrites a tree while `-r` copies it.
+//! rewrites a tree while `-r` copies it. Every paused copy takes --sums, whose digest must be
+//! DEST's as it ends.
 
 use crate::support::{aiscp_command, paused_at, random_bytes, Backend};
 use std::fs::{self, OpenOptions};
@@ -75,13 +76,27 @@ const WAYS: &[Way] = &[
 
 const SPARSE: [&str; 3] = ["--sparse=auto", "--sparse=always", "--sparse=never"];
 
-/// Copies `a` to `b` in `dir` the `way` given, paused at `point` while `change` runs.
+/// Copies `a` to `b` in `dir` the `way` given, paused at `point` while `change` runs. With
+/// --sums: a copy that succeeds must give the digest of DEST as it ends, whatever SOURCE did
+/// (pieces taken before the change that DEST no longer holds must not count).
 fn copy_paused(dir: &Path, way: &Way, sparse: &str, point: &str, change: impl FnOnce()) -> Output {
     let mut cmd = aiscp_command();
-    cmd.current_dir(dir).args(way.args).args([sparse, "a", "b"]);
+    cmd.current_dir(dir)
+        .args(way.args)
+        .args(["--sums", sparse, "a", "b"]);
     way.backend.apply(&mut cmd, &dir.join("report"));
     let out = paused_at(cmd, point, dir, change);
     way.backend.assert_report_clean(&dir.join("report"));
+    if out.status.success() {
+        let dest = fs::read(dir.join("b")).unwrap();
+        let want = format!("{}  b\n", blake3::hash(&dest).to_hex());
+        let what = format!("{} {sparse}, paused at {point}", way.name);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            want,
+            "{what}: the digest"
+        );
+    }
     out
 }
 

@@ -8,6 +8,7 @@
 //! code is a plain read then write of the slice.
 
 use crate::backend::Staging;
+use crate::digest::{Piece, Pieces};
 use crate::error::CopyError;
 use crate::fileio;
 use crate::stages::{Stage, StageClock};
@@ -90,6 +91,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) clock: &'a StageClock,
     /// [`crate::Config::pause`].
     pub(crate) pause: fn(&'static str),
+    /// Where the file's digest pieces go (--sums); None without digests.
+    pub(crate) digest: Option<&'a Pieces>,
 }
 
 impl Ctx<'_> {
@@ -107,6 +110,48 @@ impl Ctx<'_> {
             OnStop::Leave => fileio::WRITE_PIECE,
             OnStop::CutBack => usize::MAX,
         }
+    }
+
+    /// Adds the digest piece of the slot's first `len` bytes, which DEST receives at
+    /// `start`, where the copy takes digests. A slot the backend does not (or could not)
+    /// hash adds none: the file's digest reads those bytes back from DEST instead.
+    pub(crate) fn take_piece<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        start: u64,
+        len: usize,
+    ) {
+        if let Some((pieces, piece)) = self.hash(staging, slot, start, len) {
+            pieces.add(piece);
+        }
+    }
+
+    /// [`Ctx::take_piece`] of bytes the file's finish writes (nothing writes DEST after).
+    pub(crate) fn take_final_piece<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        start: u64,
+        len: usize,
+    ) {
+        if let Some((pieces, piece)) = self.hash(staging, slot, start, len) {
+            pieces.add_final(piece);
+        }
+    }
+
+    fn hash<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        start: u64,
+        len: usize,
+    ) -> Option<(&Pieces, Piece)> {
+        let pieces = self.digest?;
+        let hashed = self.clock.time(Stage::Digest, || {
+            staging.hash(slot, len, start, pieces.algorithm())
+        });
+        Some((pieces, hashed.ok()??))
     }
 
     /// Whether DEST may still be cut or sized: not once its owner has stopped the copy.

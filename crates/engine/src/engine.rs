@@ -6,7 +6,7 @@ use crate::bounce;
 use crate::config::{Config, DEFAULT_SLOTS_PER_GPU};
 use crate::devices;
 use crate::error::CopyError;
-use crate::job::{DataJob, NoProgress, ProgressSink};
+use crate::job::{Copied, DataJob, NoProgress, ProgressSink};
 use crate::library_stats::LibraryStats;
 use crate::pipeline::Pipeline;
 use crate::queue::{self, Finished, QueueLimits, QueuedJob, Ticket};
@@ -14,7 +14,7 @@ use crate::quote::quote;
 use crate::stages::StageTimes;
 use crate::units;
 use crate::worker::PartEnd;
-use crate::{file_copy, stages};
+use crate::{digest, file_copy, stages};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -440,18 +440,20 @@ impl Engine {
             on_stop: bounce::OnStop::CutBack,
             clock: &stages::StageClock::default(),
             pause: self.config.pause,
+            digest: None,
         };
         file_copy::FileCopy::of(job, &names).begin(true, &cx)
     }
 
     /// Ends a file whose parts were copied by [`Engine::copy_part`] (here or by other
     /// copiers), as one copier ends a whole file: `parts` in file order, each as it ended.
-    /// Returns DST's final size.
+    /// Returns what DST got; its digest, where the job asks for one, is read back from DEST
+    /// (the parts' pieces stayed with their copiers).
     pub fn finish_parts(
         &mut self,
         job: &DataJob<'_>,
         parts: Vec<Result<PartEnd, CopyError>>,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
         self.finish_parts_with(job, parts, &NoProgress, (&cancel, bounce::OnStop::CutBack))
     }
@@ -463,42 +465,52 @@ impl Engine {
         parts: Vec<Result<PartEnd, CopyError>>,
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         self.finish_parts_with(job, parts, progress, (cancel, bounce::OnStop::Leave))
     }
 
     fn finish_parts_with(
         &mut self,
         job: &DataJob<'_>,
-        parts: Vec<Result<PartEnd, CopyError>>,
+        mut parts: Vec<Result<PartEnd, CopyError>>,
         progress: &dyn ProgressSink,
         (cancel, on_stop): (&AtomicBool, bounce::OnStop),
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         self.land();
         let started = Instant::now();
         let names = bounce::Names::of(job.src_name, job.dst_name);
         let clock = stages::StageClock::default();
+        let pieces = job.digest.map(digest::Pieces::new);
+        // The parts' pieces: each counts where DEST still holds it once the file ends.
+        for end in parts.iter_mut().flatten() {
+            let taken = std::mem::take(&mut end.pieces);
+            if let Some(pieces) = &pieces {
+                pieces.extend(taken);
+            }
+        }
         let cx = bounce::Ctx {
             names: &names,
             cancel,
             on_stop,
             clock: &clock,
             pause: self.config.pause,
+            digest: pieces.as_ref(),
         };
         let file = file_copy::FileCopy::of(job, &names);
-        let end =
+        let ended =
             with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, progress))?;
-        self.conclude(job, end, started, clock.times())
+        let copied = file.copied(ended, &cx)?;
+        self.conclude(job, copied, started, clock.times())
     }
 
     /// The --debug line and --verify of a whole file copied here.
     fn conclude(
         &mut self,
         job: &DataJob<'_>,
-        end: u64,
+        copied: Copied,
         started: Instant,
         stages: StageTimes,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         let ends = file_copy::Ends {
             src: job.src,
             src_name: job.src_name,
@@ -508,7 +520,7 @@ impl Engine {
         let diag = &mut self.diag;
         let result = file_copy::conclude(
             &ends,
-            end,
+            copied,
             started.elapsed().as_secs_f64(),
             &stages,
             None,
@@ -521,13 +533,14 @@ impl Engine {
         result
     }
 
-    /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns bytes copied
-    /// (DST's final size). On error DST is cut back to the bytes known to be copied.
+    /// Copies `job.src`'s data into `job.dst` and sets DST's final size. Returns what DST
+    /// got (its final size, and its digest where the job asks for one). On error DST is cut
+    /// back to the bytes known to be copied.
     pub fn copy(
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
         self.copy_with(job, progress, (&cancel, bounce::OnStop::CutBack))
     }
@@ -541,7 +554,7 @@ impl Engine {
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         self.copy_with(job, progress, (cancel, bounce::OnStop::Leave))
     }
 
@@ -550,7 +563,7 @@ impl Engine {
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
         stop: (&AtomicBool, bounce::OnStop),
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         self.land();
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);

@@ -68,6 +68,9 @@ pub enum CopyError {
     /// copies it itself.
     #[error("not copied where it was sent")]
     NotMoved,
+    /// DEST could not be read back for its digest (--sums).
+    #[error("cannot take the digest of {name}: {}", os_text(source))]
+    Digest { name: String, source: io::Error },
     /// --verify found DST different from SRC, or could not read them back.
     #[error(transparent)]
     Verify(verify::VerifyError),

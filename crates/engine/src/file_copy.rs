@@ -33,6 +33,7 @@ mod state;
 
 pub(crate) use state::{FileCopy, Sides};
 
+pub(crate) use finish::Ended;
 pub(crate) use plan::{Access, Plan};
 
 /// Slices one plan holds at most ([`FileCopy::plan`]): 1,024 chunks, 64 GiB at the default
@@ -44,6 +45,7 @@ use crate::bounce::{Ctx, Names};
 use crate::chunk_plan::ChunkPlan;
 use crate::error::{CopyError, Side};
 use crate::fileio::{self, MIN_ALIGN};
+use crate::job::Copied;
 use crate::job::DataJob;
 use crate::job::SparseMode;
 use crate::quote::quote;
@@ -268,6 +270,28 @@ impl<'a> FileCopy<'a> {
         opened
     }
 
+    /// What the copy gave DEST, once its size is set: the size and, where the copy takes
+    /// digests, DEST's digest (from the pieces that still stand, the rest read back).
+    pub(crate) fn copied(&self, ended: Ended, cx: &Ctx<'_>) -> Result<Copied, CopyError> {
+        let digest = match cx.digest {
+            None => None,
+            Some(pieces) => {
+                let finished = cx.clock.time(Stage::Digest, || {
+                    pieces.finish(self.dst, ended.kept, ended.size)
+                });
+                let finished = finished.map_err(|e| CopyError::Digest {
+                    name: self.names.dst.clone(),
+                    source: e,
+                })?;
+                Some(finished.digest)
+            }
+        };
+        Ok(Copied {
+            size: ended.size,
+            digest,
+        })
+    }
+
     /// Hands both files back buffered, as they came (the finishing reads need it), where
     /// the plan opened them with O_DIRECT (`direct`).
     pub(crate) fn end_direct(&self, direct: bool) -> Result<(), CopyError> {
@@ -285,7 +309,7 @@ impl<'a> FileCopy<'a> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conclude(
     job: &Ends<'_>,
-    end: u64,
+    copied: Copied,
     secs: f64,
     stages: &StageTimes,
     where_: Option<String>,
@@ -293,7 +317,8 @@ pub(crate) fn conclude(
     debug: bool,
     pause: fn(&'static str),
     line: &mut dyn FnMut(String),
-) -> Result<u64, CopyError> {
+) -> Result<Copied, CopyError> {
+    let end = copied.size;
     if debug {
         line(format!(
             "{}: {} in {secs:.3} s ({}{}); thread time: {}",
@@ -307,7 +332,7 @@ pub(crate) fn conclude(
     if verify {
         read_back(job, (debug, pause), (&mut Buffers::default(), stop), line)?;
     }
-    Ok(end)
+    Ok(copied)
 }
 
 /// --verify of a whole file whose data is written: the test pause (a test changes DEST

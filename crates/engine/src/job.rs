@@ -1,5 +1,6 @@
 //! What the caller hands the engine for one file, and where the engine reports its progress.
 
+use crate::digest::{Algorithm, Digest};
 use std::fs::File;
 use std::path::Path;
 
@@ -28,6 +29,17 @@ pub struct DataJob<'a> {
     pub dst: &'a File,
     pub dst_name: &'a Path,
     pub sparse: SparseMode,
+    /// The digest to take of what DEST receives (--sums); None: none.
+    pub digest: Option<Algorithm>,
+}
+
+/// What one file's copy gave DEST.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Copied {
+    /// DEST's final size.
+    pub size: u64,
+    /// The digest of DEST's bytes, where the job asked for one and DEST is a regular file.
+    pub digest: Option<Digest>,
 }
 
 /// Progress events, drained by the binary's progress bar.

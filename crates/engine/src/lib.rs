@@ -45,7 +45,7 @@ mod worker;
 pub use backend::{Backend, BackendChoice, GpuChoice, RouteChoice};
 pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::{CopyError, Side};
-pub use job::{DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
+pub use job::{Copied, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
 pub use quote::os_text;
 pub use read_back_pool::ReadBackPool;

@@ -12,8 +12,10 @@
 
 use crate::backend::Staging;
 use crate::bounce::{ready_windows, Ctx, Names, OnStop};
+use crate::digest::{Algorithm, Pieces};
 use crate::error::CopyError;
 use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
+use crate::job::Copied;
 use crate::job::DataJob;
 use crate::job::ProgressSink;
 use crate::job::SourceKind;
@@ -66,6 +68,8 @@ pub struct QueuedJob {
     pub dst: File,
     pub dst_name: PathBuf,
     pub sparse: SparseMode,
+    /// The digest to take of what DEST receives (--sums).
+    pub digest: Option<Algorithm>,
     /// DST holds old bytes: cut it to 0 when its copy starts (a copy that never starts, as
     /// when the run is interrupted first, leaves DST as it was).
     pub truncate: bool,
@@ -91,6 +95,7 @@ impl QueuedJob {
             dst: &self.dst,
             dst_name: &self.dst_name,
             sparse: self.sparse,
+            digest: self.digest,
         }
     }
 }
@@ -104,7 +109,7 @@ pub struct Ticket(pub u64);
 pub struct Finished {
     pub ticket: Ticket,
     pub job: QueuedJob,
-    pub result: Result<u64, CopyError>,
+    pub result: Result<Copied, CopyError>,
     /// Whether its copy began (DST cut, data moving): false when the run was cancelled
     /// before the file's turn came, so DST was never touched.
     pub started: bool,
@@ -119,7 +124,7 @@ impl Finished {
     pub fn elsewhere(
         ticket: Ticket,
         job: QueuedJob,
-        result: Result<u64, CopyError>,
+        result: Result<Copied, CopyError>,
         started: bool,
     ) -> Finished {
         Finished {
@@ -249,7 +254,7 @@ pub(crate) fn worker<S: Staging>(
         let stages = clock.times();
         // With read-back threads, --verify is theirs: the worker goes on to the next file.
         let reads_back = shared.verify && shared.read_backs.is_none();
-        if let Ok(end) = result {
+        if let Ok(copied) = result {
             let gpu = match shared.staging.gpu_of(&slot) {
                 Some(g) => format!(" on GPU {g}"),
                 None => String::new(),
@@ -262,7 +267,7 @@ pub(crate) fn worker<S: Staging>(
             };
             result = conclude(
                 &ends,
-                end,
+                copied,
                 began_at.elapsed().as_secs_f64(),
                 &stages,
                 Some(format!("slot {index}{gpu}, in flight")),
@@ -310,9 +315,10 @@ fn hand_on<S>(shared: &Shared<S>, finished: Finished, done: &mpsc::Sender<Finish
 
 /// Reads back a queued file whose copy succeeded; a failure replaces its result.
 pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffers) {
-    let Ok(end) = f.result else {
+    let Ok(copied) = &f.result else {
         return;
     };
+    let copied = copied.clone();
     let job = &f.job;
     let ends = Ends {
         src: &job.src,
@@ -323,7 +329,7 @@ pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffer
     let debug = &mut f.debug;
     let line = &mut |line| debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line));
     let debug = c.debug.is_some();
-    f.result = read_back(&ends, (debug, c.pause), (buffers, &c.stop), line).map(|()| end);
+    f.result = read_back(&ends, (debug, c.pause), (buffers, &c.stop), line).map(|()| copied);
 }
 
 /// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and
@@ -336,14 +342,16 @@ fn copy_whole<S: Staging>(
     job: &QueuedJob,
     clock: &StageClock,
     debug: &mut Vec<(Duration, String)>,
-) -> Result<u64, CopyError> {
+) -> Result<Copied, CopyError> {
     let names = Names::of(&job.src_name, &job.dst_name);
+    let pieces = job.digest.map(Pieces::new);
     let cx = Ctx {
         names: &names,
         cancel,
         on_stop,
         clock,
         pause: shared.pause,
+        digest: pieces.as_ref(),
     };
     let staging = &*shared.staging;
     cx.check_cancel()?;
@@ -414,9 +422,9 @@ fn copy_whole<S: Staging>(
         work.phase(&plan.window)
     });
     let phase = phase.or_failure(file.end_direct(direct).err());
-    let end = file.finish(phase, Some(reported), staging, slot, &cx, progress);
+    let ended = file.finish(phase, Some(reported), staging, slot, &cx, progress);
     progress.file_finished();
-    end
+    file.copied(ended?, &cx)
 }
 
 /// The workers could not be started or have gone: the file is copied in turn instead.

@@ -18,6 +18,8 @@ pub struct StageTimes {
     pub copy_wait: Duration,
     /// Writes: POSIX writes from host windows, and library writes from GPU memory.
     pub write: Duration,
+    /// Digests (--sums): hashing staged slices, and reading back what no slice vouched for.
+    pub digest: Duration,
 }
 
 impl StageTimes {
@@ -27,12 +29,18 @@ impl StageTimes {
         self.copy_queue += other.copy_queue;
         self.copy_wait += other.copy_wait;
         self.write += other.write;
+        self.digest += other.digest;
     }
 
-    /// "open 0.001 s, read 1.234 s, ..." for --debug.
+    /// "open 0.001 s, read 1.234 s, ..." for --debug; the digest stage only where a copy
+    /// took digests.
     pub fn describe(&self) -> String {
+        let digest = match self.digest.is_zero() {
+            true => String::new(),
+            false => format!(", digest {:.3} s", self.digest.as_secs_f64()),
+        };
         format!(
-            "open {:.3} s, read {:.3} s, copy queue {:.3} s, copy wait {:.3} s, write {:.3} s",
+            "open {:.3} s, read {:.3} s, copy queue {:.3} s, copy wait {:.3} s, write {:.3} s{digest}",
             self.open.as_secs_f64(),
             self.read.as_secs_f64(),
             self.copy_queue.as_secs_f64(),
@@ -50,12 +58,13 @@ pub(crate) enum Stage {
     CopyQueue,
     CopyWait,
     Write,
+    Digest,
 }
 
 /// Stage clocks the workers of one file add to.
 #[derive(Default)]
 pub(crate) struct StageClock {
-    nanos: [AtomicU64; 5],
+    nanos: [AtomicU64; 6],
 }
 
 impl StageClock {
@@ -76,6 +85,7 @@ impl StageClock {
             copy_queue: at(Stage::CopyQueue),
             copy_wait: at(Stage::CopyWait),
             write: at(Stage::Write),
+            digest: at(Stage::Digest),
         }
     }
 }

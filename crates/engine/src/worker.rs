@@ -4,6 +4,7 @@
 
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{self, Ctx, Reader, Writer};
+use crate::digest::Piece;
 use crate::error::CopyError;
 use crate::fileio;
 use crate::stages::Stage;
@@ -69,6 +70,9 @@ pub struct PartEnd {
     /// own holes cannot say where they are: a filesystem whose SEEK_DATA calls every byte
     /// data (ramfs, NFSv3) has none.
     pub holes: Vec<Range<u64>>,
+    /// The digest pieces of the part's slices, where the job takes a digest (the file's
+    /// end counts those DEST still holds).
+    pub pieces: Vec<Piece>,
 }
 
 impl Phase {
@@ -137,6 +141,7 @@ impl Phase {
                 good: self.good,
                 whole: self.whole,
                 holes: self.holes,
+                pieces: Vec::new(),
             }),
         }
     }
@@ -375,6 +380,10 @@ fn copy_slice<S: Staging>(
             bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
         }
     };
+    // A short read (SOURCE ended in the slice) is left to the file's finish, piece and all.
+    if got == len {
+        cx.take_piece(staging, slot, slice.start, len);
+    }
     let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
         got & !(align - 1)
     } else {

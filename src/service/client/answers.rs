@@ -3,9 +3,12 @@
 //! its own) before they are handed back, a file copied in turn read back at once.
 
 use super::ServiceClient;
-use crate::service::wire::Outcome;
+use crate::service::wire::{Outcome, WireDigest};
+use aiscp_engine::digest::{self, Algorithm};
 use aiscp_engine::quote::quote;
-use aiscp_engine::{CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket};
+use aiscp_engine::{
+    Copied, CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket,
+};
 use std::fs::File;
 use std::path::Path;
 
@@ -13,17 +16,22 @@ impl ServiceClient {
     /// What a file's answer means here: its progress reported (past the `shown` bytes the
     /// service's reports already showed), the result before any --verify. A file the
     /// service stopped is cut here (`dst`) to what it says is good, what an interrupted
-    /// copy in this process leaves.
+    /// copy in this process leaves. `wanted`: the digest the file's request asked for.
     pub(super) fn conclude(
         &mut self,
         outcome: Outcome,
         (src_name, dst_name): (&Path, &Path),
-        dst: &File,
+        (dst, wanted): (&File, Option<Algorithm>),
         shown: u64,
         progress: &dyn ProgressSink,
-    ) -> (Result<u64, CopyError>, bool, StageTimes) {
+    ) -> (Result<Copied, CopyError>, bool, StageTimes) {
         match outcome {
-            Outcome::Copied { end, route, stages } => {
+            Outcome::Copied {
+                end,
+                route,
+                stages,
+                digest,
+            } => {
                 if let Some((r, w)) = route {
                     progress.route(r, w);
                 }
@@ -38,7 +46,19 @@ impl ServiceClient {
                         quote(dst_name)
                     ));
                 }
-                (Ok(end), true, stages)
+                let digest = match (wanted, digest.and_then(WireDigest::digest)) {
+                    (None, _) => Ok(None),
+                    (Some(a), Some(d)) if d.algorithm() == a => Ok(Some(d)),
+                    // None sent, or another algorithm's: DEST's bytes are read back here.
+                    (Some(a), _) => digest::of_dest(a, dst, end).map(Some),
+                };
+                let result = digest
+                    .map(|digest| Copied { size: end, digest })
+                    .map_err(|e| CopyError::Digest {
+                        name: quote(dst_name),
+                        source: e,
+                    });
+                (result, true, stages)
             }
             // Worded here, about this process's paths, in its locale; a full disk is a
             // write error with its errno, as in-process.
@@ -67,7 +87,8 @@ impl ServiceClient {
         self.note_writing();
         let progress = std::sync::Arc::clone(&job.progress);
         let names = (&*job.src_name, &*job.dst_name);
-        let (result, started, stages) = self.conclude(outcome, names, &job.dst, 0, &*progress);
+        let dst = (&job.dst, job.digest);
+        let (result, started, stages) = self.conclude(outcome, names, dst, 0, &*progress);
         let copied = result.is_ok();
         let mut f = Finished::elsewhere(Ticket(id), job, result, started);
         f.stages = stages;
@@ -83,14 +104,18 @@ impl ServiceClient {
     }
 
     /// --verify of a file copied in turn, read back at once (as in-process).
-    pub(super) fn verify_in_turn(&self, job: &DataJob<'_>, end: u64) -> Result<u64, CopyError> {
+    pub(super) fn verify_in_turn(
+        &self,
+        job: &DataJob<'_>,
+        copied: Copied,
+    ) -> Result<Copied, CopyError> {
         if !self.config.verify {
-            return Ok(end);
+            return Ok(copied);
         }
         let stop = &self.config.cancel;
         let checked = aiscp_engine::verify(job.src, job.src_name, job.dst, job.dst_name, stop)?;
         self.debug(&checked.describe(job.dst_name));
-        Ok(end)
+        Ok(copied)
     }
 
     /// The files being read back (--verify); they are still in flight.

@@ -5,6 +5,7 @@
 use super::{Lost, ServiceClient, State};
 use crate::messages;
 use crate::service::wire::{self, FileRequest, Handover, Request};
+use aiscp_engine::digest::Algorithm;
 use aiscp_engine::{CopyError, Finished, SparseMode, Ticket};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -122,7 +123,8 @@ impl ServiceClient {
                     len: job.len,
                     truncate: job.truncate,
                 };
-                let request = request(id, &job.src_name, &job.dst_name, job.sparse, handover);
+                let names = (&*job.src_name, &*job.dst_name);
+                let request = request(id, names, job.sparse, job.digest, handover);
                 (request, [job.src.as_raw_fd(), job.dst.as_raw_fd()])
             })
             .collect();
@@ -157,9 +159,9 @@ impl ServiceClient {
 /// A file's part of a copy request.
 pub(super) fn request(
     id: u64,
-    src_name: &Path,
-    dst_name: &Path,
+    (src_name, dst_name): (&Path, &Path),
     sparse: SparseMode,
+    digest: Option<Algorithm>,
     handover: Handover,
 ) -> FileRequest {
     FileRequest {
@@ -168,5 +170,6 @@ pub(super) fn request(
         dst_name: dst_name.as_os_str().as_bytes().to_vec(),
         sparse: sparse.into(),
         handover,
+        sums: digest.map(Into::into),
     }
 }

@@ -152,6 +152,8 @@ pub(super) struct Job {
     pub(super) dst_name: PathBuf,
     pub(super) sparse: aiscp_engine::SparseMode,
     pub(super) handover: Handover,
+    /// The digest the client asked for (--sums).
+    pub(super) digest: Option<aiscp_engine::digest::Algorithm>,
 }
 
 pub(super) fn accept_loop(
@@ -415,6 +417,7 @@ fn jobs_of(files: Vec<FileRequest>, fds: Vec<OwnedFd>) -> Result<Vec<Job>, Strin
             dst_name: PathBuf::from(OsString::from_vec(file.dst_name)),
             sparse: file.sparse.into(),
             handover,
+            digest: file.sums.map(Into::into),
         });
     }
     Ok(jobs)

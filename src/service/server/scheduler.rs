@@ -3,10 +3,10 @@
 
 use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, Failure, FileDone, Handover, Outcome, Reply, Stages};
+use crate::service::wire::{self, Failure, FileDone, Handover, Outcome, Reply, Stages, WireDigest};
 use aiscp_engine::{
-    CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route, SourceKind,
-    StageTimes, Ticket,
+    Copied, CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route,
+    SourceKind, StageTimes, Ticket,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
@@ -85,11 +85,16 @@ impl ProgressSink for Recorder {
 }
 
 impl Recorder {
-    fn outcome(&self, result: Result<u64, CopyError>, started: bool, stages: Stages) -> Outcome {
+    fn outcome(&self, result: Result<Copied, CopyError>, started: bool, stages: Stages) -> Outcome {
         match result {
-            Ok(end) => {
+            Ok(copied) => {
                 let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
-                Outcome::Copied { end, route, stages }
+                Outcome::Copied {
+                    end: copied.size,
+                    route,
+                    stages,
+                    digest: copied.digest.as_ref().map(WireDigest::from),
+                }
             }
             Err(CopyError::Interrupted) => Outcome::Interrupted { started },
             Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
@@ -125,6 +130,7 @@ impl Turn {
             dst: &self.job.dst,
             dst_name: &self.job.dst_name,
             sparse: self.job.sparse,
+            digest: self.job.digest,
         }
     }
 
@@ -396,6 +402,7 @@ impl Scheduler {
                 dst: job.dst,
                 dst_name: job.dst_name,
                 sparse: job.sparse,
+                digest: job.digest,
                 truncate,
                 progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
             };
@@ -416,6 +423,7 @@ impl Scheduler {
                         src_name: q.src_name,
                         dst_name: q.dst_name,
                         sparse: q.sparse,
+                        digest: q.digest,
                         handover: Handover::InTurn {
                             len: (len > 0).then_some(len),
                         },
@@ -514,7 +522,7 @@ impl Scheduler {
     }
 
     /// Answers the file in turn, which ended as `result`.
-    fn end_turn(&mut self, turn: Turn, result: Result<u64, CopyError>) {
+    fn end_turn(&mut self, turn: Turn, result: Result<Copied, CopyError>) {
         let Turn {
             client,
             job,

@@ -1,4 +1,5 @@
 use super::*;
+use aiscp_engine::digest::Algorithm;
 use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use std::os::fd::AsFd;
 
@@ -10,6 +11,22 @@ fn pair() -> (OwnedFd, OwnedFd) {
         SockFlag::SOCK_CLOEXEC,
     )
     .unwrap()
+}
+
+#[test]
+fn a_digest_crosses_whole_and_a_wrong_length_is_refused() {
+    for algorithm in Algorithm::ALL {
+        let digest = algorithm.of_bytes(b"some bytes");
+        let wire = WireDigest::from(&digest);
+        let text = serde_json::to_string(&wire).unwrap();
+        let back: WireDigest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.digest(), Some(digest));
+        let short = WireDigest {
+            bytes: vec![1, 2, 3],
+            ..wire
+        };
+        assert_eq!(short.digest(), None);
+    }
 }
 
 #[test]
@@ -25,6 +42,7 @@ fn a_copy_request_crosses_with_its_descriptors() {
             len: 5,
             truncate: true,
         },
+        sums: Some(Sums::Crc32c),
     };
     // A name that is not UTF-8 crosses as bytes, one that is as text.
     let req = Request::Copy {

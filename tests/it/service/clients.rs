@@ -44,6 +44,47 @@ fn eight_concurrent_clients_byte_exact() {
     }
 }
 
+/// --sums through the service: each file's digest comes back with its answer, for files in
+/// flight and for a file copied in turn in parts, and is the digest of DEST as written.
+#[test]
+fn digests_come_back_with_each_answer() {
+    use base64::Engine as _;
+    for backend in BACKENDS {
+        let d = dir();
+        let svc = Service::start(backend, d.path(), &["--chunk-size", "1M"], &[]);
+        let src = d.path().join("src");
+        tree(&src, 30, (3 << 20) + 777, 5);
+        let dst = d.path().join("dst");
+        let out = svc
+            .client()
+            .current_dir(d.path())
+            .args(["-r", "--sums=crc64nvme", "--stats", "src", "dst"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "{backend:?}: {stderr}"
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let through = format!("the staging service (pid {}, ", svc.pid());
+        let staged = crate::support::stats_value(&text, "Staged through");
+        assert!(staged.is_some_and(|s| s.starts_with(&through)), "{text}");
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains("  dst/")).collect();
+        assert_eq!(lines.len(), 31, "{backend:?}: {text}");
+        let crc = crc::Crc::<u64>::new(&crc::CRC_64_NVME);
+        for line in lines {
+            let (digest, name) = line.split_once("  ").unwrap();
+            let bytes = fs::read(d.path().join(name)).unwrap();
+            let want = base64::engine::general_purpose::STANDARD
+                .encode(crc.checksum(&bytes).to_be_bytes());
+            assert_eq!(digest, want, "{backend:?}: {name}");
+        }
+        assert_eq!(listing(&src), listing(&dst));
+        assert!(svc.stop().success());
+    }
+}
+
 /// Trees that another process rewrites, shrinks and grows during the copy, copied through
 /// the service on host memory and on the fake GPU (its default route): no DEST gains a
 /// byte SOURCE never held, and every copy went through the service.

@@ -1,9 +1,10 @@
 //! A file's digest from its pieces: the rule that keeps it equal to DEST's final content.
 //!
-//! A piece counts only where DEST still holds the bytes it was taken from: inside the
-//! prefix the file's finish left standing (`kept`: the data phase's leading run of whole
-//! slices, up to where the finish wrote again), starting on a chunk and ending on one or at
-//! DEST's end. Every other byte (holes, the tail the finish read on, slices after a
+//! A piece counts only where DEST still holds the bytes it was taken from, starting on a
+//! chunk and ending on one or at DEST's end: a data phase's piece inside the prefix the
+//! file's finish left standing (`kept`: the leading run of whole slices, up to where the
+//! finish wrote again), a piece of the finish's own writes (the last DEST had) anywhere.
+//! Every other byte (holes, the tail the finish read on, slices after a
 //! SOURCE that changed, a backend that does not hash where it stages) is read back from
 //! DEST, so the digest is DEST's whatever the copy met on the way.
 
@@ -25,7 +26,8 @@ const READ_BACK: usize = 16 << 20;
 #[derive(Debug)]
 pub struct Pieces {
     algorithm: Algorithm,
-    list: Mutex<Vec<Piece>>,
+    /// Each piece, and whether the finish wrote it (else a data phase did).
+    list: Mutex<Vec<(Piece, bool)>>,
 }
 
 /// A file's digest, and how many of its bytes had to be read back from DEST for it.
@@ -47,24 +49,39 @@ impl Pieces {
         self.algorithm
     }
 
-    /// Adds a staged slice's piece (of this algorithm; others are ignored).
+    /// Adds a data phase's piece of a staged slice (of this algorithm; others are
+    /// ignored).
     pub fn add(&self, piece: Piece) {
+        self.push(piece, false);
+    }
+
+    /// Adds a piece of bytes the file's finish wrote: nothing writes DEST after it.
+    pub fn add_final(&self, piece: Piece) {
+        self.push(piece, true);
+    }
+
+    fn push(&self, piece: Piece, last: bool) {
         if piece.algorithm() == self.algorithm {
-            self.lock().push(piece);
+            self.lock().push((piece, last));
         }
     }
 
-    /// Adds the pieces of `others` (a part copied elsewhere: an MPI rank).
+    /// Adds a data phase's pieces taken elsewhere (a part copied in turn, or by an MPI
+    /// rank).
     pub fn extend(&self, others: impl IntoIterator<Item = Piece>) {
         others.into_iter().for_each(|p| self.add(p));
     }
 
-    /// Takes the pieces gathered so far, in no particular order.
+    /// Takes a data phase's pieces gathered so far, in no particular order (a part's, to
+    /// hand to the file's end).
     pub fn take(&self) -> Vec<Piece> {
         std::mem::take(&mut *self.lock())
+            .into_iter()
+            .map(|(piece, _)| piece)
+            .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Piece>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Piece, bool)>> {
         self.list.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -72,7 +89,9 @@ impl Pieces {
     /// pieces were taken from before `kept` (the module's rule); what no piece vouches for
     /// is read from `dest`.
     pub fn finish(&self, dest: &File, kept: u64, size: u64) -> io::Result<Finished> {
-        let pieces = counted(self.take(), kept.min(size), size);
+        let pieces = counted(std::mem::take(&mut *self.lock()), kept.min(size), size);
+        let again = readable(dest)?;
+        let dest = again.as_ref().unwrap_or(dest);
         let mut read_back = 0;
         let mut all = Vec::with_capacity(pieces.len());
         let mut at = 0;
@@ -108,15 +127,23 @@ impl Pieces {
     }
 }
 
-/// The pieces that count for a DEST of `size` holding them before `kept`, in file order,
-/// none overlapping the one before.
-fn counted(mut pieces: Vec<Piece>, kept: u64, size: u64) -> Vec<Piece> {
-    pieces.sort_by_key(|p| p.range().start);
+/// The digest of `dest`'s first `size` bytes, all read back (a file copied where no pieces
+/// were taken: by another process).
+pub fn of_dest(algorithm: Algorithm, dest: &File, size: u64) -> io::Result<Digest> {
+    Pieces::new(algorithm)
+        .finish(dest, 0, size)
+        .map(|f| f.digest)
+}
+
+/// The pieces that count for a DEST of `size` holding a data phase's before `kept`, in file
+/// order, none overlapping the one before.
+fn counted(mut pieces: Vec<(Piece, bool)>, kept: u64, size: u64) -> Vec<Piece> {
+    pieces.sort_by_key(|(p, _)| p.range().start);
     let mut end = 0;
-    pieces.retain(|p| {
+    pieces.retain(|(p, last)| {
         let r = p.range();
         let counts = r.start >= end
-            && r.end <= kept
+            && r.end <= if *last { size } else { kept }
             && !r.is_empty()
             && r.start % CHUNK_LEN == 0
             && (r.end % CHUNK_LEN == 0 || r.end == size);
@@ -125,7 +152,22 @@ fn counted(mut pieces: Vec<Piece>, kept: u64, size: u64) -> Vec<Piece> {
         }
         counts
     });
-    pieces
+    pieces.into_iter().map(|(piece, _)| piece).collect()
+}
+
+/// DEST opened again for reading through /proc where `dest` is write-only (as cp opens
+/// it); None where `dest` reads.
+fn readable(dest: &File) -> io::Result<Option<File>> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use std::os::fd::AsRawFd;
+    let flags = fcntl(dest.as_raw_fd(), FcntlArg::F_GETFL)?;
+    match OFlag::from_bits_truncate(flags) & OFlag::O_ACCMODE {
+        OFlag::O_WRONLY => {
+            let again = format!("/proc/self/fd/{}", dest.as_raw_fd());
+            File::open(again).map(Some)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Reads `range` of `dest` and adds its pieces to `out`; returns the bytes read.

@@ -12,5 +12,5 @@ mod piece;
 mod tests;
 
 pub use algorithm::{Algorithm, Digest};
-pub use file::{Finished, Pieces};
+pub use file::{of_dest, Finished, Pieces};
 pub use piece::{subtrees, Piece, CHUNK_LEN};

@@ -14,6 +14,14 @@ use crate::worker::Phase;
 use std::io;
 use std::ops::Range;
 
+/// How a file's copy ended: DEST's final size, and the prefix of it the data phase's slices
+/// wrote and nothing wrote again (their digest pieces count only there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub(crate) size: u64,
+    pub(crate) kept: u64,
+}
+
 /// The slot and the progress a file's finishing reads go through.
 struct Reading<'r, 's, S: Staging> {
     staging: &'r S,
@@ -58,8 +66,9 @@ impl FileCopy<'_> {
     /// (after a full disk, first filled again in order as far as it goes); otherwise SOURCE is
     /// read on from there to its end through `slot`, and DEST's size set. `reported`: the
     /// bytes the data phase showed `progress`, so that holes are shown here (None: the
-    /// caller shows the file's progress itself). Returns DEST's final
-    /// size. Both files must be buffered again ([`FileCopy::end_direct`]).
+    /// caller shows the file's progress itself). Returns DEST's final size and how much of
+    /// it the data phase's slices still stand for. Both files must be buffered again
+    /// ([`FileCopy::end_direct`]).
     pub(crate) fn finish<S: Staging>(
         &self,
         phase: Phase,
@@ -68,7 +77,7 @@ impl FileCopy<'_> {
         slot: &mut S::Slot,
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Ended, CopyError> {
         let Phase {
             good,
             whole,
@@ -111,9 +120,12 @@ impl FileCopy<'_> {
             cx,
             report: &mut report,
         };
-        let walked = self
-            .fill_holes(&mut on, &holes, good)
-            .and_then(|from| self.read_on(&mut on, from));
+        // `kept`: where the finish begins writing DEST again; the slices' bytes before it stand.
+        let mut kept = good;
+        let walked = self.fill_holes(&mut on, &holes, good).and_then(|from| {
+            kept = from;
+            self.read_on(&mut on, from)
+        });
         let end = match walked {
             Ok(end) => end,
             Err((copied, e)) => return Err(self.cut_back(copied, e, cx)),
@@ -126,7 +138,7 @@ impl FileCopy<'_> {
         if let Some(holes) = holes {
             progress.advanced(holes);
         }
-        Ok(end)
+        Ok(Ended { size: end, kept })
     }
 
     /// Copies whatever data SOURCE now has in the holes the plan left before `good` (cp
@@ -295,6 +307,7 @@ impl FileCopy<'_> {
             let got = bounce::read_in(on.staging, on.slot, &reader, at, want, on.cx)
                 .map_err(|e| (*written, e))?;
             if got > 0 {
+                on.cx.take_final_piece(on.staging, on.slot, at, got);
                 match bounce::write_out(on.staging, on.slot, &writer, at, got, on.cx) {
                     Ok(0) => {}
                     Ok(ends) => *written = at + ends as u64,

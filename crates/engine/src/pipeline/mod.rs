@@ -4,9 +4,11 @@
 
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, OnStop, Reader, Writer};
+use crate::digest::Pieces;
 use crate::error::CopyError;
-use crate::file_copy::{opening, FileCopy, Plan};
+use crate::file_copy::{opening, Ended, FileCopy, Plan};
 use crate::fileio::MIN_ALIGN;
+use crate::job::Copied;
 use crate::job::DataJob;
 use crate::job::ProgressSink;
 use crate::job::SourceKind;
@@ -102,8 +104,11 @@ impl<S: Staging> Pipeline<S> {
         progress: &dyn ProgressSink,
         (cancel, on_stop): (&AtomicBool, OnStop),
         diag: &mut dyn FnMut(&str),
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Copied, CopyError> {
         let names = Names::of(job.src_name, job.dst_name);
+        let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
+        // A digest is of a regular DEST, which can be read back for what no slot hashed.
+        let pieces = job.digest.filter(|_| dst_regular).map(Pieces::new);
         let clock = StageClock::default();
         let cx = Ctx {
             names: &names,
@@ -111,9 +116,9 @@ impl<S: Staging> Pipeline<S> {
             on_stop,
             clock: &clock,
             pause: self.pause,
+            digest: pieces.as_ref(),
         };
         clock.time(Stage::Open, || self.first_slot(&names.src_path, diag))?;
-        let dst_regular = job.dst.metadata().map_err(|e| names.write(e))?.is_file();
         let len = match job.src_kind {
             SourceKind::Regular { len } if dst_regular => Some(len),
             _ => None,
@@ -127,10 +132,12 @@ impl<S: Staging> Pipeline<S> {
                 progress.route(crate::route::Route::Stream, crate::route::Route::Bounce);
                 file.begin(dst_regular, &cx)
                     .and_then(|()| self.copy_sequential(&file, dst_regular, &cx, progress))
+                    .map(|size| Ended { size, kept: size })
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.
         progress.file_finished();
+        let result = result.and_then(|ended| file.copied(ended, &cx));
         self.last_stages = clock.times();
         self.run_stages.add(&self.last_stages);
         result
@@ -148,6 +155,7 @@ impl<S: Staging> Pipeline<S> {
         diag: &mut dyn FnMut(&str),
     ) -> Result<PartEnd, CopyError> {
         let names = Names::of(job.src_name, job.dst_name);
+        let pieces = job.digest.map(Pieces::new);
         let clock = StageClock::default();
         let cx = Ctx {
             names: &names,
@@ -155,13 +163,16 @@ impl<S: Staging> Pipeline<S> {
             on_stop,
             clock: &clock,
             pause: self.pause,
+            digest: pieces.as_ref(),
         };
         self.first_slot(&names.src_path, diag)?;
         let file = FileCopy::of(job, &names);
         let result = self.run_plan(&file, part, false, &cx, progress, diag);
         self.last_stages = clock.times();
         self.run_stages.add(&self.last_stages);
-        result?.0.part_end()
+        let mut end = result?.0.part_end()?;
+        end.pieces = pieces.map(|p| p.take()).unwrap_or_default();
+        Ok(end)
     }
 
     /// The file's end after parts copied by [`Pipeline::copy_part`], here or elsewhere.
@@ -171,7 +182,7 @@ impl<S: Staging> Pipeline<S> {
         parts: Vec<Result<PartEnd, CopyError>>,
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Ended, CopyError> {
         // The parts' plans' holes: where SOURCE has data there now, the finish copies it.
         let phase = Phase::of_parts(parts);
         let (staging, slot) = self.first_chosen();
@@ -194,7 +205,7 @@ impl<S: Staging> Pipeline<S> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
         diag: &mut dyn FnMut(&str),
-    ) -> Result<u64, CopyError> {
+    ) -> Result<Ended, CopyError> {
         let (phase, reported) = self.run_plan(file, 0..len, true, cx, progress, diag)?;
         let (staging, slot) = self.first_chosen();
         file.finish(phase, Some(reported), staging, slot, cx, progress)
@@ -330,6 +341,7 @@ impl<S: Staging> Pipeline<S> {
                 Ok(got) => got,
                 Err(e) => break Err((pos, e)),
             };
+            cx.take_piece(staging, slot, pos, got);
             match bounce::write_out(staging, slot, &writer, pos, got, cx) {
                 Ok(ends) if ends > 0 => written = pos + ends as u64,
                 Ok(_) => {}

@@ -238,6 +238,7 @@ fn cancel_stops_after_one_slice(dir: &Path) {
         dst: &d,
         dst_name: &dst,
         sparse: SparseMode::Auto,
+        digest: None,
     };
     let err = engine.copy(&job, &sink).unwrap_err();
     assert!(matches!(err, CopyError::Interrupted), "{err}");

@@ -83,8 +83,9 @@ fn empty_source_empties_destination() {
         dst: &d,
         dst_name: &dst,
         sparse: SparseMode::Auto,
+        digest: None,
     };
-    assert_eq!(engine.copy(&job, &NoProgress).unwrap(), 0);
+    assert_eq!(engine.copy(&job, &NoProgress).unwrap().size, 0);
     assert_eq!(fs::metadata(&dst).unwrap().len(), 0);
 }
 
@@ -191,8 +192,12 @@ fn sequential_sources_copy_until_eof() {
         dst: &d,
         dst_name: &dst,
         sparse: SparseMode::Auto,
+        digest: None,
     };
-    assert_eq!(engine.copy(&job, &NoProgress).unwrap(), data.len() as u64);
+    assert_eq!(
+        engine.copy(&job, &NoProgress).unwrap().size,
+        data.len() as u64
+    );
     writer.join().unwrap();
     assert_same_bytes(&fs::read(&dst).unwrap(), &data, "fifo");
 }
@@ -234,6 +239,7 @@ fn progress_adds_up_to_the_size() {
         dst: &d,
         dst_name: &dst,
         sparse: SparseMode::Auto,
+        digest: None,
     };
     engine.copy(&job, &count).unwrap();
     assert_eq!(count.0.get(), len);
@@ -278,6 +284,7 @@ fn write_error_names_the_destination() {
         dst: &d,
         dst_name: Path::new("/dev/full"),
         sparse: SparseMode::Auto,
+        digest: None,
     };
     let err = engine.copy(&job, &NoProgress).unwrap_err();
     assert_eq!(
@@ -335,6 +342,7 @@ fn cancel_set_mid_copy_stops_after_the_slices_in_flight() {
             dst: &d,
             dst_name: &dst,
             sparse: SparseMode::Auto,
+            digest: None,
         };
         let err = engine.copy(&job, &sink).unwrap_err();
         assert!(matches!(err, CopyError::Interrupted), "{err}");

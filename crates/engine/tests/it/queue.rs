@@ -33,6 +33,7 @@ fn job(src: &Path, dst: &Path, sparse: SparseMode) -> QueuedJob {
             .unwrap(),
         dst_name: dst.to_path_buf(),
         sparse,
+        digest: None,
         truncate: false,
         progress: Arc::new(NoProgress),
     }
@@ -41,7 +42,7 @@ fn job(src: &Path, dst: &Path, sparse: SparseMode) -> QueuedJob {
 /// Takes every finished file; each ticket exactly once.
 fn drain(engine: &mut Engine, into: &mut HashMap<Ticket, Result<u64, String>>) {
     while let Some(f) = engine.next_finished(true) {
-        let res = f.result.map_err(|e| e.to_string());
+        let res = f.result.map(|c| c.size).map_err(|e| e.to_string());
         assert!(
             into.insert(f.ticket, res).is_none(),
             "ticket {:?} twice",
@@ -72,7 +73,10 @@ fn every_file_once_with_its_bytes() {
                 let data = write_random(&src, len, (round * 100 + i) as u64);
                 while !engine.has_room(len as u64) {
                     let f = engine.next_finished(true).expect("a file in flight");
-                    got.insert(f.ticket, f.result.map_err(|e| e.to_string()));
+                    got.insert(
+                        f.ticket,
+                        f.result.map(|c| c.size).map_err(|e| e.to_string()),
+                    );
                 }
                 assert!(engine.in_flight() <= 5);
                 let ticket = engine
@@ -114,7 +118,7 @@ fn holes_stay_holes_and_dst_is_cut_to_size() {
     j.dst.set_len(0).unwrap();
     engine.submit(j).ok().unwrap();
     let f = engine.next_finished(true).unwrap();
-    assert_eq!(f.result.unwrap(), len);
+    assert_eq!(f.result.unwrap().size, len);
     assert_eq!(fs::read(&dst).unwrap(), fs::read(&src).unwrap());
     assert!(blocks(&dst) < blocks(&src) + 16, "holes filled in");
 }
@@ -152,8 +156,12 @@ fn a_synchronous_copy_waits_for_the_queue_and_keeps_its_results() {
         dst: &d,
         dst_name: Path::new("bigd"),
         sparse: SparseMode::Auto,
+        digest: None,
     };
-    assert_eq!(engine.copy(&sync, &NoProgress).unwrap(), data.len() as u64);
+    assert_eq!(
+        engine.copy(&sync, &NoProgress).unwrap().size,
+        data.len() as u64
+    );
     assert_same_bytes(&fs::read(dir.path().join("bigd")).unwrap(), &data, "big");
     assert_eq!(engine.in_flight(), 6, "results kept for next_finished");
     let mut got = HashMap::new();
@@ -232,7 +240,7 @@ fn cancelling_ends_every_file_in_flight() {
         ended += 1;
         match f.result {
             Err(CopyError::Interrupted) => interrupted += 1,
-            Ok(len) => assert_eq!(len, 60_000),
+            Ok(copied) => assert_eq!(copied.size, 60_000),
             Err(e) => panic!("unexpected {e}"),
         }
     }
@@ -282,6 +290,7 @@ fn a_files_own_cancel_flag_stops_only_that_file() {
         dst: &d,
         dst_name: Path::new("dturn"),
         sparse: SparseMode::Auto,
+        digest: None,
     };
     let turn = engine.copy_cancellable(&data, &NoProgress, &mine);
     assert!(matches!(turn, Err(CopyError::Interrupted)), "{turn:?}");
@@ -295,7 +304,7 @@ fn a_files_own_cancel_flag_stops_only_that_file() {
                 let old = fs::read(dir.path().join(format!("d{i}"))).unwrap();
                 assert_eq!(old, b"old bytes", "DST {i} touched");
             }
-            (false, Ok(n)) => assert_eq!(n, 50_000),
+            (false, Ok(copied)) => assert_eq!(copied.size, 50_000),
             (cancelled, r) => panic!("file {i} (cancelled: {cancelled}): {r:?}"),
         }
     }
@@ -314,6 +323,7 @@ fn a_files_own_cancel_flag_stops_only_that_file() {
         dst: &d,
         dst_name: Path::new("dafter"),
         sparse: SparseMode::Auto,
+        digest: None,
     };
-    assert_eq!(engine.copy(&data, &NoProgress).unwrap(), 70_000);
+    assert_eq!(engine.copy(&data, &NoProgress).unwrap().size, 70_000);
 }

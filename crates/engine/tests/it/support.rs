@@ -66,17 +66,20 @@ pub fn copy_file(
     let s = File::open(src).unwrap();
     let d = open_dst(dst);
     let len = s.metadata().unwrap().len();
-    engine.copy(
-        &DataJob {
-            src: &s,
-            src_name: src,
-            src_kind: SourceKind::Regular { len },
-            dst: &d,
-            dst_name: dst,
-            sparse,
-        },
-        &NoProgress,
-    )
+    engine
+        .copy(
+            &DataJob {
+                src: &s,
+                src_name: src,
+                src_kind: SourceKind::Regular { len },
+                dst: &d,
+                dst_name: dst,
+                sparse,
+                digest: None,
+            },
+            &NoProgress,
+        )
+        .map(|copied| copied.size)
 }
 
 /// Sets the cancel flag once `after` bytes were reported, as a signal handler would mid-copy.
