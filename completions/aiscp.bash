@@ -105,6 +105,10 @@ _aiscp() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --verify=)
+                    COMPREPLY=($(compgen -W "bytes sums" -- "${cur}"))
+                    return 0
+                    ;;
                 --sums=)
                     COMPREPLY=($(compgen -W "blake3 crc64nvme crc32c" -- "${cur}"))
                     return 0

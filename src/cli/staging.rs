@@ -1,6 +1,6 @@
 //! Flags that choose how data is staged through the GPU (owned with the engine).
 
-use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice};
+use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice, Verify};
 use clap::{Args, ValueEnum};
 use std::io::IsTerminal;
 
@@ -25,6 +25,13 @@ pub enum BackendArg {
     Hipfile,
     Cufile,
     Host,
+}
+
+/// `--verify[=HOW]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VerifyArg {
+    Bytes,
+    Sums,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -102,14 +109,18 @@ pub struct StagingArgs {
     /// Never show progress
     #[arg(long, overrides_with = "progress", help_heading = "Reporting")]
     pub no_progress: bool,
-    /// After each file, read SOURCE and DEST back (DEST with O_DIRECT, so the disk is
-    /// checked, not the page cache) and fail if they differ, naming the first differing
-    /// offset. A SOURCE that cannot be read twice (a pipe, a device, a /proc file) is
-    /// copied, then fails: "cannot verify". Files in flight are read back while the next
-    /// ones copy; the disk reads DEST once more. Measured cost (virtio disk, caches dropped, with sync; three runs): 0.9-1.3x
-    /// the unverified time for 20,000 files of 1-64 KiB, 1.1-1.3x for a 2 GiB file
-    #[arg(long, help_heading = "GPU staging")]
-    pub verify: bool,
+    /// After each file, read it back and fail if it is not what was copied. bytes (the
+    /// default): SOURCE and DEST are read back (DEST with O_DIRECT, so the disk is checked,
+    /// not the page cache) and compared, naming the first differing offset; a SOURCE that
+    /// cannot be read twice (a pipe, a device, a /proc file) is copied, then fails: "cannot
+    /// verify". Measured cost (virtio disk, caches dropped, with sync; three runs): 0.9-1.3x
+    /// the unverified time for 20,000 files of 1-64 KiB, 1.1-1.3x for a 2 GiB file. sums:
+    /// only DEST is read back, and its digest compared with the one taken of the staged
+    /// bytes while copying (--sums's algorithm, else BLAKE3). Files in flight are read back
+    /// while the next ones copy
+    #[arg(long, value_name = "HOW", num_args = 0..=1, require_equals = true,
+          default_missing_value = "bytes", value_enum, help_heading = "GPU staging")]
+    pub verify: Option<VerifyArg>,
     /// Report the backend, library, GPU, chunk, slots and each file's route on stderr
     #[arg(long, help_heading = "Reporting")]
     pub debug: bool,
@@ -251,7 +262,10 @@ impl From<&StagingArgs> for Config {
             async_io: a.async_io,
             debug: a.debug,
             quiet: a.quiet,
-            verify: a.verify,
+            verify: a.verify.map(|v| match v {
+                VerifyArg::Bytes => Verify::Bytes,
+                VerifyArg::Sums => Verify::Sums,
+            }),
             pause: crate::test_hook::pause,
             ..Config::default()
         }

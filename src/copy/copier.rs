@@ -11,11 +11,12 @@ use crate::options::{BackupKind, Deref, Options};
 use crate::plan::CopyJob;
 use crate::progress::{Files, Staged};
 use crate::stat::{FileId, Stat};
-use aiscp_engine::{Config, Engine, ProgressSink};
+use aiscp_engine::digest::Algorithm;
+use aiscp_engine::{Config, Copied, Engine, ProgressSink, Verify};
 use nix::sys::stat::Mode;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 pub(super) type Step = Result<(), Reported>;
@@ -122,6 +123,21 @@ pub struct Copier<'a> {
     pub failed: bool,
     /// The files counted so far (see [`count`]).
     pub(super) files: Files,
+}
+
+impl Copier<'_> {
+    /// The digest each file's copy takes: --sums's, or BLAKE3 for --verify=sums alone.
+    pub(super) fn digest(&self) -> Option<Algorithm> {
+        let verify_sums = self.config.verify == Some(Verify::Sums);
+        self.opts.sums.or(verify_sums.then_some(Algorithm::Blake3))
+    }
+
+    /// Adds DEST's digest, where its copy took one, to the --sums manifest.
+    pub(super) fn list_digest(&self, dst: &Path, copied: &Copied) {
+        if let (Some(_), Some(digest)) = (self.opts.sums, &copied.digest) {
+            crate::messages::digest_line(crate::sums::line(dst, digest));
+        }
+    }
 }
 
 impl<'a> Copier<'a> {

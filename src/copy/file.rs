@@ -302,7 +302,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst,
             sparse: opts.sparse,
-            digest: opts.sums,
+            digest: self.digest(),
         };
         let res = match &mut self.mover {
             Some(mover) => {
@@ -319,7 +319,7 @@ impl Copier<'_> {
             aiscp_engine::CopyError::Interrupted => Reported,
             e => fail(e.to_string()),
         })?;
-        super::steps::digest_copied(dst, &copied);
+        self.list_digest(dst, &copied);
         Ok(copied.size)
     }
 }

@@ -189,7 +189,7 @@ impl Copier<'_> {
             dst: dst_file,
             dst_name: dst.to_path_buf(),
             sparse: self.opts.sparse,
-            digest: self.opts.sums,
+            digest: self.digest(),
             truncate: !created,
             progress: self.progress.clone(),
         };
@@ -464,7 +464,7 @@ impl Copier<'_> {
                 None
             }
             Ok(copied) => {
-                super::steps::digest_copied(&p.dst_path, copied);
+                self.list_digest(&p.dst_path, copied);
                 self.apply_attrs(&p, &f).then_some(copied.size)
             }
         };

@@ -1,12 +1,10 @@
-//! Steps every kind of entry shares: --fsync, the words for a replaced file, and --sums's
-//! line for a copied file.
+//! Steps every kind of entry shares: --fsync, and the words for a replaced file.
 
 use super::copier::Step;
 use super::names::parent_path;
 use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
 use aiscp_engine::quote::quote;
-use aiscp_engine::Copied;
 use std::fs::File;
 use std::path::Path;
 
@@ -36,11 +34,4 @@ pub(super) fn sync_dir(dst: At<'_>) -> Step {
         .map_err(|e| fail_os("cannot open directory", parent_path(dst.path), &e))?;
     d.sync_all()
         .map_err(|e| fail_os("error syncing directory of", dst.path, &e))
-}
-
-/// Adds DEST's digest, where its copy took one, to the --sums manifest.
-pub(super) fn digest_copied(dst: &Path, copied: &Copied) {
-    if let Some(digest) = &copied.digest {
-        crate::messages::digest_line(crate::sums::line(dst, digest));
-    }
 }

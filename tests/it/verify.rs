@@ -371,3 +371,57 @@ fn a_file_failing_its_check_counts_no_bytes() {
         }
     }
 }
+
+/// --verify=sums: DEST read back alone, its digest equal to the one taken while copying, on
+/// every backend and scheduler; SOURCE is not read again (a FIFO, which cannot be, verifies).
+#[test]
+fn verification_by_digest_passes_good_copies_without_reading_source_again() {
+    for backend in BACKENDS {
+        for (len, args) in [
+            (0usize, &[][..]),
+            (300_000, &[]),
+            (300_001, &["--chunk-size", "64K"]),
+        ] {
+            for sums in [None, Some("--sums=crc32c")] {
+                let dir = tempfile::tempdir().unwrap();
+                let data = write_random(&dir.path().join("a"), len, len as u64);
+                let mut all = vec!["--verify=sums", "--debug", "a", "b"];
+                all.extend(args);
+                all.extend(sums);
+                let out = aiscp(dir.path(), backend, &all, "");
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let what = format!("{backend:?} {len} {args:?} {sums:?}");
+                assert!(out.status.success(), "{what}: {stderr}");
+                assert_same_bytes(&fs::read(dir.path().join("b")).unwrap(), &data, "b");
+                let algorithm = if sums.is_some() { "crc32c" } else { "blake3" };
+                let line = stderr.lines().find(|l| l.contains("verified 'b': "));
+                assert!(
+                    line.is_some_and(
+                        |l| l.contains(&format!(", {algorithm} ")) && l.contains(" as copied, ")
+                    ),
+                    "{what}: {stderr}"
+                );
+                // A manifest only where --sums asked for one.
+                assert_eq!(out.stdout.is_empty(), sums.is_none(), "{what}");
+                backend.assert_report_clean(&dir.path().join("report"));
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let writer = std::thread::spawn(move || fs::write(&fifo, b"streamed bytes\n").unwrap());
+    let out = aiscp(
+        dir.path(),
+        Backend::Host,
+        &["--verify=sums", "fifo", "b"],
+        "",
+    );
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(dir.path().join("b")).unwrap(), b"streamed bytes\n");
+}

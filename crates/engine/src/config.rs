@@ -67,6 +67,16 @@ impl std::fmt::Display for ChunkSize {
 #[error("must be between 1 and {MAX_CHUNK} (0x{MAX_CHUNK:x}) bytes")]
 pub struct ChunkSizeError(pub u64);
 
+/// How `--verify` checks a file it reads back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verify {
+    /// SOURCE and DEST read back and compared byte for byte.
+    Bytes,
+    /// DEST read back alone, its digest compared with the one taken of the staged bytes
+    /// while copying (the job must take a digest).
+    Sums,
+}
+
 /// Everything the engine needs to know; built from the command line by `main`.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -81,7 +91,8 @@ pub struct Config {
     /// default.
     pub slots_per_gpu: Option<usize>,
     pub async_io: bool,
-    pub verify: bool,
+    /// Read each file back once written (`--verify`), and how it is checked.
+    pub verify: Option<Verify>,
     pub debug: bool,
     pub quiet: bool,
     /// Ask the I/O library to keep its own statistics for [`crate::EngineInfo`]
@@ -129,7 +140,7 @@ impl Default for Config {
             route: RouteChoice::Auto,
             slots_per_gpu: None,
             async_io: false,
-            verify: false,
+            verify: None,
             debug: false,
             library_stats: false,
             quiet: false,

@@ -3,7 +3,7 @@
 
 use crate::backend::{self, Backend, Loaded, Staging, StreamIo};
 use crate::bounce;
-use crate::config::{Config, DEFAULT_SLOTS_PER_GPU};
+use crate::config::{Config, Verify, DEFAULT_SLOTS_PER_GPU};
 use crate::devices;
 use crate::error::CopyError;
 use crate::job::{Copied, DataJob, NoProgress, ProgressSink};
@@ -160,7 +160,7 @@ impl Engine {
                     h,
                     chunk(true),
                     slots_per_gpu,
-                    (config.pause, config.verify),
+                    (config.pause, config.verify == Some(Verify::Bytes)),
                 ))
             }
             Loaded::Gpu(g) => {
@@ -168,7 +168,7 @@ impl Engine {
                     g,
                     chunk(false),
                     slots_per_gpu,
-                    (config.pause, config.verify),
+                    (config.pause, config.verify == Some(Verify::Bytes)),
                 );
                 if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
                     match library.check_async() {

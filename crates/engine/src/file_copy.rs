@@ -43,6 +43,7 @@ pub(crate) const WINDOW_SLICES: u64 = 1024;
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{Ctx, Names};
 use crate::chunk_plan::ChunkPlan;
+use crate::config::Verify;
 use crate::error::{CopyError, Side};
 use crate::fileio::{self, MIN_ALIGN};
 use crate::job::Copied;
@@ -313,7 +314,7 @@ pub(crate) fn conclude(
     secs: f64,
     stages: &StageTimes,
     where_: Option<String>,
-    (verify, stop): (bool, &AtomicBool),
+    (verify, stop): (Option<Verify>, &AtomicBool),
     debug: bool,
     pause: fn(&'static str),
     line: &mut dyn FnMut(String),
@@ -329,8 +330,15 @@ pub(crate) fn conclude(
             stages.describe()
         ));
     }
-    if verify {
-        read_back(job, (debug, pause), (&mut Buffers::default(), stop), line)?;
+    if let Some(verify) = verify {
+        let how = (verify, &copied);
+        read_back(
+            job,
+            how,
+            (debug, pause),
+            (&mut Buffers::default(), stop),
+            line,
+        )?;
     }
     Ok(copied)
 }
@@ -341,13 +349,14 @@ pub(crate) fn conclude(
 /// `debug`).
 pub(crate) fn read_back(
     job: &Ends<'_>,
+    (verify, copied): (Verify, &Copied),
     (debug, pause): (bool, fn(&'static str)),
     (buffers, stop): (&mut Buffers, &AtomicBool),
     line: &mut dyn FnMut(String),
 ) -> Result<(), CopyError> {
     pause("verify");
     let (src, dst) = ((job.src, job.src_name), (job.dst, job.dst_name));
-    let checked = crate::verify::verify_with(src, dst, buffers, stop)?;
+    let checked = crate::verify::check(verify, src, dst, copied, buffers, stop)?;
     if debug {
         line(checked.describe(job.dst_name));
     }

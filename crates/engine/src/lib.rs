@@ -39,11 +39,11 @@ mod route;
 mod stages;
 mod transfer;
 pub mod units;
-mod verify;
+pub mod verify;
 mod worker;
 
 pub use backend::{Backend, BackendChoice, GpuChoice, RouteChoice};
-pub use config::{ChunkSize, ChunkSizeError, Config, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
+pub use config::{ChunkSize, ChunkSizeError, Config, Verify, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::{CopyError, Side};
 pub use job::{Copied, DataJob, NoProgress, ProgressSink, SourceKind, SparseMode};
 pub use queue::{Finished, QueueLimits, QueuedJob, Ticket};
@@ -56,4 +56,3 @@ pub use worker::PartEnd;
 pub use chunk_plan::ChunkPlan;
 pub use engine::{prepare_process, Diagnostics, Engine, EngineInfo, StartError};
 pub use library_stats::{Calls, GpuCounters, LibraryCounters, LibraryStats};
-pub use verify::{verify, VerifyError};

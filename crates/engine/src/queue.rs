@@ -12,6 +12,7 @@
 
 use crate::backend::Staging;
 use crate::bounce::{ready_windows, Ctx, Names, OnStop};
+use crate::config::Verify;
 use crate::digest::{Algorithm, Pieces};
 use crate::error::CopyError;
 use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
@@ -149,7 +150,7 @@ pub(crate) struct Shared<S> {
     pub(crate) cancel: Arc<AtomicBool>,
     pub(crate) chunk: usize,
     pub(crate) direct_from: u64,
-    pub(crate) verify: bool,
+    pub(crate) verify: Option<Verify>,
     /// With --verify, where a file whose data is written goes to be read back (None: the
     /// worker reads it back itself).
     pub(crate) read_backs: Option<mpsc::Sender<Finished>>,
@@ -162,6 +163,7 @@ impl<S> Shared<S> {
     /// What a read-back of one of these workers' files needs.
     pub(crate) fn checking(&self) -> Checking {
         Checking {
+            verify: self.verify.unwrap_or(Verify::Bytes),
             pause: self.pause,
             debug: self.debug,
             stop: Arc::clone(&self.cancel),
@@ -253,7 +255,7 @@ pub(crate) fn worker<S: Staging>(
         };
         let stages = clock.times();
         // With read-back threads, --verify is theirs: the worker goes on to the next file.
-        let reads_back = shared.verify && shared.read_backs.is_none();
+        let reads_back = shared.verify.filter(|_| shared.read_backs.is_none());
         if let Ok(copied) = result {
             let gpu = match shared.staging.gpu_of(&slot) {
                 Some(g) => format!(" on GPU {g}"),
@@ -329,7 +331,8 @@ pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffer
     let debug = &mut f.debug;
     let line = &mut |line| debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line));
     let debug = c.debug.is_some();
-    f.result = read_back(&ends, (debug, c.pause), (buffers, &c.stop), line).map(|()| copied);
+    let how = (c.verify, &copied);
+    f.result = read_back(&ends, how, (debug, c.pause), (buffers, &c.stop), line).map(|()| copied);
 }
 
 /// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and
@@ -375,7 +378,8 @@ fn copy_whole<S: Staging>(
         .map_err(|e| names.read(e))?;
     // Files in flight take no library: they bounce.
     let [(src_side, _), (dst_side, _)] = opening(&cx, || {
-        file.open_sides(staging, &plan, None, shared.verify, job.truncate, &cx)
+        let rereads = shared.verify == Some(Verify::Bytes);
+        file.open_sides(staging, &plan, None, rereads, job.truncate, &cx)
     })?;
     let progress = &*job.progress;
     progress.file_started(&job.src_name, Some(job.len));

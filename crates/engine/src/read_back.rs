@@ -30,6 +30,8 @@ pub(crate) struct ReadBacks<T> {
 /// What every read-back needs besides the file.
 #[derive(Clone)]
 pub(crate) struct Checking {
+    /// How a file is checked.
+    pub(crate) verify: crate::config::Verify,
     pub(crate) pause: fn(&'static str),
     /// The engine's start, for --debug stamps; None without --debug.
     pub(crate) debug: Option<Instant>,

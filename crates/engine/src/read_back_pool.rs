@@ -27,6 +27,7 @@ impl ReadBackPool {
     pub fn start(config: &crate::config::Config) -> ReadBackPool {
         let (done_tx, done) = mpsc::channel();
         let checking = Checking {
+            verify: config.verify.unwrap_or(crate::config::Verify::Bytes),
             pause: config.pause,
             debug: config.debug.then(Instant::now),
             stop: Arc::clone(&config.cancel),

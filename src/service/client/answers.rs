@@ -6,6 +6,7 @@ use super::ServiceClient;
 use crate::service::wire::{Outcome, WireDigest};
 use aiscp_engine::digest::{self, Algorithm};
 use aiscp_engine::quote::quote;
+use aiscp_engine::verify::{self, Buffers};
 use aiscp_engine::{
     Copied, CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket,
 };
@@ -92,7 +93,7 @@ impl ServiceClient {
         let copied = result.is_ok();
         let mut f = Finished::elsewhere(Ticket(id), job, result, started);
         f.stages = stages;
-        if self.config.verify && copied {
+        if self.config.verify.is_some() && copied {
             let config = &self.config;
             let pool = self
                 .read_backs
@@ -109,11 +110,13 @@ impl ServiceClient {
         job: &DataJob<'_>,
         copied: Copied,
     ) -> Result<Copied, CopyError> {
-        if !self.config.verify {
+        let Some(how) = self.config.verify else {
             return Ok(copied);
-        }
+        };
+        let (src, dst) = ((job.src, job.src_name), (job.dst, job.dst_name));
+        let buffers = &mut Buffers::default();
         let stop = &self.config.cancel;
-        let checked = aiscp_engine::verify(job.src, job.src_name, job.dst, job.dst_name, stop)?;
+        let checked = verify::check(how, src, dst, &copied, buffers, stop)?;
         self.debug(&checked.describe(job.dst_name));
         Ok(copied)
     }

@@ -56,15 +56,15 @@ where
             let (jobs_tx, jobs_rx) = mpsc::channel::<Sent>();
             let jobs_rx = Arc::new(Mutex::new(jobs_rx));
             let (done_tx, done_rx) = mpsc::channel();
-            let checking = Checking {
-                pause: config.pause,
-                debug: debug_since,
-                stop: Arc::clone(&config.cancel),
-            };
-            let read_backs = config
-                .verify
-                .then(|| ReadBacks::start(&done_tx, read_back_one, checking))
-                .flatten();
+            let read_backs = config.verify.and_then(|verify| {
+                let checking = Checking {
+                    verify,
+                    pause: config.pause,
+                    debug: debug_since,
+                    stop: Arc::clone(&config.cancel),
+                };
+                ReadBacks::start(&done_tx, read_back_one, checking)
+            });
             let mut workers = Vec::new();
             for &i in &self.chosen[..n] {
                 let Some(slot) = self.slots[i].take() else {

@@ -32,5 +32,6 @@ pub(crate) struct Pipeline<S: Staging> {
     /// [`crate::Config::pause`].
     pub(super) pause: fn(&'static str),
     /// [`crate::Config::verify`]: SOURCE is read through the page cache for the read-back.
+    /// SOURCE is read again by --verify (so it goes through the page cache).
     pub(super) verify: bool,
 }

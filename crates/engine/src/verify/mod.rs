@@ -8,102 +8,31 @@
 //! whatever the size; each side is also hashed with xxh3-128 (the round-trip check of hipFile's
 //! examples), and the digest is returned for --debug. The comparison itself is exact: the
 //! first differing byte is found by comparing the buffers, not by trusting a hash.
+//!
+//! `--verify=sums` reads DEST alone the same way and compares its digest with the one taken
+//! of the staged bytes while copying (by_digest.rs): SOURCE is not read again.
 
+mod by_digest;
 mod dest_reads;
+mod outcome;
+mod reading;
+
+pub use outcome::{Checked, DstRead, Verified, VerifyError, VERIFY_CHUNK};
+use reading::reopen_for_reading;
+pub use reading::Buffers;
 
 use super::fileio;
-use crate::backend::host::AlignedBuf;
+use crate::config::Verify;
+use crate::job::Copied;
 use crate::quote::quote;
 use dest_reads::DestReads;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use xxhash_rust::xxh3::Xxh3;
-
-/// Bytes read from each file per step: large enough that the per-call cost disappears,
-/// small enough that three of them (SOURCE's, and DEST's two read ahead) are no burden
-/// (12 MiB in all for a file longer than this; a shorter one's buffers fit it).
-pub const VERIFY_CHUNK: usize = 4 << 20;
-
-/// How DST was read back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DstRead {
-    /// With O_DIRECT: the bytes came from the disk.
-    Direct,
-    /// Through the page cache, with the reason O_DIRECT could not be used.
-    Buffered(String),
-}
-
-/// A successful verification.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verified {
-    /// Bytes compared (the size of both files).
-    pub bytes: u64,
-    /// xxh3-128 of the contents (the same for both files).
-    pub digest: u128,
-    pub dst_read: DstRead,
-}
-
-impl Verified {
-    /// A --debug line: "verified 'b': 123 bytes, xxh3-128 …, read back with O_DIRECT".
-    pub fn describe(&self, dst_name: &Path) -> String {
-        let how = match &self.dst_read {
-            DstRead::Direct => "read back with O_DIRECT".to_owned(),
-            DstRead::Buffered(why) => format!("read back through the page cache ({why})"),
-        };
-        format!(
-            "verified {}: {}, xxh3-128 {:032x}, {how}",
-            quote(dst_name),
-            crate::units::length(self.bytes),
-            self.digest
-        )
-    }
-}
-
-/// Why a verification failed; Display is the message without the program prefix. Names are
-/// quoted as cp quotes them.
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    #[error("verification failed: {dst} differs from {src} at offset {offset}")]
-    Differs {
-        src: String,
-        dst: String,
-        /// First differing byte, counted from 0.
-        offset: u64,
-    },
-    /// One file ends where the other goes on; every byte before `offset` matched.
-    #[error("verification failed: {dst} is {dst_len} bytes long, {src} is {src_len}")]
-    Length {
-        src: String,
-        dst: String,
-        src_len: u64,
-        dst_len: u64,
-        /// Where the shorter one ends (the first differing offset).
-        offset: u64,
-    },
-    #[error("cannot verify {name}: {what}")]
-    Cannot { name: String, what: String },
-    /// The run was stopped (a signal) while the files were read back.
-    #[error("interrupted")]
-    Stopped,
-    #[error("error reading {name} to verify it: {}", crate::quote::os_text(source))]
-    Read { name: String, source: io::Error },
-}
-
-impl VerifyError {
-    /// The first offset at which the files differ, for the two mismatch kinds.
-    pub fn offset(&self) -> Option<u64> {
-        match self {
-            VerifyError::Differs { offset, .. } | VerifyError::Length { offset, .. } => {
-                Some(*offset)
-            }
-            _ => None,
-        }
-    }
-}
 
 /// Starts writing `dst`'s dirty pages to the device without waiting for them
 /// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): call it as soon as a file's data is
@@ -136,6 +65,28 @@ pub fn verify(
     )
 }
 
+/// --verify of a copied file as `how` asks: SOURCE and DEST byte for byte, or DEST's digest
+/// against `copied`'s (which must have one), through `buffers`.
+pub fn check(
+    how: Verify,
+    src: (&File, &Path),
+    dst: (&File, &Path),
+    copied: &Copied,
+    buffers: &mut Buffers,
+    stop: &AtomicBool,
+) -> Result<Verified, VerifyError> {
+    match (how, &copied.digest) {
+        (Verify::Bytes, _) => verify_with(src, dst, buffers, stop),
+        (Verify::Sums, Some(digest)) => {
+            by_digest::verify(dst, (copied.size, digest), buffers, stop)
+        }
+        (Verify::Sums, None) => Err(VerifyError::Cannot {
+            name: quote(dst.1),
+            what: "no digest was taken while copying it".into(),
+        }),
+    }
+}
+
 /// [`verify`] through `buffers`, kept by the caller from one file to the next.
 pub(crate) fn verify_with(
     src: (&File, &Path),
@@ -144,33 +95,6 @@ pub(crate) fn verify_with(
     stop: &AtomicBool,
 ) -> Result<Verified, VerifyError> {
     verify_in_chunks(src, dst, (VERIFY_CHUNK, stop), buffers)
-}
-
-/// Buffers one reader keeps from file to file, so that each of a tree's small files does not
-/// map and fault in fresh memory (that, and unmapping it, took about 7% of the CPU time of a
-/// verified copy of 20,000 small files: bench/results/HISTORY.md, "--verify at copy
-/// speed"). Only buffers of [`KEPT_LEN`] are kept, two at most.
-#[derive(Default)]
-pub(crate) struct Buffers(Vec<AlignedBuf>);
-
-/// The length of a kept buffer: files whose reads fit it (up to 256 KiB) share them.
-const KEPT_LEN: usize = 256 << 10;
-
-impl Buffers {
-    /// A buffer of at least `len` bytes: a kept one where `len` fits one.
-    fn take(&mut self, len: usize) -> Result<AlignedBuf, hipfile::Error> {
-        match len <= KEPT_LEN {
-            true => self.0.pop().map_or_else(|| AlignedBuf::new(KEPT_LEN), Ok),
-            false => AlignedBuf::new(len),
-        }
-    }
-
-    /// Keeps `buf` for the next file when it is of the kept length.
-    fn keep(&mut self, mut buf: AlignedBuf) {
-        if buf.as_mut_slice().len() == KEPT_LEN && self.0.len() < 2 {
-            self.0.push(buf);
-        }
-    }
 }
 
 /// [`verify_with`] with `chunk` bytes per read (tests cross chunk boundaries with a small one).
@@ -238,10 +162,10 @@ fn verify_in_chunks(
     });
     buffers.keep(src_buf);
     kept.into_iter().for_each(|buf| buffers.keep(buf));
-    let (offset, digest) = compared?;
+    let (offset, xxh3) = compared?;
     Ok(Verified {
         bytes: offset,
-        digest,
+        checked: Checked::Bytes { xxh3 },
         dst_read,
     })
 }
@@ -348,39 +272,6 @@ fn file_len(file: &File, ended_at: u64, ended: bool) -> u64 {
         ended_at
     } else {
         file.metadata().map_or(ended_at, |m| m.len().max(ended_at))
-    }
-}
-
-/// Opens DST again for reading, with O_DIRECT where the filesystem allows it. Goes through
-/// /proc/self/fd (the very inode written); where /proc is missing, through the name.
-fn reopen_for_reading(dst: &File, dst_name: &Path) -> io::Result<(File, DstRead)> {
-    let proc_path = format!("/proc/self/fd/{}", dst.as_raw_fd());
-    let open = |path: &Path, flags: i32| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOCTTY | flags)
-            .open(path)
-    };
-    // The fd's own file through /proc; by name only where /proc is not mounted.
-    let mut path = Path::new(&proc_path);
-    let mut opened = open(path, libc::O_DIRECT);
-    if opened
-        .as_ref()
-        .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
-    {
-        path = dst_name;
-        opened = open(path, libc::O_DIRECT);
-    }
-    match opened {
-        Ok(f) => Ok((f, DstRead::Direct)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            let f = open(path, 0)?;
-            Ok((
-                f,
-                DstRead::Buffered("the filesystem refused O_DIRECT".into()),
-            ))
-        }
-        Err(e) => Err(e),
     }
 }
 

@@ -2,7 +2,9 @@
 //! mismatch names, buffers kept between files.
 
 use super::*;
+use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::AtomicBool;
 
 /// A small read size, so that tests cross many chunk boundaries cheaply.
@@ -61,7 +63,8 @@ fn identical_files_verify_at_boundary_sizes() {
         let bytes = data(len, i as u64 + 1);
         let v = check(&bytes, &bytes).unwrap_or_else(|e| panic!("size {len}: {e}"));
         assert_eq!(v.bytes, len as u64);
-        assert_eq!(v.digest, xxhash_rust::xxh3::xxh3_128(&bytes), "size {len}");
+        let xxh3 = xxhash_rust::xxh3::xxh3_128(&bytes);
+        assert_eq!(v.checked, Checked::Bytes { xxh3 }, "size {len}");
     }
 }
 
@@ -250,5 +253,57 @@ fn first_difference_finds_the_lowest_index() {
         let mut b = a.clone();
         b[i] ^= 1;
         assert_eq!(first_difference(&a, &b), Some(i));
+    }
+}
+
+#[test]
+fn by_digest_a_dest_as_copied_verifies_and_a_changed_or_cut_one_does_not() {
+    use crate::digest::Algorithm;
+    let stop = AtomicBool::new(false);
+    for len in [0usize, 1, 4095, 4096, (VERIFY_CHUNK * 2) + 5] {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        std::fs::write(&path, &bytes).unwrap();
+        let dst = File::open(&path).unwrap();
+        let copied = Copied {
+            size: len as u64,
+            digest: Some(Algorithm::Blake3.of_bytes(&bytes)),
+        };
+        let src = (&dst, path.as_path());
+        let ok = crate::verify::check(
+            Verify::Sums,
+            src,
+            (&dst, &path),
+            &copied,
+            &mut Buffers::default(),
+            &stop,
+        );
+        let v = ok.unwrap_or_else(|e| panic!("{len}: {e}"));
+        assert_eq!(v.bytes, len as u64);
+        assert_eq!(v.checked, Checked::Digest(copied.digest.clone().unwrap()));
+        if len == 0 {
+            continue;
+        }
+        // A byte changed since, or the file cut: the digest read back is not the copy's.
+        let mut changed = bytes.clone();
+        changed[len / 2] ^= 1;
+        for now in [&changed[..], &bytes[..len - 1]] {
+            std::fs::write(&path, now).unwrap();
+            let dst = File::open(&path).unwrap();
+            let err = crate::verify::check(
+                Verify::Sums,
+                (&dst, &path),
+                (&dst, &path),
+                &copied,
+                &mut Buffers::default(),
+                &stop,
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, VerifyError::Digest { .. }) && err.to_string().contains(" as copied"),
+                "{len}: {err}"
+            );
+        }
     }
 }
