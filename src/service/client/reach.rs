@@ -154,37 +154,16 @@ impl ServiceClient {
     /// `aiscp --serve` at `path` with this run's staging flags, detached from this run.
     fn serve_command(&self, exe: std::path::PathBuf, path: &Path) -> std::process::Command {
         use std::os::unix::process::CommandExt;
-        let c = &self.config;
-        let backend = match c.backend {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Gpu => "gpu",
-            BackendChoice::HipFile => "hipfile",
-            BackendChoice::CuFile => "cufile",
-            BackendChoice::Host => "host",
-        };
-        let route = match c.route {
-            aiscp_engine::RouteChoice::Auto => "auto",
-            aiscp_engine::RouteChoice::Library => "library",
-            aiscp_engine::RouteChoice::Bounce => "bounce",
-        };
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("--serve")
             .arg("--socket")
             .arg(path)
             .arg(format!("--idle-exit={}s", AUTO_IDLE_EXIT.as_secs()))
-            .arg(format!("--backend={backend}"))
-            .arg(format!("--route={route}"))
-            .arg(format!("--gpu={}", c.gpu))
+            .args(crate::cli::staging::service_args(&self.config))
             .arg("-q")
             .current_dir("/")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null());
-        if let Some(n) = c.slots_per_gpu {
-            cmd.arg(format!("--streams={n}"));
-        }
-        if let Some(chunk) = c.chunk_size {
-            cmd.arg(format!("--chunk-size={chunk}"));
-        }
         // SAFETY: between fork and exec the closure only makes system calls (setsid,
         // close_range, fcntl), which are async-signal-safe, and allocates nothing.
         unsafe {
