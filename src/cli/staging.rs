@@ -77,9 +77,9 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub route: RouteArg,
-    /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
-    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU [default: 64M on a
-    /// GPU, 16M on host memory]
+    /// Bytes per slice; GPU memory used = STREAMS x SIZE on each GPU. E.g. 64M, 1GiB,
+    /// 0x7ffff000 (at most that), rounded up to a multiple of 4 KiB, and down to a file's
+    /// direct-I/O alignment where that is larger [default: 64M on a GPU, 16M on host memory]
     #[arg(
         long,
         value_name = "SIZE",
