@@ -5,6 +5,7 @@
 use super::copier::Copier;
 use super::copier::Disposition;
 use super::copier::Found;
+use super::inflight::Opened;
 use super::steps::replaced;
 use super::steps::sync;
 use crate::attrs;
@@ -63,9 +64,13 @@ impl Copier<'_> {
                 quote(dst.path)
             )));
         }
-        let queued = self.queue_data(
-            src.path, dst.path, src_file, dst_file, &opened, &dst_now, found, created,
-        );
+        let sides = Opened {
+            src: src.path,
+            dst: dst.path,
+            src_stat: &opened,
+            dst_stat: &dst_now,
+        };
+        let queued = self.queue_data(&sides, src_file, dst_file, found, created);
         let Err((src_file, dst_file)) = queued else {
             return Ok(Disposition::InFlight); // the rest follows the data (see `inflight`)
         };

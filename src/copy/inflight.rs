@@ -162,21 +162,32 @@ pub fn queue_limits() -> QueueLimits {
     limits
 }
 
+/// A regular file's two names and what was found of them once both were open: SOURCE's
+/// stat as opened, DEST's now.
+pub(super) struct Opened<'a> {
+    pub(super) src: &'a Path,
+    pub(super) dst: &'a Path,
+    pub(super) src_stat: &'a Stat,
+    pub(super) dst_stat: &'a Stat,
+}
+
 impl Copier<'_> {
     /// Queues the data of a regular file whose DEST is open and empty, when the engine takes
     /// it; the files come back (Err) when it is to be copied here and now.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn queue_data(
         &mut self,
-        src: &Path,
-        dst: &Path,
+        sides: &Opened<'_>,
         src_file: File,
         dst_file: File,
-        opened: &Stat,
-        dst_now: &Stat,
         found: &Found,
         created: bool,
     ) -> Result<(), (File, File)> {
+        let Opened {
+            src,
+            dst,
+            src_stat: opened,
+            dst_stat: dst_now,
+        } = *sides;
         let len = opened.len();
         let Some(limits) = self.may_fly(opened, dst_now, found) else {
             return Err((src_file, dst_file));

@@ -521,12 +521,17 @@ impl Engine {
         let result = file_copy::conclude(
             &ends,
             copied,
-            started.elapsed().as_secs_f64(),
-            &stages,
-            None,
-            (self.config.verify, &self.config.cancel),
-            self.config.debug,
-            self.config.pause,
+            file_copy::Timing {
+                secs: started.elapsed().as_secs_f64(),
+                stages: &stages,
+                where_: None,
+            },
+            file_copy::AtEnd {
+                verify: self.config.verify,
+                stop: &self.config.cancel,
+                debug: self.config.debug,
+                pause: self.config.pause,
+            },
             &mut |line| diag.debug(&line),
         );
         self.copied += u64::from(result.is_ok());

@@ -304,21 +304,43 @@ impl<'a> FileCopy<'a> {
     }
 }
 
+/// How long a whole file's copy took, for its --debug line: `where_` when the scheduler
+/// has something to add, e.g. "slot 2 on GPU 0, in flight".
+pub(crate) struct Timing<'s> {
+    pub(crate) secs: f64,
+    pub(crate) stages: &'s StageTimes,
+    pub(crate) where_: Option<String>,
+}
+
+/// What the run asks of a file once its copy has ended: --verify (stopped by `stop`),
+/// --debug lines, and the tests' pause points.
+pub(crate) struct AtEnd<'a> {
+    pub(crate) verify: Option<Verify>,
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) debug: bool,
+    pub(crate) pause: fn(&'static str),
+}
+
 /// What a whole file's copy ends with, wherever it ran: the --debug line (size, time, rate
-/// and thread times; `where_` when the scheduler has something to add, e.g. "slot 2 on
-/// GPU 0, in flight"), then --verify. Lines go to `line` only with --debug (`debug`).
-#[allow(clippy::too_many_arguments)]
+/// and thread times), then --verify. Lines go to `line` only with --debug.
 pub(crate) fn conclude(
     job: &Ends<'_>,
     copied: Copied,
-    secs: f64,
-    stages: &StageTimes,
-    where_: Option<String>,
-    (verify, stop): (Option<Verify>, &AtomicBool),
-    debug: bool,
-    pause: fn(&'static str),
+    timing: Timing<'_>,
+    at_end: AtEnd<'_>,
     line: &mut dyn FnMut(String),
 ) -> Result<Copied, CopyError> {
+    let Timing {
+        secs,
+        stages,
+        where_,
+    } = timing;
+    let AtEnd {
+        verify,
+        stop,
+        debug,
+        pause,
+    } = at_end;
     let end = copied.size;
     if debug {
         line(format!(

@@ -15,7 +15,7 @@ use crate::bounce::{ready_windows, Ctx, Names, OnStop};
 use crate::config::Verify;
 use crate::digest::{Algorithm, Pieces};
 use crate::error::CopyError;
-use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
+use crate::file_copy::{conclude, opening, read_back, AtEnd, Ends, FileCopy, Timing};
 use crate::job::Copied;
 use crate::job::DataJob;
 use crate::job::ProgressSink;
@@ -270,12 +270,17 @@ pub(crate) fn worker<S: Staging>(
             result = conclude(
                 &ends,
                 copied,
-                began_at.elapsed().as_secs_f64(),
-                &stages,
-                Some(format!("slot {index}{gpu}, in flight")),
-                (reads_back, &cancel),
-                shared.debug.is_some(),
-                shared.pause,
+                Timing {
+                    secs: began_at.elapsed().as_secs_f64(),
+                    stages: &stages,
+                    where_: Some(format!("slot {index}{gpu}, in flight")),
+                },
+                AtEnd {
+                    verify: reads_back,
+                    stop: &cancel,
+                    debug: shared.debug.is_some(),
+                    pause: shared.pause,
+                },
                 &mut |line| {
                     debug.push((shared.debug.map(|t| t.elapsed()).unwrap_or_default(), line))
                 },
