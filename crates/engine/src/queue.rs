@@ -217,6 +217,15 @@ pub(crate) struct Landed {
     pub(crate) next_ticket: u64,
 }
 
+/// Where a file in flight was copied, for its --debug line: "slot 2 on GPU 0, in flight".
+fn where_in_flight<S: Staging>(staging: &S, slot: &S::Slot, index: usize) -> String {
+    let gpu = match staging.gpu_of(slot) {
+        Some(g) => format!(" on GPU {g}"),
+        None => String::new(),
+    };
+    format!("slot {index}{gpu}, in flight")
+}
+
 /// A worker: copies queued files through its slot until the queue closes; gives the slot back.
 pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
@@ -257,10 +266,6 @@ pub(crate) fn worker<S: Staging>(
         // With read-back threads, --verify is theirs: the worker goes on to the next file.
         let reads_back = shared.verify.filter(|_| shared.read_backs.is_none());
         if let Ok(copied) = result {
-            let gpu = match shared.staging.gpu_of(&slot) {
-                Some(g) => format!(" on GPU {g}"),
-                None => String::new(),
-            };
             let ends = Ends {
                 src: &job.src,
                 src_name: &job.src_name,
@@ -273,7 +278,7 @@ pub(crate) fn worker<S: Staging>(
                 Timing {
                     secs: began_at.elapsed().as_secs_f64(),
                     stages: &stages,
-                    where_: Some(format!("slot {index}{gpu}, in flight")),
+                    where_: Some(where_in_flight(&*shared.staging, &slot, index)),
                 },
                 AtEnd {
                     verify: reads_back,
