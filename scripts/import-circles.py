@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
-# Usage: scripts/import-circles.py src crates/engine/src crates/hipfile-rs/src (exit 1 on a circle)
-"""Import circles between the top-level modules of each crate given (its src/ folder).
+# Usage: scripts/import-circles.py [--no-back-arrows DIR]... src crates/engine/src ...
+#        (exit 1 on a circle, or on a back-arrow in a file under a DIR given)
+"""Import circles between the top-level modules of each crate given (its src/ folder), and
+back-arrows: a module naming an item through one of its own ancestors.
 
 An edge a -> b is any path in a's files naming b: `crate::b`, `super::b` from a top-level
 module, `crate::{.., b, ..}`, or an item the crate root re-exports from b (`crate::Name`,
 with `pub use b::Name` in lib.rs/main.rs). Items defined in the crate root itself make an
 edge to <root>; the root's own uses of a module (outside `mod`/`pub use` lines) make edges
 from <root>. Comments are ignored; test modules count. Prints the edges, then the strongly
-connected components with more than one module (the circles)."""
+connected components with more than one module (the circles).
+
+A back-arrow is a path (`crate::..`, `super::..`, outside inline modules such as tests) whose
+item is found in a module that encloses the file naming it: `crate::Config` from
+crates/engine/src/pipeline/flight.rs names Config through lib.rs's re-export, `super::Copier`
+from src/copy/walk.rs through copy/mod.rs. Paths to modules, or through a parent into a
+sibling module (`super::entry::Parent`), import from where things are defined and are not
+back-arrows; nor are test modules' paths (a test module tests its parent)."""
 import os, re, sys
 
 def files_by_module(src):
@@ -75,8 +84,81 @@ def circles(g):
         if v not in index: visit(v)
     return out
 
+def module_tree(src):
+    """Each module's path (a tuple) -> the names of its child modules, from the file tree."""
+    tree = {}
+    for root, dirs, files in os.walk(src):
+        rel = os.path.relpath(root, src)
+        here = () if rel == '.' else tuple(rel.split(os.sep))
+        kids = tree.setdefault(here, set())
+        kids |= {f[:-3] for f in files if f.endswith('.rs') and f not in ('mod.rs', 'lib.rs', 'main.rs')}
+        kids |= {d for d in dirs if os.path.exists(os.path.join(root, d, 'mod.rs'))}
+    return tree
+
+def strip_inline_mods(text):
+    """The text less inline `mod name { .. }` blocks (rustfmt's layout: the block ends at a `}`
+    at the opening line's indentation), where `super` means the file's own module."""
+    out, lines, i = [], text.splitlines(), 0
+    while i < len(text.splitlines()):
+        m = re.match(r'^(\s*)(?:pub(?:\([^)]*\))? )?mod \w+ \{', lines[i])
+        if m:
+            end = next((k for k in range(i + 1, len(lines)) if lines[k] == m.group(1) + '}'), len(lines))
+            i = end + 1
+            continue
+        out.append(lines[i]); i += 1
+    return '\n'.join(out)
+
+def use_paths(text, at):
+    """The full paths of the use tree starting at text[at:] (after `crate::`/`super::`)."""
+    paths, prefix, i = [], [], at
+    m = re.match(r'((?:\w+\s*::\s*)*)(\w+|\*|\{)', text[i:])
+    if not m: return paths
+    prefix = [seg.strip() for seg in m.group(1).split('::') if seg.strip()]
+    last = m.group(2)
+    if last != '{':
+        return [prefix + [last]]
+    depth, j = 1, i + m.end()
+    start = j
+    while depth:
+        depth += {'{': 1, '}': -1}.get(text[j], 0); j += 1
+    body, part, d = text[start:j - 1], '', 0
+    for ch in body + ',':
+        if ch == ',' and d == 0:
+            if part.strip():
+                paths += [prefix + p for p in use_paths(part.strip(), 0)]
+            part = ''
+            continue
+        d += {'{': 1, '}': -1}.get(ch, 0); part += ch
+    return paths
+
+def back_arrows(src):
+    tree, found = module_tree(src), []
+    for root, _, files in os.walk(src):
+        for f in sorted(files):
+            if not f.endswith('.rs'): continue
+            path = os.path.join(root, f)
+            parts = tuple(os.path.relpath(path, src)[:-3].split(os.sep))
+            here = parts[:-1] if parts[-1] in ('mod', 'lib', 'main') else parts
+            # A test module (inline, or a tests.rs) tests its parent: it may name its items.
+            if not here or here[-1] == 'tests': continue
+            text = strip_inline_mods(strip_comments(open(path).read()))
+            for m in re.finditer(r'\b(crate\s*::|(?:super\s*::\s*)+)\s*(?=[\w{*])', text):
+                base = () if m.group(1).startswith('crate') else here[:len(here) - m.group(1).count('super')]
+                for segs in use_paths(text, m.end()):
+                    mod, item = base, None
+                    for seg in segs:
+                        if seg in ('self',): break
+                        if seg in tree.get(mod, ()): mod = mod + (seg,)
+                        else: item = seg; break
+                    if item and len(mod) < len(here) and here[:len(mod)] == mod:
+                        found.append((path, '::'.join(['crate', *mod, item])))
+    return sorted(set(found))
+
+args, strict = sys.argv[1:], []
+while args and args[0] == '--no-back-arrows':
+    strict.append(os.path.normpath(args[1])); args = args[2:]
 status = 0
-for src in sys.argv[1:]:
+for src in args:
     g = graph(src)
     print(f'== {src}')
     for m in sorted(g):
@@ -84,4 +166,10 @@ for src in sys.argv[1:]:
     c = circles(g)
     print('  circles:', c or 'none')
     status |= bool(c)
+    arrows = back_arrows(src)
+    held = [(p, i) for p, i in arrows if any(os.path.normpath(p).startswith(d + os.sep) for d in strict)]
+    for p, item in arrows:
+        print(f'  back-arrow{" (not allowed)" if (p, item) in held else ""}: {p} -> {item}')
+    print('  back-arrows not allowed:', len(held) or 'none')
+    status |= bool(held)
 sys.exit(status)

@@ -7,14 +7,14 @@
 mod path;
 
 use crate::cli::staging::{BackendArg, StagingArgs};
-use aiscp_engine::backend::library_paths::library_paths;
+use aiscp_engine::probe::library_paths;
 use aiscp_engine::quote::quote;
 use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use aiscp_engine::backend::gpu::NVIDIA_FS;
+use aiscp_engine::probe::NVIDIA_FS;
 
 /// A flavor that came up far enough to stage through its GPU.
 struct Ready {
@@ -125,7 +125,10 @@ fn service_section(out: &mut String) {
              included); {} file(s), {} copied; staging memory up to {}, {} held now",
             s.welcome.pid,
             s.uptime_secs,
-            s.welcome.library.as_deref().unwrap_or(&s.welcome.backend),
+            s.welcome
+                .library
+                .as_deref()
+                .unwrap_or(s.welcome.backend.name()),
             client::gpus_text(&s.welcome.gpus),
             s.clients,
             s.files,

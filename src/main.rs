@@ -5,6 +5,7 @@ mod backup;
 mod cli;
 mod copy;
 mod doctor;
+mod fd_wait;
 mod generate;
 mod messages;
 mod open_dir;
@@ -196,7 +197,7 @@ fn serve_and_exit(cli: &cli::Cli) -> ! {
     raise_open_file_limit();
     let config = aiscp_engine::Config::from(&cli.staging);
     // SAFETY: no thread has started yet; the service starts its own below.
-    unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
+    unsafe { aiscp_engine::prepare_process(&config) };
     let args = service::server::ServeArgs {
         socket: cli.socket.clone(),
         users: match cli.allow_users.as_deref() {
@@ -245,7 +246,7 @@ fn copy_and_exit(
     let mut config = aiscp_engine::Config::from(&cli.staging);
     // SAFETY: no thread has started yet: the signal thread, progress, MPI and the engine's
     // workers all start below.
-    unsafe { aiscp_engine::backend::runtime_env::set_defaults(&config.request()) };
+    unsafe { aiscp_engine::prepare_process(&config) };
     // Under mpirun/srun: ranks other than 0 copy what rank 0 hands them and exit inside `join`.
     #[cfg(feature = "mpi")]
     let ranks = {

@@ -77,9 +77,9 @@ pub struct StagingArgs {
         help_heading = "GPU staging"
     )]
     pub route: RouteArg,
-    /// Bytes per slice, e.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to the
-    /// direct-I/O alignment. GPU memory used = STREAMS x SIZE on each GPU [default: 64M on a
-    /// GPU, 16M on host memory]
+    /// Bytes per slice; GPU memory used = STREAMS x SIZE on each GPU. E.g. 64M, 1GiB,
+    /// 0x7ffff000 (at most that), rounded up to a multiple of 4 KiB, and down to a file's
+    /// direct-I/O alignment where that is larger [default: 64M on a GPU, 16M on host memory]
     #[arg(
         long,
         value_name = "SIZE",
@@ -241,6 +241,39 @@ fn parse_chunk_size(text: &str) -> Result<ChunkSize, String> {
     ChunkSize::new(parse_size(text)?).map_err(|e| e.to_string())
 }
 
+/// The flags that ask `aiscp --serve` for `config`'s staging: backend, route, GPUs, slots
+/// per GPU and chunk. Written beside the parser they must agree with: parsed back, they
+/// give the same choices (the round trip is a test below).
+pub fn service_args(config: &Config) -> Vec<String> {
+    let backend = match config.backend {
+        BackendChoice::Auto => BackendArg::Auto,
+        BackendChoice::Gpu => BackendArg::Gpu,
+        BackendChoice::HipFile => BackendArg::Hipfile,
+        BackendChoice::CuFile => BackendArg::Cufile,
+        BackendChoice::Host => BackendArg::Host,
+    };
+    let route = match config.route {
+        RouteChoice::Auto => RouteArg::Auto,
+        RouteChoice::Library => RouteArg::Library,
+        RouteChoice::Bounce => RouteArg::Bounce,
+    };
+    let name = |v: Option<clap::builder::PossibleValue>| {
+        v.expect("no value is skipped").get_name().to_owned()
+    };
+    let mut args = vec![
+        format!("--backend={}", name(backend.to_possible_value())),
+        format!("--route={}", name(route.to_possible_value())),
+        format!("--gpu={}", config.gpu),
+    ];
+    if let Some(n) = config.slots_per_gpu {
+        args.push(format!("--streams={n}"));
+    }
+    if let Some(chunk) = config.chunk_size {
+        args.push(format!("--chunk-size={chunk}"));
+    }
+    args
+}
+
 impl From<&StagingArgs> for Config {
     fn from(a: &StagingArgs) -> Config {
         Config {
@@ -274,7 +307,8 @@ impl From<&StagingArgs> for Config {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_size, StagingArgs, View};
+    use super::{parse_size, service_args, StagingArgs, View};
+    use aiscp_engine::{BackendChoice, ChunkSize, Config, GpuChoice, RouteChoice};
     use clap::Parser;
 
     #[derive(Parser, Debug)]
@@ -335,13 +369,10 @@ mod tests {
             "--debug",
         ])
         .unwrap();
-        let c = aiscp_engine::Config::from(&only.staging);
-        assert_eq!(
-            c.chunk_size.map(aiscp_engine::ChunkSize::bytes),
-            Some(1 << 20)
-        );
+        let c = Config::from(&only.staging);
+        assert_eq!(c.chunk_size.map(ChunkSize::bytes), Some(1 << 20));
         assert_eq!(c.slots_per_gpu, Some(8));
-        assert_eq!(c.backend, aiscp_engine::BackendChoice::Host);
+        assert_eq!(c.backend, BackendChoice::Host);
         assert!(c.debug);
         let view = |args: &[&str], tty| {
             let mut argv = vec!["aiscp"];
@@ -387,5 +418,52 @@ mod tests {
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    /// What a client asks a service for parses back into the same staging choices.
+    #[test]
+    fn service_args_round_trip() {
+        let backends = [
+            BackendChoice::Auto,
+            BackendChoice::Gpu,
+            BackendChoice::HipFile,
+            BackendChoice::CuFile,
+            BackendChoice::Host,
+        ];
+        let routes = [RouteChoice::Auto, RouteChoice::Library, RouteChoice::Bounce];
+        let gpus = [
+            GpuChoice::default(),
+            GpuChoice::List(vec![2, 0, 3]),
+            GpuChoice::All,
+            GpuChoice::Auto,
+        ];
+        let chunks = [
+            None,
+            Some(1 << 20),
+            Some(3 << 30 >> 1),
+            Some(0x7fff_f000),
+            Some(4097),
+        ];
+        for (i, backend) in backends.into_iter().enumerate() {
+            for (j, route) in routes.into_iter().enumerate() {
+                let config = Config {
+                    backend,
+                    route,
+                    gpu: gpus[(i + j) % gpus.len()].clone(),
+                    slots_per_gpu: [None, Some(1), Some(256)][j % 3],
+                    chunk_size: chunks[(i + 2 * j) % chunks.len()]
+                        .map(|b: u64| ChunkSize::new(b).unwrap()),
+                    ..Config::default()
+                };
+                let args = service_args(&config);
+                let argv = std::iter::once("aiscp".to_owned()).chain(args.iter().cloned());
+                let parsed = Config::from(&Only::try_parse_from(argv).unwrap().staging);
+                assert_eq!(parsed.backend, config.backend, "{args:?}");
+                assert_eq!(parsed.route, config.route, "{args:?}");
+                assert_eq!(parsed.gpu, config.gpu, "{args:?}");
+                assert_eq!(parsed.slots_per_gpu, config.slots_per_gpu, "{args:?}");
+                assert_eq!(parsed.chunk_size, config.chunk_size, "{args:?}");
+            }
+        }
     }
 }

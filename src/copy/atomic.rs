@@ -27,8 +27,16 @@
 
 mod temp;
 
-use super::{fail, fail_os, parent_path, replaced, sync_dir, Copier, Found, Reported, Step};
+use super::copier::Copier;
+use super::copier::Found;
+use super::copier::Step;
+use super::names::parent_path;
+use super::steps::replaced;
+use super::steps::sync_dir;
 use crate::attrs;
+use crate::messages::fail;
+use crate::messages::fail_os;
+use crate::messages::Reported;
 use crate::messages::{os_text, say};
 use crate::open_dir::{At, OpenDir};
 use crate::stat::Stat;

@@ -2,7 +2,14 @@
 //! an earlier copy, a symbolic or hard link instead of a copy, a regular file's data, a
 //! symlink or a special file.
 
-use super::{atomic, name_key, same_dir, Copier, Disposition, FirstCopy, Found, Step};
+use super::atomic;
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::FirstCopy;
+use super::copier::Found;
+use super::copier::Step;
+use super::names::name_key;
+use super::names::same_dir;
 use crate::attrs;
 use crate::messages::Reported;
 use crate::messages::{error, os_text, say};

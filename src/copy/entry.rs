@@ -7,7 +7,13 @@ mod rules;
 mod tests;
 
 use super::atomic::Aside;
-use super::{ask, name_key, Copier, Disposition, FirstCopy, Found, Step};
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::FirstCopy;
+use super::copier::Found;
+use super::copier::Step;
+use super::names::name_key;
+use super::prompt::ask;
 use crate::backup;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};

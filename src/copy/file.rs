@@ -2,14 +2,19 @@
 //! cp's copy_reg does, the data handed to the engine (or queued, or written aside for
 //! --atomic), then attributes and --fsync.
 
-use super::{replaced, sync, Copier, Disposition, Found};
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::Found;
+use super::inflight::Opened;
+use super::steps::replaced;
+use super::steps::sync;
 use crate::attrs;
 use crate::messages::{error, os_text, say};
 use crate::messages::{fail, fail_os, Reported};
 use crate::open_dir::At;
 use crate::stat::{FileKind, Stat};
 use aiscp_engine::quote::quote;
-use aiscp_engine::{fileio, Config, DataJob, Engine, SourceKind};
+use aiscp_engine::{Config, DataJob, Engine, SourceKind};
 use nix::fcntl::OFlag;
 use std::fs::File;
 use std::io;
@@ -59,9 +64,13 @@ impl Copier<'_> {
                 quote(dst.path)
             )));
         }
-        let queued = self.queue_data(
-            src.path, dst.path, src_file, dst_file, &opened, &dst_now, found, created,
-        );
+        let sides = Opened {
+            src: src.path,
+            dst: dst.path,
+            src_stat: &opened,
+            dst_stat: &dst_now,
+        };
+        let queued = self.queue_data(&sides, src_file, dst_file, found, created);
         let Err((src_file, dst_file)) = queued else {
             return Ok(Disposition::InFlight); // the rest follows the data (see `inflight`)
         };
@@ -116,10 +125,12 @@ impl Copier<'_> {
         }
         if fifo {
             let fd = src_file.as_fd();
-            if !fileio::wait_readable(fd, &self.config.cancel).map_err(|e| cannot_open(&e))? {
+            if !crate::fd_wait::wait_readable(fd, &self.config.cancel)
+                .map_err(|e| cannot_open(&e))?
+            {
                 return Err(Reported); // interrupted: main dies of the signal, silently
             }
-            fileio::clear_flag(fd, OFlag::O_NONBLOCK).map_err(|e| cannot_open(&e))?;
+            crate::fd_wait::clear_nonblocking(fd).map_err(|e| cannot_open(&e))?;
         }
         Ok((src_file, opened))
     }
@@ -173,7 +184,7 @@ impl Copier<'_> {
         };
         let opened = opened.and_then(|f| {
             if fifo {
-                fileio::clear_flag(f.as_fd(), OFlag::O_NONBLOCK)?;
+                crate::fd_wait::clear_nonblocking(f.as_fd())?;
             }
             Ok(f)
         });
@@ -300,7 +311,7 @@ impl Copier<'_> {
         };
         let res = match &mut self.mover {
             Some(mover) => {
-                let mut engine = super::LocalEngine {
+                let mut engine = super::mover::LocalEngine {
                     slot: &mut self.engine,
                     config: &self.config,
                 };

@@ -11,7 +11,9 @@
 //! every file queued before it has been finished. A prompt first waits for every file in
 //! flight (it must follow their messages, and its answer may depend on them).
 
-use super::{Copier, Disposition, Found};
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::Found;
 use crate::attrs;
 use crate::messages::Reported;
 use crate::messages::{self, error, Held};
@@ -169,21 +171,32 @@ pub fn queue_limits() -> QueueLimits {
     limits
 }
 
+/// A regular file's two names and what was found of them once both were open: SOURCE's
+/// stat as opened, DEST's now.
+pub(super) struct Opened<'a> {
+    pub(super) src: &'a Path,
+    pub(super) dst: &'a Path,
+    pub(super) src_stat: &'a Stat,
+    pub(super) dst_stat: &'a Stat,
+}
+
 impl Copier<'_> {
     /// Queues the data of a regular file whose DEST is open and empty, when the engine takes
     /// it; the files come back (Err) when it is to be copied here and now.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn queue_data(
         &mut self,
-        src: &Path,
-        dst: &Path,
+        sides: &Opened<'_>,
         src_file: File,
         dst_file: File,
-        opened: &Stat,
-        dst_now: &Stat,
         found: &Found,
         created: bool,
     ) -> Result<(), (File, File)> {
+        let Opened {
+            src,
+            dst,
+            src_stat: opened,
+            dst_stat: dst_now,
+        } = *sides;
         let len = opened.len();
         let Some(limits) = self.may_fly(opened, dst_now, found) else {
             return Err((src_file, dst_file));
@@ -319,12 +332,15 @@ impl Copier<'_> {
 
     /// Where queued files go: the mover's queue where the mover has one (it sees every
     /// file), else the engine, once started.
-    fn file_queue(&mut self) -> Option<&mut dyn super::FileQueue> {
+    fn file_queue(&mut self) -> Option<&mut dyn super::mover::FileQueue> {
         // A mover without a queue (now) leaves files in flight to the engine.
         let mover_queues = self.mover.as_mut().is_some_and(|m| m.queue().is_some());
         match &mut self.mover {
             Some(mover) if mover_queues => mover.queue(),
-            _ => self.engine.as_mut().map(|e| e as &mut dyn super::FileQueue),
+            _ => self
+                .engine
+                .as_mut()
+                .map(|e| e as &mut dyn super::mover::FileQueue),
         }
     }
 
@@ -391,7 +407,7 @@ impl Copier<'_> {
                     match (pending, finished) {
                         (Some(p), Some(f)) => {
                             if let Some(result) = self.finish_file(p, f) {
-                                super::count(&mut self.files, &result);
+                                super::copier::count(&mut self.files, &result);
                             }
                         }
                         // The engine lost the file (cannot happen): never a silent success.
@@ -403,7 +419,7 @@ impl Copier<'_> {
                                 ));
                             }
                             self.failed = true;
-                            super::count(&mut self.files, &Err(Reported));
+                            super::copier::count(&mut self.files, &Err(Reported));
                         }
                     }
                     messages::hold(hold);
@@ -478,7 +494,7 @@ impl Copier<'_> {
         }
         self.failed = true;
         // A failed copy is not "just created" (as when copied in turn).
-        let name = super::name_key(&p.dst_path);
+        let name = super::names::name_key(&p.dst_path);
         self.memory.created.remove(&(p.dst_id, name));
         (!never_began(&f)).then_some(Err(Reported))
     }

@@ -1,7 +1,8 @@
 //! --parents: DEST's missing ancestors made like their source directories, and their
 //! attributes set once DEST is in.
 
-use super::{Copier, Step};
+use super::copier::Copier;
+use super::copier::Step;
 use crate::attrs;
 use crate::messages::say;
 use crate::messages::{fail, fail_os, Reported};

@@ -17,9 +17,15 @@
 //! symbolic link" where a symlink was followed to it (-L, -H), "will not create hard link"
 //! where it was not (a bind mount inside itself).
 
+use super::copier::Copier;
+use super::copier::Disposition;
+use super::copier::Step;
 use super::entry::Parent;
-use super::{fail, fail_os, replaced, Copier, Disposition, Reported, Step};
+use super::steps::replaced;
 use crate::attrs;
+use crate::messages::fail;
+use crate::messages::fail_os;
+use crate::messages::Reported;
 use crate::messages::{error, os_text, say};
 use crate::open_dir::{At, OpenDir};
 use crate::plan::join;
@@ -224,7 +230,7 @@ impl Copier<'_> {
     /// Copies SRC to DST, walking a directory SRC with an explicit stack.
     pub(super) fn copy_tree(&mut self, src: At<'_>, dst: At<'_>) -> Step {
         let first = self.copy_entry(src, dst, true, None);
-        super::count(&mut self.files, &first);
+        super::copier::count(&mut self.files, &first);
         let Disposition::Directory(Some(frame)) = first? else {
             return Ok(());
         };
@@ -241,7 +247,7 @@ impl Copier<'_> {
             let next = if stop { None } else { top.entries.next() };
             if let Some((_, name)) = next {
                 let result = self.copy_child(top, &name);
-                super::count(&mut self.files, &result);
+                super::copier::count(&mut self.files, &result);
                 top.ok &= result.is_ok();
                 if let Ok(Disposition::Directory(Some(child))) = result {
                     stack.push(*child);

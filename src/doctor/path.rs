@@ -2,9 +2,8 @@
 //! record, O_DIRECT, the library's registration answer and the engine's decision with it.
 
 use super::Ready;
-use aiscp_engine::backend::gpu::refusal_bounces;
+use aiscp_engine::probe::refusal_bounces;
 use aiscp_engine::quote::quote;
-use aiscp_engine::GpuChoice;
 use hipfile::Flavor;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
@@ -217,15 +216,8 @@ fn report_route(first: &Ready, probe: &Probe, out: &mut String) {
     };
     // The engine's own decisions: the route `--route auto` takes for this library, then what
     // it does with the registration's answer.
-    let auto = aiscp_engine::backend::Request {
-        backend: aiscp_engine::BackendChoice::Auto,
-        route: aiscp_engine::RouteChoice::Auto,
-        gpu: GpuChoice::default(),
-        async_io: false,
-        library_stats: false,
-    };
     let bounce = "bounce: O_DIRECT into pinned memory, copied through the GPU buffer";
-    let (library, why) = aiscp_engine::backend::resolve_route(first.flavor, &auto);
+    let (library, why) = aiscp_engine::probe::auto_route(first.flavor);
     let route = match (library, registration) {
         (false, _) => format!("{bounce} ({why})"),
         (true, Ok(())) => match first.flavor {

@@ -3,7 +3,7 @@
 //! here a file the service cannot take). Each side that copied files is named with how many
 //! it copied, so the summary never credits one side with the other's files.
 
-use aiscp_engine::{EngineInfo, StageTimes};
+use aiscp_engine::{Backend, EngineInfo, StageTimes};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -31,7 +31,7 @@ pub enum By {
 pub struct StagedPart {
     pub by: By,
     /// "hipFile", "cuFile", "host memory".
-    pub backend: &'static str,
+    pub backend: Backend,
     /// The library's version text, or for the service who it is and what it stages through.
     pub library: Option<String>,
     pub gpus: Vec<u32>,
@@ -110,7 +110,7 @@ fn through(part: &StagedPart) -> String {
     let mut text = part
         .library
         .clone()
-        .unwrap_or_else(|| part.backend.to_owned());
+        .unwrap_or_else(|| part.backend.name().to_owned());
     let gpus: Vec<String> = part.gpus.iter().map(u32::to_string).collect();
     match gpus.len() {
         0 => {}
@@ -130,7 +130,7 @@ mod tests {
     use std::time::Duration;
 
     fn side(
-        backend: &'static str,
+        backend: Backend,
         library: Option<&str>,
         gpus: &[u32],
         files: u64,
@@ -149,13 +149,13 @@ mod tests {
     #[test]
     fn names_each_side_that_copied() {
         let service = side(
-            "hipFile",
+            Backend::HipFile,
             Some("the staging service (pid 7, hipFile 0.2.0)"),
             &[0],
             30,
         );
         let both = Staged {
-            here: side("hipFile", Some("hipFile 0.2.0"), &[0], 1),
+            here: side(Backend::HipFile, Some("hipFile 0.2.0"), &[0], 1),
             service: service.clone(),
         };
         assert_eq!(
@@ -165,7 +165,7 @@ mod tests {
         );
         // The engine came up here but copied nothing: only the service is named.
         let idle_here = Staged {
-            here: side("host memory", None, &[], 0),
+            here: side(Backend::Host, None, &[], 0),
             service,
         };
         assert_eq!(
@@ -175,7 +175,7 @@ mod tests {
         assert_eq!(idle_here.main().unwrap().0.files, 30);
         // Nothing copied anywhere: the engine that came up, as before.
         let none = Staged {
-            here: side("host memory", None, &[], 0),
+            here: side(Backend::Host, None, &[], 0),
             service: None,
         };
         assert_eq!(describe(&none.parts()), "host memory");

@@ -6,7 +6,7 @@
 
 use super::line::human;
 use super::staged::{Staged, StagedPart};
-use aiscp_engine::StageTimes;
+use aiscp_engine::{Backend, LibraryCounters, StageTimes};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -54,7 +54,7 @@ pub struct StatsReport {
     /// Whether any operand failed (the exit status is 1).
     pub failed: bool,
     /// "hipFile", "cuFile", "host memory"; null when no file had data to copy.
-    pub backend: Option<&'static str>,
+    pub backend: Option<Backend>,
     /// The library's version text ("cuFile 1.9.1") when it tells.
     pub library: Option<String>,
     /// The GPUs staged through (empty on host memory).
@@ -108,96 +108,6 @@ impl From<StageTimes> for StageSeconds {
     }
 }
 
-/// Calls by outcome.
-#[derive(Debug, Serialize)]
-pub struct Calls {
-    pub ok: u64,
-    pub failed: u64,
-}
-
-impl From<hipfile::OpCount> for Calls {
-    fn from(c: hipfile::OpCount) -> Calls {
-        Calls {
-            ok: c.ok,
-            failed: c.failed,
-        }
-    }
-}
-
-/// What the library says its own calls did over the run.
-#[derive(Debug, Serialize)]
-pub struct LibraryCounters {
-    pub reads: Calls,
-    pub writes: Calls,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub file_registrations: Calls,
-    pub buffer_registrations: Calls,
-    /// Per GPU with I/O: fast path against fallback; null when the library gives no
-    /// per-GPU counts, with the reason in `per_gpu_absent`.
-    pub per_gpu: Option<Vec<GpuCounters>>,
-    pub per_gpu_absent: Option<String>,
-}
-
-/// One GPU's library calls by path.
-#[derive(Debug, Serialize)]
-pub struct GpuCounters {
-    /// The slot in the library's table (hipFile: the GPU's ordinal).
-    pub slot: u32,
-    pub uuid: Option<String>,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub fast_path_reads: u64,
-    pub fallback_reads: u64,
-    pub fast_path_writes: u64,
-    pub fallback_writes: u64,
-    pub unaligned_reads: u64,
-    pub unaligned_writes: u64,
-    pub read_errors: u64,
-    pub write_errors: u64,
-}
-
-impl From<hipfile::IoStats> for LibraryCounters {
-    fn from(s: hipfile::IoStats) -> LibraryCounters {
-        let (per_gpu, per_gpu_absent) = match s.per_gpu {
-            Ok(gpus) => (
-                Some(gpus.into_iter().map(GpuCounters::from).collect()),
-                None,
-            ),
-            Err(why) => (None, Some(why)),
-        };
-        LibraryCounters {
-            reads: s.reads.into(),
-            writes: s.writes.into(),
-            read_bytes: s.read_bytes,
-            write_bytes: s.write_bytes,
-            file_registrations: s.file_registrations.into(),
-            buffer_registrations: s.buffer_registrations.into(),
-            per_gpu,
-            per_gpu_absent,
-        }
-    }
-}
-
-impl From<hipfile::GpuIoStats> for GpuCounters {
-    fn from(g: hipfile::GpuIoStats) -> GpuCounters {
-        GpuCounters {
-            slot: g.slot,
-            uuid: g.uuid,
-            read_bytes: g.read_bytes,
-            write_bytes: g.write_bytes,
-            fast_path_reads: g.fast_reads,
-            fallback_reads: g.fallback_reads,
-            fast_path_writes: g.fast_writes,
-            fallback_writes: g.fallback_writes,
-            unaligned_reads: g.unaligned_reads,
-            unaligned_writes: g.unaligned_writes,
-            read_errors: g.read_errors,
-            write_errors: g.write_errors,
-        }
-    }
-}
-
 /// Why the JSON has no library counters when no engine came up.
 const NO_ENGINE: &str = "no file had data to copy: no library was used";
 
@@ -223,7 +133,7 @@ impl StatsReport {
             None => (None, None, Vec::new(), None, None, Err(NO_ENGINE.into())),
         };
         let (library_stats, library_stats_absent) = match counters {
-            Ok(s) => (Some(s.into()), None),
+            Ok(s) => (Some(s), None),
             Err(why) => (None, Some(why)),
         };
         StatsReport {
@@ -311,7 +221,7 @@ impl StatsReport {
             lines.push(("Start-up, shutdown", format!("{up:.2} s, {down:.2} s")));
         }
         let library = match (&self.library_stats, &self.library_stats_absent) {
-            (Some(c), _) => c.summary(),
+            (Some(c), _) => library_summary(c),
             (None, Some(why)) => format!("none: {why}"),
             (None, None) => "none".to_owned(),
         };
@@ -324,39 +234,37 @@ impl StatsReport {
     }
 }
 
-impl LibraryCounters {
-    /// One line: calls and bytes each way, and the paths per GPU.
-    fn summary(&self) -> String {
-        let mut text = format!(
-            "{} reads ({} failed), {}; {} writes ({} failed), {}",
-            self.reads.ok,
-            self.reads.failed,
-            human(self.read_bytes),
-            self.writes.ok,
-            self.writes.failed,
-            human(self.write_bytes),
-        );
-        match (&self.per_gpu, &self.per_gpu_absent) {
-            (Some(gpus), _) => {
-                for g in gpus {
-                    let _ = write!(
-                        text,
-                        "; slot {}: fast path {} reads, {} writes; fallback {} reads, {} writes",
-                        g.slot,
-                        g.fast_path_reads,
-                        g.fast_path_writes,
-                        g.fallback_reads,
-                        g.fallback_writes
-                    );
-                }
+/// The library's counters in one line: calls and bytes each way, and the paths per GPU.
+fn library_summary(counters: &LibraryCounters) -> String {
+    let mut text = format!(
+        "{} reads ({} failed), {}; {} writes ({} failed), {}",
+        counters.reads.ok,
+        counters.reads.failed,
+        human(counters.read_bytes),
+        counters.writes.ok,
+        counters.writes.failed,
+        human(counters.write_bytes),
+    );
+    match (&counters.per_gpu, &counters.per_gpu_absent) {
+        (Some(gpus), _) => {
+            for g in gpus {
+                let _ = write!(
+                    text,
+                    "; slot {}: fast path {} reads, {} writes; fallback {} reads, {} writes",
+                    g.slot,
+                    g.fast_path_reads,
+                    g.fast_path_writes,
+                    g.fallback_reads,
+                    g.fallback_writes
+                );
             }
-            (None, Some(why)) => {
-                let _ = write!(text, "; no per-GPU counts: {why}");
-            }
-            (None, None) => {}
         }
-        text
+        (None, Some(why)) => {
+            let _ = write!(text, "; no per-GPU counts: {why}");
+        }
+        (None, None) => {}
     }
+    text
 }
 
 /// A size in binary units and, past 1 KiB, exactly: "5.00 MiB (5242880 bytes)".

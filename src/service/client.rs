@@ -353,7 +353,7 @@ impl ServiceClient {
 /// A file a stuck service had, failed in cp's words: writing DEST did not finish.
 fn stuck_error(dst_name: &Path, why: &str) -> CopyError {
     CopyError::Write {
-        name: quote(dst_name),
+        path: dst_name.to_path_buf(),
         source: std::io::Error::other(why.to_owned()),
     }
 }
@@ -493,18 +493,13 @@ impl DataMover for ServiceClient {
 
     fn info(&self) -> Option<(EngineInfo, StageTimes)> {
         let (w, connected_in) = self.reached.as_ref().filter(|_| self.served)?;
-        let backend = match w.backend.as_str() {
-            "hipFile" => "hipFile",
-            "cuFile" => "cuFile",
-            "host memory" => "host memory",
-            _ => "the staging service",
-        };
+        let backend = w.backend;
         let info = EngineInfo {
             backend,
             library: Some(format!(
                 "the staging service (pid {}, {})",
                 w.pid,
-                w.library.as_deref().unwrap_or(backend)
+                w.library.as_deref().unwrap_or(backend.name())
             )),
             gpus: w.gpus.clone(),
             startup: *connected_in,
@@ -565,7 +560,7 @@ impl ServiceClient {
                     // start. The bytes the service's reports already showed are not shown
                     // twice.
                     job.dst.set_len(0).map_err(|e| CopyError::Write {
-                        name: quote(job.dst_name),
+                        path: job.dst_name.to_path_buf(),
                         source: e,
                     })?;
                     let again = Redone::after(progress, shown);

@@ -199,7 +199,7 @@ fn announce(info: &aiscp_engine::EngineInfo, path: Option<&PathBuf>) {
             None => "the socket systemd passed".to_owned(),
         },
         std::process::id(),
-        info.library.as_deref().unwrap_or(info.backend),
+        info.library.as_deref().unwrap_or(info.backend.name()),
         info.startup.as_secs_f64()
     ));
 }
@@ -233,11 +233,10 @@ impl Shared {
             protocol: wire::PROTOCOL,
             version: wire::VERSION.to_owned(),
             pid: std::process::id(),
-            backend: info.backend.to_owned(),
+            backend: info.backend,
             library: info.library.clone(),
             gpus: info.gpus.clone(),
             queue_max,
-            utf8: aiscp_engine::quote::utf8_locale(),
         };
         Shared {
             staging_bytes: slots_bytes * info.gpus.len().max(1) as u64,

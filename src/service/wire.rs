@@ -7,8 +7,13 @@
 //! parse, is too long, or carries the wrong number of descriptors is an error the caller
 //! answers by dropping that client.
 
-use aiscp_engine::digest::{Algorithm, Digest};
-use aiscp_engine::{SparseMode, StageTimes};
+mod digest;
+mod failure;
+
+pub use digest::{Sums, WireDigest};
+pub use failure::Failure;
+
+use aiscp_engine::{Backend, Route, SparseMode, StageTimes};
 use nix::sys::socket::{self, ControlMessage, MsgFlags};
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 use serde::{Deserialize, Serialize};
@@ -19,7 +24,7 @@ use std::time::Duration;
 
 /// Bumped whenever a message changes shape; a client and a service that differ here (or in
 /// the program's version) do not talk, and the client copies in-process.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 /// The program's version, which a client must share with its service.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest message either side sends or takes: a copy request carries two names, so
@@ -92,59 +97,6 @@ pub struct FileRequest {
     pub sums: Option<Sums>,
 }
 
-/// A digest's algorithm ([`Algorithm`] on the wire).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Sums {
-    Blake3,
-    Crc64nvme,
-    Crc32c,
-}
-
-impl From<Algorithm> for Sums {
-    fn from(a: Algorithm) -> Sums {
-        match a {
-            Algorithm::Blake3 => Sums::Blake3,
-            Algorithm::Crc64Nvme => Sums::Crc64nvme,
-            Algorithm::Crc32c => Sums::Crc32c,
-        }
-    }
-}
-
-impl From<Sums> for Algorithm {
-    fn from(s: Sums) -> Algorithm {
-        match s {
-            Sums::Blake3 => Algorithm::Blake3,
-            Sums::Crc64nvme => Algorithm::Crc64Nvme,
-            Sums::Crc32c => Algorithm::Crc32c,
-        }
-    }
-}
-
-/// A file's digest ([`Digest`] on the wire): its algorithm and bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireDigest {
-    pub algorithm: Sums,
-    pub bytes: Vec<u8>,
-}
-
-impl From<&Digest> for WireDigest {
-    fn from(d: &Digest) -> WireDigest {
-        WireDigest {
-            algorithm: d.algorithm().into(),
-            bytes: d.bytes().to_vec(),
-        }
-    }
-}
-
-impl WireDigest {
-    /// The digest, when its length is its algorithm's.
-    pub fn digest(self) -> Option<Digest> {
-        Digest::from_bytes(self.algorithm.into(), self.bytes)
-    }
-}
-
 /// Client to service.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -168,14 +120,11 @@ pub struct Welcome {
     pub version: String,
     pub pid: u32,
     /// "hipFile", "cuFile" or "host memory".
-    pub backend: String,
+    pub backend: Backend,
     pub library: Option<String>,
     pub gpus: Vec<u32>,
     /// The largest file it keeps in flight (None: every file in turn).
     pub queue_max: Option<u64>,
-    /// Whether its message locale decodes UTF-8: how its failure messages quote names.
-    #[serde(default)]
-    pub utf8: bool,
 }
 
 /// The service's state, for `aiscp --doctor`.
@@ -204,19 +153,14 @@ pub enum Outcome {
     /// its time went.
     Copied {
         end: u64,
-        route: Option<(String, String)>,
+        route: Option<(Route, Route)>,
         stages: Stages,
         /// DEST's digest, where the request asked for one.
         #[serde(default)]
         digest: Option<WireDigest>,
     },
-    /// cp's message, without the program's name; `write_errno`: writing DEST failed with
-    /// this errno (a full disk across files in flight is then handled as in-process).
-    Failed {
-        message: String,
-        #[serde(default)]
-        write_errno: Option<i32>,
-    },
+    /// Why it failed, for the client to word.
+    Failed { failure: Failure },
     /// Stopped before it began (`started` false: DEST untouched) or, from a peer that cuts
     /// DEST itself, after.
     Interrupted { started: bool },
@@ -507,100 +451,4 @@ impl Inbox {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-    use std::os::fd::AsFd;
-
-    fn pair() -> (OwnedFd, OwnedFd) {
-        socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn a_digest_crosses_whole_and_a_wrong_length_is_refused() {
-        for algorithm in Algorithm::ALL {
-            let digest = algorithm.of_bytes(b"some bytes");
-            let wire = WireDigest::from(&digest);
-            let text = serde_json::to_string(&wire).unwrap();
-            let back: WireDigest = serde_json::from_str(&text).unwrap();
-            assert_eq!(back.digest(), Some(digest));
-            let short = WireDigest {
-                bytes: vec![1, 2, 3],
-                ..wire
-            };
-            assert_eq!(short.digest(), None);
-        }
-    }
-
-    #[test]
-    fn a_copy_request_crosses_with_its_descriptors() {
-        let (a, b) = pair();
-        let f = std::fs::File::open("Cargo.toml").unwrap();
-        let file = |id, src_name: &[u8]| FileRequest {
-            id,
-            src_name: src_name.to_vec(),
-            dst_name: "d/caf\u{e9}".into(),
-            sparse: Sparse::Always,
-            handover: Handover::InFlight {
-                len: 5,
-                truncate: true,
-            },
-            sums: Some(Sums::Crc32c),
-        };
-        // A name that is not UTF-8 crosses as bytes, one that is as text.
-        let req = Request::Copy {
-            files: vec![file(7, b"caf\xe9"), file(8, b"x")],
-        };
-        let fd = f.as_raw_fd();
-        send(a.as_fd(), &req, &[fd, fd, fd, fd]).unwrap();
-        let mut inbox = Inbox::default();
-        let (got, fds): (Request, _) = inbox.receive(b.as_fd()).unwrap();
-        assert_eq!(got, req);
-        assert_eq!(fds.len(), 4);
-        let text = serde_json::to_string(&got).unwrap();
-        assert!(text.contains(r#""src_name":[99,97,102,233]"#), "{text}");
-        assert!(text.contains("\"dst_name\":\"d/caf\u{e9}\""), "{text}");
-        assert!(inbox.receive_now::<Request>(b.as_fd()).unwrap().is_none());
-    }
-
-    #[test]
-    fn garbage_is_an_error_not_a_panic() {
-        let (a, b) = pair();
-        for junk in [
-            &b"\xff\x00{"[..],
-            b"{\"type\":\"copy\"}",
-            b"[]",
-            b"{\"type\":\"hello\",\"protocol\":1,\"version\":\"x\",\"more\":1}",
-        ] {
-            socket::send(a.as_raw_fd(), junk, MsgFlags::empty()).unwrap();
-            let got = receive::<Request>(b.as_fd());
-            assert!(matches!(got, Err(WireError::Malformed(_))), "{junk:?}");
-        }
-        drop(a);
-        assert!(matches!(
-            receive::<Request>(b.as_fd()),
-            Err(WireError::Closed)
-        ));
-    }
-
-    #[test]
-    fn stage_times_round_trip() {
-        let t = StageTimes {
-            read: Duration::from_millis(1500),
-            ..StageTimes::default()
-        };
-        assert_eq!(StageTimes::from(Stages::from(&t)), t);
-        let odd = Stages {
-            open: -1.0,
-            read: f64::NAN,
-            ..Stages::default()
-        };
-        assert_eq!(StageTimes::from(odd), StageTimes::default());
-    }
-}
+mod tests;

@@ -19,7 +19,7 @@ fn main() {
     let pieces: usize = args.next().map_or(3000, |n| n.parse().unwrap());
     let rates = args.next().as_deref() != Some("norate");
     // aiscp's AISCP_*_LIB variables apply (the fake GPU library, for a dry run).
-    use aiscp_engine::backend::library_paths::{compiler_path, library_paths};
+    use aiscp_engine::probe::{compiler_path, library_paths};
     let library =
         hipfile::Library::load_from(flavor, &library_paths(flavor)).expect("GPU libraries");
     let device = library.staging_device(0).expect("GPU 0");

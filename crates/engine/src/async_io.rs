@@ -2,10 +2,10 @@
 //! and write on its own registered stream and synchronizes once per slice.
 
 use crate::backend::{LibraryIo, Staging, StreamIo};
+use crate::error::CopyError;
 use crate::fileio;
 use crate::transfer::{self, Way};
 use crate::worker::{run_worker, take_slices, Endpoints, Handle, SideRoute, Work};
-use crate::CopyError;
 use std::ops::Range;
 
 /// One `--async` worker (both sides registered): one stream on its slot for this file,

@@ -9,17 +9,19 @@
 
 use crate::backend::Staging;
 use crate::digest::{Piece, Pieces};
+use crate::error::CopyError;
 use crate::fileio;
 use crate::stages::{Stage, StageClock};
-use crate::CopyError;
 use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Names for messages, quoted once.
+/// Names for messages, quoted once, and the paths themselves, which errors keep.
 pub(crate) struct Names {
     pub(crate) src: String,
     pub(crate) dst: String,
+    pub(crate) src_path: std::path::PathBuf,
+    pub(crate) dst_path: std::path::PathBuf,
 }
 
 impl Names {
@@ -28,19 +30,21 @@ impl Names {
         Names {
             src: crate::quote::quote(src),
             dst: crate::quote::quote(dst),
+            src_path: src.to_path_buf(),
+            dst_path: dst.to_path_buf(),
         }
     }
     /// A read failure, from an OS call or a GPU library call (hipfile-rs keeps the errno
     /// where there is one, the decoded text otherwise).
     pub(crate) fn read(&self, e: impl Into<io::Error>) -> CopyError {
         CopyError::Read {
-            name: self.src.clone(),
+            path: self.src_path.clone(),
             source: e.into(),
         }
     }
     pub(crate) fn write(&self, e: impl Into<io::Error>) -> CopyError {
         CopyError::Write {
-            name: self.dst.clone(),
+            path: self.dst_path.clone(),
             source: e.into(),
         }
     }
@@ -282,15 +286,15 @@ pub(crate) fn write_out<S: Staging>(
 pub(crate) fn ready_windows<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    src: &str,
+    src: &std::path::Path,
 ) -> Result<(), CopyError> {
     let bytes = staging.window_len(slot);
     for k in 0..2 {
         staging.window(slot, k, 0).map_err(|e| CopyError::Alloc {
-            name: src.to_owned(),
+            path: src.to_path_buf(),
             bytes,
             smallest: None,
-            memory: "pinned host memory",
+            memory: "pinned host memory".to_owned(),
             message: e.to_string(),
         })?;
     }

@@ -15,8 +15,9 @@ pub const DEFAULT_SLOTS_PER_GPU: usize = 4;
 /// Largest slice: one read or write call moves at most this much on Linux.
 pub const MAX_CHUNK: u64 = hipfile::sys::MAX_IO_BYTES as u64;
 
-/// Bytes per slice: between 1 and [`MAX_CHUNK`], rounded up to 4096 (and later to each
-/// file's direct-I/O alignment). The one place a chunk size is checked.
+/// Bytes per slice: between 1 and [`MAX_CHUNK`], rounded up to 4096 (and, for a file whose
+/// direct-I/O alignment is larger, down to a multiple of it when its copy is planned). The
+/// one place a chunk size is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkSize(u64);
 
@@ -109,7 +110,7 @@ pub struct Config {
 
 impl Config {
     /// What the backend is asked for.
-    pub fn request(&self) -> backend::Request {
+    pub(crate) fn request(&self) -> backend::Request {
         backend::Request {
             backend: self.backend,
             route: self.route,

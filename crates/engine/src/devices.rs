@@ -9,7 +9,7 @@
 //! components two paths share, the nearer they are; the NUMA node breaks ties.
 
 use crate::backend::{gpu::GpuStaging, GpuChoice};
-use crate::DataJob;
+use crate::job::DataJob;
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;

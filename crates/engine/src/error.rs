@@ -1,38 +1,53 @@
 //! How one file's copy fails, in cp's words.
 
-use crate::quote::os_text;
+use crate::backend::Backend;
+use crate::quote::{os_text, quote};
 use crate::verify;
 use std::io;
+use std::path::PathBuf;
+
+/// Which file of a copy a failure is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Source,
+    Dest,
+}
 
 /// Failure of one file's copy; Display is cp's message without the program prefix,
-/// e.g. "error writing 'y': No space left on device". Names are already quoted.
+/// e.g. "error writing 'y': No space left on device". It keeps the paths and the OS's
+/// error, and quotes the paths only when it is rendered, in the locale of the process that
+/// renders it (a staging service's client words its own failures).
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
-    #[error("error reading {name}: {}", os_text(source))]
-    Read { name: String, source: io::Error },
-    #[error("error writing {name}: {}", os_text(source))]
-    Write { name: String, source: io::Error },
+    #[error("error reading {}: {}", quote(path), os_text(source))]
+    Read { path: PathBuf, source: io::Error },
+    #[error("error writing {}: {}", quote(path), os_text(source))]
+    Write { path: PathBuf, source: io::Error },
     /// Setting DST's final size failed.
-    #[error("failed to extend {name}: {}", os_text(source))]
-    Extend { name: String, source: io::Error },
-    /// The GPU library refused the file in a way the bounce route cannot serve.
-    #[error("cannot register {name} with {library}: {message}")]
+    #[error("failed to extend {}: {}", quote(path), os_text(source))]
+    Extend { path: PathBuf, source: io::Error },
+    /// The GPU library refused the file on `side` in a way the bounce route cannot serve.
+    #[error("cannot register {} with {library}: {message}", quote(path))]
     Register {
-        name: String,
-        library: &'static str,
+        path: PathBuf,
+        side: Side,
+        library: Backend,
         message: String,
     },
     /// No staging memory for the copy of `name`: `bytes` asked for, and retried down to
     /// `smallest` when the engine shrank the chunk.
     #[error(
-        "cannot allocate {bytes} bytes of {memory}{} to copy {name}: {message}",
-        smallest.map(|s| format!(" (nor down to {s})")).unwrap_or_default()
+        "cannot allocate {bytes} bytes of {memory}{} to copy {}: {message}",
+        smallest.map(|s| format!(" (nor down to {s})")).unwrap_or_default(),
+        quote(path)
     )]
     Alloc {
-        name: String,
+        /// SOURCE's path.
+        path: PathBuf,
         bytes: usize,
         smallest: Option<usize>,
-        memory: &'static str,
+        memory: String,
         message: String,
     },
     /// [`crate::Config::cancel`] was set; in-flight I/O finished and DST holds what was copied.
@@ -62,6 +77,16 @@ pub enum CopyError {
 }
 
 impl CopyError {
+    /// The file the failure is about, for the kinds that name one.
+    pub fn side(&self) -> Option<Side> {
+        match self {
+            CopyError::Read { .. } | CopyError::Alloc { .. } => Some(Side::Source),
+            CopyError::Write { .. } | CopyError::Extend { .. } => Some(Side::Dest),
+            CopyError::Register { side, .. } => Some(*side),
+            _ => None,
+        }
+    }
+
     /// A write that failed because DEST's filesystem is full or the user's quota is spent:
     /// DEST then keeps the longest prefix that fits, as cp leaves it.
     pub fn is_disk_full(&self) -> bool {

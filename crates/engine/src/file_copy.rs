@@ -29,6 +29,9 @@
 
 mod finish;
 mod plan;
+mod state;
+
+pub(crate) use state::{FileCopy, Sides};
 
 pub(crate) use finish::Ended;
 pub(crate) use plan::{Access, Plan};
@@ -40,32 +43,22 @@ pub(crate) const WINDOW_SLICES: u64 = 1024;
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{Ctx, Names};
 use crate::chunk_plan::ChunkPlan;
+use crate::config::Verify;
+use crate::error::{CopyError, Side};
 use crate::fileio::{self, MIN_ALIGN};
+use crate::job::Copied;
+use crate::job::DataJob;
+use crate::job::SparseMode;
 use crate::quote::quote;
 use crate::stages::{Stage, StageTimes};
 use crate::verify::Buffers;
 use crate::worker::{Handle, Phase, SideRoute};
-use crate::{Copied, CopyError, DataJob, SparseMode, Verify};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-
-/// SOURCE's side and DEST's, opened for the data phase, each with why it is not direct.
-pub(crate) type Sides<'fd, S> = [(SideRoute<Handle<'fd, S>>, &'static str); 2];
-
-/// One regular SOURCE into one regular DEST.
-pub(crate) struct FileCopy<'a> {
-    pub(crate) src: &'a File,
-    pub(crate) dst: &'a File,
-    pub(crate) names: &'a Names,
-    pub(crate) sparse: SparseMode,
-    /// SOURCE may hold holes, so its plan looks its extents up ([`crate::QueuedJob`]'s
-    /// field of the same name).
-    pub(crate) may_have_holes: bool,
-}
 
 impl<'a> FileCopy<'a> {
     /// The regular-file copy of `job`, with its names quoted once in `names`.
@@ -190,7 +183,7 @@ impl<'a> FileCopy<'a> {
             return Ok(());
         }
         self.dst.set_len(end).map_err(|e| CopyError::Extend {
-            name: self.names.dst.clone(),
+            path: self.names.dst_path.clone(),
             source: e,
         })
     }
@@ -216,7 +209,7 @@ impl<'a> FileCopy<'a> {
         file: &'fd File,
         access: Access,
         library: Option<&S::Library>,
-        name: &str,
+        side: Side,
         io_err: impl Fn(io::Error) -> CopyError,
     ) -> Result<(SideRoute<Handle<'fd, S>>, &'static str), CopyError> {
         if let Access::Buffered(why) = access {
@@ -236,8 +229,13 @@ impl<'a> FileCopy<'a> {
             }
             Err(e) => {
                 let _ = fileio::clear_direct(file.as_fd());
+                let path = match side {
+                    Side::Source => &self.names.src_path,
+                    Side::Dest => &self.names.dst_path,
+                };
                 Err(CopyError::Register {
-                    name: name.to_owned(),
+                    path: path.clone(),
+                    side,
                     library: staging.name(),
                     message: e.to_string(),
                 })
@@ -263,10 +261,11 @@ impl<'a> FileCopy<'a> {
         let opened = (|| {
             let src_access = plan.source_access(verify, library.is_some());
             let dst_access = plan.dest_access(self.sparse, library.is_some());
-            let src = self.open_side(staging, self.src, src_access, library, &names.src, |e| {
-                names.read(e)
-            })?;
-            let dst = self.open_side(staging, self.dst, dst_access, library, &names.dst, |e| {
+            let src =
+                self.open_side(staging, self.src, src_access, library, Side::Source, |e| {
+                    names.read(e)
+                })?;
+            let dst = self.open_side(staging, self.dst, dst_access, library, Side::Dest, |e| {
                 names.write(e)
             })?;
             self.begin(cut, cx)?;
@@ -311,21 +310,43 @@ impl<'a> FileCopy<'a> {
     }
 }
 
+/// How long a whole file's copy took, for its --debug line: `where_` when the scheduler
+/// has something to add, e.g. "slot 2 on GPU 0, in flight".
+pub(crate) struct Timing<'s> {
+    pub(crate) secs: f64,
+    pub(crate) stages: &'s StageTimes,
+    pub(crate) where_: Option<String>,
+}
+
+/// What the run asks of a file once its copy has ended: --verify (stopped by `stop`),
+/// --debug lines, and the tests' pause points.
+pub(crate) struct AtEnd<'a> {
+    pub(crate) verify: Option<Verify>,
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) debug: bool,
+    pub(crate) pause: fn(&'static str),
+}
+
 /// What a whole file's copy ends with, wherever it ran: the --debug line (size, time, rate
-/// and thread times; `where_` when the scheduler has something to add, e.g. "slot 2 on
-/// GPU 0, in flight"), then --verify. Lines go to `line` only with --debug (`debug`).
-#[allow(clippy::too_many_arguments)]
+/// and thread times), then --verify. Lines go to `line` only with --debug.
 pub(crate) fn conclude(
     job: &Ends<'_>,
     copied: Copied,
-    secs: f64,
-    stages: &StageTimes,
-    where_: Option<String>,
-    (verify, stop): (Option<Verify>, &AtomicBool),
-    debug: bool,
-    pause: fn(&'static str),
+    timing: Timing<'_>,
+    at_end: AtEnd<'_>,
     line: &mut dyn FnMut(String),
 ) -> Result<Copied, CopyError> {
+    let Timing {
+        secs,
+        stages,
+        where_,
+    } = timing;
+    let AtEnd {
+        verify,
+        stop,
+        debug,
+        pause,
+    } = at_end;
     let end = copied.size;
     if debug {
         line(format!(

@@ -49,7 +49,7 @@ pub trait ProgressSink {
     /// The file's data phase ended, successfully or not (called before any error returns).
     fn file_finished(&self);
     /// How the file's bytes are read and written.
-    fn route(&self, _read: crate::Route, _write: crate::Route) {}
+    fn route(&self, _read: crate::route::Route, _write: crate::route::Route) {}
 }
 
 /// A sink that ignores everything.

@@ -12,13 +12,19 @@
 
 use crate::backend::Staging;
 use crate::bounce::{ready_windows, Ctx, Names, OnStop};
+use crate::config::Verify;
 use crate::digest::{Algorithm, Pieces};
-use crate::file_copy::{conclude, opening, read_back, Ends, FileCopy};
+use crate::error::CopyError;
+use crate::file_copy::{conclude, opening, read_back, AtEnd, Ends, FileCopy, Timing};
+use crate::job::Copied;
+use crate::job::DataJob;
+use crate::job::ProgressSink;
+use crate::job::SourceKind;
+use crate::job::SparseMode;
 use crate::read_back::{Checking, ReadBacks};
 use crate::stages::{StageClock, StageTimes};
 use crate::verify::Buffers;
 use crate::worker::{run_worker, Endpoints, Work};
-use crate::{Copied, CopyError, DataJob, ProgressSink, SourceKind, SparseMode, Verify};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
@@ -255,6 +261,15 @@ pub(crate) struct Landed {
     pub(crate) next_ticket: u64,
 }
 
+/// Where a file in flight was copied, for its --debug line: "slot 2 on GPU 0, in flight".
+fn where_in_flight<S: Staging>(staging: &S, slot: &S::Slot, index: usize) -> String {
+    let gpu = match staging.gpu_of(slot) {
+        Some(g) => format!(" on GPU {g}"),
+        None => String::new(),
+    };
+    format!("slot {index}{gpu}, in flight")
+}
+
 /// A worker: copies queued files through its slot until the queue closes; gives the slot back.
 pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
@@ -305,10 +320,6 @@ fn copy_queued<S: Staging>(
     // With read-back threads, --verify is theirs: the worker goes on to the next file.
     let reads_back = shared.verify.filter(|_| shared.read_backs.is_none());
     if let Ok(copied) = result {
-        let gpu = match shared.staging.gpu_of(slot) {
-            Some(g) => format!(" on GPU {g}"),
-            None => String::new(),
-        };
         let ends = Ends {
             src: &job.src,
             src_name: &job.src_name,
@@ -318,12 +329,17 @@ fn copy_queued<S: Staging>(
         result = conclude(
             &ends,
             copied,
-            began_at.elapsed().as_secs_f64(),
-            &stages,
-            Some(format!("slot {index}{gpu}, in flight")),
-            (reads_back, &cancel),
-            shared.debug.is_some(),
-            shared.pause,
+            Timing {
+                secs: began_at.elapsed().as_secs_f64(),
+                stages: &stages,
+                where_: Some(where_in_flight(&*shared.staging, slot, index)),
+            },
+            AtEnd {
+                verify: reads_back,
+                stop: &cancel,
+                debug: shared.debug.is_some(),
+                pause: shared.pause,
+            },
             &mut |line| debug.push((shared.debug.map(|t| t.elapsed()).unwrap_or_default(), line)),
         );
     }
@@ -403,7 +419,7 @@ fn copy_whole<S: Staging>(
     cx.check_cancel()?;
     opening(&cx, || {
         staging.enter_worker(slot).map_err(|e| names.read(e))?;
-        ready_windows(staging, slot, &names.src)
+        ready_windows(staging, slot, &names.src_path)
     })?;
     let file = FileCopy {
         src: &job.src,
@@ -478,7 +494,7 @@ fn copy_whole<S: Staging>(
 /// The workers could not be started or have gone: the file is copied in turn instead.
 pub(crate) fn no_workers() -> CopyError {
     CopyError::Read {
-        name: String::new(),
+        path: PathBuf::new(),
         source: std::io::Error::other("no file worker thread"),
     }
 }

@@ -25,12 +25,6 @@ pub fn quote(p: impl AsRef<Path>) -> String {
     quote_bytes(p.as_ref().as_os_str().as_bytes(), utf8_locale())
 }
 
-/// Quotes a path as a process whose message locale does (`utf8`) or does not decode UTF-8
-/// would: how another process (the staging service) quoted a name in its message.
-pub fn quote_as(p: impl AsRef<Path>, utf8: bool) -> String {
-    quote_bytes(p.as_ref().as_os_str().as_bytes(), utf8)
-}
-
 /// Quotes a path only where the shell would need it (GNU's `quotef`), e.g. `d/x` bare.
 pub fn quote_if_needed(p: impl AsRef<Path>) -> String {
     let bytes = p.as_ref().as_os_str().as_bytes();

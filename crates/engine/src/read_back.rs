@@ -31,7 +31,7 @@ pub(crate) struct ReadBacks<T> {
 #[derive(Clone)]
 pub(crate) struct Checking {
     /// How a file is checked.
-    pub(crate) verify: crate::Verify,
+    pub(crate) verify: crate::config::Verify,
     pub(crate) pause: fn(&'static str),
     /// The engine's start, for --debug stamps; None without --debug.
     pub(crate) debug: Option<Instant>,

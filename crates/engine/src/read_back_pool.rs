@@ -24,10 +24,10 @@ pub struct ReadBackPool {
 impl ReadBackPool {
     /// Threads that read files back under `config`'s stop flag and test pause; --debug lines
     /// are stamped from now.
-    pub fn start(config: &crate::Config) -> ReadBackPool {
+    pub fn start(config: &crate::config::Config) -> ReadBackPool {
         let (done_tx, done) = mpsc::channel();
         let checking = Checking {
-            verify: config.verify.unwrap_or(crate::Verify::Bytes),
+            verify: config.verify.unwrap_or(crate::config::Verify::Bytes),
             pause: config.pause,
             debug: config.debug.then(Instant::now),
             stop: Arc::clone(&config.cancel),

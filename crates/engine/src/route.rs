@@ -1,6 +1,7 @@
 //! How one side of a file's copy moves its bytes: the route's one name table, for the
 //! progress view, `--stats`, `--debug` and the staging service's wire.
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// How SOURCE is read, or DEST written, for one file.
@@ -44,6 +45,20 @@ impl Route {
 impl fmt::Display for Route {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl Serialize for Route {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Route {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Route, D::Error> {
+        let name = String::deserialize(d)?;
+        Route::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown route {name:?}")))
     }
 }
 

@@ -5,10 +5,10 @@
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce::{self, Ctx, Reader, Writer};
 use crate::digest::Piece;
+use crate::error::CopyError;
 use crate::fileio;
 use crate::stages::Stage;
 use crate::transfer::{self, Way};
-use crate::CopyError;
 use std::fs::File;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -33,11 +33,11 @@ impl<H> SideRoute<H> {
         )
     }
     /// The route, for --debug lines and the progress sink.
-    pub(crate) fn describe(&self) -> crate::Route {
+    pub(crate) fn describe(&self) -> crate::route::Route {
         match self {
-            SideRoute::Library(_) => crate::Route::Direct,
-            SideRoute::Posix { direct: true } => crate::Route::ODirect,
-            SideRoute::Posix { direct: false } => crate::Route::Bounce,
+            SideRoute::Library(_) => crate::route::Route::Direct,
+            SideRoute::Posix { direct: true } => crate::route::Route::ODirect,
+            SideRoute::Posix { direct: false } => crate::route::Route::Bounce,
         }
     }
 }

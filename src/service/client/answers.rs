@@ -5,10 +5,10 @@
 use super::ServiceClient;
 use crate::service::wire::{Outcome, WireDigest};
 use aiscp_engine::digest::{self, Algorithm};
-use aiscp_engine::quote::{quote, quote_as};
+use aiscp_engine::quote::quote;
 use aiscp_engine::verify::{self, Buffers};
 use aiscp_engine::{
-    Copied, CopyError, DataJob, Finished, ProgressSink, ReadBackPool, Route, StageTimes, Ticket,
+    Copied, CopyError, DataJob, Finished, ProgressSink, ReadBackPool, StageTimes, Ticket,
 };
 use std::fs::File;
 use std::path::Path;
@@ -33,10 +33,7 @@ impl ServiceClient {
                 stages,
                 digest,
             } => {
-                // A route of a newer name than this client knows is not shown.
-                let known =
-                    |(r, w): (String, String)| Some((Route::from_name(&r)?, Route::from_name(&w)?));
-                if let Some((r, w)) = route.and_then(known) {
+                if let Some((r, w)) = route {
                     progress.route(r, w);
                 }
                 // What the progress reports during the copy did not show yet (holes too).
@@ -64,27 +61,12 @@ impl ServiceClient {
                     });
                 (result, true, stages)
             }
-            // A write failure's errno is kept (a full disk matters to the files in flight);
-            // its message is then this process's own, in its locale.
-            Outcome::Failed {
-                write_errno: Some(errno),
-                ..
-            } => {
+            // Worded here, about this process's paths, in its locale; a full disk is a
+            // write error with its errno, as in-process.
+            Outcome::Failed { failure } => {
                 progress.file_finished();
-                let failure = CopyError::Write {
-                    name: quote(dst_name),
-                    source: std::io::Error::from_raw_os_error(errno),
-                };
+                let failure = failure.into_error(src_name, dst_name);
                 (Err(failure), true, StageTimes::default())
-            }
-            Outcome::Failed { message, .. } => {
-                progress.file_finished();
-                let message = self.in_our_locale(message, [src_name, dst_name]);
-                (
-                    Err(CopyError::Elsewhere(message)),
-                    true,
-                    StageTimes::default(),
-                )
             }
             Outcome::Interrupted { started } => {
                 progress.file_finished();
@@ -96,22 +78,6 @@ impl ServiceClient {
                 (Err(CopyError::Interrupted), true, StageTimes::default())
             }
         }
-    }
-
-    /// The service's message with `names` quoted as this process quotes them: the service
-    /// quoted them for its own message locale, which may not be this client's (a name that
-    /// is not ASCII prints as text in a UTF-8 locale, as octal escapes otherwise).
-    fn in_our_locale(&self, message: String, names: [&Path; 2]) -> String {
-        let Some((welcome, _)) = &self.reached else {
-            return message;
-        };
-        let ours = aiscp_engine::quote::utf8_locale();
-        if welcome.utf8 == ours {
-            return message;
-        }
-        names.into_iter().fold(message, |m, name| {
-            m.replace(&quote_as(name, welcome.utf8), &quote(name))
-        })
     }
 
     /// An answer to a file in flight, as the copier takes it from a queue; None while it is

@@ -6,7 +6,7 @@ use crate::messages;
 use crate::service::wire::{self, Reply, Request, Welcome, WireError};
 use crate::service::Choice;
 use aiscp_engine::quote::quote;
-use aiscp_engine::BackendChoice;
+use aiscp_engine::{Backend, BackendChoice};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -27,31 +27,32 @@ impl ServiceClient {
     pub(super) fn ensure(&mut self) -> bool {
         if let State::Untried = self.state {
             let started = Instant::now();
-            self.state = match self.connect() {
-                Ok(welcome) => {
-                    let up = Up {
-                        sock: welcome.0,
-                        inbox: wire::Inbox::default(),
-                        welcome: welcome.1,
-                        connected_in: started.elapsed(),
-                    };
-                    self.debug(&format!(
+            self.state =
+                match self.connect() {
+                    Ok(welcome) => {
+                        let up = Up {
+                            sock: welcome.0,
+                            inbox: wire::Inbox::default(),
+                            welcome: welcome.1,
+                            connected_in: started.elapsed(),
+                        };
+                        self.debug(&format!(
                         "through the staging service (pid {}) at {}: {}{}, connected in {:.3} ms",
                         up.welcome.pid,
                         quote(self.path()),
-                        up.welcome.library.as_deref().unwrap_or(&up.welcome.backend),
+                        up.welcome.library.as_deref().unwrap_or(up.welcome.backend.name()),
                         gpus_text(&up.welcome.gpus),
                         up.connected_in.as_secs_f64() * 1e3
                     ));
-                    self.reached = Some((up.welcome.clone(), up.connected_in));
-                    State::Up(up)
-                }
-                Err(None) => State::Down,
-                Err(Some(why)) => {
-                    self.warn(&why);
-                    State::Down
-                }
-            };
+                        self.reached = Some((up.welcome.clone(), up.connected_in));
+                        State::Up(up)
+                    }
+                    Err(None) => State::Down,
+                    Err(Some(why)) => {
+                        self.warn(&why);
+                        State::Down
+                    }
+                };
         }
         matches!(self.state, State::Up(_))
     }
@@ -96,10 +97,10 @@ impl ServiceClient {
         // used (without a warning: the user asked for exactly this).
         let fits = match self.config.backend {
             BackendChoice::Auto => true,
-            BackendChoice::Gpu => welcome.backend != "host memory",
-            BackendChoice::HipFile => welcome.backend == "hipFile",
-            BackendChoice::CuFile => welcome.backend == "cuFile",
-            BackendChoice::Host => welcome.backend == "host memory",
+            BackendChoice::Gpu => welcome.backend != Backend::Host,
+            BackendChoice::HipFile => welcome.backend == Backend::HipFile,
+            BackendChoice::CuFile => welcome.backend == Backend::CuFile,
+            BackendChoice::Host => welcome.backend == Backend::Host,
         };
         if !fits {
             self.debug(&format!(
@@ -153,37 +154,16 @@ impl ServiceClient {
     /// `aiscp --serve` at `path` with this run's staging flags, detached from this run.
     fn serve_command(&self, exe: std::path::PathBuf, path: &Path) -> std::process::Command {
         use std::os::unix::process::CommandExt;
-        let c = &self.config;
-        let backend = match c.backend {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Gpu => "gpu",
-            BackendChoice::HipFile => "hipfile",
-            BackendChoice::CuFile => "cufile",
-            BackendChoice::Host => "host",
-        };
-        let route = match c.route {
-            aiscp_engine::RouteChoice::Auto => "auto",
-            aiscp_engine::RouteChoice::Library => "library",
-            aiscp_engine::RouteChoice::Bounce => "bounce",
-        };
         let mut cmd = std::process::Command::new(exe);
         cmd.arg("--serve")
             .arg("--socket")
             .arg(path)
             .arg(format!("--idle-exit={}s", AUTO_IDLE_EXIT.as_secs()))
-            .arg(format!("--backend={backend}"))
-            .arg(format!("--route={route}"))
-            .arg(format!("--gpu={}", c.gpu))
+            .args(crate::cli::staging::service_args(&self.config))
             .arg("-q")
             .current_dir("/")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null());
-        if let Some(n) = c.slots_per_gpu {
-            cmd.arg(format!("--streams={n}"));
-        }
-        if let Some(chunk) = c.chunk_size {
-            cmd.arg(format!("--chunk-size={chunk}"));
-        }
         // SAFETY: between fork and exec the closure only makes system calls (setsid,
         // close_range, fcntl), which are async-signal-safe, and allocates nothing.
         unsafe {

@@ -3,7 +3,7 @@
 
 use super::connections::{Event, Job, Joined};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages, WireDigest};
+use crate::service::wire::{self, Failure, FileDone, Handover, Outcome, Reply, Stages, WireDigest};
 use aiscp_engine::{
     Copied, CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route,
     SourceKind, StageTimes, Ticket,
@@ -91,7 +91,7 @@ impl Recorder {
                 let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
                 Outcome::Copied {
                     end: copied.size,
-                    route: route.map(|(r, w)| (r.name().to_owned(), w.name().to_owned())),
+                    route,
                     stages,
                     digest: copied.digest.as_ref().map(WireDigest::from),
                 }
@@ -99,11 +99,7 @@ impl Recorder {
             Err(CopyError::Interrupted) => Outcome::Interrupted { started },
             Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
             Err(e) => Outcome::Failed {
-                write_errno: match &e {
-                    CopyError::Write { source, .. } => source.raw_os_error(),
-                    _ => None,
-                },
-                message: e.to_string(),
+                failure: Failure::of(&e),
             },
         }
     }

@@ -283,7 +283,7 @@ fn read_message(sock: &OwnedFd) -> String {
 }
 
 /// The wire protocol this build speaks (the service's `wire::PROTOCOL`).
-const PROTOCOL: u32 = 4;
+const PROTOCOL: u32 = 5;
 
 /// A hello of this build.
 fn hello() -> Vec<u8> {

@@ -1,9 +1,12 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
-use super::{GpuChoice, LibraryIo, Request, Staging, StreamIo};
+use super::kind::Backend;
+use super::request::{resolve_route, GpuChoice, Request};
+use super::staging::{LibraryIo, Staging, StreamIo};
 use crate::digest::on_gpu::{GpuDigests, Scratch};
 use crate::digest::{Algorithm, Piece};
+use crate::library_stats::LibraryStats;
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
@@ -151,7 +154,7 @@ impl GpuStaging {
         }
         let indices = chosen_gpus(&request.gpu, count)?;
         diag(&describe_load(&library, count));
-        let (library_route, why) = super::resolve_route(flavor, request);
+        let (library_route, why) = resolve_route(flavor, request);
         // The bounce route registers nothing, so it leaves the I/O driver closed: opening it
         // costs start-up time and (cuFile) host memory for buffers it would never use.
         let driver = match library_route {
@@ -215,13 +218,13 @@ impl GpuStaging {
     }
 
     /// The library's own counters since [`GpuStaging::open`], or why there are none.
-    pub fn library_stats(&self) -> super::LibraryStats {
+    pub fn library_stats(&self) -> LibraryStats {
         self.stats_started.clone()?;
         let driver = self
             .driver
             .as_ref()
             .ok_or_else(|| BOUNCE_STATS.to_owned())?;
-        driver.io_stats().map_err(|e| e.to_string())
+        driver.io_stats().map(Into::into).map_err(|e| e.to_string())
     }
 
     /// The library's version text, when it tells ("hipFile 0.2.0").
@@ -229,9 +232,8 @@ impl GpuStaging {
         self.version.as_deref()
     }
 
-    /// Starts compiling the digest kernels in the background (once): for a run that will
-    /// take digests, called at start so the first slices need not hash on the CPU. The
-    /// first [`Staging::hash`] starts it otherwise.
+    /// Starts compiling the digest kernels in the background (once), so the first slices
+    /// need not hash on the CPU; the first [`Staging::hash`] starts it otherwise.
     pub fn prepare_digests(&self) {
         self.digests.prepare(&self.devices[0]);
     }
@@ -306,8 +308,8 @@ impl Staging for GpuStaging {
     type Slot = GpuSlot;
     type Library = GpuStaging;
 
-    fn name(&self) -> &'static str {
-        self.flavor.name()
+    fn name(&self) -> Backend {
+        Backend::of(self.flavor)
     }
     fn memory(&self) -> &'static str {
         "GPU memory"

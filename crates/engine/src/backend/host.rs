@@ -1,7 +1,8 @@
 //! Host memory staging, for machines without a GPU library: each slot is aligned host
 //! memory that POSIX reads fill and POSIX writes drain (O_DIRECT-capable alignment).
 
-use super::{NoLibrary, Staging};
+use super::kind::Backend;
+use super::staging::{NoLibrary, Staging};
 use crate::digest::{Algorithm, Piece};
 use hipfile::Error;
 use nix::sys::mman::{self, MapFlags, ProtFlags};
@@ -95,8 +96,8 @@ impl Staging for HostStaging {
     type Slot = AlignedBuf;
     type Library = NoLibrary<AlignedBuf>;
 
-    fn name(&self) -> &'static str {
-        "host memory"
+    fn name(&self) -> Backend {
+        Backend::Host
     }
     fn memory(&self) -> &'static str {
         "host memory"

@@ -10,7 +10,7 @@
 //! measured with one queue, so those runs keep CUDA's default. A value the user set is kept.
 //! HIP reads other variables; this one is inert on AMD.
 
-use super::{resolve_route, BackendChoice, Request};
+use super::request::{resolve_route, BackendChoice, Request};
 use hipfile::Flavor;
 use std::sync::OnceLock;
 

@@ -8,8 +8,9 @@
 //! SOURCE that changed, a backend that does not hash where it stages) is read back from
 //! DEST, so the digest is DEST's whatever the copy met on the way.
 
+use super::algorithm::{Algorithm, Digest};
+use super::piece::Piece;
 use super::piece::{crc_combine, CHUNK_LEN};
-use super::{Algorithm, Digest, Piece};
 use blake3::hazmat::ChainingValue;
 use blake3::hazmat::{left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, Mode};
 use std::fs::File;

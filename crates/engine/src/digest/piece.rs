@@ -1,7 +1,7 @@
 //! One slice's share of a file's digest: the BLAKE3 chaining values of the tree nodes the
 //! slice covers, or the slice's CRC.
 
-use super::Algorithm;
+use super::algorithm::Algorithm;
 use blake3::hazmat::{ChainingValue, HasherExt};
 use std::ops::Range;
 

@@ -3,12 +3,14 @@
 //! with buffered I/O, the holes the plan saw are looked at again, and DEST's size is set. The
 //! rules it keeps are [`super`]'s.
 
-use super::FileCopy;
+use super::state::FileCopy;
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Reader, Writer};
+use crate::error::CopyError;
 use crate::fileio::{self, NextData, MIN_ALIGN};
+use crate::job::ProgressSink;
+use crate::job::SparseMode;
 use crate::worker::Phase;
-use crate::{CopyError, ProgressSink, SparseMode};
 use std::io;
 use std::ops::Range;
 

@@ -1,7 +1,7 @@
 //! What a file's data phase is to do (its aligned slices) and how each side is opened for
 //! it: O_DIRECT, or buffered I/O for a reason --debug gives.
 
-use crate::SparseMode;
+use crate::job::SparseMode;
 use std::ops::Range;
 
 /// What the data phase is to do: aligned slices, and how the files are opened for them.

@@ -1,14 +1,14 @@
 //! Files in flight on the pipeline's slots: the pipeline lends its slots to the queue's
 //! workers (see `queue`) and takes them back when the flight lands.
 
-use super::Pipeline;
+use super::state::Pipeline;
 use crate::backend::Staging;
+use crate::config::Config;
+use crate::error::CopyError;
 use crate::queue::{
     no_workers, read_back_one, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared,
 };
-use crate::quote::quote;
 use crate::read_back::{Checking, ReadBacks};
-use crate::{Config, CopyError};
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ where
     ) -> Result<(), Box<(QueuedJob, CopyError)>> {
         if self.flight.is_none() {
             let want = self.chosen.len();
-            let n = match self.ensure_slots(want, &quote(&job.src_name), diag) {
+            let n = match self.ensure_slots(want, &job.src_name, diag) {
                 Ok(granted) => granted.slots,
                 Err(e) => return Err(Box::new((job, e))),
             };

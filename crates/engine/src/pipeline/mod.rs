@@ -5,11 +5,16 @@
 use crate::backend::Staging;
 use crate::bounce::{self, Ctx, Names, OnStop, Reader, Writer};
 use crate::digest::Pieces;
+use crate::error::CopyError;
 use crate::file_copy::{opening, Ended, FileCopy, Plan};
 use crate::fileio::MIN_ALIGN;
+use crate::job::Copied;
+use crate::job::DataJob;
+use crate::job::ProgressSink;
+use crate::job::SourceKind;
+use crate::job::SparseMode;
 use crate::stages::{Stage, StageClock, StageTimes};
 use crate::worker::{run_worker, Endpoints, Handle, PartEnd, Phase, SideRoute, Work};
-use crate::{Copied, CopyError, DataJob, ProgressSink, SourceKind, SparseMode};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
@@ -17,37 +22,9 @@ use std::time::Duration;
 
 mod flight;
 mod slots;
+mod state;
 
-/// Workers' slots (dropped first: buffers go back before the driver closes) and the backend.
-pub(crate) struct Pipeline<S: Staging> {
-    /// The worker threads: made for the first file that has more than one slice for them,
-    /// then reused for every file of the run (each makes the device current again per file,
-    /// which is cheap). Idle whenever no copy runs, so dropping them first frees nothing in use.
-    threads: Option<rayon::ThreadPool>,
-    /// Files in flight (see `queue`): workers holding slots lent from `slots`.
-    flight: Option<crate::queue::Flight<S>>,
-    /// `slots_per_gpu` per GPU, interleaved: slot `i` is on the staging's device `i % devices`.
-    slots: Vec<Option<S::Slot>>,
-    /// The slots the current file may use (indices into `slots`; see [`Pipeline::choose`]).
-    chosen: Vec<usize>,
-    /// False for a slot given up for the run (no memory for it).
-    usable: Vec<bool>,
-    /// How many of `chosen` the current file's slices run on.
-    workers: usize,
-    staging: Arc<S>,
-    chunk: usize,
-    /// `--async`, checked at start to be supported: files whose sides are both direct are
-    /// copied with the stream API, one stream per worker.
-    async_io: bool,
-    /// The stage times of the last file copied, and of the whole run.
-    last_stages: StageTimes,
-    run_stages: StageTimes,
-    /// [`crate::Config::pause`].
-    pause: fn(&'static str),
-    /// [`crate::Config::verify`]: SOURCE is read through the page cache for the read-back.
-    /// SOURCE is read again by --verify (so it goes through the page cache).
-    verify: bool,
-}
+pub(crate) use state::Pipeline;
 
 impl<S: Staging> Pipeline<S> {
     pub(crate) fn new(
@@ -141,7 +118,7 @@ impl<S: Staging> Pipeline<S> {
             pause: self.pause,
             digest: pieces.as_ref(),
         };
-        clock.time(Stage::Open, || self.first_slot(&names.src, diag))?;
+        clock.time(Stage::Open, || self.first_slot(&names.src_path, diag))?;
         let len = match job.src_kind {
             SourceKind::Regular { len } if dst_regular => Some(len),
             _ => None,
@@ -152,7 +129,7 @@ impl<S: Staging> Pipeline<S> {
             Some(len) => self.copy_regular(&file, len, &cx, progress, diag),
             None => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
-                progress.route(crate::Route::Stream, crate::Route::Bounce);
+                progress.route(crate::route::Route::Stream, crate::route::Route::Bounce);
                 file.begin(dst_regular, &cx)
                     .and_then(|()| self.copy_sequential(&file, dst_regular, &cx, progress))
                     .map(|size| Ended { size, kept: size })
@@ -188,7 +165,7 @@ impl<S: Staging> Pipeline<S> {
             pause: self.pause,
             digest: pieces.as_ref(),
         };
-        self.first_slot(&names.src, diag)?;
+        self.first_slot(&names.src_path, diag)?;
         let file = FileCopy::of(job, &names);
         let result = self.run_plan(&file, part, false, &cx, progress, diag);
         self.last_stages = clock.times();
@@ -318,7 +295,7 @@ impl<S: Staging> Pipeline<S> {
         let mut chunk = self.chunk;
         let mut plan = plan_for(chunk)?;
         let wanted = self.chosen.len().min(plan.slices.len());
-        let granted = self.ensure_slots(wanted, &names.src, diag)?;
+        let granted = self.ensure_slots(wanted, &names.src_path, diag)?;
         if granted.chunk != chunk {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             chunk = granted.chunk;
@@ -327,7 +304,7 @@ impl<S: Staging> Pipeline<S> {
         let mut workers = granted.slots;
         if !(self.staging.library().is_some() && plan.direct) {
             // Every slice bounces: each worker's windows must exist before DST is touched.
-            workers = self.ready_windows(workers, &names.src, diag)?;
+            workers = self.ready_windows(workers, &names.src_path, diag)?;
         }
         self.workers = workers;
         Ok((plan, workers, chunk))

@@ -2,11 +2,11 @@
 //! them when first needed, and what to do when memory runs out (halve the chunk, or go on
 //! with fewer slots). Slots live for the run; only the first one is required.
 
-use super::Pipeline;
+use super::state::Pipeline;
 use crate::backend::{LibraryIo, Staging};
 use crate::bounce;
+use crate::error::CopyError;
 use crate::fileio::MIN_ALIGN;
-use crate::CopyError;
 use std::io;
 
 impl<S: Staging> Pipeline<S> {
@@ -46,7 +46,7 @@ impl<S: Staging> Pipeline<S> {
     /// at the start of each copy, where it is a no-op once they exist (slots live for the run).
     pub(crate) fn first_slot(
         &mut self,
-        src: &str,
+        src: &std::path::Path,
         diag: &mut dyn FnMut(&str),
     ) -> Result<(), CopyError> {
         self.ensure_slots(1, src, diag)?;
@@ -60,7 +60,7 @@ impl<S: Staging> Pipeline<S> {
     pub(crate) fn ready_windows(
         &mut self,
         n: usize,
-        src: &str,
+        src: &std::path::Path,
         diag: &mut dyn FnMut(&str),
     ) -> Result<usize, CopyError> {
         for k in 0..n.min(self.chosen.len()) {
@@ -90,7 +90,7 @@ impl<S: Staging> Pipeline<S> {
     pub(crate) fn ensure_slots(
         &mut self,
         n: usize,
-        src: &str,
+        src: &std::path::Path,
         diag: &mut dyn FnMut(&str),
     ) -> Result<Granted, CopyError> {
         let n = n.min(self.chosen.len());
@@ -120,10 +120,10 @@ impl<S: Staging> Pipeline<S> {
                 }
                 Err((first, e)) => {
                     return Err(CopyError::Alloc {
-                        name: src.to_owned(),
+                        path: src.to_path_buf(),
                         bytes: first,
                         smallest: (self.chunk < first).then_some(self.chunk),
-                        memory: self.staging.memory(),
+                        memory: self.staging.memory().to_owned(),
                         message: e.to_string(),
                     })
                 }

@@ -3,8 +3,8 @@
 //! taken of the staged bytes while copying. SOURCE is not read again.
 
 use super::dest_reads::DestReads;
-use super::VERIFY_CHUNK;
-use super::{reopen_for_reading, Buffers, Checked, DstRead, Verified, VerifyError};
+use super::outcome::{Checked, DstRead, Verified, VerifyError, VERIFY_CHUNK};
+use super::reading::{reopen_for_reading, Buffers};
 use crate::digest::{Digest, Piece, Pieces};
 use crate::fileio::MIN_ALIGN;
 use crate::quote::quote;

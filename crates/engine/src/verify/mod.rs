@@ -14,122 +14,25 @@
 
 mod by_digest;
 mod dest_reads;
+mod outcome;
+mod reading;
+
+pub use outcome::{Checked, DstRead, Verified, VerifyError, VERIFY_CHUNK};
+use reading::reopen_for_reading;
+pub use reading::Buffers;
 
 use super::fileio;
-use crate::backend::host::AlignedBuf;
-use crate::digest::Digest;
+use crate::config::Verify;
+use crate::job::Copied;
 use crate::quote::quote;
-use crate::{Copied, Verify};
 use dest_reads::DestReads;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use xxhash_rust::xxh3::Xxh3;
-
-/// Bytes read from each file per step: large enough that the per-call cost disappears,
-/// small enough that three of them (SOURCE's, and DEST's two read ahead) are no burden
-/// (12 MiB in all for a file longer than this; a shorter one's buffers fit it).
-pub const VERIFY_CHUNK: usize = 4 << 20;
-
-/// How DST was read back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DstRead {
-    /// With O_DIRECT: the bytes came from the disk.
-    Direct,
-    /// Through the page cache, with the reason O_DIRECT could not be used.
-    Buffered(String),
-}
-
-/// A successful verification.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verified {
-    /// Bytes compared (the size of both files), or hashed (DEST's, by digest).
-    pub bytes: u64,
-    pub checked: Checked,
-    pub dst_read: DstRead,
-}
-
-/// What a verification compared.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Checked {
-    /// SOURCE and DEST byte for byte; xxh3-128 of the contents (the same for both).
-    Bytes { xxh3: u128 },
-    /// DEST's digest, equal to the one taken while copying.
-    Digest(Digest),
-}
-
-impl Verified {
-    /// A --debug line: "verified 'b': 123 bytes, xxh3-128 …, read back with O_DIRECT", or
-    /// "..., blake3 … as copied, ...".
-    pub fn describe(&self, dst_name: &Path) -> String {
-        let how = match &self.dst_read {
-            DstRead::Direct => "read back with O_DIRECT".to_owned(),
-            DstRead::Buffered(why) => format!("read back through the page cache ({why})"),
-        };
-        let checked = match &self.checked {
-            Checked::Bytes { xxh3 } => format!("xxh3-128 {xxh3:032x}"),
-            Checked::Digest(d) => format!("{} {d} as copied", d.algorithm().name()),
-        };
-        format!(
-            "verified {}: {}, {checked}, {how}",
-            quote(dst_name),
-            crate::units::length(self.bytes),
-        )
-    }
-}
-
-/// Why a verification failed; Display is the message without the program prefix. Names are
-/// quoted as cp quotes them.
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    #[error("verification failed: {dst} differs from {src} at offset {offset}")]
-    Differs {
-        src: String,
-        dst: String,
-        /// First differing byte, counted from 0.
-        offset: u64,
-    },
-    /// One file ends where the other goes on; every byte before `offset` matched.
-    #[error("verification failed: {dst} is {dst_len} bytes long, {src} is {src_len}")]
-    Length {
-        src: String,
-        dst: String,
-        src_len: u64,
-        dst_len: u64,
-        /// Where the shorter one ends (the first differing offset).
-        offset: u64,
-    },
-    /// DEST's digest read back is not the one taken while copying.
-    #[error("verification failed: {dst} has {algorithm} {now}, not {copied} as copied")]
-    Digest {
-        dst: String,
-        algorithm: &'static str,
-        now: String,
-        copied: String,
-    },
-    #[error("cannot verify {name}: {what}")]
-    Cannot { name: String, what: String },
-    /// The run was stopped (a signal) while the files were read back.
-    #[error("interrupted")]
-    Stopped,
-    #[error("error reading {name} to verify it: {}", crate::quote::os_text(source))]
-    Read { name: String, source: io::Error },
-}
-
-impl VerifyError {
-    /// The first offset at which the files differ, for the two mismatch kinds.
-    pub fn offset(&self) -> Option<u64> {
-        match self {
-            VerifyError::Differs { offset, .. } | VerifyError::Length { offset, .. } => {
-                Some(*offset)
-            }
-            _ => None,
-        }
-    }
-}
 
 /// Starts writing `dst`'s dirty pages to the device without waiting for them
 /// (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`): call it as soon as a file's data is
@@ -192,33 +95,6 @@ pub(crate) fn verify_with(
     stop: &AtomicBool,
 ) -> Result<Verified, VerifyError> {
     verify_in_chunks(src, dst, (VERIFY_CHUNK, stop), buffers)
-}
-
-/// Buffers one reader keeps from file to file, so that each of a tree's small files does not
-/// map and fault in fresh memory (that, and unmapping it, took about 7% of the CPU time of a
-/// verified copy of 20,000 small files: bench/results/HISTORY.md, "--verify at copy
-/// speed"). Only buffers of 256 KiB (`KEPT_LEN`) are kept, two at most.
-#[derive(Default)]
-pub struct Buffers(Vec<AlignedBuf>);
-
-/// The length of a kept buffer: files whose reads fit it (up to 256 KiB) share them.
-const KEPT_LEN: usize = 256 << 10;
-
-impl Buffers {
-    /// A buffer of at least `len` bytes: a kept one where `len` fits one.
-    fn take(&mut self, len: usize) -> Result<AlignedBuf, hipfile::Error> {
-        match len <= KEPT_LEN {
-            true => self.0.pop().map_or_else(|| AlignedBuf::new(KEPT_LEN), Ok),
-            false => AlignedBuf::new(len),
-        }
-    }
-
-    /// Keeps `buf` for the next file when it is of the kept length.
-    fn keep(&mut self, mut buf: AlignedBuf) {
-        if buf.as_mut_slice().len() == KEPT_LEN && self.0.len() < 2 {
-            self.0.push(buf);
-        }
-    }
 }
 
 /// [`verify_with`] with `chunk` bytes per read (tests cross chunk boundaries with a small one).
@@ -396,39 +272,6 @@ fn file_len(file: &File, ended_at: u64, ended: bool) -> u64 {
         ended_at
     } else {
         file.metadata().map_or(ended_at, |m| m.len().max(ended_at))
-    }
-}
-
-/// Opens DST again for reading, with O_DIRECT where the filesystem allows it. Goes through
-/// /proc/self/fd (the very inode written); where /proc is missing, through the name.
-fn reopen_for_reading(dst: &File, dst_name: &Path) -> io::Result<(File, DstRead)> {
-    let proc_path = format!("/proc/self/fd/{}", dst.as_raw_fd());
-    let open = |path: &Path, flags: i32| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOCTTY | flags)
-            .open(path)
-    };
-    // The fd's own file through /proc; by name only where /proc is not mounted.
-    let mut path = Path::new(&proc_path);
-    let mut opened = open(path, libc::O_DIRECT);
-    if opened
-        .as_ref()
-        .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
-    {
-        path = dst_name;
-        opened = open(path, libc::O_DIRECT);
-    }
-    match opened {
-        Ok(f) => Ok((f, DstRead::Direct)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            let f = open(path, 0)?;
-            Ok((
-                f,
-                DstRead::Buffered("the filesystem refused O_DIRECT".into()),
-            ))
-        }
-        Err(e) => Err(e),
     }
 }
 

@@ -2,7 +2,9 @@
 //! mismatch names, buffers kept between files.
 
 use super::*;
+use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::AtomicBool;
 
 /// A small read size, so that tests cross many chunk boundaries cheaply.

@@ -338,9 +338,9 @@ fn missing_gpu_index_names_the_count() {
 /// piece equals the CPU's of the same bytes, and --debug's line says where they were
 /// computed.
 fn digests_of_staged_slices(on_gpu: bool) {
-    use aiscp_engine::backend::gpu::GpuStaging;
-    use aiscp_engine::backend::{Request, RouteChoice, Staging};
     use aiscp_engine::digest::{Algorithm, Piece};
+    use aiscp_engine::staging_for_tests::{GpuStaging, Request, Staging};
+    use aiscp_engine::RouteChoice;
     let request = Request {
         backend: BackendChoice::HipFile,
         route: RouteChoice::Bounce,

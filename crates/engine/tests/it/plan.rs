@@ -2,7 +2,7 @@
 //! and data extents, every planned request is aligned, within the per-call cap, and the
 //! slices plus the tail cover the file's data exactly once.
 
-use aiscp_engine::chunk_plan::ChunkPlan;
+use aiscp_engine::ChunkPlan;
 use aiscp_engine::MAX_CHUNK;
 use proptest::prelude::*;
 use std::ops::Range;
