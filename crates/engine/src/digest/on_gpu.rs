@@ -9,7 +9,8 @@
 //! bytes (not of DEST read back), and the copy goes on at the CPU's speed. Why digests were
 //! computed where they were is kept for --debug ([`GpuDigests::describe`]).
 
-use super::{subtrees, Algorithm, Piece, CHUNK_LEN};
+use super::algorithm::Algorithm;
+use super::piece::{subtrees, Piece, CHUNK_LEN};
 use hipfile::{Compiler, ComputeStream, Device, DeviceBuffer, Error, Flavor, Kernel};
 use std::ffi::c_void;
 use std::path::PathBuf;
