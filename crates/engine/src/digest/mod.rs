@@ -7,6 +7,7 @@
 
 mod algorithm;
 mod file;
+mod kernel_cache;
 pub mod on_gpu;
 mod piece;
 #[cfg(test)]

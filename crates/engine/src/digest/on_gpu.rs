@@ -10,12 +10,13 @@
 //! computed where they were is kept for --debug ([`GpuDigests::describe`]).
 
 use super::algorithm::Algorithm;
+use super::kernel_cache::{self, KernelCache};
 use super::piece::{subtrees, Piece, CHUNK_LEN};
 use hipfile::{Compiler, ComputeStream, Device, DeviceBuffer, Error, Flavor, Kernel};
 use std::ffi::c_void;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The kernels' source: plain C++ that NVRTC, hiprtc and g++ all take.
@@ -34,14 +35,30 @@ const MAX_NODES: usize = 256;
 enum Build {
     NotStarted,
     Compiling,
-    /// The image, which compiler made it, and how long compiling took.
-    Ready {
-        image: Arc<Vec<u8>>,
-        compiler: String,
-        took: Duration,
-    },
+    Ready(Image),
     Failed(String),
 }
+
+/// The kernels' image, ready to load, and where it came from (for --debug).
+struct Image {
+    bytes: Arc<Vec<u8>>,
+    /// The compiler that made it ("NVRTC 13.0").
+    compiler: String,
+    origin: Origin,
+}
+
+enum Origin {
+    /// Compiled by this process, in `took`; `stored` says whether the cache kept it.
+    Compiled {
+        took: Duration,
+        stored: Result<(), String>,
+    },
+    /// Read from the kernel cache.
+    Cached(PathBuf),
+}
+
+/// One GPU's kernels, or why it has none.
+type Loaded = Result<Arc<Kernels>, String>;
 
 /// The run's digest kernels: the compile, each GPU's loaded module, and the counts for
 /// --debug. Shared by the workers.
@@ -52,12 +69,15 @@ pub struct GpuDigests {
     /// `--gpu-architecture` for NVRTC, from the first GPU (None on AMD).
     arch: Mutex<Option<Result<Option<String>, String>>>,
     build: Arc<Mutex<Build>>,
-    /// Per GPU (by its position in the run): the loaded kernels, or why not.
-    loaded: Vec<OnceLock<Result<Kernels, String>>>,
+    /// Per GPU (by its position in the run): the loaded kernels, or why not; None until
+    /// first asked for, and again after a cached image failed to load.
+    loaded: Vec<Mutex<Option<Loaded>>>,
     on_gpu: AtomicU64,
     on_cpu: AtomicU64,
     /// Why the last slice hashed on the CPU was.
     cpu_why: Mutex<Option<String>>,
+    /// Set once a cached image failed to load: the compile that follows skips the cache.
+    skip_cache: AtomicBool,
 }
 
 impl GpuDigests {
@@ -68,10 +88,11 @@ impl GpuDigests {
             compiler_path,
             arch: Mutex::new(None),
             build: Arc::new(Mutex::new(Build::NotStarted)),
-            loaded: (0..gpus).map(|_| OnceLock::new()).collect(),
+            loaded: (0..gpus).map(|_| Mutex::new(None)).collect(),
             on_gpu: AtomicU64::new(0),
             on_cpu: AtomicU64::new(0),
             cpu_why: Mutex::new(None),
+            skip_cache: AtomicBool::new(false),
         }
     }
 
@@ -86,17 +107,13 @@ impl GpuDigests {
         *build = Build::Compiling;
         drop(build);
         let (flavor, path, shared) = (self.flavor, self.compiler_path.clone(), self.build.clone());
+        let read_cache = !self.skip_cache.load(Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name("digest-compile".into())
             .spawn(move || {
-                let started = Instant::now();
-                let result = arch.and_then(|arch| compile(flavor, path, arch.as_deref()));
+                let result = arch.and_then(|arch| image(flavor, path, arch.as_deref(), read_cache));
                 *shared.lock().unwrap() = match result {
-                    Ok((image, compiler)) => Build::Ready {
-                        image: Arc::new(image),
-                        compiler,
-                        took: started.elapsed(),
-                    },
+                    Ok(image) => Build::Ready(image),
                     Err(why) => Build::Failed(why),
                 };
             });
@@ -111,7 +128,7 @@ impl GpuDigests {
     pub fn wait_ready(&self) -> Result<(), String> {
         loop {
             match &*self.build.lock().unwrap() {
-                Build::Ready { .. } => return Ok(()),
+                Build::Ready(_) => return Ok(()),
                 Build::Failed(why) => return Err(why.clone()),
                 Build::NotStarted => return Err("not started".to_owned()),
                 Build::Compiling => {}
@@ -121,19 +138,47 @@ impl GpuDigests {
     }
 
     /// The kernels for GPU `gpu` (its position in the run) on `device`, or why there are
-    /// none (yet).
-    fn kernels(&self, gpu: usize, device: &Device) -> Result<&Kernels, String> {
-        let image = match &*self.build.lock().unwrap() {
-            Build::Ready { image, .. } => image.clone(),
+    /// none (yet). A cached image the GPU refuses is removed and compiled afresh.
+    fn kernels(&self, gpu: usize, device: &Device) -> Result<Arc<Kernels>, String> {
+        let (image, cached) = match &*self.build.lock().unwrap() {
+            Build::Ready(Image { bytes, origin, .. }) => (bytes.clone(), origin.cached()),
             Build::NotStarted | Build::Compiling => {
                 return Err("the kernels were still compiling".to_owned())
             }
             Build::Failed(why) => return Err(why.clone()),
         };
-        self.loaded[gpu]
-            .get_or_init(|| Kernels::load(device, &image).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|why| format!("loading the kernels on GPU {}: {why}", device.index()))
+        let mut loaded = self.loaded[gpu].lock().unwrap();
+        let kernels = loaded.get_or_insert_with(|| {
+            Kernels::load(device, &image)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        });
+        match (kernels, cached) {
+            (Ok(kernels), _) => Ok(kernels.clone()),
+            (Err(why), Some(path)) => {
+                let why = format!("the cached kernels did not load ({why}); compiling them");
+                *loaded = None;
+                drop(loaded);
+                kernel_cache::forget(&path);
+                self.skip_cache.store(true, Ordering::Relaxed);
+                // Once, whichever GPU finds it first.
+                let mut build = self.build.lock().unwrap();
+                if let Build::Ready(Image {
+                    origin: Origin::Cached(_),
+                    ..
+                }) = &*build
+                {
+                    *build = Build::NotStarted;
+                    drop(build);
+                    self.prepare(device);
+                }
+                Err(why)
+            }
+            (Err(why), None) => Err(format!(
+                "loading the kernels on GPU {}: {why}",
+                device.index()
+            )),
+        }
     }
 
     /// The piece of the slot's first `len` bytes (file offset `start`), hashed on the GPU
@@ -180,10 +225,22 @@ impl GpuDigests {
             self.on_cpu.load(Ordering::Relaxed),
         );
         let on_gpu = match &*self.build.lock().unwrap() {
-            Build::Ready { compiler, took, .. } => format!(
-                "digests computed on the GPU ({compiler}, compiled in {:.3} s): {gpu} slice(s)",
-                took.as_secs_f64()
-            ),
+            Build::Ready(Image {
+                compiler, origin, ..
+            }) => {
+                let origin = match origin {
+                    Origin::Compiled { took, stored } => format!(
+                        "compiled in {:.3} s{}",
+                        took.as_secs_f64(),
+                        match stored {
+                            Ok(()) => String::new(),
+                            Err(why) => format!(", not cached: {why}"),
+                        }
+                    ),
+                    Origin::Cached(path) => format!("from the kernel cache, {}", path.display()),
+                };
+                format!("digests computed on the GPU ({compiler}, {origin}): {gpu} slice(s)")
+            }
             _ => String::new(),
         };
         let why = self.cpu_why.lock().unwrap().clone().unwrap_or_default();
@@ -198,27 +255,66 @@ impl GpuDigests {
     }
 }
 
-/// Compiles kernels.cu with `flavor`'s compiler: the image and "NVRTC 12.4"-style name.
-fn compile(
+impl Origin {
+    fn cached(&self) -> Option<PathBuf> {
+        match self {
+            Origin::Cached(path) => Some(path.clone()),
+            Origin::Compiled { .. } => None,
+        }
+    }
+}
+
+/// The kernels' image for `flavor`'s compiler: from the kernel cache when `read_cache` and
+/// it holds one, else compiled (and then kept there, replacing one the GPU refused).
+fn image(
     flavor: Flavor,
     path: Option<PathBuf>,
     arch: Option<&str>,
-) -> Result<(Vec<u8>, String), String> {
+    read_cache: bool,
+) -> Result<Image, String> {
+    let started = Instant::now();
     let compiler = Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?;
+    let name = compiler
+        .version()
+        .unwrap_or_else(|| compiler.name().to_owned());
     // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
     // hiprtc takes clang's -O3 and compiles for the current device.
     let options: Vec<String> = match arch {
         Some(arch) => vec![format!("--gpu-architecture={arch}")],
         None => vec!["-O3".to_owned()],
     };
+    let cache = KernelCache::open();
+    let key = KernelCache::key(&[
+        SOURCE.as_bytes(),
+        flavor.name().as_bytes(),
+        name.as_bytes(),
+        options.join("\n").as_bytes(),
+    ]);
+    let found = cache
+        .as_ref()
+        .ok()
+        .filter(|_| read_cache)
+        .and_then(|c| c.load(&key));
+    if let Some(found) = found {
+        return Ok(Image {
+            bytes: Arc::new(found.image),
+            compiler: found.compiler,
+            origin: Origin::Cached(found.path),
+        });
+    }
     let options: Vec<&str> = options.iter().map(String::as_str).collect();
     let image = compiler
         .compile(SOURCE, "kernels.cu", &options)
         .map_err(|e| format!("{}: {e}", compiler.name()))?;
-    let name = compiler
-        .version()
-        .unwrap_or_else(|| compiler.name().to_owned());
-    Ok((image, name))
+    let stored = cache.and_then(|c| c.store(&key, &image, &name).map_err(|e| e.to_string()));
+    Ok(Image {
+        bytes: Arc::new(image),
+        compiler: name,
+        origin: Origin::Compiled {
+            took: started.elapsed(),
+            stored,
+        },
+    })
 }
 
 /// The four kernels of kernels.cu, loaded on one GPU.
@@ -287,17 +383,16 @@ impl Kernels {
         let mut len_arg = len;
         match algorithm {
             Algorithm::Blake3 => {
+                // A piece that may be a whole file of one chunk keeps its bytes: fetching them
+                // costs less than a launch, and they hash on the CPU in no time.
+                if Piece::needs_head(start, len) {
+                    let mut bytes = vec![0u8; len as usize];
+                    data.copy_to_host(0, &mut bytes)?;
+                    return Ok(Piece::of_bytes(algorithm, start, &bytes));
+                }
                 let nodes = subtrees(start, len);
-                let head = match start {
-                    0 => {
-                        let mut head = vec![0u8; len.min(CHUNK_LEN) as usize];
-                        data.copy_to_host(0, &mut head)?;
-                        head
-                    }
-                    _ => Vec::new(),
-                };
                 if nodes.is_empty() || nodes.len() > MAX_NODES {
-                    return Ok(Piece::from_subtrees(start, len, Vec::new(), head)
+                    return Ok(Piece::from_subtrees(start, len, Vec::new(), Vec::new())
                         .expect("an empty slice has no nodes"));
                 }
                 let table: Vec<u8> = nodes
@@ -345,7 +440,7 @@ impl Kernels {
                     .chunks_exact(32)
                     .map(|c| c.try_into().expect("32 bytes"))
                     .collect();
-                Ok(Piece::from_subtrees(start, len, cvs, head).expect("one CV per node"))
+                Ok(Piece::from_subtrees(start, len, cvs, Vec::new()).expect("one CV per node"))
             }
             Algorithm::Crc32c | Algorithm::Crc64Nvme => {
                 let mut kind: u32 = match algorithm {
