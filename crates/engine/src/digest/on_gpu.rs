@@ -12,7 +12,7 @@
 use super::algorithm::Algorithm;
 use super::kernel_cache::{self, KernelCache};
 use super::piece::{subtrees, Piece, CHUNK_LEN};
-use hipfile::{Compiler, ComputeStream, Device, DeviceBuffer, Error, Flavor, Kernel};
+use hipfile::{Compiler, CopyWindow, Device, DeviceBuffer, Error, Flavor, Kernel};
 use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -325,9 +325,11 @@ struct Kernels {
     crc_combine: Kernel,
 }
 
-/// One slot's GPU memory for the kernels' intermediate results, and its stream.
+/// One slot's GPU memory for the kernels' intermediate results, and the window that queues
+/// a slice's work: the node table up, the launches, the result down, then one wait.
 pub struct Scratch {
-    stream: ComputeStream,
+    // Declared first: the window drains its queued work before the memory goes.
+    window: CopyWindow,
     /// Chunk chaining values (32 bytes per KiB of slot), or the CRC of each block.
     values: DeviceBuffer,
     /// The BLAKE3 node table: (first chunk, chunks) per node.
@@ -342,7 +344,7 @@ impl Scratch {
         let device = slot.device();
         let chunks = (slot.len() as u64).div_ceil(CHUNK_LEN).max(1);
         Ok(Scratch {
-            stream: device.create_compute_stream()?,
+            window: device.alloc_window(MAX_NODES * 32)?,
             values: device.alloc((chunks * 32) as usize)?,
             nodes: device.alloc(MAX_NODES * 16)?,
             out: device.alloc(MAX_NODES * 32)?,
@@ -404,17 +406,17 @@ impl Kernels {
                     })
                     .flatten()
                     .collect();
-                // Synchronous, so in place before the launches below.
-                s.nodes.copy_from_host(0, &table)?;
+                s.window.host()?[..table.len()].copy_from_slice(&table);
+                s.window.upload(table.len(), &mut s.nodes, 0)?;
                 let mut first_chunk = start / CHUNK_LEN;
                 let mut table_addr = s.nodes.device_address();
                 // SAFETY: the arguments are aiscp_blake3_chunks' (data, len, first_chunk,
                 // cvs) and aiscp_blake3_subtrees' (cvs, nodes, out); the slot holds `len`
                 // bytes, `values` a CV per chunk, `out` one per node (<= MAX_NODES); all
-                // stay allocated and untouched until the synchronize below.
+                // stay allocated and untouched until the wait below.
                 unsafe {
-                    self.chunks.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.chunks,
                         blocks(len.div_ceil(CHUNK_LEN)),
                         THREADS,
                         0,
@@ -425,18 +427,16 @@ impl Kernels {
                             arg(&mut values),
                         ],
                     )?;
-                    self.subtrees.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.subtrees,
                         nodes.len() as u32,
                         THREADS,
                         0,
                         &mut [arg(&mut values), arg(&mut table_addr), arg(&mut out)],
                     )?;
                 }
-                s.stream.synchronize()?;
-                let mut cvs = vec![0u8; nodes.len() * 32];
-                s.out.copy_to_host(0, &mut cvs)?;
-                let cvs = cvs
+                s.window.download(&s.out, 0, nodes.len() * 32)?;
+                let cvs = s.window.host()?[..nodes.len() * 32]
                     .chunks_exact(32)
                     .map(|c| c.try_into().expect("32 bytes"))
                     .collect();
@@ -452,10 +452,10 @@ impl Kernels {
                 // SAFETY: the arguments are aiscp_crc_blocks' (data, len, block, kind, crcs)
                 // and aiscp_crc_combine's (crcs, count, len, block, kind, out); `values`
                 // holds 32 bytes per KiB of slot, more than 8 per 4 KiB block; all stay
-                // allocated and untouched until the synchronize below.
+                // allocated and untouched until the wait below.
                 unsafe {
-                    self.crc_blocks.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.crc_blocks,
                         blocks(count),
                         THREADS,
                         0,
@@ -467,8 +467,8 @@ impl Kernels {
                             arg(&mut values),
                         ],
                     )?;
-                    self.crc_combine.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.crc_combine,
                         1,
                         THREADS,
                         0,
@@ -482,9 +482,8 @@ impl Kernels {
                         ],
                     )?;
                 }
-                s.stream.synchronize()?;
-                let mut crc = [0u8; 8];
-                s.out.copy_to_host(0, &mut crc)?;
+                s.window.download(&s.out, 0, 8)?;
+                let crc: [u8; 8] = s.window.host()?[..8].try_into().expect("8 bytes");
                 Ok(
                     Piece::from_crc(algorithm, start, len, u64::from_le_bytes(crc))
                         .expect("a CRC algorithm"),
