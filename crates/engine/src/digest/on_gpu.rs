@@ -10,6 +10,7 @@
 //! computed where they were is kept for --debug ([`GpuDigests::describe`]).
 
 use super::algorithm::Algorithm;
+use super::hashing::{Hashing, Queued};
 use super::kernel_cache::{self, KernelCache};
 use super::piece::{subtrees, Piece, CHUNK_LEN};
 use hipfile::{Compiler, CopyWindow, Device, DeviceBuffer, Error, Flavor, Kernel};
@@ -181,9 +182,10 @@ impl GpuDigests {
         }
     }
 
-    /// The piece of the slot's first `len` bytes (file offset `start`), hashed on the GPU
-    /// when the kernels are ready, else on the CPU from a download. `Ok(None)`: a BLAKE3
-    /// slice off the chunk grid, which the file's finish reads back from DEST.
+    /// The piece of the slot's first `len` bytes (file offset `start`): queued on the GPU
+    /// when the kernels are ready ([`GpuDigests::hashed`] collects it), else hashed on the
+    /// CPU from a download. `Done(None)`: a BLAKE3 slice off the chunk grid, which the
+    /// file's finish reads back from DEST.
     pub fn hash(
         &self,
         gpu: usize,
@@ -192,9 +194,9 @@ impl GpuDigests {
         len: usize,
         start: u64,
         algorithm: Algorithm,
-    ) -> Result<Option<Piece>, Error> {
+    ) -> Result<Hashing, Error> {
         if algorithm == Algorithm::Blake3 && start % CHUNK_LEN != 0 {
-            return Ok(None);
+            return Ok(Hashing::Done(None));
         }
         self.prepare(data.device());
         match self.kernels(gpu, data.device()) {
@@ -203,18 +205,56 @@ impl GpuDigests {
                     Some(s) => s,
                     None => scratch.insert(Scratch::new(data)?),
                 };
-                let piece = kernels.hash(scratch, data, len as u64, start, algorithm)?;
+                let hashing = kernels.queue(scratch, data, len as u64, start, algorithm)?;
                 self.on_gpu.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(piece))
+                Ok(hashing)
             }
             Err(why) => {
                 let mut bytes = vec![0u8; len];
                 data.copy_to_host(0, &mut bytes)?;
                 self.on_cpu.fetch_add(1, Ordering::Relaxed);
                 *self.cpu_why.lock().unwrap() = Some(why);
-                Ok(Some(Piece::of_bytes(algorithm, start, &bytes)))
+                Ok(Hashing::Done(Some(Piece::of_bytes(
+                    algorithm, start, &bytes,
+                ))))
             }
         }
+    }
+
+    /// [`GpuDigests::hash`], waiting for the piece (for measurements and tests).
+    pub fn hash_now(
+        &self,
+        gpu: usize,
+        scratch: &mut Option<Scratch>,
+        data: &DeviceBuffer,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        match self.hash(gpu, scratch, data, len, start, algorithm)? {
+            Hashing::Done(piece) => Ok(piece),
+            Hashing::Queued(queued) => self.hashed(scratch, queued).map(Some),
+        }
+    }
+
+    /// The piece [`GpuDigests::hash`] queued, once the GPU is done with it.
+    pub fn hashed(&self, scratch: &mut Option<Scratch>, queued: Queued) -> Result<Piece, Error> {
+        let s = scratch.as_mut().expect("work was queued on this scratch");
+        let result = &s.window.host()?[..queued.nodes * 32];
+        let piece = match queued.algorithm {
+            Algorithm::Blake3 => {
+                let cvs = result
+                    .chunks_exact(32)
+                    .map(|c| c.try_into().expect("32 bytes"))
+                    .collect();
+                Piece::from_subtrees(queued.start, queued.len, cvs, Vec::new())
+            }
+            algorithm => {
+                let crc = u64::from_le_bytes(result[..8].try_into().expect("8 bytes"));
+                Piece::from_crc(algorithm, queued.start, queued.len, crc)
+            }
+        };
+        Ok(piece.expect("a result of the queued shape"))
     }
 
     /// For --debug: where the run's digests were computed, and why; None when no slice
@@ -372,14 +412,16 @@ impl Kernels {
         })
     }
 
-    fn hash(
+    /// Queues the slice's hashing on the scratch window: the kernels, then the result's
+    /// download. A piece that may be a whole one-chunk file, or has no nodes, is done here.
+    fn queue(
         &self,
         s: &mut Scratch,
         data: &DeviceBuffer,
         len: u64,
         start: u64,
         algorithm: Algorithm,
-    ) -> Result<Piece, Error> {
+    ) -> Result<Hashing, Error> {
         let mut data_addr = data.device_address();
         let (mut values, mut out) = (s.values.device_address(), s.out.device_address());
         let mut len_arg = len;
@@ -390,12 +432,18 @@ impl Kernels {
                 if Piece::needs_head(start, len) {
                     let mut bytes = vec![0u8; len as usize];
                     data.copy_to_host(0, &mut bytes)?;
-                    return Ok(Piece::of_bytes(algorithm, start, &bytes));
+                    return Ok(Hashing::Done(Some(Piece::of_bytes(
+                        algorithm, start, &bytes,
+                    ))));
                 }
                 let nodes = subtrees(start, len);
                 if nodes.is_empty() || nodes.len() > MAX_NODES {
-                    return Ok(Piece::from_subtrees(start, len, Vec::new(), Vec::new())
-                        .expect("an empty slice has no nodes"));
+                    return Ok(Hashing::Done(Piece::from_subtrees(
+                        start,
+                        len,
+                        Vec::new(),
+                        Vec::new(),
+                    )));
                 }
                 let table: Vec<u8> = nodes
                     .iter()
@@ -413,7 +461,7 @@ impl Kernels {
                 // SAFETY: the arguments are aiscp_blake3_chunks' (data, len, first_chunk,
                 // cvs) and aiscp_blake3_subtrees' (cvs, nodes, out); the slot holds `len`
                 // bytes, `values` a CV per chunk, `out` one per node (<= MAX_NODES); all
-                // stay allocated and untouched until the wait below.
+                // stay allocated and untouched until the window is waited on.
                 unsafe {
                     s.window.launch(
                         &self.chunks,
@@ -436,11 +484,12 @@ impl Kernels {
                     )?;
                 }
                 s.window.download(&s.out, 0, nodes.len() * 32)?;
-                let cvs = s.window.host()?[..nodes.len() * 32]
-                    .chunks_exact(32)
-                    .map(|c| c.try_into().expect("32 bytes"))
-                    .collect();
-                Ok(Piece::from_subtrees(start, len, cvs, Vec::new()).expect("one CV per node"))
+                Ok(Hashing::Queued(Queued {
+                    start,
+                    len,
+                    algorithm,
+                    nodes: nodes.len(),
+                }))
             }
             Algorithm::Crc32c | Algorithm::Crc64Nvme => {
                 let mut kind: u32 = match algorithm {
@@ -452,7 +501,7 @@ impl Kernels {
                 // SAFETY: the arguments are aiscp_crc_blocks' (data, len, block, kind, crcs)
                 // and aiscp_crc_combine's (crcs, count, len, block, kind, out); `values`
                 // holds 32 bytes per KiB of slot, more than 8 per 4 KiB block; all stay
-                // allocated and untouched until the wait below.
+                // allocated and untouched until the window is waited on.
                 unsafe {
                     s.window.launch(
                         &self.crc_blocks,
@@ -483,11 +532,12 @@ impl Kernels {
                     )?;
                 }
                 s.window.download(&s.out, 0, 8)?;
-                let crc: [u8; 8] = s.window.host()?[..8].try_into().expect("8 bytes");
-                Ok(
-                    Piece::from_crc(algorithm, start, len, u64::from_le_bytes(crc))
-                        .expect("a CRC algorithm"),
-                )
+                Ok(Hashing::Queued(Queued {
+                    start,
+                    len,
+                    algorithm,
+                    nodes: 1,
+                }))
             }
         }
     }

@@ -312,8 +312,10 @@ impl FileCopy<'_> {
             let got = bounce::read_in(on.staging, on.slot, &reader, at, want, on.cx)
                 .map_err(|e| (*written, e))?;
             if got > 0 {
-                on.cx.take_final_piece(on.staging, on.slot, at, got);
-                match bounce::write_out(on.staging, on.slot, &writer, at, got, on.cx) {
+                let piece = on.cx.take_final_piece(on.staging, on.slot, at, got);
+                let wrote = bounce::write_out(on.staging, on.slot, &writer, at, got, on.cx);
+                on.cx.add_piece(on.staging, on.slot, piece);
+                match wrote {
                     Ok(0) => {}
                     Ok(ends) => *written = at + ends as u64,
                     Err((0, e)) => return Err((*written, e)),

@@ -341,8 +341,10 @@ impl<S: Staging> Pipeline<S> {
                 Ok(got) => got,
                 Err(e) => break Err((pos, e)),
             };
-            cx.take_piece(staging, slot, pos, got);
-            match bounce::write_out(staging, slot, &writer, pos, got, cx) {
+            let piece = cx.take_piece(staging, slot, pos, got);
+            let wrote = bounce::write_out(staging, slot, &writer, pos, got, cx);
+            cx.add_piece(staging, slot, piece);
+            match wrote {
                 Ok(ends) if ends > 0 => written = pos + ends as u64,
                 Ok(_) => {}
                 Err((0, e)) => break Err((written, e)),
