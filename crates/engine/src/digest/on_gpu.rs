@@ -313,7 +313,12 @@ fn image(
     read_cache: bool,
 ) -> Result<Image, String> {
     let started = Instant::now();
-    let compiler = Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?;
+    // Never unloaded: this thread may still be running while the process exits, and a
+    // dlclose racing exit's own finalizers crashed the process (the fake GPU library, which
+    // is also the runtime, was unmapped under the main thread). One library per process.
+    let compiler: &Compiler = Box::leak(Box::new(
+        Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?,
+    ));
     let name = compiler
         .version()
         .unwrap_or_else(|| compiler.name().to_owned());
