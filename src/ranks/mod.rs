@@ -22,6 +22,7 @@
 //! the ranks need no more than MPI's single-threaded level.
 
 mod coordinator;
+mod handout;
 mod wire;
 mod worker;
 

@@ -21,7 +21,9 @@
 
 mod connections;
 mod places;
+mod recorder;
 mod scheduler;
+mod turn;
 
 use super::users::Users;
 use super::wire::{self, Outcome, Status, Welcome};

@@ -2,16 +2,13 @@
 //! round-robin, a file too large to fly copied in turn, and each file's answer sent back.
 
 use super::connections::{Event, Job, Joined};
+use super::recorder::{progress_to, ProgressTo, Recorder};
+use super::turn::{Turn, TURN_CHUNKS};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, Failure, FileDone, Handover, Outcome, Reply, Stages, WireDigest};
-use aiscp_engine::{
-    Copied, CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route,
-    SourceKind, StageTimes, Ticket,
-};
+use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages};
+use aiscp_engine::{Copied, CopyError, Engine, ProgressSink, QueueLimits, QueuedJob, Ticket};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -28,119 +25,6 @@ struct Client {
     gone: bool,
     files: u64,
     bytes: u64,
-}
-
-/// The route the engine reports for a file, kept for its answer; for a file copied in turn,
-/// also its progress, sent to the client every [`PROGRESS_EVERY`].
-#[derive(Default)]
-struct Recorder {
-    route: Mutex<Option<(Route, Route)>>,
-    progress: Option<ProgressTo>,
-}
-
-/// Where a file's progress goes, and what has not been sent yet.
-struct ProgressTo {
-    sock: Arc<OwnedFd>,
-    id: u64,
-    unreported: Mutex<(Instant, u64)>,
-}
-
-/// Chunks of a file copied in turn that one part holds: four per slot of the default four,
-/// 1 GiB at the default chunk (a few tenths of a second at storage speed), about the
-/// longest another client's file waits for its turn.
-const TURN_CHUNKS: u64 = 16;
-
-/// How often a file copied in turn reports its progress.
-const PROGRESS_EVERY: Duration = Duration::from_millis(200);
-/// Progress is held back (and added to the next report) while this much sent to the client
-/// is still unread, so a client that is busy or stopped (Ctrl-Z) finds room for its answers.
-const PROGRESS_ROOM: usize = 16 << 10;
-
-impl ProgressSink for Recorder {
-    fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, bytes: u64) {
-        let Some(to) = &self.progress else {
-            return;
-        };
-        let mut unreported = to.unreported.lock().unwrap_or_else(|p| p.into_inner());
-        unreported.1 += bytes;
-        let room = || wire::unread(to.sock.as_fd()).is_ok_and(|n| n < PROGRESS_ROOM);
-        if unreported.0.elapsed() >= PROGRESS_EVERY && room() {
-            let reply = Reply::Progress {
-                id: to.id,
-                bytes: unreported.1,
-            };
-            // Never waits for the client (this is an engine thread); what could not be sent
-            // goes with the next report. A client that is gone stops the copy through its
-            // cancel flag, not here.
-            if wire::send_now(to.sock.as_fd(), &reply).is_ok() {
-                *unreported = (Instant::now(), 0);
-            }
-        }
-    }
-    fn file_finished(&self) {}
-    fn route(&self, read: Route, write: Route) {
-        *self.route.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, write));
-    }
-}
-
-impl Recorder {
-    fn outcome(&self, result: Result<Copied, CopyError>, started: bool, stages: Stages) -> Outcome {
-        match result {
-            Ok(copied) => {
-                let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
-                Outcome::Copied {
-                    end: copied.size,
-                    route,
-                    stages,
-                    digest: copied.digest.as_ref().map(WireDigest::from),
-                }
-            }
-            Err(CopyError::Interrupted) => Outcome::Interrupted { started },
-            Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
-            Err(e) => Outcome::Failed {
-                failure: Failure::of(&e),
-            },
-        }
-    }
-}
-
-/// The file copied in turn: a regular file a part at a time (so other clients' files go
-/// between its parts), a source without a length whole.
-struct Turn {
-    client: ClientId,
-    job: Job,
-    recorder: Recorder,
-    len: Option<u64>,
-    /// Where the next part begins.
-    next: u64,
-    parts: Vec<Result<PartEnd, CopyError>>,
-    stages: StageTimes,
-}
-
-impl Turn {
-    fn data_job(&self) -> DataJob<'_> {
-        DataJob {
-            src: &self.job.src,
-            src_name: &self.job.src_name,
-            src_kind: match self.len {
-                Some(len) if len > 0 => SourceKind::Regular { len },
-                _ => SourceKind::Sequential,
-            },
-            dst: &self.job.dst,
-            dst_name: &self.job.dst_name,
-            sparse: self.job.sparse,
-            digest: self.job.digest,
-        }
-    }
-
-    /// The next part of at most `span` bytes (a multiple of the chunk), None once the
-    /// file's planned length is covered (an empty file has one empty part).
-    fn next_part(&self, span: u64) -> Option<Range<u64>> {
-        let len = self.len?;
-        let first = self.parts.is_empty();
-        (self.next < len || first).then(|| self.next..len.min(self.next.saturating_add(span)))
-    }
 }
 
 pub(super) struct Scheduler {
@@ -366,81 +250,78 @@ impl Scheduler {
         let Some(front) = c.pending.front() else {
             return false;
         };
-        let flight = match front.handover {
-            Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
-                Some((len, truncate, None))
-            }
-            // A source read to its end (a /proc file) may take any time: it flies on one
-            // slot, never on this thread, whatever the route (files in flight bounce).
-            Handover::InFlight { len: 0, truncate } => Some((0, truncate, None)),
-            Handover::InTurn { len: None } => Some((0, false, Some(progress_to(c, front.id)))),
-            // A file too large to fly as the client sees it is copied with every slot, a
-            // part at a time, while no other client has work; while others do, it flies
-            // on one slot beside their files, so no client waits behind another's large
-            // file.
-            Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
-                Some((len, true, Some(progress_to(c, front.id))))
-            }
-            _ => None,
-        };
-        if let Some((len, truncate, reports)) = flight {
-            if c.in_flight >= share || !self.engine.has_room(len) {
-                return false;
+        let Some(flying) = how_it_flies(front, &c.joined.sock, queue_max, others_busy) else {
+            if self.turns.iter().any(|t| t.client == id) {
+                return false; // its client waits for that one first
             }
             let job = c.pending.pop_front().expect("front exists");
             self.last_served = id;
-            c.files += 1;
-            c.bytes = c.bytes.saturating_add(len);
-            let recorder = Arc::new(Recorder {
-                route: Mutex::default(),
-                progress: reports,
-            });
-            let queued = QueuedJob {
-                src: job.src,
-                src_name: job.src_name,
-                len,
-                dst: job.dst,
-                dst_name: job.dst_name,
-                sparse: job.sparse,
-                may_have_holes: true,
-                digest: job.digest,
-                truncate,
-                progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
-            };
-            match self
-                .engine
-                .submit_cancellable(queued, Arc::clone(&c.joined.cancel))
-            {
-                Ok(ticket) => {
-                    c.in_flight += 1;
-                    self.tickets.insert(ticket, (id, job.id, recorder));
-                }
-                Err(refused) => {
-                    let (q, _) = *refused;
-                    let job = Job {
-                        id: job.id,
-                        src: q.src,
-                        dst: q.dst,
-                        src_name: q.src_name,
-                        dst_name: q.dst_name,
-                        sparse: q.sparse,
-                        digest: q.digest,
-                        handover: Handover::InTurn {
-                            len: (len > 0).then_some(len),
-                        },
-                    };
-                    self.begin_turn(id, job);
-                }
-            }
+            self.begin_turn(id, job);
             return true;
-        }
-        if self.turns.iter().any(|t| t.client == id) {
-            return false; // its client waits for that one first
+        };
+        if c.in_flight >= share || !self.engine.has_room(flying.len) {
+            return false;
         }
         let job = c.pending.pop_front().expect("front exists");
         self.last_served = id;
-        self.begin_turn(id, job);
+        c.files += 1;
+        c.bytes = c.bytes.saturating_add(flying.len);
+        self.fly(id, job, flying);
         true
+    }
+
+    /// Queues client `id`'s `job` in the engine's flight; a file the engine cannot queue
+    /// is copied in turn instead.
+    fn fly(&mut self, id: ClientId, job: Job, flying: Flying) {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return;
+        };
+        let Flying {
+            len,
+            truncate,
+            reports,
+        } = flying;
+        let recorder = Arc::new(Recorder {
+            route: Mutex::default(),
+            progress: reports,
+        });
+        let queued = QueuedJob {
+            src: job.src,
+            src_name: job.src_name,
+            len,
+            dst: job.dst,
+            dst_name: job.dst_name,
+            sparse: job.sparse,
+            may_have_holes: true,
+            digest: job.digest,
+            truncate,
+            progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
+        };
+        match self
+            .engine
+            .submit_cancellable(queued, Arc::clone(&c.joined.cancel))
+        {
+            Ok(ticket) => {
+                c.in_flight += 1;
+                self.tickets.insert(ticket, (id, job.id, recorder));
+            }
+            Err(refused) => {
+                let (q, _) = *refused;
+                let job = Job {
+                    id: job.id,
+                    src: q.src,
+                    dst: q.dst,
+                    src_name: q.src_name,
+                    dst_name: q.dst_name,
+                    sparse: q.sparse,
+                    digest: q.digest,
+                    handover: Handover::InTurn {
+                        len: (len > 0).then_some(len),
+                    },
+                };
+                self.begin_turn(id, job);
+            }
+        }
     }
 
     /// Begins copying client `id`'s `job` in turn, with every slot, a part at a time
@@ -453,23 +334,9 @@ impl Scheduler {
         };
         let recorder = Recorder {
             route: Mutex::default(),
-            progress: Some(progress_to(c, job.id)),
+            progress: Some(progress_to(&c.joined.sock, job.id)),
         };
-        // An empty file has no part to copy: it is copied whole, as one without a length.
-        let len = match job.handover {
-            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => Some(len),
-            Handover::InTurn { len: None } => None,
-        }
-        .filter(|&len| len > 0);
-        self.turns.push_back(Turn {
-            client: id,
-            job,
-            recorder,
-            len,
-            next: 0,
-            parts: Vec::new(),
-            stages: StageTimes::default(),
-        });
+        self.turns.push_back(Turn::new(id, job, recorder));
     }
 
     /// Copies the next part of the first file in turn, or ends it (the finish, its
@@ -483,41 +350,9 @@ impl Scheduler {
             return true; // its client is forgotten: the files close with it
         };
         let cancel = Arc::clone(&c.joined.cancel);
-        let part = turn.next_part(self.turn_part);
-        let stopped = matches!(turn.parts.last(), Some(Err(_)));
-        match (turn.len, part) {
-            (Some(_), Some(part)) if !stopped => {
-                let end = part.end;
-                let ended = self.engine.copy_part_cancellable(
-                    &turn.data_job(),
-                    part,
-                    &turn.recorder,
-                    &cancel,
-                );
-                turn.stages.add(&self.engine.last_stages());
-                turn.parts.push(ended);
-                turn.next = end;
-                self.turns.push_back(turn);
-                return true;
-            }
-            (Some(_), _) => {
-                let parts = std::mem::take(&mut turn.parts);
-                let result = self.engine.finish_parts_cancellable(
-                    &turn.data_job(),
-                    parts,
-                    &turn.recorder,
-                    &cancel,
-                );
-                self.end_turn(turn, result);
-            }
-            // No length to cut in parts: copied whole.
-            (None, _) => {
-                let result =
-                    self.engine
-                        .copy_cancellable(&turn.data_job(), &turn.recorder, &cancel);
-                turn.stages.add(&self.engine.last_stages());
-                self.end_turn(turn, result);
-            }
+        match turn.step(&mut self.engine, self.turn_part, &cancel) {
+            Some(result) => self.end_turn(turn, result),
+            None => self.turns.push_back(turn),
         }
         true
     }
@@ -574,17 +409,6 @@ impl Scheduler {
     }
 }
 
-/// Where the progress of client `c`'s file `id` goes: its first bytes are reported at once
-/// (the client's view shows the file moving), then every PROGRESS_EVERY.
-fn progress_to(c: &Client, id: u64) -> ProgressTo {
-    let long_ago = Instant::now().checked_sub(PROGRESS_EVERY);
-    ProgressTo {
-        sock: Arc::clone(&c.joined.sock),
-        id,
-        unreported: Mutex::new((long_ago.unwrap_or_else(Instant::now), 0)),
-    }
-}
-
 /// Records a file's answer, sent with the others of its client by [`send_answers`].
 fn answer(c: &mut Client, id: u64, outcome: Outcome) {
     c.joined.unanswered.fetch_sub(1, Ordering::SeqCst);
@@ -621,5 +445,48 @@ fn send_answers(c: &mut Client) {
         c.gone = true;
         c.joined.cancel.store(true, Ordering::SeqCst);
         c.pending.clear();
+    }
+}
+
+/// How a waiting file goes into the engine's flight: its length, whether DEST is cut, and
+/// where its progress goes.
+struct Flying {
+    len: u64,
+    truncate: bool,
+    reports: Option<ProgressTo>,
+}
+
+/// Whether the client's first waiting file (`front`, its client on `sock`) flies, and how;
+/// None: it is copied in turn. `queue_max` is the largest file the engine queues (None:
+/// none), `others_busy` whether another client has files waiting or in flight.
+fn how_it_flies(
+    front: &Job,
+    sock: &Arc<OwnedFd>,
+    queue_max: Option<u64>,
+    others_busy: bool,
+) -> Option<Flying> {
+    let flying = |len, truncate, reports| {
+        Some(Flying {
+            len,
+            truncate,
+            reports,
+        })
+    };
+    match front.handover {
+        Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
+            flying(len, truncate, None)
+        }
+        // A source read to its end (a /proc file) may take any time: it flies on one
+        // slot, never on this thread, whatever the route (files in flight bounce).
+        Handover::InFlight { len: 0, truncate } => flying(0, truncate, None),
+        Handover::InTurn { len: None } => flying(0, false, Some(progress_to(sock, front.id))),
+        // A file too large to fly as the client sees it is copied with every slot, a
+        // part at a time, while no other client has work; while others do, it flies
+        // on one slot beside their files, so no client waits behind another's large
+        // file.
+        Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
+            flying(len, true, Some(progress_to(sock, front.id)))
+        }
+        _ => None,
     }
 }
