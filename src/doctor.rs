@@ -9,6 +9,7 @@ mod path;
 use crate::cli::staging::{BackendArg, StagingArgs};
 use aiscp_engine::probe::library_paths;
 use aiscp_engine::quote::quote;
+use aiscp_engine::units;
 use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
@@ -132,9 +133,9 @@ fn service_section(out: &mut String) {
             client::gpus_text(&s.welcome.gpus),
             s.clients,
             s.files,
-            humansize::format_size(s.bytes, humansize::BINARY),
-            humansize::format_size(s.staging_bytes, humansize::BINARY),
-            humansize::format_size(s.staging_held, humansize::BINARY)
+            units::size(s.bytes),
+            units::size(s.staging_bytes),
+            units::size(s.staging_held)
         ),
         Err(client::NoStatus::Foreign(why)) => writeln!(
             out,
@@ -250,7 +251,7 @@ fn list_gpus(library: &Library, out: &mut String) -> Option<u32> {
             Err(e) => format!("PCI address: {e}"),
         };
         let memory = match library.runtime().total_memory(i) {
-            Ok(Some(bytes)) => format!("{} of memory", crate::progress::human(bytes)),
+            Ok(Some(bytes)) => format!("{} of memory", units::size(bytes)),
             Ok(None) => "memory size not reported".to_owned(),
             Err(e) => format!("memory size: {e}"),
         };

@@ -21,7 +21,6 @@ mod stats;
 mod terminal;
 mod walk;
 
-pub use line::human;
 pub use staged::Staged;
 pub use stats::{Files, StatsReport, Summary};
 pub use terminal::suspend;

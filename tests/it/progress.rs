@@ -232,7 +232,7 @@ fn one_view_for_the_run_on_a_terminal() {
 
 /// A byte count as the views print it.
 fn progress_size(n: u64) -> String {
-    humansize::format_size(n, humansize::BINARY)
+    aiscp_engine::units::size(n)
 }
 
 /// The bytes a count as the views print it stands for ("512 B", "1.25 MiB"), to the
