@@ -61,10 +61,10 @@ impl Turn {
         match (self.len, part) {
             (Some(_), Some(part)) if !stopped => {
                 let end = part.end;
-                let ended =
+                let ran =
                     engine.copy_part_cancellable(&self.data_job(), part, &self.recorder, cancel);
-                self.stages.add(&engine.last_stages());
-                self.parts.push(ended);
+                self.stages.add(&ran.stages);
+                self.parts.push(ran.result);
                 self.next = end;
                 None
             }
@@ -79,9 +79,9 @@ impl Turn {
             }
             // No length to cut in parts: copied whole.
             (None, _) => {
-                let result = engine.copy_cancellable(&self.data_job(), &self.recorder, cancel);
-                self.stages.add(&engine.last_stages());
-                Some(result)
+                let ran = engine.copy_cancellable(&self.data_job(), &self.recorder, cancel);
+                self.stages.add(&ran.stages);
+                Some(ran.result)
             }
         }
     }

@@ -1,21 +1,29 @@
 //! The engine: the backend, its staging slots and workers, brought up once and reused for
 //! every file of a run; the callers' one handle on the crate.
 
+mod diag;
+mod flight;
+mod parts;
+mod state;
+
+pub use diag::Diagnostics;
+pub use state::Engine;
+
 use crate::backend::{self, Backend, Loaded, Staging, StreamIo};
-use crate::bounce;
+use crate::bounce::OnStop;
 use crate::config::{Config, Verify, DEFAULT_SLOTS_PER_GPU};
 use crate::devices;
 use crate::error::CopyError;
-use crate::job::{Copied, DataJob, NoProgress, ProgressSink};
+use crate::file_copy::{self, Timed};
+use crate::job::{Copied, DataJob, ProgressSink};
 use crate::library_stats::LibraryStats;
-use crate::pipeline::Pipeline;
-use crate::queue::{self, Finished, QueueLimits, QueuedJob, Ticket};
+use crate::pipeline::{Pipeline, Ran};
+use crate::queue::{self, QueueLimits};
 use crate::quote::quote;
 use crate::stages::StageTimes;
 use crate::units;
-use crate::worker::PartEnd;
-use crate::{digest, file_copy, stages};
-use std::ops::Range;
+use diag::Diag;
+use state::{with_pipeline, Pipelines};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -55,64 +63,6 @@ pub enum StartError {
     Backend(#[from] backend::NoBackend),
     #[error("invalid number of streams 0: must be at least 1")]
     SlotsPerGpu,
-}
-
-/// Where the engine's messages go: the caller shows them (the engine never prints).
-pub trait Diagnostics: Send {
-    /// A one-line warning (no GPU library, so host memory; --async unavailable).
-    fn warn(&mut self, line: &str);
-    /// A --debug line (only with [`Config::debug`]); `since_start` is the time since
-    /// [`Engine::start`] was called, so start-up costs show where they are paid.
-    fn debug(&mut self, since_start: Duration, line: &str);
-}
-
-/// The caller's [`Diagnostics`] with the engine's start time, for --debug stamps.
-struct Diag {
-    sink: Box<dyn Diagnostics>,
-    started: Instant,
-    debug: bool,
-}
-
-impl Diag {
-    fn debug(&mut self, line: &str) {
-        if self.debug {
-            self.sink.debug(self.started.elapsed(), line);
-        }
-    }
-}
-
-/// The pipeline of the backend brought up, whichever it is.
-enum Pipelines {
-    Host(Pipeline<backend::host::HostStaging>),
-    Gpu(Pipeline<backend::gpu::GpuStaging>),
-}
-
-/// The engine: backend, buffers and workers, reused across the files of one run.
-pub struct Engine {
-    backend: Pipelines,
-    config: Config,
-    diag: Diag,
-    /// With several GPUs: how files are placed on them.
-    spread: Option<devices::Spread>,
-    /// How long the start took (reported in the run's summary).
-    startup: Duration,
-    /// The GPUs (positions) the file workers of the current flight have slots on.
-    flying_on: Option<Vec<usize>>,
-    /// Files in flight: the limits, and results received while landing the flight.
-    limits: QueueLimits,
-    landed: queue::Landed,
-    /// Whole files whose copy ended well (see [`EngineInfo::files`]).
-    copied: u64,
-}
-
-/// Runs `$body` with `$p` bound to the backend's pipeline, whichever it is.
-macro_rules! with_pipeline {
-    ($backend:expr, $p:ident => $body:expr) => {
-        match $backend {
-            Pipelines::Host($p) => $body,
-            Pipelines::Gpu($p) => $body,
-        }
-    };
 }
 
 impl Drop for Engine {
@@ -250,99 +200,9 @@ impl Engine {
         with_pipeline!(&self.backend, p => p.chunk()) as u64
     }
 
-    /// Whether a file of `len` bytes may be queued now without going over the limits; when
-    /// not, take finished files with [`Engine::next_finished`] first.
-    pub fn has_room(&self, len: u64) -> bool {
-        self.landed.finished.is_empty()
-            && with_pipeline!(&self.backend, p => p.has_room(&self.limits, len))
-    }
-
-    /// Files queued whose results have not been taken with [`Engine::next_finished`].
-    pub fn in_flight(&self) -> usize {
-        self.landed.finished.len() + with_pipeline!(&self.backend, p => p.in_flight())
-    }
-
-    /// Queues a whole file (SRC and DST regular, DST empty; usually at most
-    /// [`Engine::queue_max`] bytes: a larger one moves slot by slot on one worker, which a
-    /// caller sharing the engine between several copiers may prefer to giving it every slot)
-    /// to be copied while the caller goes on; its result comes from
-    /// [`Engine::next_finished`] with the ticket returned here. Tickets count up in the
-    /// order files are queued. The job comes back when it cannot be queued (no worker
-    /// thread could be started): copy it with [`Engine::copy`] instead.
-    pub fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
-        self.submit_with(job, None)
-    }
-
-    /// [`Engine::submit`] for a file that `cancel` stops instead of the run's flag: a
-    /// staging service serving several clients stops one client's files, not the others'.
-    /// Once `cancel` is set DST is not touched again (see [`Engine::copy_cancellable`]).
-    pub fn submit_cancellable(
-        &mut self,
-        job: QueuedJob,
-        cancel: Arc<AtomicBool>,
-    ) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
-        self.submit_with(job, Some(cancel))
-    }
-
-    fn submit_with(
-        &mut self,
-        job: QueuedJob,
-        cancel: Option<Arc<AtomicBool>>,
-    ) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
-        let ticket = Ticket(self.landed.next_ticket);
-        let started = self.config.debug.then_some(self.diag.started);
-        let diag = &mut |line: &str| self.diag.debug(line);
-        if let (Pipelines::Gpu(p), Some(spread)) = (&mut self.backend, &mut self.spread) {
-            // Queued files take the slots of the GPUs nearest their storage (every GPU unless
-            // `--gpu auto` knows better). The workers keep their slots for the flight, so a
-            // file for other GPUs waits for the flight to land and starts a new one.
-            let (set, why) = spread.nearest(&job.src, &job.dst);
-            if !p.flying() || self.flying_on.as_ref() != Some(&set) {
-                p.land(&mut self.landed.finished);
-                p.choose(&set);
-                diag(&format!(
-                    "files in flight: {} ({why})",
-                    spread.describe(&set)
-                ));
-                self.flying_on = Some(set);
-            }
-        }
-        with_pipeline!(&mut self.backend, p => p.submit((ticket, job, cancel), &self.limits, &self.config, started, diag))?;
-        self.landed.next_ticket += 1;
-        Ok(ticket)
-    }
-
-    /// A queued file whose copy has ended, in the order they end; with `block`, waits for
-    /// one while any is in flight. None when none is (or, without `block`, none has ended).
-    pub fn next_finished(&mut self, block: bool) -> Option<Finished> {
-        let finished = match self.landed.finished.pop_front() {
-            Some(f) => Some(f),
-            None => with_pipeline!(&mut self.backend, p => p.receive(block)),
-        }?;
-        for (at, line) in &finished.debug {
-            if self.config.debug {
-                self.diag.sink.debug(*at, line);
-            }
-        }
-        self.copied += u64::from(finished.result.is_ok());
-        Some(finished)
-    }
-
-    /// Waits for the files in flight and takes their slots back (results kept for
-    /// [`Engine::next_finished`]), before a copy that needs the slots itself.
-    fn land(&mut self) {
-        let into = &mut self.landed.finished;
-        with_pipeline!(&mut self.backend, p => p.land(into));
-    }
-
-    /// Where the time of the last file copied went, stage by stage.
-    pub fn last_stages(&self) -> StageTimes {
-        with_pipeline!(&self.backend, p => p.stages().0)
-    }
-
     /// Where the time of every file copied so far went, stage by stage.
     pub fn run_stages(&self) -> StageTimes {
-        with_pipeline!(&self.backend, p => p.stages().1)
+        with_pipeline!(&self.backend, p => p.run_stages())
     }
 
     /// The staging backend.
@@ -396,137 +256,21 @@ impl Engine {
         }
     }
 
-    /// Copies the aligned slices of `part` of a regular file (its offsets aligned to the
-    /// chunk size, except where it ends at EOF), as one of several copiers of the same file
-    /// (MPI ranks): DST is neither cut nor sized and the unaligned tail is left, since the
-    /// copier that owns the file ends it with [`Engine::begin_parts`] before the parts and
-    /// [`Engine::finish_parts`] after them.
-    pub fn copy_part(&mut self, job: &DataJob<'_>, part: Range<u64>) -> Result<PartEnd, CopyError> {
-        let cancel = Arc::clone(&self.config.cancel);
-        self.copy_part_with(job, part, &NoProgress, (&cancel, bounce::OnStop::CutBack))
-    }
-
-    /// [`Engine::copy_part`] of a file copied in turns (a staging service gives other
-    /// clients theirs between its parts), its progress shown, stopped by `cancel` as
-    /// [`Engine::copy_cancellable`] is.
-    pub fn copy_part_cancellable(
-        &mut self,
-        job: &DataJob<'_>,
-        part: Range<u64>,
-        progress: &dyn ProgressSink,
-        cancel: &AtomicBool,
-    ) -> Result<PartEnd, CopyError> {
-        self.copy_part_with(job, part, progress, (cancel, bounce::OnStop::Leave))
-    }
-
-    fn copy_part_with(
-        &mut self,
-        job: &DataJob<'_>,
-        part: Range<u64>,
-        progress: &dyn ProgressSink,
-        stop: (&AtomicBool, bounce::OnStop),
-    ) -> Result<PartEnd, CopyError> {
-        self.land();
-        let diag = &mut |line: &str| self.diag.debug(line);
-        with_pipeline!(&mut self.backend, p => p.copy_part(job, part, progress, stop, diag))
-    }
-
-    /// Readies a file whose parts other copiers share: the staging its end needs, then DST
-    /// cut to 0 (only then, so a copy that cannot start leaves DST as it was).
-    pub fn begin_parts(&mut self, job: &DataJob<'_>) -> Result<(), CopyError> {
-        self.land();
-        self.prepare(job.src_name)?;
-        let names = bounce::Names::of(job.src_name, job.dst_name);
-        let cx = bounce::Ctx {
-            names: &names,
-            cancel: &self.config.cancel,
-            on_stop: bounce::OnStop::CutBack,
-            clock: &stages::StageClock::default(),
-            pause: self.config.pause,
-            digest: None,
-        };
-        file_copy::FileCopy::of(job, &names).begin(true, &cx)
-    }
-
-    /// Ends a file whose parts were copied by [`Engine::copy_part`] (here or by other
-    /// copiers), as one copier ends a whole file: `parts` in file order, each as it ended.
-    /// Returns what DST got; its digest, where the job asks for one, is read back from DEST
-    /// (the parts' pieces stayed with their copiers).
-    pub fn finish_parts(
-        &mut self,
-        job: &DataJob<'_>,
-        parts: Vec<Result<PartEnd, CopyError>>,
-    ) -> Result<Copied, CopyError> {
-        let cancel = Arc::clone(&self.config.cancel);
-        self.finish_parts_with(job, parts, &NoProgress, (&cancel, bounce::OnStop::CutBack))
-    }
-
-    /// [`Engine::finish_parts`] of a file copied by [`Engine::copy_part_cancellable`].
-    pub fn finish_parts_cancellable(
-        &mut self,
-        job: &DataJob<'_>,
-        parts: Vec<Result<PartEnd, CopyError>>,
-        progress: &dyn ProgressSink,
-        cancel: &AtomicBool,
-    ) -> Result<Copied, CopyError> {
-        self.finish_parts_with(job, parts, progress, (cancel, bounce::OnStop::Leave))
-    }
-
-    fn finish_parts_with(
-        &mut self,
-        job: &DataJob<'_>,
-        mut parts: Vec<Result<PartEnd, CopyError>>,
-        progress: &dyn ProgressSink,
-        (cancel, on_stop): (&AtomicBool, bounce::OnStop),
-    ) -> Result<Copied, CopyError> {
-        self.land();
-        let started = Instant::now();
-        let names = bounce::Names::of(job.src_name, job.dst_name);
-        let clock = stages::StageClock::default();
-        let pieces = job.digest.map(digest::Pieces::new);
-        // The parts' pieces: each counts where DEST still holds it once the file ends.
-        for end in parts.iter_mut().flatten() {
-            let taken = std::mem::take(&mut end.pieces);
-            if let Some(pieces) = &pieces {
-                pieces.extend(taken);
-            }
-        }
-        let cx = bounce::Ctx {
-            names: &names,
-            cancel,
-            on_stop,
-            clock: &clock,
-            pause: self.config.pause,
-            digest: pieces.as_ref(),
-        };
-        let file = file_copy::FileCopy::of(job, &names);
-        let ended =
-            with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, progress))?;
-        let copied = file.copied(ended, &cx)?;
-        self.conclude(job, copied, started, clock.times())
-    }
-
     /// The --debug line and --verify of a whole file copied here.
     fn conclude(
         &mut self,
         job: &DataJob<'_>,
         copied: Copied,
         started: Instant,
-        stages: StageTimes,
+        stages: &StageTimes,
     ) -> Result<Copied, CopyError> {
-        let ends = file_copy::Ends {
-            src: job.src,
-            src_name: job.src_name,
-            dst: job.dst,
-            dst_name: job.dst_name,
-        };
         let diag = &mut self.diag;
         let result = file_copy::conclude(
-            &ends,
+            job,
             copied,
             file_copy::Timing {
                 secs: started.elapsed().as_secs_f64(),
-                stages: &stages,
+                stages,
                 where_: None,
             },
             file_copy::AtEnd {
@@ -550,46 +294,50 @@ impl Engine {
         progress: &dyn ProgressSink,
     ) -> Result<Copied, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
-        self.copy_with(job, progress, (&cancel, bounce::OnStop::CutBack))
+        self.copy_with(job, progress, (&cancel, OnStop::CutBack))
+            .result
     }
 
     /// [`Engine::copy`] stopped by `cancel` instead of the run's flag (see
-    /// [`Engine::submit_cancellable`]). Once `cancel` is set DST is not touched again, not
-    /// even cut back: the copy ends as [`CopyError::Stopped`], saying how much of DST is
-    /// good, for the file's owner to cut if it is still there.
+    /// [`Engine::submit_cancellable`]), with the file's stage times. Once `cancel` is set
+    /// DST is not touched again, not even cut back: the copy ends as
+    /// [`CopyError::Stopped`], saying how much of DST is good, for the file's owner to cut
+    /// if it is still there.
     pub fn copy_cancellable(
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
-    ) -> Result<Copied, CopyError> {
-        self.copy_with(job, progress, (cancel, bounce::OnStop::Leave))
+    ) -> Timed<Copied> {
+        self.copy_with(job, progress, (cancel, OnStop::Leave))
     }
 
     fn copy_with(
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-        stop: (&AtomicBool, bounce::OnStop),
-    ) -> Result<Copied, CopyError> {
+        stop: (&AtomicBool, OnStop),
+    ) -> Timed<Copied> {
         self.land();
         let started = Instant::now();
         let diag = &mut |line: &str| self.diag.debug(line);
-        let (end, stages) = match (&mut self.backend, &mut self.spread) {
-            (Pipelines::Host(p), _) => (p.copy(job, progress, stop, diag), p.stages().0),
-            (Pipelines::Gpu(p), None) => (p.copy(job, progress, stop, diag), p.stages().0),
+        let ran: Ran<Copied> = match (&mut self.backend, &mut self.spread) {
+            (Pipelines::Host(p), _) => p.copy(job, progress, stop, diag),
+            (Pipelines::Gpu(p), None) => p.copy(job, progress, stop, diag),
             (Pipelines::Gpu(p), Some(spread)) => {
                 let (set, why) = spread.place(job);
                 p.choose(&set);
-                let end = p.copy(job, progress, stop, diag);
+                let ran = p.copy(job, progress, stop, diag);
                 diag(&format!(
                     "{}: {} ({why})",
                     quote(job.src_name),
-                    spread.describe(&p.devices_used())
+                    spread.describe(&ran.devices)
                 ));
-                (end, p.stages().0)
+                ran
             }
         };
-        self.conclude(job, end?, started, stages)
+        let Timed { result, stages } = ran.timed;
+        let result = result.and_then(|copied| self.conclude(job, copied, started, &stages));
+        Timed { result, stages }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::state::FileCopy;
 use crate::backend::Staging;
-use crate::bounce::{self, Ctx, Reader, Writer};
+use crate::bounce::{Ctx, Pump, Reader, Writer};
 use crate::error::CopyError;
 use crate::fileio::{self, NextData, MIN_ALIGN};
 use crate::job::ProgressSink;
@@ -293,39 +293,20 @@ impl FileCopy<'_> {
         until: Option<u64>,
         written: &mut u64,
     ) -> Result<(u64, bool), (u64, CopyError)> {
-        let reader = Reader::At {
-            file: self.src,
-            direct: false,
+        let pump = Pump {
+            reader: Reader::At {
+                file: self.src,
+                direct: false,
+            },
+            writer: Writer::At {
+                file: self.dst,
+                skip_zeros: (self.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
+            },
+            round: on.staging.slot_len(on.slot),
+            until,
+            last_writes: true,
         };
-        let writer = Writer::At {
-            file: self.dst,
-            skip_zeros: (self.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
-        };
-        let round = on.staging.slot_len(on.slot);
-        let mut at = start;
-        loop {
-            let want = match until {
-                Some(end) if end <= at => return Ok((at, false)),
-                Some(end) => ((end - at) as usize).min(round),
-                None => round,
-            };
-            let got = bounce::read_in(on.staging, on.slot, &reader, at, want, on.cx)
-                .map_err(|e| (*written, e))?;
-            if got > 0 {
-                on.cx.take_final_piece(on.staging, on.slot, at, got);
-                match bounce::write_out(on.staging, on.slot, &writer, at, got, on.cx) {
-                    Ok(0) => {}
-                    Ok(ends) => *written = at + ends as u64,
-                    Err((0, e)) => return Err((*written, e)),
-                    Err((ends, e)) => return Err((at + ends as u64, e)),
-                }
-                (on.report)(at, got as u64);
-            }
-            at += got as u64;
-            if got < want {
-                return Ok((at, true));
-            }
-        }
+        pump.run(on.staging, on.slot, start, written, on.cx, on.report)
     }
 
     /// The next data at or after `pos`, by SEEK_DATA/SEEK_HOLE.

@@ -162,7 +162,6 @@ where
         flight.files -= 1;
         flight.bytes -= flight.sizes.remove(&f.ticket).unwrap_or(0);
         self.run_stages.add(&f.stages);
-        self.last_stages = f.stages;
         Some(f)
     }
 
