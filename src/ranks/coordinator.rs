@@ -211,9 +211,8 @@ impl FileQueue for Coordinator {
         };
         self.send_task(rank, &task.encode());
         if self.debug {
-            messages::to_stderr_raw(&format!(
-                "{}: debug: {}: {} bytes, whole, to rank {rank}\n",
-                messages::program(),
+            messages::debug(&format!(
+                "{}: {} bytes, whole, to rank {rank}",
                 quote(&job.src_name),
                 job.len
             ));
@@ -395,9 +394,8 @@ impl Coordinator {
             .filter(|(_, n)| **n > 0)
             .map(|(r, n)| format!("rank {r}: {n}"))
             .collect();
-        messages::to_stderr_raw(&format!(
-            "{}: debug: {}: {count} parts of {} bytes ({})\n",
-            messages::program(),
+        messages::debug(&format!(
+            "{}: {count} parts of {} bytes ({})",
             quote(job.src_name),
             self.piece,
             shares.join(", ")

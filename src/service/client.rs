@@ -157,7 +157,7 @@ impl ServiceClient {
 
     fn debug(&self, line: &str) {
         if self.config.debug {
-            messages::to_stderr_raw(&format!("aiscp: debug: {line}\n"));
+            messages::debug(line);
         }
     }
 

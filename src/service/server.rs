@@ -278,7 +278,7 @@ fn say(line: &str) {
 }
 
 fn debug_line(line: &str) {
-    messages::to_stderr_raw(&format!("aiscp: debug: service: {line}\n"));
+    messages::debug(&format!("service: {line}"));
 }
 
 /// The engine's warnings and --debug lines, on the service's stderr.
@@ -293,9 +293,6 @@ impl Diagnostics for ServiceDiagnostics {
         }
     }
     fn debug(&mut self, since_start: Duration, line: &str) {
-        messages::to_stderr_raw(&format!(
-            "aiscp: debug: +{:.3}s {line}\n",
-            since_start.as_secs_f64()
-        ));
+        messages::debug_at(since_start, line);
     }
 }
