@@ -99,48 +99,8 @@ impl Engine {
         if let Some(warning) = fell_back {
             diag.sink.warn(&warning);
         }
-        let chunk = |host| config.chunk(host).bytes() as usize;
+        let (backend, spread) = pipelines(loaded, &config, &mut diag);
         let slots_per_gpu = config.slots_per_gpu.unwrap_or(DEFAULT_SLOTS_PER_GPU);
-        let mut spread = None;
-        let backend = match loaded {
-            Loaded::Host(h) => {
-                diag.debug("backend host memory");
-                if config.async_io {
-                    diag.sink
-                        .warn("--async has no effect with host memory staging; using threads");
-                }
-                Pipelines::Host(Pipeline::new(
-                    h,
-                    chunk(true),
-                    slots_per_gpu,
-                    (config.pause, config.verify == Some(Verify::Bytes)),
-                ))
-            }
-            Loaded::Gpu(g) => {
-                let mut pipeline = Pipeline::new(
-                    g,
-                    chunk(false),
-                    slots_per_gpu,
-                    (config.pause, config.verify == Some(Verify::Bytes)),
-                );
-                if let (true, Some(library)) = (config.async_io, pipeline.staging().library()) {
-                    match library.check_async() {
-                        Ok(()) => {
-                            pipeline.use_async();
-                            diag.debug(&format!(
-                                "async: one stream per worker, registered with flags {:#x}",
-                                backend::gpu::STREAM_FLAGS
-                            ));
-                        }
-                        Err(e) => diag.sink.warn(&format!(
-                            "--async is not available ({e}); using the threaded engine"
-                        )),
-                    }
-                }
-                spread = devices::Spread::new(&config.gpu, pipeline.staging());
-                Pipelines::Gpu(pipeline)
-            }
-        };
         let gpus = spread.as_ref().map_or(1, devices::Spread::gpus);
         let chunk = with_pipeline!(&backend, p => p.chunk());
         diag.debug(&format!(
@@ -339,5 +299,65 @@ impl Engine {
         let Timed { result, stages } = ran.timed;
         let result = result.and_then(|copied| self.conclude(job, copied, started, &stages));
         Timed { result, stages }
+    }
+}
+
+/// The pipeline of the backend `loaded` brought up, with `--async` where it is asked for
+/// and the library has streams, and with several GPUs how files are spread over them.
+fn pipelines(
+    loaded: Loaded,
+    config: &Config,
+    diag: &mut Diag,
+) -> (Pipelines, Option<devices::Spread>) {
+    match loaded {
+        Loaded::Host(h) => {
+            diag.debug("backend host memory");
+            if config.async_io {
+                diag.sink
+                    .warn("--async has no effect with host memory staging; using threads");
+            }
+            (Pipelines::Host(pipeline(h, true, config)), None)
+        }
+        Loaded::Gpu(g) => {
+            let mut pipeline = pipeline(g, false, config);
+            if config.async_io {
+                use_async(&mut pipeline, diag);
+            }
+            let spread = devices::Spread::new(&config.gpu, pipeline.staging());
+            (Pipelines::Gpu(pipeline), spread)
+        }
+    }
+}
+
+/// A pipeline of `staging`'s slots as `config` asks: the chunk (`host` memory's default
+/// is smaller), slots per GPU, the tests' pauses, and whether --verify reads SOURCE again.
+fn pipeline<S: Staging>(staging: S, host: bool, config: &Config) -> Pipeline<S> {
+    let chunk = config.chunk(host).bytes() as usize;
+    let slots_per_gpu = config.slots_per_gpu.unwrap_or(DEFAULT_SLOTS_PER_GPU);
+    let verifies_bytes = config.verify == Some(Verify::Bytes);
+    Pipeline::new(
+        staging,
+        chunk,
+        slots_per_gpu,
+        (config.pause, verifies_bytes),
+    )
+}
+
+/// Turns `--async` on where the library has the stream API; warns where it has not.
+fn use_async(pipeline: &mut Pipeline<backend::gpu::GpuStaging>, diag: &mut Diag) {
+    let Some(library) = pipeline.staging().library() else {
+        return;
+    };
+    match library.check_async() {
+        Ok(()) => {
+            pipeline.use_async();
+            diag.debug(&format!(
+                "async: one stream per worker, registered with flags {:#x}",
+                backend::gpu::STREAM_FLAGS
+            ));
+        }
+        Err(e) => diag.sink.warn(&format!(
+            "--async is not available ({e}); using the threaded engine"
+        )),
     }
 }

@@ -76,8 +76,19 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
-        let use_async = self.streams(ends.src_side, ends.dst_side);
+        let worker: Worker<S> = match self.streams(ends.src_side, ends.dst_side) {
+            true => crate::async_io::run_async_worker::<S>,
+            false => run_worker::<S>,
+        };
         let workers = self.workers;
+        if workers > 1 && self.threads.is_none() {
+            // Without threads (the system refused them) the copy still goes on, inline.
+            self.threads = rayon::ThreadPoolBuilder::new()
+                .num_threads(self.slots.len())
+                .thread_name(|i| format!("aiscp-worker-{i}"))
+                .build()
+                .ok();
+        }
         let Pipeline {
             slots,
             chosen,
@@ -85,38 +96,67 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
             threads,
             ..
         } = self;
-        let staging = &**staging;
-        let worker = if use_async {
-            crate::async_io::run_async_worker::<S>
-        } else {
-            run_worker::<S>
-        };
-        if workers > 1 && threads.is_none() {
-            // Without threads (the system refused them) the copy still goes on, inline.
-            *threads = rayon::ThreadPoolBuilder::new()
-                .num_threads(slots.len())
-                .thread_name(|i| format!("aiscp-worker-{i}"))
-                .build()
-                .ok();
-        }
         let chosen = &chosen[..workers];
         let mut slots = slots
             .iter_mut()
             .enumerate()
             .filter(|(i, _)| chosen.contains(i))
             .map(|(_, s)| s.as_mut().expect("allocated"));
-        let Some(threads) = threads.as_ref().filter(|_| workers > 1) else {
-            let mut total = 0;
-            if let Some(slot) = slots.next() {
-                worker(staging, slot, ends, work, &mut |n| {
-                    total += n;
-                    progress.advanced(n);
-                });
-            }
-            return total;
-        };
+        let (staging, run) = (&**staging, Run { worker, ends, work });
+        match threads.as_ref().filter(|_| workers > 1) {
+            Some(threads) => run.on_threads(staging, threads, slots, progress),
+            None => slots
+                .next()
+                .map_or(0, |slot| run.inline(staging, slot, progress)),
+        }
+    }
+
+    fn finish_slot(&mut self) -> &mut S::Slot {
+        self.first_chosen().1
+    }
+}
+
+/// The loop a worker runs on one slot: the threaded one, or `--async`'s.
+type Worker<S> = fn(
+    &S,
+    &mut <S as Staging>::Slot,
+    &Endpoints<'_, Handle<'_, S>>,
+    &Work<'_>,
+    &mut dyn FnMut(u64),
+);
+
+/// One window's slices, and the loop that runs them on a slot.
+struct Run<'r, 'e, 'h, S: Staging> {
+    worker: Worker<S>,
+    ends: &'r Endpoints<'e, Handle<'h, S>>,
+    work: &'r Work<'r>,
+}
+
+impl<S: Staging> Run<'_, '_, '_, S> {
+    /// The slices on this thread, through `slot`; returns the bytes reported.
+    fn inline(&self, staging: &S, slot: &mut S::Slot, progress: &dyn ProgressSink) -> u64 {
+        let mut total = 0;
+        (self.worker)(staging, slot, self.ends, self.work, &mut |n| {
+            total += n;
+            progress.advanced(n);
+        });
+        total
+    }
+
+    /// The slices on `threads`, a worker on each of `slots`; this thread forwards their
+    /// progress until they have all ended. Returns the bytes reported.
+    fn on_threads<'s>(
+        &self,
+        staging: &S,
+        threads: &rayon::ThreadPool,
+        slots: impl Iterator<Item = &'s mut S::Slot>,
+        progress: &dyn ProgressSink,
+    ) -> u64
+    where
+        S: 's,
+    {
         let (tx, rx) = mpsc::channel::<u64>();
-        // The body runs here (it forwards progress); the workers run on the pool's threads.
+        let (worker, ends, work) = (self.worker, self.ends, self.work);
         threads.in_place_scope(|scope| {
             for slot in slots {
                 let tx = tx.clone();
@@ -139,9 +179,5 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
                 }
             }
         })
-    }
-
-    fn finish_slot(&mut self) -> &mut S::Slot {
-        self.first_chosen().1
     }
 }
