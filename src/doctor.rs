@@ -27,7 +27,50 @@ struct Ready {
 /// Runs the checks, prints the report on stdout, and returns the exit status.
 pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     let mut out = String::new();
-    let nvidia_fs = nvidia_fs_version();
+    drivers_section(&mut out);
+    let flavors: &[Flavor] = match staging.backend {
+        BackendArg::Host => &[],
+        BackendArg::Hipfile => &[Flavor::HipFile],
+        BackendArg::Cufile => &[Flavor::CuFile],
+        BackendArg::Auto | BackendArg::Gpu => &[Flavor::HipFile, Flavor::CuFile],
+    };
+    let _ = writeln!(out, "libraries and GPUs:");
+    if flavors.is_empty() {
+        let _ = writeln!(out, "  none tried: --backend host");
+    }
+    // The first GPU a copy would use; with `all` or `auto`, GPU 0.
+    let gpu = match &staging.gpu {
+        GpuChoice::List(v) => v.first().copied().unwrap_or(0),
+        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
+    };
+    let ready: Vec<Ready> = flavors
+        .iter()
+        .filter_map(|&flavor| check_flavor(flavor, gpu, &mut out))
+        .collect();
+    for path in paths {
+        path::check_path(path, &ready, &mut out);
+    }
+    service_section(&mut out);
+    let possible = ready.first();
+    let _ = match possible {
+        Some(r) => writeln!(
+            out,
+            "verdict: a GPU route is possible through {} on GPU {}",
+            r.flavor.name(),
+            gpu
+        ),
+        None => writeln!(
+            out,
+            "verdict: no GPU route: copies would go through host memory (--backend auto) or \
+             fail (--backend gpu)"
+        ),
+    };
+    crate::messages::write_stdout(out.as_bytes());
+    i32::from(possible.is_none())
+}
+
+/// The kernel drivers: each flavor's device node, and whether nvidia-fs is loaded.
+fn drivers_section(out: &mut String) {
     let _ = writeln!(out, "kernel drivers:");
     for flavor in [Flavor::HipFile, Flavor::CuFile] {
         let node = flavor.device_node();
@@ -46,7 +89,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     let _ = writeln!(
         out,
         "  nvidia-fs: {}",
-        match &nvidia_fs {
+        match nvidia_fs_version() {
             Some(v) => format!("loaded ({v}): cuFile can DMA between storage and GPU memory"),
             None => format!(
                 "not loaded ({NVIDIA_FS} absent): cuFile would run in compatibility mode, so \
@@ -54,50 +97,6 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
             ),
         }
     );
-
-    let flavors: &[Flavor] = match staging.backend {
-        BackendArg::Host => &[],
-        BackendArg::Hipfile => &[Flavor::HipFile],
-        BackendArg::Cufile => &[Flavor::CuFile],
-        BackendArg::Auto | BackendArg::Gpu => &[Flavor::HipFile, Flavor::CuFile],
-    };
-    let _ = writeln!(out, "libraries and GPUs:");
-    if flavors.is_empty() {
-        let _ = writeln!(out, "  none tried: --backend host");
-    }
-    // The first GPU a copy would use; with `all` or `auto`, GPU 0.
-    let gpu = match &staging.gpu {
-        GpuChoice::List(v) => v.first().copied().unwrap_or(0),
-        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
-    };
-    let mut ready: Vec<Ready> = Vec::new();
-    for &flavor in flavors {
-        if let Some(r) = check_flavor(flavor, gpu, &mut out) {
-            ready.push(r);
-        }
-    }
-
-    for path in paths {
-        path::check_path(path, &ready, &mut out);
-    }
-
-    service_section(&mut out);
-    let possible = ready.first();
-    let _ = match possible {
-        Some(r) => writeln!(
-            out,
-            "verdict: a GPU route is possible through {} on GPU {}",
-            r.flavor.name(),
-            gpu
-        ),
-        None => writeln!(
-            out,
-            "verdict: no GPU route: copies would go through host memory (--backend auto) or \
-             fail (--backend gpu)"
-        ),
-    };
-    crate::messages::write_stdout(out.as_bytes());
-    i32::from(possible.is_none())
 }
 
 /// The staging service this user's copies would use (AISCP_SERVICE), and how it is doing.

@@ -213,24 +213,34 @@ impl ServiceClient {
                 }
                 up.inbox.receive::<Reply>(up.sock.as_fd())
             };
-            if got.is_ok() {
-                self.heard_at = Instant::now();
-                self.pinged_at = None;
-            }
-            match got {
-                Ok((Reply::Done { files }, _)) => self.arrived.extend(
-                    files
-                        .into_iter()
-                        .map(|FileDone { id, outcome }| Answer::Done(id, outcome)),
-                ),
-                Ok((Reply::Progress { id, bytes }, _)) => return Some(Answer::Progress(id, bytes)),
-                Ok((Reply::Status(_), _)) => {}
-                Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
-                Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
-                Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
-                Err(e) => self.lose(Lost::Gone(e.to_string())),
+            if let Some(progress) = self.take_reply(got.map(|(reply, _)| reply)) {
+                return Some(progress);
             }
         }
+    }
+
+    /// What the service sent: files' answers kept in order (returned one at a time by
+    /// [`ServiceClient::next_reply`]), a file's progress returned at once; a refusal,
+    /// nonsense or the end of the connection loses the service.
+    fn take_reply(&mut self, got: Result<Reply, WireError>) -> Option<Answer> {
+        if got.is_ok() {
+            self.heard_at = Instant::now();
+            self.pinged_at = None;
+        }
+        match got {
+            Ok(Reply::Done { files }) => self.arrived.extend(
+                files
+                    .into_iter()
+                    .map(|FileDone { id, outcome }| Answer::Done(id, outcome)),
+            ),
+            Ok(Reply::Progress { id, bytes }) => return Some(Answer::Progress(id, bytes)),
+            Ok(Reply::Status(_)) => {}
+            Ok(Reply::Refused { why }) => self.lose(Lost::Gone(why)),
+            Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
+            Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
+            Err(e) => self.lose(Lost::Gone(e.to_string())),
+        }
+        None
     }
 
     /// Tells the signal handlers whether the service is writing this run's files now.

@@ -3,7 +3,7 @@
 
 use super::{ServiceClient, State};
 use crate::messages;
-use aiscp_engine::{CopyError, Finished, Ticket};
+use aiscp_engine::{Copied, CopyError, Finished, QueuedJob, Ticket};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -56,25 +56,7 @@ impl ServiceClient {
     /// or, after SIGINT, end as interrupted; a stuck service's files fail, untouched.
     pub(super) fn lose(&mut self, how: Lost) {
         let interrupted = self.config.cancel.load(Ordering::SeqCst);
-        match &how {
-            Lost::Gone(why) if !interrupted => {
-                let pid = match &self.state {
-                    State::Up(up) => up.welcome.pid,
-                    _ => 0,
-                };
-                let why = format!("service (pid {pid}) lost: {why}");
-                self.warn(&why);
-            }
-            Lost::Stuck(why) if interrupted => {
-                if !self.config.quiet {
-                    messages::own_warning(&format!(
-                        "{why}; the files it was writing may still change"
-                    ));
-                }
-            }
-            Lost::Stuck(why) => self.warn(why),
-            Lost::Gone(_) => {}
-        }
+        self.say_lost(&how, interrupted);
         if let (Lost::Stuck(why), State::Up(up)) = (&how, &self.state) {
             // Told, should it wake up: nothing more comes from this client.
             let _ =
@@ -93,34 +75,64 @@ impl ServiceClient {
         }
         self.arrived.clear();
         for (id, job) in std::mem::take(&mut self.out) {
-            let (result, started) = match (&how, interrupted) {
-                // Cut back at once (as cp's O_TRUNC would leave it should this process fail
-                // too), then copied again in turn from its start (see `copy::inflight`),
-                // which reports the file's start and end itself.
-                (Lost::Gone(_), false) => {
-                    let _ = job.dst.set_len(0);
-                    (Err(CopyError::NotMoved), true)
-                }
-                // A stuck service may still write DEST: it fails, left as it is.
-                (Lost::Stuck(why), false) => {
-                    job.progress.file_finished();
-                    (Err(stuck_error(&job.dst_name, why)), true)
-                }
-                // Interrupted, and no word from the service: a DEST it has not written to
-                // yet is taken as never begun (one this run made goes again, as in-process).
-                _ => {
-                    let begun = job.dst.metadata().map_or(true, |m| m.len() > 0);
-                    if begun {
-                        job.progress.file_finished();
-                    }
-                    (Err(CopyError::Interrupted), begun)
-                }
-            };
+            let (result, started) = left_with(&job, &how, interrupted);
             self.landed
                 .push_back(Finished::elsewhere(Ticket(id), job, result, started));
         }
         self.out_bytes = 0;
         self.note_writing();
+    }
+
+    /// The one warning a lost service gets: none for one gone after SIGINT (the run is
+    /// ending anyway), and a stuck one's files named as still changing.
+    fn say_lost(&mut self, how: &Lost, interrupted: bool) {
+        match how {
+            Lost::Gone(why) if !interrupted => {
+                let pid = match &self.state {
+                    State::Up(up) => up.welcome.pid,
+                    _ => 0,
+                };
+                let why = format!("service (pid {pid}) lost: {why}");
+                self.warn(&why);
+            }
+            Lost::Stuck(why) if interrupted => {
+                if !self.config.quiet {
+                    messages::own_warning(&format!(
+                        "{why}; the files it was writing may still change"
+                    ));
+                }
+            }
+            Lost::Stuck(why) => self.warn(why),
+            Lost::Gone(_) => {}
+        }
+    }
+}
+
+/// How a file the service had when it was lost (`how`) ends here: its result, and whether
+/// its copy began.
+fn left_with(job: &QueuedJob, how: &Lost, interrupted: bool) -> (Result<Copied, CopyError>, bool) {
+    match (how, interrupted) {
+        // Cut back at once (as cp's O_TRUNC would leave it should this process fail too),
+        // then copied again in turn from its start (see `copy::inflight`), which reports
+        // the file's start and end itself.
+        (Lost::Gone(_), false) => {
+            let _ = job.dst.set_len(0);
+            (Err(CopyError::NotMoved), true)
+        }
+        // A stuck service may still write DEST: it fails, left as it is.
+        (Lost::Stuck(why), false) => {
+            job.progress.file_finished();
+            (Err(stuck_error(&job.dst_name, why)), true)
+        }
+        // Interrupted, and no word from the service: a DEST it has not written to yet is
+        // taken as never begun (one this run made goes again, as in-process).
+        _ => {
+            let begun = job.dst.metadata().map_or(true, |m| m.len() > 0);
+            if begun {
+                job.progress.file_finished();
+            }
+            (Err(CopyError::Interrupted), begun)
+        }
     }
 }
 

@@ -69,6 +69,8 @@ impl Scheduler {
         }
     }
 
+    /// Serves clients until `stop` is set, the events end, or no client has come for
+    /// `idle_exit` (zero: never); staging memory goes back after `idle_release` without work.
     pub(super) fn serve(
         &mut self,
         events: &Receiver<Event>,
@@ -79,26 +81,11 @@ impl Scheduler {
         let mut worked_at = Instant::now();
         let mut nap = Duration::ZERO;
         while !stop.load(Ordering::SeqCst) {
-            let mut moved = self.collect_finished();
-            self.send_answers();
-            moved |= self.schedule();
-            self.send_answers();
-            moved |= self.step_turn();
-            self.reap();
+            let moved = self.pass();
             if self.has_work() {
                 worked_at = Instant::now();
-            } else if !idle_release.is_zero()
-                && worked_at.elapsed() >= idle_release
-                && self.engine.staging_held() > 0
-            {
-                // Nothing to copy for a while: the memory goes back, the context stays.
-                self.engine.release_staging();
-                if self.debug {
-                    debug_line(&format!(
-                        "no work for {:.1} s: staging memory given back",
-                        idle_release.as_secs_f64()
-                    ));
-                }
+            } else if !idle_release.is_zero() && worked_at.elapsed() >= idle_release {
+                self.release_idle(idle_release);
             }
             let held = self.engine.staging_held();
             self.shared.staging_held.store(held, Ordering::SeqCst);
@@ -119,28 +106,70 @@ impl Scheduler {
                 true => Duration::ZERO,
                 false => (nap * 2).clamp(Duration::from_micros(20), Duration::from_millis(1)),
             };
-            let wait = if !self.turns.is_empty() {
-                Duration::ZERO
-            } else if self.engine.in_flight() > 0 {
-                nap
-            } else if self.clients.is_empty() && !idle_exit.is_zero() {
-                idle_exit
-                    .saturating_sub(idle_since.elapsed())
-                    .min(Duration::from_millis(250))
-            } else {
-                Duration::from_millis(250)
-            };
-            match events.recv_timeout(wait) {
-                Ok(e) => {
-                    self.take(e);
-                    while let Ok(e) = events.try_recv() {
-                        self.take(e);
-                    }
-                    nap = Duration::ZERO;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            let idle_left =
+                (!idle_exit.is_zero()).then(|| idle_exit.saturating_sub(idle_since.elapsed()));
+            match self.take_events(events, self.wait(nap, idle_left)) {
+                Some(true) => nap = Duration::ZERO,
+                Some(false) => {}
+                None => return,
             }
+        }
+    }
+
+    /// One pass over the work: answers for the files that ended, new files started, the
+    /// next part of a file in turn, clients gone forgotten. Whether anything moved.
+    fn pass(&mut self) -> bool {
+        let mut moved = self.collect_finished();
+        self.send_answers();
+        moved |= self.schedule();
+        self.send_answers();
+        moved |= self.step_turn();
+        self.reap();
+        moved
+    }
+
+    /// Nothing to copy for `idle` now: the staging memory goes back, the context stays.
+    fn release_idle(&mut self, idle: Duration) {
+        if self.engine.staging_held() == 0 {
+            return;
+        }
+        self.engine.release_staging();
+        if self.debug {
+            debug_line(&format!(
+                "no work for {:.1} s: staging memory given back",
+                idle.as_secs_f64()
+            ));
+        }
+    }
+
+    /// How long to wait for an event: not at all while a file is in turn, `nap` while files
+    /// fly, else up to 250 ms (less where the idle exit, `idle_left` away, comes first).
+    fn wait(&self, nap: Duration, idle_left: Option<Duration>) -> Duration {
+        let most = Duration::from_millis(250);
+        if !self.turns.is_empty() {
+            Duration::ZERO
+        } else if self.engine.in_flight() > 0 {
+            nap
+        } else if let (true, Some(left)) = (self.clients.is_empty(), idle_left) {
+            left.min(most)
+        } else {
+            most
+        }
+    }
+
+    /// Takes the events that come within `wait`: Some(true) when there were any,
+    /// Some(false) when none came, None when the senders are gone.
+    fn take_events(&mut self, events: &Receiver<Event>, wait: Duration) -> Option<bool> {
+        match events.recv_timeout(wait) {
+            Ok(e) => {
+                self.take(e);
+                while let Ok(e) = events.try_recv() {
+                    self.take(e);
+                }
+                Some(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Some(false),
+            Err(RecvTimeoutError::Disconnected) => None,
         }
     }
 

@@ -90,25 +90,63 @@ impl FileCopy<'_> {
         // ending at `good`, with no zero block left unwritten (--sparse=always), left it
         // ending there (a hole between slices is below it).
         let sized_at = (whole && self.sparse != SparseMode::Always).then_some(good);
-        // After a full disk the rest is written again in order, as far as it fits; the copy
-        // fails either way.
+        let disk_full = self.after_phase(good, whole, error, cx)?;
+        (cx.pause)("finish");
+        staging
+            .enter_worker(slot)
+            .map_err(|e| self.cut_back(good, self.names.read(e), cx))?;
+        let (end, kept, read) = self
+            .read_to_end((staging, slot), (&holes, good), cx, progress)
+            .map_err(|(copied, e)| self.cut_back(copied, e, cx))?;
+        if let Some(e) = disk_full {
+            return Err(self.cut_back(end, e, cx));
+        }
+        self.set_size(end, sized_at == Some(end), cx)?;
+        let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
+        if let Some(holes) = holes {
+            progress.advanced(holes);
+        }
+        Ok(Ended { size: end, kept })
+    }
+
+    /// The data phase's end made good before reading on from `good`: a failure other than a
+    /// full disk cuts DEST back there and is the copy's error; slices copied past a gap
+    /// (`whole` false) are dropped, DEST cut to `good`. Returns a full disk's error, which
+    /// fails the copy once the rest is written again in order, as far as it fits.
+    fn after_phase(
+        &self,
+        good: u64,
+        whole: bool,
+        error: Option<CopyError>,
+        cx: &Ctx<'_>,
+    ) -> Result<Option<CopyError>, CopyError> {
         let disk_full = match error {
             Some(e) if e.is_disk_full() => Some(e),
             Some(e) => return Err(self.cut_back(good, e, cx)),
             None => None,
         };
         if !whole {
-            // Slices copied past a gap are dropped: what follows `good` is read again in
-            // order, and a full disk must give back their blocks first.
+            // What follows `good` is read again in order, and a full disk must give back
+            // the dropped slices' blocks first.
             if !cx.may_resize() {
                 return Err(CopyError::Stopped { good });
             }
             self.dst.set_len(good).map_err(|e| self.names.write(e))?;
         }
-        (cx.pause)("finish");
-        staging
-            .enter_worker(slot)
-            .map_err(|e| self.cut_back(good, self.names.read(e), cx))?;
+        Ok(disk_full)
+    }
+
+    /// Reads SOURCE on through the slot to its end: first the data it now has in `holes`
+    /// before `good`, then from `good` on. Returns where it ended, where the finish began
+    /// writing DEST again (the slices' bytes before it stand), and the bytes it showed
+    /// `progress` (only those past what the data phase showed, up to `good`).
+    fn read_to_end<S: Staging>(
+        &self,
+        (staging, slot): (&S, &mut S::Slot),
+        (holes, good): (&[Range<u64>], u64),
+        cx: &Ctx<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<(u64, u64, u64), (u64, CopyError)> {
         // Bytes before `shown` were shown by the data phase (or here): when SOURCE is read
         // again from before `good`, only what lies past it is new to the progress view.
         let mut read = 0;
@@ -125,25 +163,9 @@ impl FileCopy<'_> {
             cx,
             report: &mut report,
         };
-        // `kept`: where the finish begins writing DEST again; the slices' bytes before it stand.
-        let mut kept = good;
-        let walked = self.fill_holes(&mut on, &holes, good).and_then(|from| {
-            kept = from;
-            self.read_on(&mut on, from)
-        });
-        let end = match walked {
-            Ok(end) => end,
-            Err((copied, e)) => return Err(self.cut_back(copied, e, cx)),
-        };
-        if let Some(e) = disk_full {
-            return Err(self.cut_back(end, e, cx));
-        }
-        self.set_size(end, sized_at == Some(end), cx)?;
-        let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
-        if let Some(holes) = holes {
-            progress.advanced(holes);
-        }
-        Ok(Ended { size: end, kept })
+        let kept = self.fill_holes(&mut on, holes, good)?;
+        let end = self.read_on(&mut on, kept)?;
+        Ok((end, kept, read))
     }
 
     /// Copies whatever data SOURCE now has in the holes the plan left before `good` (cp
