@@ -82,6 +82,31 @@ pub(crate) enum OnStop {
     Leave,
 }
 
+/// What stops a copy, and what the stop leaves DEST as.
+#[derive(Clone, Copy)]
+pub(crate) struct Stop<'a> {
+    pub(crate) cancel: &'a AtomicBool,
+    pub(crate) on_stop: OnStop,
+}
+
+impl Stop<'_> {
+    /// The run's own stop: DEST is cut back to the prefix known good.
+    pub(crate) fn cut_back(cancel: &AtomicBool) -> Stop<'_> {
+        Stop {
+            cancel,
+            on_stop: OnStop::CutBack,
+        }
+    }
+
+    /// A stop from the file's owner: DEST is left as the last write left it.
+    pub(crate) fn leave(cancel: &AtomicBool) -> Stop<'_> {
+        Stop {
+            cancel,
+            on_stop: OnStop::Leave,
+        }
+    }
+}
+
 /// What one bounce needs besides the bytes' place.
 pub(crate) struct Ctx<'a> {
     pub(crate) names: &'a Names,

@@ -11,7 +11,7 @@
 //! (their results are kept for `next_finished`) and takes the slots back.
 
 use crate::backend::Staging;
-use crate::bounce::OnStop;
+use crate::bounce::{OnStop, Stop};
 use crate::config::Verify;
 use crate::digest::Algorithm;
 use crate::error::CopyError;
@@ -313,7 +313,13 @@ fn copy_queued<S: Staging>(
     // Not started: DST untouched.
     let started = !cancel.load(Ordering::SeqCst);
     let mut result = match started {
-        true => copy_whole(shared, (&cancel, on_stop), slot, &job, &setup, &mut debug),
+        true => {
+            let stop = Stop {
+                cancel: &cancel,
+                on_stop,
+            };
+            copy_whole(shared, stop, slot, &job, &setup, &mut debug)
+        }
         false => Err(CopyError::Interrupted),
     };
     let stages = setup.stages();
@@ -388,7 +394,7 @@ pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffer
 /// exist.
 fn copy_whole<S: Staging>(
     shared: &Shared<S>,
-    stop: (&AtomicBool, OnStop),
+    stop: Stop<'_>,
     slot: &mut S::Slot,
     job: &QueuedJob,
     setup: &Setup,
@@ -418,14 +424,17 @@ fn copy_whole<S: Staging>(
             debug.push((t0.elapsed(), line.to_owned()));
         }
     };
-    let debugging = (shared.debug.is_some(), line as &mut dyn FnMut(&str));
+    let diag = shared
+        .debug
+        .is_some()
+        .then_some(line as &mut dyn FnMut(&str));
     let ended = file.run(
         staging,
         &mut one,
         (job.len, job.truncate),
         &cx,
         progress,
-        debugging,
+        diag,
     );
     one.finished(progress);
     file.copied(ended?, &cx)

@@ -10,7 +10,7 @@ pub use diag::Diagnostics;
 pub use state::Engine;
 
 use crate::backend::{self, Backend, Loaded, Staging, StreamIo};
-use crate::bounce::OnStop;
+use crate::bounce::Stop;
 use crate::config::{Config, Verify, DEFAULT_SLOTS_PER_GPU};
 use crate::devices;
 use crate::error::CopyError;
@@ -254,7 +254,7 @@ impl Engine {
         progress: &dyn ProgressSink,
     ) -> Result<Copied, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
-        self.copy_with(job, progress, (&cancel, OnStop::CutBack))
+        self.copy_with(job, progress, Stop::cut_back(&cancel))
             .result
     }
 
@@ -269,14 +269,14 @@ impl Engine {
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Timed<Copied> {
-        self.copy_with(job, progress, (cancel, OnStop::Leave))
+        self.copy_with(job, progress, Stop::leave(cancel))
     }
 
     fn copy_with(
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-        stop: (&AtomicBool, OnStop),
+        stop: Stop<'_>,
     ) -> Timed<Copied> {
         self.land();
         let started = Instant::now();

@@ -2,7 +2,7 @@
 //! parts copied one at a time, the file begun before them and ended after them here.
 
 use super::state::{with_pipeline, Engine, Pipelines};
-use crate::bounce::OnStop;
+use crate::bounce::Stop;
 use crate::error::CopyError;
 use crate::file_copy::{FileCopy, Setup, Timed};
 use crate::job::{Copied, DataJob, NoProgress, ProgressSink};
@@ -20,8 +20,8 @@ impl Engine {
     /// [`Engine::finish_parts`] after them.
     pub fn copy_part(&mut self, job: &DataJob<'_>, part: Range<u64>) -> Result<PartEnd, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
-        let stop = (&*cancel, OnStop::CutBack);
-        self.copy_part_with(job, part, &NoProgress, stop).result
+        self.copy_part_with(job, part, &NoProgress, Stop::cut_back(&cancel))
+            .result
     }
 
     /// [`Engine::copy_part`] of a file copied in turns (a staging service gives other
@@ -34,7 +34,7 @@ impl Engine {
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Timed<PartEnd> {
-        self.copy_part_with(job, part, progress, (cancel, OnStop::Leave))
+        self.copy_part_with(job, part, progress, Stop::leave(cancel))
     }
 
     fn copy_part_with(
@@ -42,7 +42,7 @@ impl Engine {
         job: &DataJob<'_>,
         part: Range<u64>,
         progress: &dyn ProgressSink,
-        stop: (&AtomicBool, OnStop),
+        stop: Stop<'_>,
     ) -> Timed<PartEnd> {
         self.land();
         let diag = &mut |line: &str| self.diag.debug(line);
@@ -55,7 +55,7 @@ impl Engine {
         self.land();
         self.prepare(job.src_name)?;
         let setup = Setup::new(job.src_name, job.dst_name, None);
-        let cx = setup.cx((&self.config.cancel, OnStop::CutBack), self.config.pause);
+        let cx = setup.cx(Stop::cut_back(&self.config.cancel), self.config.pause);
         FileCopy::of(job, &setup.names).begin(true, &cx)
     }
 
@@ -69,7 +69,7 @@ impl Engine {
         parts: Vec<Result<PartEnd, CopyError>>,
     ) -> Result<Copied, CopyError> {
         let cancel = Arc::clone(&self.config.cancel);
-        self.finish_parts_with(job, parts, &NoProgress, (&cancel, OnStop::CutBack))
+        self.finish_parts_with(job, parts, &NoProgress, Stop::cut_back(&cancel))
     }
 
     /// [`Engine::finish_parts`] of a file copied by [`Engine::copy_part_cancellable`].
@@ -80,7 +80,7 @@ impl Engine {
         progress: &dyn ProgressSink,
         cancel: &AtomicBool,
     ) -> Result<Copied, CopyError> {
-        self.finish_parts_with(job, parts, progress, (cancel, OnStop::Leave))
+        self.finish_parts_with(job, parts, progress, Stop::leave(cancel))
     }
 
     fn finish_parts_with(
@@ -88,7 +88,7 @@ impl Engine {
         job: &DataJob<'_>,
         mut parts: Vec<Result<PartEnd, CopyError>>,
         progress: &dyn ProgressSink,
-        (cancel, on_stop): (&AtomicBool, OnStop),
+        stop: Stop<'_>,
     ) -> Result<Copied, CopyError> {
         self.land();
         let started = Instant::now();
@@ -100,7 +100,7 @@ impl Engine {
                 pieces.extend(taken);
             }
         }
-        let cx = setup.cx((cancel, on_stop), self.config.pause);
+        let cx = setup.cx(stop, self.config.pause);
         let file = FileCopy::of(job, &setup.names);
         let ended =
             with_pipeline!(&mut self.backend, p => p.finish_parts(&file, parts, &cx, progress))?;

@@ -8,7 +8,7 @@ use super::finish::Ended;
 use super::plan::Plan;
 use super::state::FileCopy;
 use crate::backend::Staging;
-use crate::bounce::{Ctx, Names, OnStop};
+use crate::bounce::{Ctx, Names, Stop};
 use crate::digest::{Algorithm, Pieces};
 use crate::error::CopyError;
 use crate::job::{ProgressSink, SparseMode};
@@ -17,7 +17,6 @@ use crate::worker::{Endpoints, Handle, Phase, SideRoute, Work};
 use std::io;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
 /// What one file's copy is run with, set up once whatever schedules it: both names quoted,
 /// the pieces of its digest (--sums), and the clock its stages add to.
@@ -37,17 +36,13 @@ impl Setup {
         }
     }
 
-    /// The context the copy's steps take: stopped by `cancel`, which leaves DEST as
-    /// `on_stop` says; `pause`, the tests' pause points ([`crate::Config::pause`]).
-    pub(crate) fn cx<'a>(
-        &'a self,
-        (cancel, on_stop): (&'a AtomicBool, OnStop),
-        pause: fn(&'static str),
-    ) -> Ctx<'a> {
+    /// The context the copy's steps take: stopped by `stop`; `pause`, the tests' pause
+    /// points ([`crate::Config::pause`]).
+    pub(crate) fn cx<'a>(&'a self, stop: Stop<'a>, pause: fn(&'static str)) -> Ctx<'a> {
         Ctx {
             names: &self.names,
-            cancel,
-            on_stop,
+            cancel: stop.cancel,
+            on_stop: stop.on_stop,
             clock: &self.clock,
             pause,
             digest: self.pieces.as_ref(),
@@ -134,7 +129,7 @@ impl FileCopy<'_> {
     /// Copies a whole regular file of `len` bytes (its size at open) with `scheduler`: its
     /// data phase, DEST cut first where `cut` says it holds old bytes, then the finish on
     /// the scheduler's first slot. Returns DEST's final size and the prefix the data phase
-    /// still stands for. --debug lines go to `diag`, formatted only with `debug`.
+    /// still stands for. --debug lines go to `diag` (None without --debug: none is made).
     pub(crate) fn run<S: Staging>(
         &self,
         staging: &S,
@@ -142,17 +137,17 @@ impl FileCopy<'_> {
         (len, cut): (u64, bool),
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-        debug: (bool, &mut dyn FnMut(&str)),
+        diag: Option<&mut dyn FnMut(&str)>,
     ) -> Result<Ended, CopyError> {
         let (phase, reported) =
-            self.data_phase(staging, scheduler, (0..len, cut), cx, progress, debug)?;
+            self.data_phase(staging, scheduler, (0..len, cut), cx, progress, diag)?;
         let slot = scheduler.finish_slot();
         self.finish(phase, Some(reported), staging, slot, cx, progress)
     }
 
     /// The data phase of `range`: the scheduler readies its slots and plans, both sides are
     /// opened (DEST cut to 0 first where `cut` says it holds old bytes), the route is
-    /// reported and the --debug line written (only with `debug.0`), the slices run window
+    /// reported and the --debug line written (to `diag`, where given), the slices run window
     /// by window, and both files are handed back buffered. Returns how the phase ended and
     /// the bytes reported to `progress`. An error here comes before DEST was touched.
     pub(crate) fn data_phase<S: Staging>(
@@ -162,8 +157,14 @@ impl FileCopy<'_> {
         (range, cut): (Range<u64>, bool),
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-        (debug, diag): (bool, &mut dyn FnMut(&str)),
+        diag: Option<&mut dyn FnMut(&str)>,
     ) -> Result<(Phase, u64), CopyError> {
+        let debug = diag.is_some();
+        let mut quiet = |_: &str| {};
+        let diag: &mut dyn FnMut(&str) = match diag {
+            Some(diag) => diag,
+            None => &mut quiet,
+        };
         let Planned { plan, cut: cutting } = scheduler.ready(self, &range, cx, diag)?;
         let (library, rereads) = scheduler.opening();
         let [src, dst] = opening(cx, || {

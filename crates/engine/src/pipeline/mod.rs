@@ -4,7 +4,7 @@
 //! through the first slot's bounce route in order.
 
 use crate::backend::Staging;
-use crate::bounce::{Ctx, OnStop, Pump, Reader, Writer};
+use crate::bounce::{Ctx, Pump, Reader, Stop, Writer};
 use crate::error::CopyError;
 use crate::file_copy::{Ended, FileCopy, Setup, Timed};
 use crate::fileio::MIN_ALIGN;
@@ -12,7 +12,6 @@ use crate::job::{Copied, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::stages::{Stage, StageTimes};
 use crate::worker::{PartEnd, Phase};
 use std::ops::Range;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 mod flight;
@@ -104,7 +103,7 @@ impl<S: Staging> Pipeline<S> {
         &mut self,
         job: &DataJob<'_>,
         progress: &dyn ProgressSink,
-        stop: (&AtomicBool, OnStop),
+        stop: Stop<'_>,
         diag: &mut dyn FnMut(&str),
     ) -> Ran<Copied> {
         let mut setup = Setup::new(job.src_name, job.dst_name, job.digest);
@@ -118,7 +117,7 @@ impl<S: Staging> Pipeline<S> {
         job: &DataJob<'_>,
         setup: &mut Setup,
         progress: &dyn ProgressSink,
-        stop: (&AtomicBool, OnStop),
+        stop: Stop<'_>,
         diag: &mut dyn FnMut(&str),
     ) -> Result<Copied, CopyError> {
         let dst_regular = job
@@ -143,7 +142,7 @@ impl<S: Staging> Pipeline<S> {
         let result = match len {
             Some(len) => {
                 let staging = Arc::clone(&self.staging);
-                file.run(&*staging, self, (len, true), &cx, progress, (true, diag))
+                file.run(&*staging, self, (len, true), &cx, progress, Some(diag))
             }
             None => {
                 diag(&format!("{}: streamed through the bounce route", names.src));
@@ -166,7 +165,7 @@ impl<S: Staging> Pipeline<S> {
         job: &DataJob<'_>,
         part: Range<u64>,
         progress: &dyn ProgressSink,
-        stop: (&AtomicBool, OnStop),
+        stop: Stop<'_>,
         diag: &mut dyn FnMut(&str),
     ) -> Ran<PartEnd> {
         let mut setup = Setup::new(job.src_name, job.dst_name, job.digest);
@@ -176,7 +175,7 @@ impl<S: Staging> Pipeline<S> {
             let file = FileCopy::of(job, cx.names);
             let staging = Arc::clone(&self.staging);
             let (phase, _) =
-                file.data_phase(&*staging, self, (part, false), &cx, progress, (true, diag))?;
+                file.data_phase(&*staging, self, (part, false), &cx, progress, Some(diag))?;
             phase.part_end()
         })();
         let result = result.map(|mut end| {
