@@ -162,9 +162,9 @@ impl ServiceClient {
     }
 
     /// Waits (up to `wait`; None: until one comes) for the next answer. After SIGINT, sends
-    /// Cancel once and waits for the files' answers up to [`STOP_WAIT`]; a service silent
-    /// for [`SILENCE`] is asked for its status, and one that does not answer within
-    /// [`ANSWER_LIMIT`] is given up as stuck.
+    /// Cancel once and waits for the files' answers up to [`lost::STOP_WAIT`]; a service
+    /// silent for [`SILENCE`] is asked for its status, and one that does not answer within
+    /// [`lost::ANSWER_LIMIT`] is given up as stuck.
     fn next_reply(&mut self, wait: Option<Duration>) -> Option<Answer> {
         let until = wait.map(|w| Instant::now() + w);
         loop {

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 /// (it stops each within one write of at most 64 MiB per worker; a library call that
 /// stalls holds it longer). Past this the client dies anyway, with a warning that those
 /// DESTs may still change.
-const STOP_WAIT: Duration = Duration::from_secs(10);
+pub(super) const STOP_WAIT: Duration = Duration::from_secs(10);
 /// How long that status answer may take before the service counts as stuck: its files
 /// fail (they are not copied again here, where it may still write them), and the rest of
 /// the run copies in-process.
-const ANSWER_LIMIT: Duration = Duration::from_secs(5);
+pub(super) const ANSWER_LIMIT: Duration = Duration::from_secs(5);
 /// Why a wait for an answer ended without one.
 pub(super) enum Lost {
     /// The service is gone or spoke nonsense: redo its files here.

@@ -83,8 +83,8 @@ impl Recorder {
     }
 }
 
-/// Where the progress of file `id` of the client on `sock` goes: its first bytes are reported at once
-/// (the client's view shows the file moving), then every PROGRESS_EVERY.
+/// Where the progress of file `id` of the client on `sock` goes: its first bytes are
+/// reported at once (the client's view shows the file moving), then every PROGRESS_EVERY.
 pub(super) fn progress_to(sock: &Arc<OwnedFd>, id: u64) -> ProgressTo {
     let long_ago = Instant::now().checked_sub(PROGRESS_EVERY);
     ProgressTo {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 pub trait Diagnostics: Send {
     /// A one-line warning (no GPU library, so host memory; --async unavailable).
     fn warn(&mut self, line: &str);
-    /// A --debug line (only with [`Config::debug`]); `since_start` is the time since
-    /// [`Engine::start`] was called, so start-up costs show where they are paid.
+    /// A --debug line (only with [`crate::Config::debug`]); `since_start` is the time since
+    /// [`crate::Engine::start`] was called, so start-up costs show where they are paid.
     fn debug(&mut self, since_start: Duration, line: &str);
 }
 
