@@ -217,6 +217,39 @@ impl Registry {
     /// async ops, refused and faulted calls included), kept by [`CallCounters`].
     fn report(&self, reads: u64, writes: u64) -> String {
         let mut out = String::new();
+        self.report_leaks(&mut out);
+        for line in &self.misuse {
+            let _ = writeln!(out, "misuse: {line}");
+        }
+        if self.misuse_dropped > 0 {
+            let _ = writeln!(
+                out,
+                "misuse: {} more misuse lines not listed",
+                self.misuse_dropped
+            );
+        }
+        let _ = writeln!(out, "{}", self.devices.report_line(fake().devices));
+        let s = &self.stats;
+        let _ = writeln!(
+            out,
+            "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
+             mallocs={} max_alloc={} handles={} device_threads={}",
+            reads,
+            writes,
+            s.read_bytes,
+            s.write_bytes,
+            s.htod_bytes,
+            s.dtoh_bytes,
+            s.mallocs,
+            s.max_alloc,
+            s.handles,
+            s.device_threads.len()
+        );
+        out
+    }
+
+    /// The report's leak lines: what is still registered, allocated or open, in order.
+    fn report_leaks(&self, out: &mut String) {
         let mut handles: Vec<_> = self.handles.iter().collect();
         handles.sort_by_key(|(id, _)| **id);
         for (id, h) in handles {
@@ -263,34 +296,6 @@ impl Registry {
         if self.explicit_opens > 0 {
             let _ = writeln!(out, "leak: driver open count {}", self.explicit_opens);
         }
-        for line in &self.misuse {
-            let _ = writeln!(out, "misuse: {line}");
-        }
-        if self.misuse_dropped > 0 {
-            let _ = writeln!(
-                out,
-                "misuse: {} more misuse lines not listed",
-                self.misuse_dropped
-            );
-        }
-        let _ = writeln!(out, "{}", self.devices.report_line(fake().devices));
-        let s = &self.stats;
-        let _ = writeln!(
-            out,
-            "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
-             mallocs={} max_alloc={} handles={} device_threads={}",
-            reads,
-            writes,
-            s.read_bytes,
-            s.write_bytes,
-            s.htod_bytes,
-            s.dtoh_bytes,
-            s.mallocs,
-            s.max_alloc,
-            s.handles,
-            s.device_threads.len()
-        );
-        out
     }
 }
 
