@@ -333,28 +333,18 @@ fn read_client(
     };
     let mut inbox = Inbox::default();
     loop {
-        let event = match inbox.receive::<Request>(sock.as_fd()) {
-            Ok((Request::Copy { files }, _))
-                if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>
-            {
-                Err(format!("more than {MAX_PENDING} files unanswered"))
-            }
-            Ok((Request::Copy { files }, fds)) => jobs_of(files, fds).map(|jobs| {
-                unanswered.fetch_add(jobs.len(), Ordering::SeqCst);
-                Event::Jobs(id, jobs)
-            }),
-            Ok((Request::Cancel, _)) => {
-                cancel.store(true, Ordering::SeqCst);
-                Ok(Event::Cancel(id))
-            }
-            Ok((Request::Status, _)) => {
-                let status = Reply::Status(shared.status());
-                match wire::send(sock.as_fd(), &status, &[]) {
-                    Ok(()) => continue,
-                    Err(_) => break,
+        let got = inbox.receive::<Request>(sock.as_fd());
+        let event = match got {
+            Ok((request, fds)) => match event_of(request, fds, id, &cancel, &unanswered) {
+                Some(event) => event,
+                None => {
+                    let status = Reply::Status(shared.status());
+                    match wire::send(sock.as_fd(), &status, &[]) {
+                        Ok(()) => continue,
+                        Err(_) => break,
+                    }
                 }
-            }
-            Ok((Request::Hello { .. }, _)) => Err("hello twice".to_owned()),
+            },
             Err(WireError::Malformed(m)) => Err(m),
             Err(_) => break,
         };
@@ -370,6 +360,36 @@ fn read_client(
             }
         }
     }
+}
+
+/// What client `id`'s `request` (with the descriptors `fds` it carried) tells the
+/// scheduler, or why the client is refused; None for a status request, which the reader
+/// answers itself. `cancel` stops the client's files; `unanswered` counts its files that
+/// have no answer yet (at most [`MAX_PENDING`]).
+fn event_of(
+    request: Request,
+    fds: Vec<OwnedFd>,
+    id: ClientId,
+    cancel: &AtomicBool,
+    unanswered: &AtomicUsize,
+) -> Option<Result<Event, String>> {
+    Some(match request {
+        Request::Copy { files }
+            if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>
+        {
+            Err(format!("more than {MAX_PENDING} files unanswered"))
+        }
+        Request::Copy { files } => jobs_of(files, fds).map(|jobs| {
+            unanswered.fetch_add(jobs.len(), Ordering::SeqCst);
+            Event::Jobs(id, jobs)
+        }),
+        Request::Cancel => {
+            cancel.store(true, Ordering::SeqCst);
+            Ok(Event::Cancel(id))
+        }
+        Request::Status => return None,
+        Request::Hello { .. } => Err("hello twice".to_owned()),
+    })
 }
 
 /// A client's reader thread ending: its files stop at once (before the scheduler hears of

@@ -96,7 +96,7 @@ impl FileCopy<'_> {
             .enter_worker(slot)
             .map_err(|e| self.cut_back(good, self.names.read(e), cx))?;
         let (end, kept, read) = self
-            .read_to_end((staging, slot), (&holes, good), cx, progress)
+            .read_to_end(staging, slot, &holes, good, cx, progress)
             .map_err(|(copied, e)| self.cut_back(copied, e, cx))?;
         if let Some(e) = disk_full {
             return Err(self.cut_back(end, e, cx));
@@ -142,8 +142,10 @@ impl FileCopy<'_> {
     /// `progress` (only those past what the data phase showed, up to `good`).
     fn read_to_end<S: Staging>(
         &self,
-        (staging, slot): (&S, &mut S::Slot),
-        (holes, good): (&[Range<u64>], u64),
+        staging: &S,
+        slot: &mut S::Slot,
+        holes: &[Range<u64>],
+        good: u64,
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<(u64, u64, u64), (u64, CopyError)> {
