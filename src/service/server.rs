@@ -20,6 +20,7 @@
 //! 2 x (MAX_PENDING + MAX_FILES) descriptors.
 
 mod connections;
+mod handover;
 mod places;
 mod recorder;
 mod scheduler;

@@ -2,13 +2,14 @@
 //! round-robin, a file too large to fly copied in turn, and each file's answer sent back.
 
 use super::connections::{Event, Job, Joined};
-use super::recorder::{progress_to, ProgressTo, Recorder};
+use super::handover::{how_it_flies, Flying};
+use super::recorder::{progress_to, Recorder};
 use super::turn::{Turn, TURN_CHUNKS};
 use super::{debug_line, ClientId, Shared};
 use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages};
 use aiscp_engine::{Copied, CopyError, Engine, ProgressSink, QueueLimits, QueuedJob, Ticket};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -474,48 +475,5 @@ fn send_answers(c: &mut Client) {
         c.gone = true;
         c.joined.cancel.store(true, Ordering::SeqCst);
         c.pending.clear();
-    }
-}
-
-/// How a waiting file goes into the engine's flight: its length, whether DEST is cut, and
-/// where its progress goes.
-struct Flying {
-    len: u64,
-    truncate: bool,
-    reports: Option<ProgressTo>,
-}
-
-/// Whether the client's first waiting file (`front`, its client on `sock`) flies, and how;
-/// None: it is copied in turn. `queue_max` is the largest file the engine queues (None:
-/// none), `others_busy` whether another client has files waiting or in flight.
-fn how_it_flies(
-    front: &Job,
-    sock: &Arc<OwnedFd>,
-    queue_max: Option<u64>,
-    others_busy: bool,
-) -> Option<Flying> {
-    let flying = |len, truncate, reports| {
-        Some(Flying {
-            len,
-            truncate,
-            reports,
-        })
-    };
-    match front.handover {
-        Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
-            flying(len, truncate, None)
-        }
-        // A source read to its end (a /proc file) may take any time: it flies on one
-        // slot, never on this thread, whatever the route (files in flight bounce).
-        Handover::InFlight { len: 0, truncate } => flying(0, truncate, None),
-        Handover::InTurn { len: None } => flying(0, false, Some(progress_to(sock, front.id))),
-        // A file too large to fly as the client sees it is copied with every slot, a
-        // part at a time, while no other client has work; while others do, it flies
-        // on one slot beside their files, so no client waits behind another's large
-        // file.
-        Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
-            flying(len, true, Some(progress_to(sock, front.id)))
-        }
-        _ => None,
     }
 }
