@@ -38,7 +38,7 @@ case $backend in
     ;;
   *) echo "backend: host or fake" >&2; exit 2 ;;
 esac
-env "${env[@]}" XDG_RUNTIME_DIR="$runtime" "$BIN" --serve --debug 2>"$log" &
+env "${env[@]}" XDG_RUNTIME_DIR="$runtime" XDG_CACHE_HOME="$runtime/cache" "$BIN" --serve --debug 2>"$log" &
 svc=$!
 for _ in $(seq 200); do [ -S "$runtime/aiscp/service.sock" ] && break; sleep 0.05; done
 [ -S "$runtime/aiscp/service.sock" ] || { echo "service did not start:" >&2; cat "$log" >&2; exit 1; }

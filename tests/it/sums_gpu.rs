@@ -90,11 +90,9 @@ fn copy_with_sums(algorithm: &str, faults: &str) -> String {
 #[test]
 fn digests_from_the_gpu_kernels_match_independent_ones() {
     for algorithm in ["blake3", "crc64nvme", "crc32c"] {
+        // The first run compiles, the others load what it kept.
         let said = copy_with_sums(algorithm, "");
-        assert!(
-            said.starts_with("on the GPU (hiprtc 6.4, compiled in "),
-            "{said}"
-        );
+        assert!(said.starts_with("on the GPU (hiprtc 6.4, "), "{said}");
     }
 }
 
@@ -110,4 +108,45 @@ fn a_failed_compile_gives_the_same_digests_from_the_cpu_and_says_why() {
             "{said}"
         );
     }
+}
+
+/// The kernel cache file a `--debug` digests line names, when it names one.
+fn cached_at(said: &str) -> Option<std::path::PathBuf> {
+    let (_, rest) = said.split_once("from the kernel cache, ")?;
+    rest.split_once(')').map(|(path, _)| path.into())
+}
+
+#[test]
+fn compiled_kernels_are_kept_for_the_next_run_and_a_bad_copy_is_compiled_again() {
+    let first = copy_with_sums("blake3", "");
+    assert!(
+        first.starts_with("on the GPU (hiprtc 6.4, compiled in "),
+        "{first}"
+    );
+    let second = copy_with_sums("crc64nvme", "");
+    let cached = cached_at(&second).unwrap_or_else(|| panic!("not from the cache: {second}"));
+    assert!(second.starts_with("on the GPU (hiprtc 6.4, from the kernel cache, "));
+
+    // A flipped bit: the file is not read, and the kernels are compiled (and kept) again.
+    let mut bytes = fs::read(&cached).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    fs::write(&cached, &bytes).unwrap();
+    let third = copy_with_sums("blake3", "");
+    assert!(third.contains("compiled in "), "{third}");
+    assert_eq!(
+        cached_at(&copy_with_sums("crc32c", "")),
+        Some(cached.clone())
+    );
+
+    // A whole file whose image the GPU refuses: removed, compiled afresh within the run,
+    // and every digest still right.
+    let image = b"not a code object\0";
+    let mut bad = b"aiscp digest kernels 1\nhiprtc 6.4\n".to_vec();
+    bad.extend_from_slice(blake3::hash(image).to_hex().as_bytes());
+    bad.push(b'\n');
+    bad.extend_from_slice(image);
+    fs::write(&cached, &bad).unwrap();
+    let fourth = copy_with_sums("blake3", "");
+    assert!(fourth.contains("compiled in "), "{fourth}");
+    assert_eq!(cached_at(&copy_with_sums("blake3", "")), Some(cached));
 }

@@ -34,15 +34,19 @@ pub fn aiscp_assert() -> assert_cmd::Command {
 /// directory of the calling test's own. Without it a service running at the user's default
 /// socket would take the test's copies (its --stats, its warnings, its GPU), and whatever
 /// another user left at `/tmp/aiscp-UID` (looked at when XDG_RUNTIME_DIR is unset) would add
-/// a warning to every run. A test of the service sets its own socket after this. Under
+/// a warning to every run. `XDG_CACHE_HOME` is the test's too, so that compiled digest
+/// kernels are neither read from nor left in the user's cache. A test of the service sets
+/// its own socket after this. Under
 /// `scripts/through-service.sh` both are left as inherited: going through its service is
 /// that run's point.
 pub fn hermetic(cmd: &mut Command) -> &mut Command {
     if through_a_service() {
         return cmd;
     }
+    let runtime = RUNTIME_DIR.with(|d| d.path().to_owned());
     cmd.env("AISCP_SERVICE", "off")
-        .env("XDG_RUNTIME_DIR", RUNTIME_DIR.with(|d| d.path().to_owned()))
+        .env("XDG_CACHE_HOME", runtime.join("cache"))
+        .env("XDG_RUNTIME_DIR", runtime)
 }
 
 thread_local! {

@@ -37,7 +37,7 @@ fn main() {
     let mut scratch = None;
     let started = Instant::now();
     digests
-        .hash(0, &mut scratch, &slot, 1024, 0, Algorithm::Blake3)
+        .hash_now(0, &mut scratch, &slot, 1024, 0, Algorithm::Blake3)
         .unwrap();
     println!(
         "compile\t{:.3} s\tload+first slice\t{:.3} s\t{}",
@@ -69,7 +69,7 @@ fn main() {
         };
         for algorithm in Algorithm::ALL {
             let got = digests
-                .hash(0, &mut scratch, &slot, len, start, algorithm)
+                .hash_now(0, &mut scratch, &slot, len, start, algorithm)
                 .unwrap();
             let want = match (algorithm, start % 1024) {
                 (Algorithm::Blake3, 1..) => None,
@@ -91,13 +91,13 @@ fn main() {
             let runs = (16usize << 30).div_ceil(size).clamp(8, 2000);
             for _ in 0..2 {
                 digests
-                    .hash(0, &mut scratch, &slot, size, 0, algorithm)
+                    .hash_now(0, &mut scratch, &slot, size, 0, algorithm)
                     .unwrap();
             }
             let t = Instant::now();
             for _ in 0..runs {
                 digests
-                    .hash(0, &mut scratch, &slot, size, 0, algorithm)
+                    .hash_now(0, &mut scratch, &slot, size, 0, algorithm)
                     .unwrap();
             }
             let gpu = (size * runs) as f64 / t.elapsed().as_secs_f64() / 1e9;

@@ -8,7 +8,7 @@
 //! code is a plain read then write of the slice.
 
 use crate::backend::Staging;
-use crate::digest::{Piece, Pieces};
+use crate::digest::{Hashing, Piece, Pieces, Queued};
 use crate::error::CopyError;
 use crate::fileio;
 use crate::stages::{Stage, StageClock};
@@ -137,19 +137,19 @@ impl Ctx<'_> {
         }
     }
 
-    /// Adds the digest piece of the slot's first `len` bytes, which DEST receives at
-    /// `start`, where the copy takes digests. A slot the backend does not (or could not)
-    /// hash adds none: the file's digest reads those bytes back from DEST instead.
+    /// Starts the digest piece of the slot's first `len` bytes, which DEST receives at
+    /// `start`, where the copy takes digests: taken now, or queued where the bytes are
+    /// staged and added by [`Ctx::add_piece`] once the slot is written out (the slot's
+    /// bytes stay until then). A slot the backend does not (or could not) hash adds none:
+    /// the file's digest reads those bytes back from DEST instead.
     pub(crate) fn take_piece<S: Staging>(
         &self,
         staging: &S,
         slot: &mut S::Slot,
         start: u64,
         len: usize,
-    ) {
-        if let Some((pieces, piece)) = self.hash(staging, slot, start, len) {
-            pieces.add(piece);
-        }
+    ) -> PieceToAdd {
+        self.start_piece(staging, slot, start, len, false)
     }
 
     /// [`Ctx::take_piece`] of bytes the file's finish writes (nothing writes DEST after).
@@ -159,29 +159,68 @@ impl Ctx<'_> {
         slot: &mut S::Slot,
         start: u64,
         len: usize,
-    ) {
-        if let Some((pieces, piece)) = self.hash(staging, slot, start, len) {
-            pieces.add_final(piece);
-        }
+    ) -> PieceToAdd {
+        self.start_piece(staging, slot, start, len, true)
     }
 
-    fn hash<S: Staging>(
+    fn start_piece<S: Staging>(
         &self,
         staging: &S,
         slot: &mut S::Slot,
         start: u64,
         len: usize,
-    ) -> Option<(&Pieces, Piece)> {
-        let pieces = self.digest?;
-        let hashed = self.clock.time(Stage::Digest, || {
+        last: bool,
+    ) -> PieceToAdd {
+        let Some(pieces) = self.digest else {
+            return PieceToAdd(None);
+        };
+        let hashing = self.clock.time(Stage::Digest, || {
             staging.hash(slot, len, start, pieces.algorithm())
         });
-        Some((pieces, hashed.ok()??))
+        match hashing {
+            Ok(Hashing::Done(Some(piece))) => add(pieces, piece, last),
+            Ok(Hashing::Queued(queued)) => return PieceToAdd(Some((queued, last))),
+            Ok(Hashing::Done(None)) | Err(_) => {}
+        }
+        PieceToAdd(None)
+    }
+
+    /// Adds the piece [`Ctx::take_piece`] queued, once the GPU has it; one that fails is
+    /// left out, and the file's digest reads those bytes back from DEST.
+    pub(crate) fn add_piece<S: Staging>(&self, staging: &S, slot: &mut S::Slot, to: PieceToAdd) {
+        let (Some(pieces), Some((queued, last))) = (self.digest, to.0) else {
+            return;
+        };
+        let hashed = self
+            .clock
+            .time(Stage::Digest, || staging.hashed(slot, queued));
+        if let Ok(Some(piece)) = hashed {
+            add(pieces, piece, last);
+        }
     }
 
     /// Whether DEST may still be cut or sized: not once its owner has stopped the copy.
     pub(crate) fn may_resize(&self) -> bool {
         !(self.on_stop == OnStop::Leave && self.cancel.load(Ordering::SeqCst))
+    }
+}
+
+/// A slice's digest piece still being computed where its bytes are staged, for
+/// [`Ctx::add_piece`] (and whether nothing writes DEST after it).
+#[must_use = "a queued piece is added once the slice is written out"]
+pub(crate) struct PieceToAdd(Option<(Queued, bool)>);
+
+impl PieceToAdd {
+    /// Nothing to add.
+    pub(crate) fn none() -> PieceToAdd {
+        PieceToAdd(None)
+    }
+}
+
+fn add(pieces: &Pieces, piece: Piece, last: bool) {
+    match last {
+        true => pieces.add_final(piece),
+        false => pieces.add(piece),
     }
 }
 
@@ -348,11 +387,14 @@ impl Pump<'_> {
             let got =
                 read_in(staging, slot, &self.reader, at, want, cx).map_err(|e| (*written, e))?;
             if got > 0 {
-                match self.last_writes {
+                // A piece queued on the GPU is computed while the round is written out.
+                let piece = match self.last_writes {
                     true => cx.take_final_piece(staging, slot, at, got),
                     false => cx.take_piece(staging, slot, at, got),
-                }
-                match write_out(staging, slot, &self.writer, at, got, cx) {
+                };
+                let wrote = write_out(staging, slot, &self.writer, at, got, cx);
+                cx.add_piece(staging, slot, piece);
+                match wrote {
                     Ok(0) => {}
                     Ok(ends) => *written = at + ends as u64,
                     Err((0, e)) => return Err((*written, e)),

@@ -3,7 +3,7 @@
 //! slice, read it into the slot, write it out (by the library or the bounce route).
 
 use crate::backend::{LibraryIo, Staging};
-use crate::bounce::{self, Ctx, Reader, Writer};
+use crate::bounce::{self, Ctx, PieceToAdd, Reader, Writer};
 use crate::digest::Piece;
 use crate::error::CopyError;
 use crate::fileio;
@@ -355,15 +355,18 @@ fn copy_slice<S: Staging>(
     let len = (slice.end - slice.start) as usize;
     let got = read_slice(staging, slot, ends, &slice)?;
     // A short read (SOURCE ended in the slice) is left to the file's finish, piece and all.
-    if got == len {
-        ends.cx.take_piece(staging, slot, slice.start, len);
-    }
+    // A piece queued on the GPU is computed while the slice is written out.
+    let piece = match got == len {
+        true => ends.cx.take_piece(staging, slot, slice.start, len),
+        false => PieceToAdd::none(),
+    };
     let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
         got & !(ends.align as usize - 1)
     } else {
         got
     };
     write_slice(staging, slot, ends, slice.start, to_write)?;
+    ends.cx.add_piece(staging, slot, piece);
     Ok(to_write as u64)
 }
 

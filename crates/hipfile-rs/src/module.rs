@@ -176,16 +176,33 @@ impl Kernel {
         shared: u32,
         args: &mut [*mut c_void],
     ) -> Result<(), Error> {
-        let device = &self.module.inner.device;
-        if !device.same(&stream.device) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.launch_on(&stream.device, stream.raw, grid, block, shared, args) }
+    }
+
+    /// [`Kernel::launch`] on `raw`, a live stream of `device`.
+    ///
+    /// # Safety
+    /// As [`Kernel::launch`].
+    pub(crate) unsafe fn launch_on(
+        &self,
+        device: &Device,
+        raw: sys::StreamRaw,
+        grid: u32,
+        block: u32,
+        shared: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<(), Error> {
+        let own = &self.module.inner.device;
+        if !own.same(device) {
             return Err(Error::Os(std::io::Error::other(
                 "kernel launch on a stream of another device",
             )));
         }
-        let (_, _, _, call) = device.module_names();
-        device.make_current()?;
+        let (_, _, _, call) = own.module_names();
+        own.make_current()?;
         // SAFETY: a live function and stream of this device; the rest is the caller's.
-        device.runtime().check(call, unsafe {
+        own.runtime().check(call, unsafe {
             (self.module.inner.functions.launch_kernel)(
                 self.raw,
                 grid,
@@ -195,7 +212,7 @@ impl Kernel {
                 1,
                 1,
                 shared,
-                stream.raw,
+                raw,
                 args.as_mut_ptr(),
                 std::ptr::null_mut(),
             )

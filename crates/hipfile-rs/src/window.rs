@@ -3,7 +3,8 @@
 //! other windows overlaps them, and so that copies of different threads never queue behind
 //! one another on the legacy default stream, as synchronous hipMemcpy / cuMemcpy do.
 
-use crate::{sys, Device, DeviceBuffer, Error, PinnedBuffer};
+use crate::{sys, Device, DeviceBuffer, Error, Kernel, PinnedBuffer};
+use std::ffi::c_void;
 
 /// Pinned host memory plus the stream its copies run on. Host access ([`CopyWindow::host`])
 /// waits for the queued copies first, so the host never touches bytes a copy is moving.
@@ -81,6 +82,26 @@ impl CopyWindow {
         len: usize,
     ) -> Result<(), Error> {
         self.queue(len, src, src_off, false)
+    }
+
+    /// Queues `kernel` on the window's stream, after the copies queued before it and before
+    /// those queued after: a kernel between an upload and a download needs one wait in all.
+    ///
+    /// # Safety
+    /// As [`Kernel::launch`]: `args` match the kernel's parameters, and the device memory
+    /// they name stays valid, and untouched by others, until the window is waited on.
+    pub unsafe fn launch(
+        &mut self,
+        kernel: &Kernel,
+        grid: u32,
+        block: u32,
+        shared: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<(), Error> {
+        // Marked before the call, as for a copy.
+        self.pending = true;
+        // SAFETY: the window's own live stream on its device; the rest is the caller's.
+        unsafe { kernel.launch_on(&self.device, self.stream, grid, block, shared, args) }
     }
 
     fn queue(

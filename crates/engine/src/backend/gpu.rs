@@ -5,7 +5,7 @@ use super::kind::Backend;
 use super::request::{resolve_route, GpuChoice, Request};
 use super::staging::{LibraryIo, Staging, StreamIo};
 use crate::digest::on_gpu::{GpuDigests, Scratch};
-use crate::digest::{Algorithm, Piece};
+use crate::digest::{Algorithm, Hashing, Piece, Queued};
 use crate::library_stats::LibraryStats;
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
@@ -408,7 +408,7 @@ impl Staging for GpuStaging {
         len: usize,
         start: u64,
         algorithm: Algorithm,
-    ) -> Result<Option<Piece>, Error> {
+    ) -> Result<Hashing, Error> {
         // The bounce route's uploads must have landed before a kernel or a download reads.
         self.settle(slot)?;
         let GpuSlot {
@@ -419,6 +419,9 @@ impl Staging for GpuStaging {
         } = slot;
         self.digests
             .hash(*gpu, scratch, device.buffer(), len, start, algorithm)
+    }
+    fn hashed(&self, slot: &mut GpuSlot, queued: Queued) -> Result<Option<Piece>, Error> {
+        self.digests.hashed(&mut slot.scratch, queued).map(Some)
     }
     fn digests_computed(&self) -> Option<String> {
         self.digests.describe()

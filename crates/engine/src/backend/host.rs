@@ -3,7 +3,7 @@
 
 use super::kind::Backend;
 use super::staging::{NoLibrary, Staging};
-use crate::digest::{Algorithm, Piece};
+use crate::digest::{Algorithm, Hashing, Piece};
 use hipfile::Error;
 use nix::sys::mman::{self, MapFlags, ProtFlags};
 use std::ffi::c_void;
@@ -148,11 +148,11 @@ impl Staging for HostStaging {
         len: usize,
         start: u64,
         algorithm: Algorithm,
-    ) -> Result<Option<Piece>, Error> {
-        Ok(Some(Piece::of_bytes(
+    ) -> Result<Hashing, Error> {
+        Ok(Hashing::Done(Some(Piece::of_bytes(
             algorithm,
             start,
             &slot.as_mut_slice()[..len],
-        )))
+        ))))
     }
 }

@@ -2,7 +2,7 @@
 //! [`NoLibrary`], the library half of a backend that has none.
 
 use super::kind::Backend;
-use crate::digest::{Algorithm, Piece};
+use crate::digest::{Algorithm, Hashing, Piece, Queued};
 use hipfile::Error;
 use std::convert::Infallible;
 use std::marker::PhantomData;
@@ -68,20 +68,35 @@ pub trait Staging: Sync {
     /// Waits for every queued copy of the slot's windows (before library I/O reads the slot).
     fn settle(&self, slot: &mut Self::Slot) -> Result<(), Error>;
     /// The digest piece of the slot's first `len` bytes, which DEST receives at `start`,
-    /// taken where they are staged. None: this backend does not hash its slots, and the
-    /// file's digest reads those bytes back from DEST ([`crate::digest::Pieces::finish`]).
-    #[allow(
-        dead_code,
-        reason = "the workers call it when --sums is wired through them"
-    )]
+    /// taken where they are staged, or queued there ([`Staging::hashed`] collects it; the
+    /// slot's bytes must not change before). `Done(None)`: this backend does not hash its
+    /// slots, and the file's digest reads those bytes back from DEST
+    /// ([`crate::digest::Pieces::finish`]).
     fn hash(
         &self,
         _slot: &mut Self::Slot,
         _len: usize,
         _start: u64,
         _algorithm: Algorithm,
-    ) -> Result<Option<Piece>, Error> {
+    ) -> Result<Hashing, Error> {
+        Ok(Hashing::Done(None))
+    }
+    /// The piece of work [`Staging::hash`] queued on `slot`, once it is done.
+    fn hashed(&self, _slot: &mut Self::Slot, _queued: Queued) -> Result<Option<Piece>, Error> {
         Ok(None)
+    }
+    /// [`Staging::hash`], waiting for the piece (for tests).
+    fn hash_now(
+        &self,
+        slot: &mut Self::Slot,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        match self.hash(slot, len, start, algorithm)? {
+            Hashing::Done(piece) => Ok(piece),
+            Hashing::Queued(queued) => self.hashed(slot, queued),
+        }
     }
     /// For --debug at the end of the run: where this backend computed digests, and why
     /// there; None when it has nothing to say.

@@ -13,6 +13,7 @@ use super::piece::Piece;
 use super::piece::{crc_combine, CHUNK_LEN};
 use blake3::hazmat::ChainingValue;
 use blake3::hazmat::{left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, Mode};
+use std::cell::OnceCell;
 use std::fs::File;
 use std::io;
 use std::ops::Range;
@@ -90,8 +91,11 @@ impl Pieces {
     /// is read from `dest`.
     pub fn finish(&self, dest: &File, kept: u64, size: u64) -> io::Result<Finished> {
         let pieces = counted(std::mem::take(&mut *self.lock()), kept.min(size), size);
-        let again = readable(dest)?;
-        let dest = again.as_ref().unwrap_or(dest);
+        let dest = ReadBack {
+            dest,
+            again: OnceCell::new(),
+        };
+        let dest = &dest;
         let mut read_back = 0;
         let mut all = Vec::with_capacity(pieces.len());
         let mut at = 0;
@@ -155,6 +159,23 @@ fn counted(mut pieces: Vec<(Piece, bool)>, kept: u64, size: u64) -> Vec<Piece> {
     pieces.into_iter().map(|(piece, _)| piece).collect()
 }
 
+/// DEST to read back from, opened again the first time a gap needs it: most files have
+/// no gap, and an open per file is a cost a tree of small files shows.
+struct ReadBack<'a> {
+    dest: &'a File,
+    again: OnceCell<Option<File>>,
+}
+
+impl ReadBack<'_> {
+    fn file(&self) -> io::Result<&File> {
+        if self.again.get().is_none() {
+            let _ = self.again.set(readable(self.dest)?);
+        }
+        let again = self.again.get().expect("set above");
+        Ok(again.as_ref().unwrap_or(self.dest))
+    }
+}
+
 /// DEST opened again for reading through /proc where `dest` is write-only (as cp opens
 /// it); None where `dest` reads.
 fn readable(dest: &File) -> io::Result<Option<File>> {
@@ -172,11 +193,15 @@ fn readable(dest: &File) -> io::Result<Option<File>> {
 
 /// Reads `range` of `dest` and adds its pieces to `out`; returns the bytes read.
 fn gap(
-    dest: &File,
+    dest: &ReadBack<'_>,
     algorithm: Algorithm,
     range: Range<u64>,
     out: &mut Vec<Piece>,
 ) -> io::Result<u64> {
+    if range.is_empty() {
+        return Ok(0);
+    }
+    let dest = dest.file()?;
     let mut buf = vec![0u8; READ_BACK.min((range.end - range.start.min(range.end)) as usize)];
     let mut at = range.start;
     while at < range.end {

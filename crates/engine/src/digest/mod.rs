@@ -7,6 +7,8 @@
 
 mod algorithm;
 mod file;
+mod hashing;
+mod kernel_cache;
 pub mod on_gpu;
 mod piece;
 #[cfg(test)]
@@ -14,4 +16,5 @@ mod tests;
 
 pub use algorithm::{Algorithm, Digest};
 pub use file::{of_dest, Finished, Pieces};
+pub use hashing::{Hashing, Queued};
 pub use piece::{subtrees, Piece, CHUNK_LEN};

@@ -10,12 +10,14 @@
 //! computed where they were is kept for --debug ([`GpuDigests::describe`]).
 
 use super::algorithm::Algorithm;
+use super::hashing::{Hashing, Queued};
+use super::kernel_cache::{self, KernelCache};
 use super::piece::{subtrees, Piece, CHUNK_LEN};
-use hipfile::{Compiler, ComputeStream, Device, DeviceBuffer, Error, Flavor, Kernel};
+use hipfile::{Compiler, CopyWindow, Device, DeviceBuffer, Error, Flavor, Kernel};
 use std::ffi::c_void;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The kernels' source: plain C++ that NVRTC, hiprtc and g++ all take.
@@ -34,14 +36,30 @@ const MAX_NODES: usize = 256;
 enum Build {
     NotStarted,
     Compiling,
-    /// The image, which compiler made it, and how long compiling took.
-    Ready {
-        image: Arc<Vec<u8>>,
-        compiler: String,
-        took: Duration,
-    },
+    Ready(Image),
     Failed(String),
 }
+
+/// The kernels' image, ready to load, and where it came from (for --debug).
+struct Image {
+    bytes: Arc<Vec<u8>>,
+    /// The compiler that made it ("NVRTC 13.0").
+    compiler: String,
+    origin: Origin,
+}
+
+enum Origin {
+    /// Compiled by this process, in `took`; `stored` says whether the cache kept it.
+    Compiled {
+        took: Duration,
+        stored: Result<(), String>,
+    },
+    /// Read from the kernel cache.
+    Cached(PathBuf),
+}
+
+/// One GPU's kernels, or why it has none.
+type Loaded = Result<Arc<Kernels>, String>;
 
 /// The run's digest kernels: the compile, each GPU's loaded module, and the counts for
 /// --debug. Shared by the workers.
@@ -52,12 +70,15 @@ pub struct GpuDigests {
     /// `--gpu-architecture` for NVRTC, from the first GPU (None on AMD).
     arch: Mutex<Option<Result<Option<String>, String>>>,
     build: Arc<Mutex<Build>>,
-    /// Per GPU (by its position in the run): the loaded kernels, or why not.
-    loaded: Vec<OnceLock<Result<Kernels, String>>>,
+    /// Per GPU (by its position in the run): the loaded kernels, or why not; None until
+    /// first asked for, and again after a cached image failed to load.
+    loaded: Vec<Mutex<Option<Loaded>>>,
     on_gpu: AtomicU64,
     on_cpu: AtomicU64,
     /// Why the last slice hashed on the CPU was.
     cpu_why: Mutex<Option<String>>,
+    /// Set once a cached image failed to load: the compile that follows skips the cache.
+    skip_cache: AtomicBool,
 }
 
 impl GpuDigests {
@@ -68,10 +89,11 @@ impl GpuDigests {
             compiler_path,
             arch: Mutex::new(None),
             build: Arc::new(Mutex::new(Build::NotStarted)),
-            loaded: (0..gpus).map(|_| OnceLock::new()).collect(),
+            loaded: (0..gpus).map(|_| Mutex::new(None)).collect(),
             on_gpu: AtomicU64::new(0),
             on_cpu: AtomicU64::new(0),
             cpu_why: Mutex::new(None),
+            skip_cache: AtomicBool::new(false),
         }
     }
 
@@ -86,17 +108,13 @@ impl GpuDigests {
         *build = Build::Compiling;
         drop(build);
         let (flavor, path, shared) = (self.flavor, self.compiler_path.clone(), self.build.clone());
+        let read_cache = !self.skip_cache.load(Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name("digest-compile".into())
             .spawn(move || {
-                let started = Instant::now();
-                let result = arch.and_then(|arch| compile(flavor, path, arch.as_deref()));
+                let result = arch.and_then(|arch| image(flavor, path, arch.as_deref(), read_cache));
                 *shared.lock().unwrap() = match result {
-                    Ok((image, compiler)) => Build::Ready {
-                        image: Arc::new(image),
-                        compiler,
-                        took: started.elapsed(),
-                    },
+                    Ok(image) => Build::Ready(image),
                     Err(why) => Build::Failed(why),
                 };
             });
@@ -111,7 +129,7 @@ impl GpuDigests {
     pub fn wait_ready(&self) -> Result<(), String> {
         loop {
             match &*self.build.lock().unwrap() {
-                Build::Ready { .. } => return Ok(()),
+                Build::Ready(_) => return Ok(()),
                 Build::Failed(why) => return Err(why.clone()),
                 Build::NotStarted => return Err("not started".to_owned()),
                 Build::Compiling => {}
@@ -121,24 +139,53 @@ impl GpuDigests {
     }
 
     /// The kernels for GPU `gpu` (its position in the run) on `device`, or why there are
-    /// none (yet).
-    fn kernels(&self, gpu: usize, device: &Device) -> Result<&Kernels, String> {
-        let image = match &*self.build.lock().unwrap() {
-            Build::Ready { image, .. } => image.clone(),
+    /// none (yet). A cached image the GPU refuses is removed and compiled afresh.
+    fn kernels(&self, gpu: usize, device: &Device) -> Result<Arc<Kernels>, String> {
+        let (image, cached) = match &*self.build.lock().unwrap() {
+            Build::Ready(Image { bytes, origin, .. }) => (bytes.clone(), origin.cached()),
             Build::NotStarted | Build::Compiling => {
                 return Err("the kernels were still compiling".to_owned())
             }
             Build::Failed(why) => return Err(why.clone()),
         };
-        self.loaded[gpu]
-            .get_or_init(|| Kernels::load(device, &image).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|why| format!("loading the kernels on GPU {}: {why}", device.index()))
+        let mut loaded = self.loaded[gpu].lock().unwrap();
+        let kernels = loaded.get_or_insert_with(|| {
+            Kernels::load(device, &image)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        });
+        match (kernels, cached) {
+            (Ok(kernels), _) => Ok(kernels.clone()),
+            (Err(why), Some(path)) => {
+                let why = format!("the cached kernels did not load ({why}); compiling them");
+                *loaded = None;
+                drop(loaded);
+                kernel_cache::forget(&path);
+                self.skip_cache.store(true, Ordering::Relaxed);
+                // Once, whichever GPU finds it first.
+                let mut build = self.build.lock().unwrap();
+                if let Build::Ready(Image {
+                    origin: Origin::Cached(_),
+                    ..
+                }) = &*build
+                {
+                    *build = Build::NotStarted;
+                    drop(build);
+                    self.prepare(device);
+                }
+                Err(why)
+            }
+            (Err(why), None) => Err(format!(
+                "loading the kernels on GPU {}: {why}",
+                device.index()
+            )),
+        }
     }
 
-    /// The piece of the slot's first `len` bytes (file offset `start`), hashed on the GPU
-    /// when the kernels are ready, else on the CPU from a download. `Ok(None)`: a BLAKE3
-    /// slice off the chunk grid, which the file's finish reads back from DEST.
+    /// The piece of the slot's first `len` bytes (file offset `start`): queued on the GPU
+    /// when the kernels are ready ([`GpuDigests::hashed`] collects it), else hashed on the
+    /// CPU from a download. `Done(None)`: a BLAKE3 slice off the chunk grid, which the
+    /// file's finish reads back from DEST.
     pub fn hash(
         &self,
         gpu: usize,
@@ -147,9 +194,9 @@ impl GpuDigests {
         len: usize,
         start: u64,
         algorithm: Algorithm,
-    ) -> Result<Option<Piece>, Error> {
+    ) -> Result<Hashing, Error> {
         if algorithm == Algorithm::Blake3 && start % CHUNK_LEN != 0 {
-            return Ok(None);
+            return Ok(Hashing::Done(None));
         }
         self.prepare(data.device());
         match self.kernels(gpu, data.device()) {
@@ -158,18 +205,56 @@ impl GpuDigests {
                     Some(s) => s,
                     None => scratch.insert(Scratch::new(data)?),
                 };
-                let piece = kernels.hash(scratch, data, len as u64, start, algorithm)?;
+                let hashing = kernels.queue(scratch, data, len as u64, start, algorithm)?;
                 self.on_gpu.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(piece))
+                Ok(hashing)
             }
             Err(why) => {
                 let mut bytes = vec![0u8; len];
                 data.copy_to_host(0, &mut bytes)?;
                 self.on_cpu.fetch_add(1, Ordering::Relaxed);
                 *self.cpu_why.lock().unwrap() = Some(why);
-                Ok(Some(Piece::of_bytes(algorithm, start, &bytes)))
+                Ok(Hashing::Done(Some(Piece::of_bytes(
+                    algorithm, start, &bytes,
+                ))))
             }
         }
+    }
+
+    /// [`GpuDigests::hash`], waiting for the piece (for measurements and tests).
+    pub fn hash_now(
+        &self,
+        gpu: usize,
+        scratch: &mut Option<Scratch>,
+        data: &DeviceBuffer,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        match self.hash(gpu, scratch, data, len, start, algorithm)? {
+            Hashing::Done(piece) => Ok(piece),
+            Hashing::Queued(queued) => self.hashed(scratch, queued).map(Some),
+        }
+    }
+
+    /// The piece [`GpuDigests::hash`] queued, once the GPU is done with it.
+    pub fn hashed(&self, scratch: &mut Option<Scratch>, queued: Queued) -> Result<Piece, Error> {
+        let s = scratch.as_mut().expect("work was queued on this scratch");
+        let result = &s.window.host()?[..queued.nodes * 32];
+        let piece = match queued.algorithm {
+            Algorithm::Blake3 => {
+                let cvs = result
+                    .chunks_exact(32)
+                    .map(|c| c.try_into().expect("32 bytes"))
+                    .collect();
+                Piece::from_subtrees(queued.start, queued.len, cvs, Vec::new())
+            }
+            algorithm => {
+                let crc = u64::from_le_bytes(result[..8].try_into().expect("8 bytes"));
+                Piece::from_crc(algorithm, queued.start, queued.len, crc)
+            }
+        };
+        Ok(piece.expect("a result of the queued shape"))
     }
 
     /// For --debug: where the run's digests were computed, and why; None when no slice
@@ -180,10 +265,22 @@ impl GpuDigests {
             self.on_cpu.load(Ordering::Relaxed),
         );
         let on_gpu = match &*self.build.lock().unwrap() {
-            Build::Ready { compiler, took, .. } => format!(
-                "digests computed on the GPU ({compiler}, compiled in {:.3} s): {gpu} slice(s)",
-                took.as_secs_f64()
-            ),
+            Build::Ready(Image {
+                compiler, origin, ..
+            }) => {
+                let origin = match origin {
+                    Origin::Compiled { took, stored } => format!(
+                        "compiled in {:.3} s{}",
+                        took.as_secs_f64(),
+                        match stored {
+                            Ok(()) => String::new(),
+                            Err(why) => format!(", not cached: {why}"),
+                        }
+                    ),
+                    Origin::Cached(path) => format!("from the kernel cache, {}", path.display()),
+                };
+                format!("digests computed on the GPU ({compiler}, {origin}): {gpu} slice(s)")
+            }
             _ => String::new(),
         };
         let why = self.cpu_why.lock().unwrap().clone().unwrap_or_default();
@@ -198,27 +295,71 @@ impl GpuDigests {
     }
 }
 
-/// Compiles kernels.cu with `flavor`'s compiler: the image and "NVRTC 12.4"-style name.
-fn compile(
+impl Origin {
+    fn cached(&self) -> Option<PathBuf> {
+        match self {
+            Origin::Cached(path) => Some(path.clone()),
+            Origin::Compiled { .. } => None,
+        }
+    }
+}
+
+/// The kernels' image for `flavor`'s compiler: from the kernel cache when `read_cache` and
+/// it holds one, else compiled (and then kept there, replacing one the GPU refused).
+fn image(
     flavor: Flavor,
     path: Option<PathBuf>,
     arch: Option<&str>,
-) -> Result<(Vec<u8>, String), String> {
-    let compiler = Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?;
+    read_cache: bool,
+) -> Result<Image, String> {
+    let started = Instant::now();
+    // Never unloaded: this thread may still be running while the process exits, and a
+    // dlclose racing exit's own finalizers crashed the process (the fake GPU library, which
+    // is also the runtime, was unmapped under the main thread). One library per process.
+    let compiler: &Compiler = Box::leak(Box::new(
+        Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?,
+    ));
+    let name = compiler
+        .version()
+        .unwrap_or_else(|| compiler.name().to_owned());
     // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
     // hiprtc takes clang's -O3 and compiles for the current device.
     let options: Vec<String> = match arch {
         Some(arch) => vec![format!("--gpu-architecture={arch}")],
         None => vec!["-O3".to_owned()],
     };
+    let cache = KernelCache::open();
+    let key = KernelCache::key(&[
+        SOURCE.as_bytes(),
+        flavor.name().as_bytes(),
+        name.as_bytes(),
+        options.join("\n").as_bytes(),
+    ]);
+    let found = cache
+        .as_ref()
+        .ok()
+        .filter(|_| read_cache)
+        .and_then(|c| c.load(&key));
+    if let Some(found) = found {
+        return Ok(Image {
+            bytes: Arc::new(found.image),
+            compiler: found.compiler,
+            origin: Origin::Cached(found.path),
+        });
+    }
     let options: Vec<&str> = options.iter().map(String::as_str).collect();
     let image = compiler
         .compile(SOURCE, "kernels.cu", &options)
         .map_err(|e| format!("{}: {e}", compiler.name()))?;
-    let name = compiler
-        .version()
-        .unwrap_or_else(|| compiler.name().to_owned());
-    Ok((image, name))
+    let stored = cache.and_then(|c| c.store(&key, &image, &name).map_err(|e| e.to_string()));
+    Ok(Image {
+        bytes: Arc::new(image),
+        compiler: name,
+        origin: Origin::Compiled {
+            took: started.elapsed(),
+            stored,
+        },
+    })
 }
 
 /// The four kernels of kernels.cu, loaded on one GPU.
@@ -229,9 +370,11 @@ struct Kernels {
     crc_combine: Kernel,
 }
 
-/// One slot's GPU memory for the kernels' intermediate results, and its stream.
+/// One slot's GPU memory for the kernels' intermediate results, and the window that queues
+/// a slice's work: the node table up, the launches, the result down, then one wait.
 pub struct Scratch {
-    stream: ComputeStream,
+    // Declared first: the window drains its queued work before the memory goes.
+    window: CopyWindow,
     /// Chunk chaining values (32 bytes per KiB of slot), or the CRC of each block.
     values: DeviceBuffer,
     /// The BLAKE3 node table: (first chunk, chunks) per node.
@@ -246,7 +389,7 @@ impl Scratch {
         let device = slot.device();
         let chunks = (slot.len() as u64).div_ceil(CHUNK_LEN).max(1);
         Ok(Scratch {
-            stream: device.create_compute_stream()?,
+            window: device.alloc_window(MAX_NODES * 32)?,
             values: device.alloc((chunks * 32) as usize)?,
             nodes: device.alloc(MAX_NODES * 16)?,
             out: device.alloc(MAX_NODES * 32)?,
@@ -274,31 +417,38 @@ impl Kernels {
         })
     }
 
-    fn hash(
+    /// Queues the slice's hashing on the scratch window: the kernels, then the result's
+    /// download. A piece that may be a whole one-chunk file, or has no nodes, is done here.
+    fn queue(
         &self,
         s: &mut Scratch,
         data: &DeviceBuffer,
         len: u64,
         start: u64,
         algorithm: Algorithm,
-    ) -> Result<Piece, Error> {
+    ) -> Result<Hashing, Error> {
         let mut data_addr = data.device_address();
         let (mut values, mut out) = (s.values.device_address(), s.out.device_address());
         let mut len_arg = len;
         match algorithm {
             Algorithm::Blake3 => {
+                // A piece that may be a whole file of one chunk keeps its bytes: fetching them
+                // costs less than a launch, and they hash on the CPU in no time.
+                if Piece::needs_head(start, len) {
+                    let mut bytes = vec![0u8; len as usize];
+                    data.copy_to_host(0, &mut bytes)?;
+                    return Ok(Hashing::Done(Some(Piece::of_bytes(
+                        algorithm, start, &bytes,
+                    ))));
+                }
                 let nodes = subtrees(start, len);
-                let head = match start {
-                    0 => {
-                        let mut head = vec![0u8; len.min(CHUNK_LEN) as usize];
-                        data.copy_to_host(0, &mut head)?;
-                        head
-                    }
-                    _ => Vec::new(),
-                };
                 if nodes.is_empty() || nodes.len() > MAX_NODES {
-                    return Ok(Piece::from_subtrees(start, len, Vec::new(), head)
-                        .expect("an empty slice has no nodes"));
+                    return Ok(Hashing::Done(Piece::from_subtrees(
+                        start,
+                        len,
+                        Vec::new(),
+                        Vec::new(),
+                    )));
                 }
                 let table: Vec<u8> = nodes
                     .iter()
@@ -309,17 +459,17 @@ impl Kernels {
                     })
                     .flatten()
                     .collect();
-                // Synchronous, so in place before the launches below.
-                s.nodes.copy_from_host(0, &table)?;
+                s.window.host()?[..table.len()].copy_from_slice(&table);
+                s.window.upload(table.len(), &mut s.nodes, 0)?;
                 let mut first_chunk = start / CHUNK_LEN;
                 let mut table_addr = s.nodes.device_address();
                 // SAFETY: the arguments are aiscp_blake3_chunks' (data, len, first_chunk,
                 // cvs) and aiscp_blake3_subtrees' (cvs, nodes, out); the slot holds `len`
                 // bytes, `values` a CV per chunk, `out` one per node (<= MAX_NODES); all
-                // stay allocated and untouched until the synchronize below.
+                // stay allocated and untouched until the window is waited on.
                 unsafe {
-                    self.chunks.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.chunks,
                         blocks(len.div_ceil(CHUNK_LEN)),
                         THREADS,
                         0,
@@ -330,22 +480,21 @@ impl Kernels {
                             arg(&mut values),
                         ],
                     )?;
-                    self.subtrees.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.subtrees,
                         nodes.len() as u32,
                         THREADS,
                         0,
                         &mut [arg(&mut values), arg(&mut table_addr), arg(&mut out)],
                     )?;
                 }
-                s.stream.synchronize()?;
-                let mut cvs = vec![0u8; nodes.len() * 32];
-                s.out.copy_to_host(0, &mut cvs)?;
-                let cvs = cvs
-                    .chunks_exact(32)
-                    .map(|c| c.try_into().expect("32 bytes"))
-                    .collect();
-                Ok(Piece::from_subtrees(start, len, cvs, head).expect("one CV per node"))
+                s.window.download(&s.out, 0, nodes.len() * 32)?;
+                Ok(Hashing::Queued(Queued {
+                    start,
+                    len,
+                    algorithm,
+                    nodes: nodes.len(),
+                }))
             }
             Algorithm::Crc32c | Algorithm::Crc64Nvme => {
                 let mut kind: u32 = match algorithm {
@@ -357,10 +506,10 @@ impl Kernels {
                 // SAFETY: the arguments are aiscp_crc_blocks' (data, len, block, kind, crcs)
                 // and aiscp_crc_combine's (crcs, count, len, block, kind, out); `values`
                 // holds 32 bytes per KiB of slot, more than 8 per 4 KiB block; all stay
-                // allocated and untouched until the synchronize below.
+                // allocated and untouched until the window is waited on.
                 unsafe {
-                    self.crc_blocks.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.crc_blocks,
                         blocks(count),
                         THREADS,
                         0,
@@ -372,8 +521,8 @@ impl Kernels {
                             arg(&mut values),
                         ],
                     )?;
-                    self.crc_combine.launch(
-                        &s.stream,
+                    s.window.launch(
+                        &self.crc_combine,
                         1,
                         THREADS,
                         0,
@@ -387,13 +536,13 @@ impl Kernels {
                         ],
                     )?;
                 }
-                s.stream.synchronize()?;
-                let mut crc = [0u8; 8];
-                s.out.copy_to_host(0, &mut crc)?;
-                Ok(
-                    Piece::from_crc(algorithm, start, len, u64::from_le_bytes(crc))
-                        .expect("a CRC algorithm"),
-                )
+                s.window.download(&s.out, 0, 8)?;
+                Ok(Hashing::Queued(Queued {
+                    start,
+                    len,
+                    algorithm,
+                    nodes: 1,
+                }))
             }
         }
     }

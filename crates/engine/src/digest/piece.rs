@@ -53,8 +53,9 @@ pub struct Piece {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Value {
-    /// The chaining values of [`subtrees`]`(start, len)`, in order; and a piece at 0 keeps
-    /// its first chunk's bytes, the whole file's if it has no more.
+    /// The chaining values of [`subtrees`]`(start, len)`, in order; and a piece at 0 no
+    /// longer than a chunk keeps its bytes, the whole file's if it has no more (a file of
+    /// one chunk has that chunk as its root, finalized from the bytes).
     Blake3 {
         nodes: Vec<ChainingValue>,
         head: Vec<u8>,
@@ -65,15 +66,20 @@ enum Value {
 
 impl Piece {
     /// A BLAKE3 piece from chaining values computed elsewhere (a GPU kernel): `nodes[i]` is
-    /// that of `subtrees(start, len)[i]`; `head` the piece's first `min(len, 1024)` bytes
-    /// when `start` is 0, else empty. None when the counts do not match.
+    /// that of `subtrees(start, len)[i]`; `head` the piece's bytes when `start` is 0 and
+    /// `len` at most [`CHUNK_LEN`], else empty ([`Piece::needs_head`]). None when the
+    /// counts do not match.
     pub fn from_subtrees(
         start: u64,
         len: u64,
         nodes: Vec<ChainingValue>,
         head: Vec<u8>,
     ) -> Option<Piece> {
-        let head_len = if start == 0 { len.min(CHUNK_LEN) } else { 0 };
+        let head_len = if Piece::needs_head(start, len) {
+            len
+        } else {
+            0
+        };
         let fits = nodes.len() == subtrees(start, len).len() && head.len() as u64 == head_len;
         fits.then_some(Piece {
             start,
@@ -104,9 +110,9 @@ impl Piece {
                         chaining_value(node.start, &bytes[at])
                     })
                     .collect(),
-                head: match start {
-                    0 => bytes[..bytes.len().min(CHUNK_LEN as usize)].to_vec(),
-                    _ => Vec::new(),
+                head: match Piece::needs_head(start, len) {
+                    true => bytes.to_vec(),
+                    false => Vec::new(),
                 },
             },
             _ => Value::Crc {
@@ -115,6 +121,12 @@ impl Piece {
             },
         };
         Piece { start, len, value }
+    }
+
+    /// Whether a BLAKE3 piece of `len` bytes at `start` keeps its bytes: only one that may
+    /// be a whole file of one chunk, whose digest is not made from chaining values.
+    pub fn needs_head(start: u64, len: u64) -> bool {
+        start == 0 && len <= CHUNK_LEN
     }
 
     pub fn range(&self) -> Range<u64> {
@@ -139,7 +151,7 @@ impl Piece {
             .zip(values.iter().copied())
     }
 
-    /// The bytes of the file's first chunk, held by a BLAKE3 piece at 0.
+    /// The bytes of a BLAKE3 piece at 0 no longer than a chunk.
     pub(super) fn head(&self) -> Option<&[u8]> {
         match &self.value {
             Value::Blake3 { head, .. } if self.start == 0 => Some(head),

@@ -113,10 +113,12 @@ pub use test_support::data::{assert_same_bytes, blocks, random_bytes, write_rand
 pub use test_support::fake_gpu::Report;
 
 /// Points a child's engine at the fake GPU library (as both hipFile and the HIP runtime); the
-/// fake writes its exit report to `report`.
+/// fake writes its exit report to `report`. The digest kernels' cache goes beside it, out of
+/// the user's.
 pub fn use_fake_gpu(cmd: &mut Command, report: &Path) {
     let lib = test_support::fake_gpu::library();
-    cmd.env("AISCP_HIPFILE_LIB", lib)
+    cmd.env("XDG_CACHE_HOME", report.with_extension("cache"))
+        .env("AISCP_HIPFILE_LIB", lib)
         .env("AISCP_HIP_LIB", lib)
         .env("AISCP_HIPRTC_LIB", lib)
         .env("AISCP_FAKE_GPU_REPORT", report);
