@@ -9,6 +9,7 @@ mod path;
 use crate::cli::staging::{BackendArg, StagingArgs};
 use aiscp_engine::probe::library_paths;
 use aiscp_engine::quote::quote;
+use aiscp_engine::units;
 use aiscp_engine::GpuChoice;
 use hipfile::{Device, Flavor, Library};
 use std::fmt::Write as _;
@@ -26,7 +27,50 @@ struct Ready {
 /// Runs the checks, prints the report on stdout, and returns the exit status.
 pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     let mut out = String::new();
-    let nvidia_fs = nvidia_fs_version();
+    drivers_section(&mut out);
+    let flavors: &[Flavor] = match staging.backend {
+        BackendArg::Host => &[],
+        BackendArg::Hipfile => &[Flavor::HipFile],
+        BackendArg::Cufile => &[Flavor::CuFile],
+        BackendArg::Auto | BackendArg::Gpu => &[Flavor::HipFile, Flavor::CuFile],
+    };
+    let _ = writeln!(out, "libraries and GPUs:");
+    if flavors.is_empty() {
+        let _ = writeln!(out, "  none tried: --backend host");
+    }
+    // The first GPU a copy would use; with `all` or `auto`, GPU 0.
+    let gpu = match &staging.gpu {
+        GpuChoice::List(v) => v.first().copied().unwrap_or(0),
+        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
+    };
+    let ready: Vec<Ready> = flavors
+        .iter()
+        .filter_map(|&flavor| check_flavor(flavor, gpu, &mut out))
+        .collect();
+    for path in paths {
+        path::check_path(path, &ready, &mut out);
+    }
+    service_section(&mut out);
+    let possible = ready.first();
+    let _ = match possible {
+        Some(r) => writeln!(
+            out,
+            "verdict: a GPU route is possible through {} on GPU {}",
+            r.flavor.name(),
+            gpu
+        ),
+        None => writeln!(
+            out,
+            "verdict: no GPU route: copies would go through host memory (--backend auto) or \
+             fail (--backend gpu)"
+        ),
+    };
+    crate::messages::write_stdout(out.as_bytes());
+    i32::from(possible.is_none())
+}
+
+/// The kernel drivers: each flavor's device node, and whether nvidia-fs is loaded.
+fn drivers_section(out: &mut String) {
     let _ = writeln!(out, "kernel drivers:");
     for flavor in [Flavor::HipFile, Flavor::CuFile] {
         let node = flavor.device_node();
@@ -45,7 +89,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     let _ = writeln!(
         out,
         "  nvidia-fs: {}",
-        match &nvidia_fs {
+        match nvidia_fs_version() {
             Some(v) => format!("loaded ({v}): cuFile can DMA between storage and GPU memory"),
             None => format!(
                 "not loaded ({NVIDIA_FS} absent): cuFile would run in compatibility mode, so \
@@ -53,50 +97,6 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
             ),
         }
     );
-
-    let flavors: &[Flavor] = match staging.backend {
-        BackendArg::Host => &[],
-        BackendArg::Hipfile => &[Flavor::HipFile],
-        BackendArg::Cufile => &[Flavor::CuFile],
-        BackendArg::Auto | BackendArg::Gpu => &[Flavor::HipFile, Flavor::CuFile],
-    };
-    let _ = writeln!(out, "libraries and GPUs:");
-    if flavors.is_empty() {
-        let _ = writeln!(out, "  none tried: --backend host");
-    }
-    // The first GPU a copy would use; with `all` or `auto`, GPU 0.
-    let gpu = match &staging.gpu {
-        GpuChoice::List(v) => v.first().copied().unwrap_or(0),
-        GpuChoice::All | GpuChoice::Auto | GpuChoice::Local(_) => 0,
-    };
-    let mut ready: Vec<Ready> = Vec::new();
-    for &flavor in flavors {
-        if let Some(r) = check_flavor(flavor, gpu, &mut out) {
-            ready.push(r);
-        }
-    }
-
-    for path in paths {
-        path::check_path(path, &ready, &mut out);
-    }
-
-    service_section(&mut out);
-    let possible = ready.first();
-    let _ = match possible {
-        Some(r) => writeln!(
-            out,
-            "verdict: a GPU route is possible through {} on GPU {}",
-            r.flavor.name(),
-            gpu
-        ),
-        None => writeln!(
-            out,
-            "verdict: no GPU route: copies would go through host memory (--backend auto) or \
-             fail (--backend gpu)"
-        ),
-    };
-    crate::messages::write_stdout(out.as_bytes());
-    i32::from(possible.is_none())
 }
 
 /// The staging service this user's copies would use (AISCP_SERVICE), and how it is doing.
@@ -132,9 +132,9 @@ fn service_section(out: &mut String) {
             client::gpus_text(&s.welcome.gpus),
             s.clients,
             s.files,
-            humansize::format_size(s.bytes, humansize::BINARY),
-            humansize::format_size(s.staging_bytes, humansize::BINARY),
-            humansize::format_size(s.staging_held, humansize::BINARY)
+            units::size(s.bytes),
+            units::size(s.staging_bytes),
+            units::size(s.staging_held)
         ),
         Err(client::NoStatus::Foreign(why)) => writeln!(
             out,
@@ -250,7 +250,7 @@ fn list_gpus(library: &Library, out: &mut String) -> Option<u32> {
             Err(e) => format!("PCI address: {e}"),
         };
         let memory = match library.runtime().total_memory(i) {
-            Ok(Some(bytes)) => format!("{} of memory", crate::progress::human(bytes)),
+            Ok(Some(bytes)) => format!("{} of memory", units::size(bytes)),
             Ok(None) => "memory size not reported".to_owned(),
             Err(e) => format!("memory size: {e}"),
         };

@@ -253,25 +253,8 @@ fn copy_and_exit(
         let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);
         ranks::join(opts, gpu_given, &mut config)
     };
-    let signals = match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
-        Ok(s) => s,
-        Err(e) => {
-            error(&format!(
-                "cannot install signal handlers: {}",
-                messages::os_text(&e)
-            ));
-            messages::exit(1);
-        }
-    };
-    let stats = match cli
-        .stats
-        .as_deref()
-        .map(|s| options::argmatch("--stats", s, cli::STATS_CHOICES))
-    {
-        None => None,
-        Some(Ok(format)) => Some(format),
-        Some(Err(e)) => usage_exit(&e),
-    };
+    let signals = install_signals(&config);
+    let stats = stats_format(cli);
     // The library counts (at some cost) only where its counts are shown: in the JSON, or in
     // the text under --debug.
     config.library_stats = match stats {
@@ -300,21 +283,58 @@ fn copy_and_exit(
         copier.copy_top(job);
     }
     copier.settle();
-    // The digests of what was copied, unless a signal stopped the run (it dies of it): on
-    // stdout after every -v line, or into the --sums-file whole.
-    if opts.sums.is_some() && signals.received().is_none() {
-        let text = sums::text();
-        match opts.sums_file.as_deref() {
-            None => messages::write_stdout(text.as_bytes()),
-            Some(file) => {
-                if let Err((what, e)) = sums::write_file(file, text.as_bytes()) {
-                    messages::fail_os(what, file, &e);
-                    copier.failed = true;
-                }
-            }
-        }
+    // The digests of what was copied, unless a signal stopped the run (it dies of it).
+    if opts.sums.is_some() && signals.received().is_none() && !write_sums(opts) {
+        copier.failed = true;
     }
     finish_and_exit(copier, progress, &signals, stats, cli.staging.debug)
+}
+
+/// The handlers that stop the run on a signal, setting `config`'s cancel flag; a run that
+/// cannot have them does not start.
+fn install_signals(config: &aiscp_engine::Config) -> signals::Signals {
+    match signals::Signals::install(std::sync::Arc::clone(&config.cancel)) {
+        Ok(s) => s,
+        Err(e) => {
+            error(&format!(
+                "cannot install signal handlers: {}",
+                messages::os_text(&e)
+            ));
+            messages::exit(1);
+        }
+    }
+}
+
+/// --stats' format, if asked for; a bad one ends the run with cp's usage error.
+fn stats_format(cli: &cli::Cli) -> Option<cli::StatsFormat> {
+    match cli
+        .stats
+        .as_deref()
+        .map(|s| options::argmatch("--stats", s, cli::STATS_CHOICES))
+    {
+        None => None,
+        Some(Ok(format)) => Some(format),
+        Some(Err(e)) => usage_exit(&e),
+    }
+}
+
+/// Writes the digests of what was copied: on stdout after every -v line, or into the
+/// --sums-file whole. False when the file could not be written (said already).
+fn write_sums(opts: &Options) -> bool {
+    let text = sums::text();
+    match opts.sums_file.as_deref() {
+        None => {
+            messages::write_stdout(text.as_bytes());
+            true
+        }
+        Some(file) => match sums::write_file(file, text.as_bytes()) {
+            Ok(()) => true,
+            Err((what, e)) => {
+                messages::fail_os(what, file, &e);
+                false
+            }
+        },
+    }
 }
 
 /// Ends the run: the engine shut down, the progress view closed, --stats printed, then the

@@ -224,6 +224,18 @@ pub fn own_warning(msg: &str) {
     to_stderr(&format!("{}: warning: {msg}\n", program()), false);
 }
 
+/// Writes one --debug line, in the one form every part of aiscp gives it: "PROGRAM: debug:
+/// LINE".
+pub fn debug(line: &str) {
+    to_stderr_raw(&format!("{}: debug: {line}\n", program()));
+}
+
+/// A --debug line of the engine's, stamped with the time since it started:
+/// "PROGRAM: debug: +0.012s LINE", so start-up costs show where they are paid.
+pub fn debug_at(since_start: std::time::Duration, line: &str) {
+    debug(&format!("+{:.3}s {line}", since_start.as_secs_f64()));
+}
+
 /// Writes `text` (a prompt, or a usage hint) to stderr without a newline or prefix.
 pub fn to_stderr_raw(text: &str) -> bool {
     to_stderr(text, true)

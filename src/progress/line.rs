@@ -2,18 +2,8 @@
 //! bar for a terminal of a given width (the name shortened, then dropped first; the rate and
 //! ETA last) or written in full for a log.
 
-use humansize::{format_size, FormatSizeOptions, BINARY};
+use aiscp_engine::units;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
-
-/// Humansize's binary units (KiB, MiB, GiB), the one convention of every size aiscp prints:
-/// always two decimals past bytes ("2.00 GiB", not "2 GiB"), so a figure that lands on a
-/// whole unit does not read as rounded next to "2.70 GiB".
-pub fn human(n: u64) -> String {
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    format_size(n, FormatSizeOptions::from(BINARY).decimal_zeroes(2))
-}
 
 /// A snapshot of the run, formatted for the views.
 pub(super) struct Snapshot {
@@ -58,7 +48,7 @@ impl Snapshot {
         let more = if self.counting { "+" } else { "" };
         let bytes = match self.sizeless {
             // A sequential source has no size: only what is done means anything.
-            true => human(self.bytes_done),
+            true => units::size(self.bytes_done),
             false => format!("{}{more}", fraction(self.bytes_done, self.bytes_total)),
         };
         let mut parts = vec![
@@ -66,7 +56,7 @@ impl Snapshot {
             format!("{}/{}{more} files", self.files_done, self.files_total),
         ];
         if let Some(rate) = self.rate {
-            parts.push(format!("{}/s", human(rate as u64)));
+            parts.push(units::rate(rate));
         }
         if let Some(eta) = self.eta() {
             parts.push(format!("ETA {}", clock(eta)));
@@ -157,7 +147,7 @@ const MIN_BAR: usize = 10;
 
 /// "3.04/8.00 GiB", or "512.00 MiB/8.00 GiB" when the units differ.
 fn fraction(done: u64, total: u64) -> String {
-    let (d, t) = (human(done), human(total));
+    let (d, t) = (units::size(done), units::size(total));
     match (d.split_once(' '), t.split_once(' ')) {
         (Some((dn, du)), Some((tn, tu))) if du == tu => format!("{dn}/{tn} {tu}"),
         _ => format!("{d}/{t}"),
@@ -302,10 +292,10 @@ mod tests {
     #[test]
     fn sizes_keep_two_decimals() {
         assert_eq!(fraction(2 << 30, 2900 << 20), "2.00/2.83 GiB");
-        assert_eq!(human(2 << 30), "2.00 GiB");
-        assert_eq!(human(1536), "1.50 KiB");
-        assert_eq!(human(1023), "1023 B");
-        assert_eq!(human(0), "0 B");
+        assert_eq!(units::size(2 << 30), "2.00 GiB");
+        assert_eq!(units::size(1536), "1.50 KiB");
+        assert_eq!(units::size(1023), "1023 B");
+        assert_eq!(units::size(0), "0 B");
     }
 
     #[test]

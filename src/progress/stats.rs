@@ -4,8 +4,8 @@
 //! the data went); stage times, routes and the library's own counters are for `--debug` and
 //! the JSON.
 
-use super::line::human;
 use super::staged::{Staged, StagedPart};
+use aiscp_engine::units;
 use aiscp_engine::{Backend, LibraryCounters, StageTimes};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -164,9 +164,9 @@ impl StatsReport {
             ("Files copied", self.files.to_string()),
             ("Files skipped", self.files_skipped.to_string()),
             ("Files failed", self.files_failed.to_string()),
-            ("Data copied", exact(self.bytes)),
+            ("Data copied", units::length(self.bytes)),
             ("Time", format!("{:.2} s", self.seconds)),
-            ("Rate", format!("{}/s", human(self.bytes_per_second as u64))),
+            ("Rate", units::rate(self.bytes_per_second)),
             ("Staged through", super::staged::describe(&self.staged)),
         ];
         if self.failed && self.files_failed == 0 {
@@ -240,10 +240,10 @@ fn library_summary(counters: &LibraryCounters) -> String {
         "{} reads ({} failed), {}; {} writes ({} failed), {}",
         counters.reads.ok,
         counters.reads.failed,
-        human(counters.read_bytes),
+        units::size(counters.read_bytes),
         counters.writes.ok,
         counters.writes.failed,
-        human(counters.write_bytes),
+        units::size(counters.write_bytes),
     );
     match (&counters.per_gpu, &counters.per_gpu_absent) {
         (Some(gpus), _) => {
@@ -265,12 +265,4 @@ fn library_summary(counters: &LibraryCounters) -> String {
         (None, None) => {}
     }
     text
-}
-
-/// A size in binary units and, past 1 KiB, exactly: "5.00 MiB (5242880 bytes)".
-fn exact(n: u64) -> String {
-    match n {
-        0..1024 => human(n),
-        _ => format!("{} ({n} bytes)", human(n)),
-    }
 }

@@ -9,12 +9,13 @@
 //! --preserve=links, backups, --atomic, --fsync) stays where it is made in one process;
 //! files that need one before the next file starts are not queued, and are copied in turn.
 
+use super::handout::{Handout, PartResult};
 use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
 use crate::copy::{DataMover, FileQueue, LocalEngine};
 use crate::messages;
 use aiscp_engine::{
-    digest, quote::quote, Copied, CopyError, DataJob, Engine, Finished, PartEnd, ProgressSink,
-    QueueLimits, QueuedJob, SourceKind, Ticket,
+    digest, quote::quote, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits,
+    QueuedJob, SourceKind, Ticket,
 };
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -210,9 +211,8 @@ impl FileQueue for Coordinator {
         };
         self.send_task(rank, &task.encode());
         if self.debug {
-            messages::to_stderr_raw(&format!(
-                "{}: debug: {}: {} bytes, whole, to rank {rank}\n",
-                messages::program(),
+            messages::debug(&format!(
+                "{}: {} bytes, whole, to rank {rank}",
                 quote(&job.src_name),
                 job.len
             ));
@@ -294,13 +294,9 @@ impl DataMover for Coordinator {
     }
 }
 
-type PartResult = Option<Result<PartEnd, CopyError>>;
-
 impl Coordinator {
     /// Hands `parts` to whichever rank is free, rank 0 copying one whenever none is, until
     /// all are copied or one fails. No whole file is in flight meanwhile.
-    /// (Longer than most: one loop whose counters, `next`, `busy`, `idle` and `by_rank`, are
-    /// its state; split, they would travel as arguments.)
     fn copy_parts(
         &mut self,
         engine: &mut Engine,
@@ -309,84 +305,85 @@ impl Coordinator {
         parts: &[Range<u64>],
         progress: &dyn ProgressSink,
     ) -> Vec<PartResult> {
-        let count = parts.len();
-        let mut results: Vec<PartResult> = (0..count).map(|_| None).collect();
-        let mut idle: Vec<i32> = (1..self.size).rev().collect();
-        let mut by_rank = vec![0usize; self.size as usize];
-        let mut busy = 0;
-        let (mut next, mut stop) = (0, false);
-        let mut record = |i: usize, r: Result<PartEnd, CopyError>, stop: &mut bool| {
-            match &r {
-                Ok(_) => progress.advanced(parts[i].end - parts[i].start),
-                Err(_) => *stop = true,
-            }
-            results[i] = Some(r);
-        };
+        let mut handout = Handout::new(parts, self.size);
         loop {
-            stop |= self.cancel.load(Ordering::SeqCst);
-            while next < count && !stop {
-                let Some(r) = idle.pop() else { break };
-                // A plain send: the rank is idle, so it is not sending rank 0 anything.
-                let task = Task::Part {
-                    id: next as u64,
-                    files: files.clone(),
-                    part: parts[next].clone(),
-                };
-                self.world
-                    .process_at_rank(r)
-                    .send_with_tag(&task.encode()[..], TASK);
-                by_rank[r as usize] += 1;
-                busy += 1;
-                next += 1;
-            }
-            if next < count && !stop {
-                let i = next;
-                next += 1;
-                by_rank[0] += 1;
+            handout.stop |= self.cancel.load(Ordering::SeqCst);
+            self.send_parts(&mut handout, files);
+            if handout.more() {
+                let i = handout.take(0);
                 let r = engine.copy_part(job, parts[i].clone());
-                record(i, r, &mut stop);
-            } else if busy == 0 {
+                handout.record(i, r, progress);
+            } else if handout.busy == 0 {
                 break;
             }
-            // Whatever has come back; when rank 0 has no part left to copy, wait for one.
-            while busy > 0
-                && ((next >= count || stop)
-                    || self
-                        .world
-                        .any_process()
-                        .immediate_probe_with_tag(DONE)
-                        .is_some())
-            {
-                let (rank, reply) = self.receive();
-                idle.push(rank);
-                busy -= 1;
-                let r = match reply.outcome {
-                    Outcome::Part(end) => Ok(end),
-                    // A part's answer is a part's end; anything else is a rank's bug.
-                    Outcome::Copied(_) => Err(CopyError::Elsewhere(format!(
-                        "rank {rank}: a whole file's answer to a part"
-                    ))),
-                    Outcome::Failed(why) => Err(CopyError::Elsewhere(why)),
-                    Outcome::Interrupted { .. } => Err(CopyError::Interrupted),
-                    Outcome::NoEngine(why) => no_engine(rank, &why),
-                    Outcome::Moved(_) if !in_place(files) => {
-                        let i = reply.id as usize;
-                        by_rank[rank as usize] -= 1;
-                        by_rank[0] += 1;
-                        engine.copy_part(job, parts[i].clone())
-                    }
-                    Outcome::Moved(why) => Err(CopyError::Elsewhere(why)),
-                };
-                record(reply.id as usize, r, &mut stop);
-                if next < count && !stop {
-                    break;
-                }
-            }
+            self.take_answers(&mut handout, (engine, job), files, progress);
         }
         if self.debug {
-            self.debug_shares(job, count, &by_rank);
+            self.debug_shares(job, parts.len(), &handout.by_rank);
         }
-        results
+        handout.results
+    }
+
+    /// Sends the next parts to the idle ranks.
+    fn send_parts(&self, handout: &mut Handout<'_>, files: &Files) {
+        while handout.more() {
+            let Some(r) = handout.idle.pop() else { break };
+            let next = handout.take(r);
+            // A plain send: the rank is idle, so it is not sending rank 0 anything.
+            let task = Task::Part {
+                id: next as u64,
+                files: files.clone(),
+                part: handout.parts[next].clone(),
+            };
+            self.world
+                .process_at_rank(r)
+                .send_with_tag(&task.encode()[..], TASK);
+            handout.busy += 1;
+        }
+    }
+
+    /// Records the ranks' answers that have come back; when rank 0 has no part left to
+    /// copy, waits for one. A part a rank could not reach (`Moved`) is copied here.
+    fn take_answers(
+        &mut self,
+        handout: &mut Handout<'_>,
+        (engine, job): (&mut Engine, &DataJob<'_>),
+        files: &Files,
+        progress: &dyn ProgressSink,
+    ) {
+        while handout.busy > 0
+            && (!handout.more()
+                || self
+                    .world
+                    .any_process()
+                    .immediate_probe_with_tag(DONE)
+                    .is_some())
+        {
+            let (rank, reply) = self.receive();
+            handout.idle.push(rank);
+            handout.busy -= 1;
+            let i = reply.id as usize;
+            let r = match reply.outcome {
+                Outcome::Part(end) => Ok(end),
+                // A part's answer is a part's end; anything else is a rank's bug.
+                Outcome::Copied(_) => Err(CopyError::Elsewhere(format!(
+                    "rank {rank}: a whole file's answer to a part"
+                ))),
+                Outcome::Failed(why) => Err(CopyError::Elsewhere(why)),
+                Outcome::Interrupted { .. } => Err(CopyError::Interrupted),
+                Outcome::NoEngine(why) => no_engine(rank, &why),
+                Outcome::Moved(_) if !in_place(files) => {
+                    handout.by_rank[rank as usize] -= 1;
+                    handout.by_rank[0] += 1;
+                    engine.copy_part(job, handout.parts[i].clone())
+                }
+                Outcome::Moved(why) => Err(CopyError::Elsewhere(why)),
+            };
+            handout.record(i, r, progress);
+            if handout.more() {
+                break;
+            }
+        }
     }
 
     /// --debug: how many of a file's `count` parts each rank copied.
@@ -397,9 +394,8 @@ impl Coordinator {
             .filter(|(_, n)| **n > 0)
             .map(|(r, n)| format!("rank {r}: {n}"))
             .collect();
-        messages::to_stderr_raw(&format!(
-            "{}: debug: {}: {count} parts of {} bytes ({})\n",
-            messages::program(),
+        messages::debug(&format!(
+            "{}: {count} parts of {} bytes ({})",
             quote(job.src_name),
             self.piece,
             shares.join(", ")

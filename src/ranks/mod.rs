@@ -22,6 +22,7 @@
 //! the ranks need no more than MPI's single-threaded level.
 
 mod coordinator;
+mod handout;
 mod wire;
 mod worker;
 
@@ -70,16 +71,7 @@ fn launched() -> bool {
 /// rank modulo the node's GPUs.
 pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coordinator> {
     if !launched() {
-        // srun without an MPI plugin starts the tasks as unrelated processes, each of which
-        // would copy everything into the same DEST at once.
-        let tasks = std::env::var("SLURM_STEP_NUM_TASKS").ok();
-        if let Some(n) = tasks.and_then(|n| n.parse::<u32>().ok()).filter(|&n| n > 1) {
-            messages::error(&format!(
-                "started as one of {n} Slurm tasks without MPI (no PMI or PMIx); \
-                 run srun with --mpi=pmix (or pmi2), or as one task"
-            ));
-            messages::exit(1);
-        }
+        refuse_slurm_tasks_without_mpi();
         return None;
     }
     let universe = mpi::initialize()?;
@@ -117,8 +109,27 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
     if rank != 0 {
         worker::serve(&world, rank, config);
     }
-    // Every rank's backend is up before anything is touched, or the run ends as one
-    // process ends when its backend cannot start.
+    await_engines(&world, size);
+    Some(Coordinator::new(world, piece, config))
+}
+
+/// srun without an MPI plugin starts the tasks as unrelated processes, each of which would
+/// copy everything into the same DEST at once: such a task refuses to run.
+fn refuse_slurm_tasks_without_mpi() {
+    let tasks = std::env::var("SLURM_STEP_NUM_TASKS").ok();
+    if let Some(n) = tasks.and_then(|n| n.parse::<u32>().ok()).filter(|&n| n > 1) {
+        messages::error(&format!(
+            "started as one of {n} Slurm tasks without MPI (no PMI or PMIx); \
+             run srun with --mpi=pmix (or pmi2), or as one task"
+        ));
+        messages::exit(1);
+    }
+}
+
+/// Waits for every other rank's hello: each rank's backend is up before anything is
+/// touched, or the run ends (naming the lowest rank that could not start one) as one
+/// process ends when its backend cannot start.
+fn await_engines(world: &SimpleCommunicator, size: i32) {
     let mut refused: Option<(i32, String)> = None;
     for _ in 1..size {
         let (bytes, status) = world.any_process().receive_vec_with_tag::<u8>(HELLO);
@@ -133,7 +144,6 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
         messages::error(&format!("rank {r}: {why}"));
         messages::exit(1);
     }
-    Some(Coordinator::new(world, piece, config))
 }
 
 /// At exit: rank 0 tells the other ranks to stop (once), then every rank finalizes MPI.

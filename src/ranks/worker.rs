@@ -281,11 +281,7 @@ impl Diagnostics for RankDiagnostics {
         }
     }
     fn debug(&mut self, since_start: Duration, line: &str) {
-        messages::to_stderr_raw(&format!(
-            "{}: debug: rank {}: +{:.3}s {line}\n",
-            messages::program(),
-            self.rank,
-            since_start.as_secs_f64()
-        ));
+        let secs = since_start.as_secs_f64();
+        messages::debug(&format!("rank {}: +{secs:.3}s {line}", self.rank));
     }
 }

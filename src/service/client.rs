@@ -11,10 +11,13 @@
 //! read-back threads, as an in-process run reads its own, a file copied in turn at once.
 
 mod answers;
+mod lost;
+mod queue;
 mod reach;
 mod redone;
 mod send;
 
+use lost::{stuck_error, Lost};
 use reach::wait_readable;
 pub use reach::{status, NoStatus};
 use redone::Redone;
@@ -27,7 +30,7 @@ use crate::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
     Config, Copied, CopyError, DataJob, EngineInfo, Finished, ProgressSink, QueueLimits, QueuedJob,
-    ReadBackPool, SourceKind, StageTimes, Ticket,
+    ReadBackPool, SourceKind, StageTimes,
 };
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -36,19 +39,10 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// How long a client stopping on a signal waits for the service to say its files stopped
-/// (it stops each within one write of at most 64 MiB per worker; a library call that
-/// stalls holds it longer). Past this the client dies anyway, with a warning that those
-/// DESTs may still change.
-const STOP_WAIT: Duration = Duration::from_secs(10);
 /// Silence from the service, while this client waits on it, after which it is asked for its
 /// status: the thread reading this client answers at once unless the service is stuck
 /// (stopped, frozen).
 const SILENCE: Duration = Duration::from_secs(1);
-/// How long that status answer may take before the service counts as stuck: its files
-/// fail (they are not copied again here, where it may still write them), and the rest of
-/// the run copies in-process.
-const ANSWER_LIMIT: Duration = Duration::from_secs(5);
 /// Where the connection stands.
 enum State {
     /// Not tried yet (a run with no file data never connects).
@@ -71,15 +65,6 @@ enum Answer {
     Done(u64, Outcome),
     /// Bytes of a file copied in turn, since the last report.
     Progress(u64, u64),
-}
-
-/// Why a wait for an answer ended without one.
-enum Lost {
-    /// The service is gone or spoke nonsense: redo its files here.
-    Gone(String),
-    /// The service neither answers nor closes (why): its files fail, never redone here
-    /// while it may still write them.
-    Stuck(String),
 }
 
 pub struct ServiceClient {
@@ -172,14 +157,14 @@ impl ServiceClient {
 
     fn debug(&self, line: &str) {
         if self.config.debug {
-            messages::to_stderr_raw(&format!("aiscp: debug: {line}\n"));
+            messages::debug(line);
         }
     }
 
     /// Waits (up to `wait`; None: until one comes) for the next answer. After SIGINT, sends
-    /// Cancel once and waits for the files' answers up to [`STOP_WAIT`]; a service silent
-    /// for [`SILENCE`] is asked for its status, and one that does not answer within
-    /// [`ANSWER_LIMIT`] is given up as stuck.
+    /// Cancel once and waits for the files' answers up to [`lost::STOP_WAIT`]; a service
+    /// silent for [`SILENCE`] is asked for its status, and one that does not answer within
+    /// [`lost::ANSWER_LIMIT`] is given up as stuck.
     fn next_reply(&mut self, wait: Option<Duration>) -> Option<Answer> {
         let until = wait.map(|w| Instant::now() + w);
         loop {
@@ -228,46 +213,32 @@ impl ServiceClient {
                 }
                 up.inbox.receive::<Reply>(up.sock.as_fd())
             };
-            if got.is_ok() {
-                self.heard_at = Instant::now();
-                self.pinged_at = None;
-            }
-            match got {
-                Ok((Reply::Done { files }, _)) => self.arrived.extend(
-                    files
-                        .into_iter()
-                        .map(|FileDone { id, outcome }| Answer::Done(id, outcome)),
-                ),
-                Ok((Reply::Progress { id, bytes }, _)) => return Some(Answer::Progress(id, bytes)),
-                Ok((Reply::Status(_), _)) => {}
-                Ok((Reply::Refused { why }, _)) => self.lose(Lost::Gone(why)),
-                Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
-                Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
-                Err(e) => self.lose(Lost::Gone(e.to_string())),
+            if let Some(progress) = self.take_reply(got.map(|(reply, _)| reply)) {
+                return Some(progress);
             }
         }
     }
 
-    /// Why the service counts as stuck now, if it does: it has not said its files stopped
-    /// within [`STOP_WAIT`] of Cancel, or has not answered a status request within
-    /// [`ANSWER_LIMIT`].
-    fn overdue(&self) -> Option<Lost> {
-        let State::Up(up) = &self.state else {
-            return None;
-        };
-        let pid = up.welcome.pid;
-        let late = |t: Option<Instant>, limit: Duration| t.is_some_and(|t| t.elapsed() > limit);
-        if late(self.cancelled_at, STOP_WAIT) {
-            return Some(Lost::Stuck(format!(
-                "the staging service (pid {pid}) did not stop within {} s",
-                STOP_WAIT.as_secs()
-            )));
+    /// What the service sent: files' answers kept in order (returned one at a time by
+    /// [`ServiceClient::next_reply`]), a file's progress returned at once; a refusal,
+    /// nonsense or the end of the connection loses the service.
+    fn take_reply(&mut self, got: Result<Reply, WireError>) -> Option<Answer> {
+        if got.is_ok() {
+            self.heard_at = Instant::now();
+            self.pinged_at = None;
         }
-        if late(self.pinged_at, ANSWER_LIMIT) {
-            return Some(Lost::Stuck(format!(
-                "the staging service (pid {pid}) did not answer within {} s",
-                ANSWER_LIMIT.as_secs()
-            )));
+        match got {
+            Ok(Reply::Done { files }) => self.arrived.extend(
+                files
+                    .into_iter()
+                    .map(|FileDone { id, outcome }| Answer::Done(id, outcome)),
+            ),
+            Ok(Reply::Progress { id, bytes }) => return Some(Answer::Progress(id, bytes)),
+            Ok(Reply::Status(_)) => {}
+            Ok(Reply::Refused { why }) => self.lose(Lost::Gone(why)),
+            Ok(_) => self.lose(Lost::Gone("unexpected answer".into())),
+            Err(WireError::Closed) => self.lose(Lost::Gone("it went away".into())),
+            Err(e) => self.lose(Lost::Gone(e.to_string())),
         }
         None
     }
@@ -276,163 +247,6 @@ impl ServiceClient {
     fn note_writing(&self) {
         let up = matches!(self.state, State::Up(_));
         crate::signals::service_writing(up && (self.in_turn || !self.out.is_empty()));
-    }
-
-    /// The connection is over: files in flight there are redone here (DEST cut back first)
-    /// or, after SIGINT, end as interrupted; a stuck service's files fail, untouched.
-    fn lose(&mut self, how: Lost) {
-        let interrupted = self.config.cancel.load(Ordering::SeqCst);
-        match &how {
-            Lost::Gone(why) if !interrupted => {
-                let pid = match &self.state {
-                    State::Up(up) => up.welcome.pid,
-                    _ => 0,
-                };
-                let why = format!("service (pid {pid}) lost: {why}");
-                self.warn(&why);
-            }
-            Lost::Stuck(why) if interrupted => {
-                if !self.config.quiet {
-                    messages::own_warning(&format!(
-                        "{why}; the files it was writing may still change"
-                    ));
-                }
-            }
-            Lost::Stuck(why) => self.warn(why),
-            Lost::Gone(_) => {}
-        }
-        if let (Lost::Stuck(why), State::Up(up)) = (&how, &self.state) {
-            // Told, should it wake up: nothing more comes from this client.
-            let _ =
-                nix::sys::socket::shutdown(up.sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
-            self.stuck = Some(why.clone());
-        }
-        self.state = State::Down;
-        // Files never sent end as never begun (not moved, or interrupted); every file it
-        // had, answered or not, is redone (or ends) here.
-        for id in self.unsent.take() {
-            let why = match interrupted {
-                true => CopyError::Interrupted,
-                false => CopyError::NotMoved,
-            };
-            self.end_unsent(id, why);
-        }
-        self.arrived.clear();
-        for (id, job) in std::mem::take(&mut self.out) {
-            let (result, started) = match (&how, interrupted) {
-                // Cut back at once (as cp's O_TRUNC would leave it should this process fail
-                // too), then copied again in turn from its start (see `copy::inflight`),
-                // which reports the file's start and end itself.
-                (Lost::Gone(_), false) => {
-                    let _ = job.dst.set_len(0);
-                    (Err(CopyError::NotMoved), true)
-                }
-                // A stuck service may still write DEST: it fails, left as it is.
-                (Lost::Stuck(why), false) => {
-                    job.progress.file_finished();
-                    (Err(stuck_error(&job.dst_name, why)), true)
-                }
-                // Interrupted, and no word from the service: a DEST it has not written to
-                // yet is taken as never begun (one this run made goes again, as in-process).
-                _ => {
-                    let begun = job.dst.metadata().map_or(true, |m| m.len() > 0);
-                    if begun {
-                        job.progress.file_finished();
-                    }
-                    (Err(CopyError::Interrupted), begun)
-                }
-            };
-            self.landed
-                .push_back(Finished::elsewhere(Ticket(id), job, result, started));
-        }
-        self.out_bytes = 0;
-        self.note_writing();
-    }
-}
-
-/// A file a stuck service had, failed in cp's words: writing DEST did not finish.
-fn stuck_error(dst_name: &Path, why: &str) -> CopyError {
-    CopyError::Write {
-        path: dst_name.to_path_buf(),
-        source: std::io::Error::other(why.to_owned()),
-    }
-}
-
-impl FileQueue for ServiceClient {
-    fn set_limits(&mut self, limits: QueueLimits) {
-        self.limits = limits;
-    }
-
-    fn queue_max(&self) -> Option<u64> {
-        match &self.state {
-            State::Up(up) if self.limits.files > 0 => up.welcome.queue_max,
-            _ => None,
-        }
-    }
-
-    fn has_room(&self, len: u64) -> bool {
-        self.out.len() + self.reading_back() < self.limits.files
-            && (self.out.is_empty() || self.out_bytes + len <= self.limits.bytes)
-    }
-
-    fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>> {
-        if !matches!(self.state, State::Up(_)) {
-            return Err(Box::new((job, CopyError::NotMoved)));
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        job.progress.file_started(&job.src_name, Some(job.len));
-        self.out_bytes += job.len;
-        let len = job.len;
-        self.out.insert(id, job);
-        if self.unsent.add(id, len) {
-            self.flush();
-        }
-        Ok(Ticket(id))
-    }
-
-    fn next_finished(&mut self, block: bool) -> Option<Finished> {
-        if block {
-            self.flush();
-        }
-        let f = self.next_ended(block)?;
-        self.copied += u64::from(f.result.is_ok());
-        Some(f)
-    }
-}
-
-impl ServiceClient {
-    /// [`FileQueue::next_finished`]: files answered, lost or read back, as they end.
-    fn next_ended(&mut self, block: bool) -> Option<Finished> {
-        loop {
-            if let Some(f) = self.landed.pop_front() {
-                return Some(f);
-            }
-            if let Some(f) = self.read_back(false) {
-                return Some(f);
-            }
-            // Only files sent can have been answered (after a wait, every file is sent).
-            if self.out.len() == self.unsent.len() {
-                return self.read_back(block);
-            }
-            // While files are read back, answers are awaited in short waits, so a read-back
-            // that ends meanwhile is taken at once.
-            let wait = match (block, self.reading_back()) {
-                (false, _) => Some(Duration::ZERO),
-                (true, 0) => None,
-                (true, _) => Some(Duration::from_millis(1)),
-            };
-            match self.next_reply(wait) {
-                Some(Answer::Done(id, outcome)) => {
-                    if let Some(f) = self.finished(id, outcome) {
-                        return Some(f);
-                    }
-                }
-                Some(Answer::Progress(..)) => {}
-                None if !block => return self.landed.pop_front(),
-                None => {}
-            }
-        }
     }
 }
 

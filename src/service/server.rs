@@ -20,8 +20,11 @@
 //! 2 x (MAX_PENDING + MAX_FILES) descriptors.
 
 mod connections;
+mod handover;
 mod places;
+mod recorder;
 mod scheduler;
+mod turn;
 
 use super::users::Users;
 use super::wire::{self, Outcome, Status, Welcome};
@@ -31,7 +34,7 @@ use aiscp_engine::{Config, Diagnostics, Engine, QueueLimits};
 use connections::{accept_loop, bind, listen};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -81,33 +84,9 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let inherited = socket_passed()?;
     let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
-    let slots = config
-        .slots_per_gpu
-        .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
-    let diag = Box::new(ServiceDiagnostics { quiet });
-    let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
-    let slots_bytes = engine.chunk_bytes() * slots;
-    // No byte bound on the files in flight: it keeps one copier from running too far ahead of
-    // its data, which each client still does for itself; here files in flight hold no memory
-    // beyond the fixed slots, and each client's descriptors are bounded (MAX_PENDING).
-    // Each file is sent at once: the scheduler polls for files that ended without waiting.
-    let limits = QueueLimits {
-        bytes: u64::MAX,
-        batch: 1,
-        ..crate::copy::queue_limits()
-    };
-    engine.set_queue_limits(limits);
+    let (engine, limits, slots_bytes) = start_engine(config)?;
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
-    let (listener, bound) = match inherited {
-        Some(fd) => (fd, None),
-        None => bind(&path, args.users.shared()).map(|(fd, bound)| (fd, Some(bound)))?,
-    };
-    if args.users.shared() {
-        keep_only_reopening()?;
-    }
-    if bound.is_some() {
-        listen(&listener, &path)?;
-    }
+    let (listener, bound) = open_socket(inherited, &path, args.users.shared())?;
     let info = engine.info();
     let per_uid = args.users.places_each(MAX_CLIENTS);
     let shared = Arc::new(Shared::new(&info, engine.queue_max(), slots_bytes, per_uid));
@@ -132,6 +111,51 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
         bound.remove();
     }
     Ok(())
+}
+
+/// The engine every client's files go through, with its queue limits and the staging
+/// memory its slots take.
+fn start_engine(config: Config) -> Result<(Engine, QueueLimits, u64), String> {
+    let slots = config
+        .slots_per_gpu
+        .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
+    let diag = Box::new(ServiceDiagnostics {
+        quiet: config.quiet,
+    });
+    let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
+    let slots_bytes = engine.chunk_bytes() * slots;
+    // No byte bound on the files in flight: it keeps one copier from running too far ahead of
+    // its data, which each client still does for itself; here files in flight hold no memory
+    // beyond the fixed slots, and each client's descriptors are bounded (MAX_PENDING).
+    // Each file is sent at once: the scheduler polls for files that ended without waiting.
+    let limits = QueueLimits {
+        bytes: u64::MAX,
+        batch: 1,
+        ..crate::copy::queue_limits()
+    };
+    engine.set_queue_limits(limits);
+    Ok((engine, limits, slots_bytes))
+}
+
+/// The socket clients connect to: the one passed in (`inherited`), or one bound at `path`
+/// and listening (None: nothing to remove at the end). A service `shared` with other users
+/// then keeps only the capabilities reopening descriptors needs.
+fn open_socket(
+    inherited: Option<OwnedFd>,
+    path: &Path,
+    shared: bool,
+) -> Result<(OwnedFd, Option<connections::Bound>), String> {
+    let (listener, bound) = match inherited {
+        Some(fd) => (fd, None),
+        None => bind(path, shared).map(|(fd, bound)| (fd, Some(bound)))?,
+    };
+    if shared {
+        keep_only_reopening()?;
+    }
+    if bound.is_some() {
+        listen(&listener, path)?;
+    }
+    Ok((listener, bound))
 }
 
 /// A service shared with other users keeps, once its socket is bound and its engine is up,
@@ -276,7 +300,7 @@ fn say(line: &str) {
 }
 
 fn debug_line(line: &str) {
-    messages::to_stderr_raw(&format!("aiscp: debug: service: {line}\n"));
+    messages::debug(&format!("service: {line}"));
 }
 
 /// The engine's warnings and --debug lines, on the service's stderr.
@@ -291,9 +315,6 @@ impl Diagnostics for ServiceDiagnostics {
         }
     }
     fn debug(&mut self, since_start: Duration, line: &str) {
-        messages::to_stderr_raw(&format!(
-            "aiscp: debug: +{:.3}s {line}\n",
-            since_start.as_secs_f64()
-        ));
+        messages::debug_at(since_start, line);
     }
 }

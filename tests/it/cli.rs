@@ -448,7 +448,8 @@ fn one_program_name_in_every_line() {
         // memory's default chunk: both runs stage there).
         assert!(
             stderr.contains(": debug: +")
-                && stderr.contains("s chunk 16 MiB, 4 slot(s): up to 64 MiB of staging memory"),
+                && stderr
+                    .contains("s chunk 16.00 MiB, 4 slot(s): up to 64.00 MiB of staging memory"),
             "{stderr}"
         );
         assert!(

@@ -232,7 +232,7 @@ fn one_view_for_the_run_on_a_terminal() {
 
 /// A byte count as the views print it.
 fn progress_size(n: u64) -> String {
-    humansize::format_size(n, humansize::BINARY)
+    aiscp_engine::units::size(n)
 }
 
 /// The bytes a count as the views print it stands for ("512 B", "1.25 MiB"), to the
@@ -521,9 +521,10 @@ fn asked_for_progress_draws_a_bar_and_leaves_its_last_line() {
         for f in &frames {
             assert!(f.trim_end().width() < cols as usize, "{cols}: {f:?}");
         }
+        // A rate ends in "B/s"; the file name shown ("/tmp/.../src/c") has a "/s" too.
         let mid: Vec<&String> = frames[..frames.len() - 1]
             .iter()
-            .filter(|f| f.contains("/s"))
+            .filter(|f| f.contains("B/s"))
             .collect();
         assert!(
             !mid.is_empty(),

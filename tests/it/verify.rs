@@ -29,7 +29,7 @@ fn a_good_copy_verifies_on_every_backend() {
             (0usize, "0 bytes"),
             (1, "1 byte"),
             (4095, "4.00 KiB (4095 bytes)"),
-            (4096, "4 KiB (4096 bytes)"),
+            (4096, "4.00 KiB (4096 bytes)"),
             (4097, "4.00 KiB (4097 bytes)"),
             (65535, "64.00 KiB (65535 bytes)"),
             (65537, "64.00 KiB (65537 bytes)"),

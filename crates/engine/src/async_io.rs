@@ -2,6 +2,7 @@
 //! and write on its own registered stream and synchronizes once per slice.
 
 use crate::backend::{LibraryIo, Staging, StreamIo};
+use crate::bounce::Names;
 use crate::error::CopyError;
 use crate::fileio;
 use crate::transfer::{self, Way};
@@ -50,13 +51,13 @@ pub(crate) fn run_async_worker<S: Staging>(
 /// WriteAsync and synchronize, into and out of its own place in the slot), looking at the
 /// stop flag between parts: one pair of ops for a whole slice of --chunk-size 0x7ffff000
 /// ran for seconds after SIGINT, where the threaded routes stop within a part. Returns the
-/// bytes in place, as [`copy_slice_async`] does: a part that comes back short (EOF) ends it.
-fn copy_slice_in_grains<'s, L: StreamIo>(
+/// bytes in place, as [`OnStream::copy`] does: a part that comes back short (EOF) ends it.
+fn copy_slice_in_grains<'s, 'h, L: StreamIo>(
     staging: &L,
     stream: &mut L::Stream<'s>,
-    src: &'s L::Handle<'_>,
-    dst: &'s L::Handle<'_>,
-    ends: &Endpoints<'_, L::Handle<'_>>,
+    src: &'s L::Handle<'h>,
+    dst: &'s L::Handle<'h>,
+    ends: &Endpoints<'_, L::Handle<'h>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
     let len = slice.end - slice.start;
@@ -66,8 +67,15 @@ fn copy_slice_in_grains<'s, L: StreamIo>(
             ends.cx.check_cancel()?;
         }
         let n = (len - done).min(fileio::STOP_GRAIN as u64);
-        let at = slice.start + done;
-        let got = copy_slice_async(staging, stream, src, dst, ends, at..at + n, done as usize)?;
+        let part = OnStream {
+            staging,
+            stream: &mut *stream,
+            src,
+            dst,
+            file_at: slice.start + done,
+            slot_at: done as usize,
+        };
+        let got = part.copy(n as usize, ends)?;
         done += got;
         if got < n {
             break;
@@ -76,118 +84,121 @@ fn copy_slice_in_grains<'s, L: StreamIo>(
     Ok(done)
 }
 
-/// One queued op, synchronized on its own: its count, or its error.
-fn one_op<'s, L: StreamIo>(
-    staging: &L,
-    stream: &mut L::Stream<'s>,
-    way: Way,
-    file: &'s L::Handle<'_>,
-    len: usize,
-    file_off: u64,
-    slot_off: usize,
-) -> Result<usize, hipfile::Error> {
-    match way {
-        Way::Read => staging.submit_read(stream, file, len, file_off, slot_off)?,
-        Way::Write => staging.submit_write(stream, file, len, file_off, slot_off)?,
-    }
-    staging
-        .sync_stream(stream)?
-        .pop()
-        .expect("one op was queued")
+/// One part of a slice on a worker's stream: both registered sides, and where the part
+/// begins in the files and in the slot.
+struct OnStream<'r, 's, 'h, L: StreamIo + 's> {
+    staging: &'r L,
+    stream: &'r mut L::Stream<'s>,
+    src: &'s L::Handle<'h>,
+    dst: &'s L::Handle<'h>,
+    file_at: u64,
+    slot_at: usize,
 }
 
-/// Copies `slice` with the stream through the slot from `slot_base`: ReadAsync then
-/// WriteAsync (stream order makes the write see the read; no host sync between them), one
-/// synchronize, then the counts checked.
-///
-/// The write runs whatever the read did, so after a short or failed read it has written
-/// stale slot bytes to this slice of DST. A failed read fails the copy, and DST is cut back
-/// to before this slice; a short read is completed from its aligned-down count, one op per
-/// synchronize, and the part the write had covered from there is written again. A short
-/// write is completed the same way. Returns the bytes in place, as the threaded worker's `copy_slice` does.
-fn copy_slice_async<'s, L: StreamIo>(
-    staging: &L,
-    stream: &mut L::Stream<'s>,
-    src: &'s L::Handle<'_>,
-    dst: &'s L::Handle<'_>,
-    ends: &Endpoints<'_, L::Handle<'_>>,
-    slice: Range<u64>,
-    slot_base: usize,
-) -> Result<u64, CopyError> {
-    let names = ends.cx.names;
-    let len = (slice.end - slice.start) as usize;
-    let align = ends.align as usize;
-    staging
-        .submit_read(stream, src, len, slice.start, slot_base)
-        .map_err(|e| names.read(e))?;
-    if let Err(e) = staging.submit_write(stream, dst, len, slice.start, slot_base) {
-        // Let the queued read finish before the error goes up (and the slot with it).
-        let _ = staging.sync_stream(stream);
-        return Err(names.write(e));
+impl<'s, L: StreamIo + 's> OnStream<'_, 's, '_, L> {
+    /// Copies the part's `len` bytes: ReadAsync then WriteAsync (stream order makes the
+    /// write see the read; no host sync between them), one synchronize, then the counts
+    /// checked.
+    ///
+    /// The write runs whatever the read did, so after a short or failed read it has written
+    /// stale slot bytes to this part of DST. A failed read fails the copy, and DST is cut
+    /// back to before this slice; a short read is completed from its aligned-down count, one
+    /// op per synchronize, and the part the write had covered from there is written again. A
+    /// short write is completed the same way. Returns the bytes in place, as the threaded
+    /// worker's `copy_slice` does.
+    fn copy(mut self, len: usize, ends: &Endpoints<'_, L::Handle<'_>>) -> Result<u64, CopyError> {
+        let names = ends.cx.names;
+        let align = ends.align as usize;
+        let (read, written) = self.read_then_write(len, names)?;
+        if read == len && written == len {
+            return Ok(len as u64);
+        }
+        let mut got = len;
+        let mut write_from = written & !(align - 1);
+        if read < len {
+            let base = read & !(align - 1);
+            got = base
+                + self
+                    .complete(Way::Read, base..len, align)
+                    .map_err(|e| names.read(e))?;
+            write_from = write_from.min(base);
+        }
+        let to_write = if got < len { got & !(align - 1) } else { len };
+        if write_from < to_write {
+            self.complete(Way::Write, write_from..to_write, align)
+                .map_err(|e| names.write(e))?;
+        }
+        Ok(to_write as u64)
     }
-    let mut results = staging
-        .sync_stream(stream)
-        .map_err(|e| names.read(e))?
-        .into_iter();
-    // EINTR is a zero count: the follow-up below retries it.
-    let count = |result: Option<Result<usize, hipfile::Error>>| match result {
-        Some(Ok(n)) => Ok(n.min(len)),
-        Some(Err(e)) if transfer::Interruptible::is_interrupted(&e) => Ok(0),
-        Some(Err(e)) => Err(e),
-        None => unreachable!("two ops were queued"),
-    };
-    let read = count(results.next()).map_err(|e| names.read(e))?;
-    let written = count(results.next()).map_err(|e| names.write(e))?;
-    if read == len && written == len {
-        return Ok(len as u64);
-    }
-    let mut got = len;
-    let mut write_from = written & !(align - 1);
-    if read < len {
-        let base = read & !(align - 1);
-        got = base
-            + transfer::drive(
-                Way::Read,
-                len - base,
-                align,
-                fileio::MAX_IO,
-                |done, want| {
-                    let at = base + done;
-                    one_op(
-                        staging,
-                        stream,
-                        Way::Read,
-                        src,
-                        want,
-                        slice.start + at as u64,
-                        slot_base + at,
-                    )
-                },
-            )
+
+    /// Queues the read and the write of `len` bytes and synchronizes once; returns both
+    /// counts (an interrupted op counts 0, for the follow-up to retry).
+    fn read_then_write(&mut self, len: usize, names: &Names) -> Result<(usize, usize), CopyError> {
+        let staging = self.staging;
+        staging
+            .submit_read(self.stream, self.src, len, self.file_at, self.slot_at)
             .map_err(|e| names.read(e))?;
-        write_from = write_from.min(base);
+        if let Err(e) = staging.submit_write(self.stream, self.dst, len, self.file_at, self.slot_at)
+        {
+            // Let the queued read finish before the error goes up (and the slot with it).
+            let _ = staging.sync_stream(self.stream);
+            return Err(names.write(e));
+        }
+        let mut results = staging
+            .sync_stream(self.stream)
+            .map_err(|e| names.read(e))?
+            .into_iter();
+        let count = |result: Option<Result<usize, hipfile::Error>>| match result {
+            Some(Ok(n)) => Ok(n.min(len)),
+            Some(Err(e)) if transfer::Interruptible::is_interrupted(&e) => Ok(0),
+            Some(Err(e)) => Err(e),
+            None => unreachable!("two ops were queued"),
+        };
+        let read = count(results.next()).map_err(|e| names.read(e))?;
+        let written = count(results.next()).map_err(|e| names.write(e))?;
+        Ok((read, written))
     }
-    let to_write = if got < len { got & !(align - 1) } else { len };
-    if write_from < to_write {
-        transfer::drive(
-            Way::Write,
-            to_write - write_from,
-            align,
-            fileio::MAX_IO,
-            |done, want| {
-                let at = write_from + done;
-                one_op(
-                    staging,
-                    stream,
-                    Way::Write,
-                    dst,
-                    want,
-                    slice.start + at as u64,
-                    slot_base + at,
-                )
-            },
-        )
-        .map_err(|e| names.write(e))?;
+
+    /// Moves `range` of the part by `way`, one op per synchronize, until it is whole or
+    /// reading meets EOF; returns the bytes moved.
+    fn complete(
+        &mut self,
+        way: Way,
+        range: Range<usize>,
+        align: usize,
+    ) -> Result<usize, hipfile::Error> {
+        let file = match way {
+            Way::Read => self.src,
+            Way::Write => self.dst,
+        };
+        let len = range.end - range.start;
+        transfer::drive(way, len, align, fileio::MAX_IO, |done, want| {
+            let at = range.start + done;
+            self.one_op(way, file, want, at)
+        })
     }
-    Ok(to_write as u64)
+
+    /// One queued op of `len` bytes at `at` into the part, synchronized on its own: its
+    /// count, or its error.
+    fn one_op(
+        &mut self,
+        way: Way,
+        file: &'s L::Handle<'_>,
+        len: usize,
+        at: usize,
+    ) -> Result<usize, hipfile::Error> {
+        let (file_off, slot_off) = (self.file_at + at as u64, self.slot_at + at);
+        match way {
+            Way::Read => self
+                .staging
+                .submit_read(self.stream, file, len, file_off, slot_off)?,
+            Way::Write => self
+                .staging
+                .submit_write(self.stream, file, len, file_off, slot_off)?,
+        }
+        self.staging
+            .sync_stream(self.stream)?
+            .pop()
+            .expect("one op was queued")
+    }
 }

@@ -82,6 +82,31 @@ pub(crate) enum OnStop {
     Leave,
 }
 
+/// What stops a copy, and what the stop leaves DEST as.
+#[derive(Clone, Copy)]
+pub(crate) struct Stop<'a> {
+    pub(crate) cancel: &'a AtomicBool,
+    pub(crate) on_stop: OnStop,
+}
+
+impl Stop<'_> {
+    /// The run's own stop: DEST is cut back to the prefix known good.
+    pub(crate) fn cut_back(cancel: &AtomicBool) -> Stop<'_> {
+        Stop {
+            cancel,
+            on_stop: OnStop::CutBack,
+        }
+    }
+
+    /// A stop from the file's owner: DEST is left as the last write left it.
+    pub(crate) fn leave(cancel: &AtomicBool) -> Stop<'_> {
+        Stop {
+            cancel,
+            on_stop: OnStop::Leave,
+        }
+    }
+}
+
 /// What one bounce needs besides the bytes' place.
 pub(crate) struct Ctx<'a> {
     pub(crate) names: &'a Names,
@@ -318,6 +343,75 @@ pub(crate) fn write_out<S: Staging>(
         }
     }
     Ok(written)
+}
+
+/// A stretch of SOURCE through the bounce route, a round at a time, written once for its
+/// two users: a sequential source copied to its end, and a file's finish reading on past
+/// its slices.
+pub(crate) struct Pump<'a> {
+    pub(crate) reader: Reader<'a>,
+    pub(crate) writer: Writer<'a>,
+    /// What one round moves at most: a window (a slow writer into a pipe sees its bytes come
+    /// out as they arrive) or the whole slot.
+    pub(crate) round: usize,
+    /// Where the pump stops; None: where SOURCE ends.
+    pub(crate) until: Option<u64>,
+    /// The writes are the file's last (its finish's): their digest pieces stand whatever
+    /// came before ([`Ctx::take_final_piece`]).
+    pub(crate) last_writes: bool,
+}
+
+impl Pump<'_> {
+    /// Moves SOURCE's bytes from `at` through `slot`: each round read in, its digest piece
+    /// taken, written out, then `report(at, n)`; until `until`, or until SOURCE ends (a
+    /// positional read comes back short; a sequential one, which returns what has arrived,
+    /// comes back empty). `written` follows where the last bytes written to DEST end.
+    /// Returns where reading stopped and whether SOURCE ended there; a failure comes with
+    /// where DEST is good to: `written`, or the end of a write that failed part way (a DEST
+    /// cut back there never ends in a hole --sparse=always skipped).
+    pub(crate) fn run<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        mut at: u64,
+        written: &mut u64,
+        cx: &Ctx<'_>,
+        report: &mut dyn FnMut(u64, u64),
+    ) -> Result<(u64, bool), (u64, CopyError)> {
+        loop {
+            let want = match self.until {
+                Some(end) if end <= at => return Ok((at, false)),
+                Some(end) => ((end - at) as usize).min(self.round),
+                None => self.round,
+            };
+            let got =
+                read_in(staging, slot, &self.reader, at, want, cx).map_err(|e| (*written, e))?;
+            if got > 0 {
+                // A piece queued on the GPU is computed while the round is written out.
+                let piece = match self.last_writes {
+                    true => cx.take_final_piece(staging, slot, at, got),
+                    false => cx.take_piece(staging, slot, at, got),
+                };
+                let wrote = write_out(staging, slot, &self.writer, at, got, cx);
+                cx.add_piece(staging, slot, piece);
+                match wrote {
+                    Ok(0) => {}
+                    Ok(ends) => *written = at + ends as u64,
+                    Err((0, e)) => return Err((*written, e)),
+                    Err((ends, e)) => return Err((at + ends as u64, e)),
+                }
+                report(at, got as u64);
+            }
+            at += got as u64;
+            let ended = match self.reader {
+                Reader::Sequential(_) => got == 0,
+                Reader::At { .. } => got < want,
+            };
+            if ended {
+                return Ok((at, true));
+            }
+        }
+    }
 }
 
 /// Allocates `slot`'s two windows (pinned host memory on GPU backends; on host memory the

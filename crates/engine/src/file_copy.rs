@@ -29,12 +29,15 @@
 
 mod finish;
 mod plan;
+mod run;
 mod state;
 
 pub(crate) use state::{FileCopy, Sides};
 
 pub(crate) use finish::Ended;
 pub(crate) use plan::{Access, Plan};
+pub use run::Timed;
+pub(crate) use run::{opening, Cut, Planned, Scheduler, Setup};
 
 /// Slices one plan holds at most ([`FileCopy::plan`]): 1,024 chunks, 64 GiB at the default
 /// chunk, planned in 16 KiB.
@@ -57,7 +60,6 @@ use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 impl<'a> FileCopy<'a> {
@@ -330,7 +332,7 @@ pub(crate) struct AtEnd<'a> {
 /// What a whole file's copy ends with, wherever it ran: the --debug line (size, time, rate
 /// and thread times), then --verify. Lines go to `line` only with --debug.
 pub(crate) fn conclude(
-    job: &Ends<'_>,
+    job: &DataJob<'_>,
     copied: Copied,
     timing: Timing<'_>,
     at_end: AtEnd<'_>,
@@ -376,7 +378,7 @@ pub(crate) fn conclude(
 /// (a signal: [`CopyError::Interrupted`]); its --debug line goes to `line` (only with
 /// `debug`).
 pub(crate) fn read_back(
-    job: &Ends<'_>,
+    job: &DataJob<'_>,
     (verify, copied): (Verify, &Copied),
     (debug, pause): (bool, fn(&'static str)),
     (buffers, stop): (&mut Buffers, &AtomicBool),
@@ -389,17 +391,4 @@ pub(crate) fn read_back(
         line(checked.describe(job.dst_name));
     }
     Ok(())
-}
-
-/// A whole file's two ends, by descriptor and by name, for [`conclude`].
-pub(crate) struct Ends<'a> {
-    pub(crate) src: &'a File,
-    pub(crate) src_name: &'a Path,
-    pub(crate) dst: &'a File,
-    pub(crate) dst_name: &'a Path,
-}
-
-/// Times `f` as the open stage on `cx`'s clock.
-pub(crate) fn opening<T>(cx: &Ctx<'_>, f: impl FnOnce() -> T) -> T {
-    cx.clock.time(Stage::Open, f)
 }

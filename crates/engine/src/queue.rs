@@ -11,20 +11,20 @@
 //! (their results are kept for `next_finished`) and takes the slots back.
 
 use crate::backend::Staging;
-use crate::bounce::{ready_windows, Ctx, Names, OnStop};
+use crate::bounce::{OnStop, Stop};
 use crate::config::Verify;
-use crate::digest::{Algorithm, Pieces};
+use crate::digest::Algorithm;
 use crate::error::CopyError;
-use crate::file_copy::{conclude, opening, read_back, AtEnd, Ends, FileCopy, Timing};
+use crate::file_copy::{conclude, read_back, AtEnd, FileCopy, Setup, Timing};
 use crate::job::Copied;
 use crate::job::DataJob;
 use crate::job::ProgressSink;
 use crate::job::SourceKind;
 use crate::job::SparseMode;
+use crate::one_slot::OneSlot;
 use crate::read_back::{Checking, ReadBacks};
-use crate::stages::{StageClock, StageTimes};
+use crate::stages::StageTimes;
 use crate::verify::Buffers;
-use crate::worker::{run_worker, Endpoints, Work};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
@@ -307,27 +307,27 @@ fn copy_queued<S: Staging>(
         None => OnStop::CutBack,
     };
     let cancel = own_cancel.unwrap_or_else(|| Arc::clone(&shared.cancel));
-    let clock = StageClock::default();
+    let setup = Setup::new(&job.src_name, &job.dst_name, job.digest);
     let began_at = Instant::now();
     let mut debug = Vec::new();
     // Not started: DST untouched.
     let started = !cancel.load(Ordering::SeqCst);
     let mut result = match started {
-        true => copy_whole(shared, (&cancel, on_stop), slot, &job, &clock, &mut debug),
+        true => {
+            let stop = Stop {
+                cancel: &cancel,
+                on_stop,
+            };
+            copy_whole(shared, stop, slot, &job, &setup, &mut debug)
+        }
         false => Err(CopyError::Interrupted),
     };
-    let stages = clock.times();
+    let stages = setup.stages();
     // With read-back threads, --verify is theirs: the worker goes on to the next file.
     let reads_back = shared.verify.filter(|_| shared.read_backs.is_none());
     if let Ok(copied) = result {
-        let ends = Ends {
-            src: &job.src,
-            src_name: &job.src_name,
-            dst: &job.dst,
-            dst_name: &job.dst_name,
-        };
         result = conclude(
-            &ends,
+            &job.data_job(),
             copied,
             Timing {
                 secs: began_at.elapsed().as_secs_f64(),
@@ -380,114 +380,63 @@ pub(crate) fn read_back_one(f: &mut Finished, c: &Checking, buffers: &mut Buffer
         return;
     };
     let copied = copied.clone();
-    let job = &f.job;
-    let ends = Ends {
-        src: &job.src,
-        src_name: &job.src_name,
-        dst: &job.dst,
-        dst_name: &job.dst_name,
-    };
+    let job = f.job.data_job();
     let debug = &mut f.debug;
     let line = &mut |line| debug.push((c.debug.map(|t| t.elapsed()).unwrap_or_default(), line));
     let debug = c.debug.is_some();
     let how = (c.verify, &copied);
-    f.result = read_back(&ends, how, (debug, c.pause), (buffers, &c.stop), line).map(|()| copied);
+    f.result = read_back(&job, how, (debug, c.pause), (buffers, &c.stop), line).map(|()| copied);
 }
 
-/// Copies one queued file through `slot` and sets DST's size, as [`FileCopy`] plans and
-/// ends it, its slices all on this slot; O_DIRECT for a file of at least `direct_from`
-/// bytes. DST is cut (when it held old bytes) only once the slot's windows exist.
+/// Copies one queued file through `slot` and sets DST's size, in [`FileCopy::run`]'s order
+/// with the slot as its scheduler ([`OneSlot`]); O_DIRECT for a file of at least
+/// `direct_from` bytes. DST is cut (when it held old bytes) only once the slot's windows
+/// exist.
 fn copy_whole<S: Staging>(
     shared: &Shared<S>,
-    (cancel, on_stop): (&AtomicBool, OnStop),
+    stop: Stop<'_>,
     slot: &mut S::Slot,
     job: &QueuedJob,
-    clock: &StageClock,
+    setup: &Setup,
     debug: &mut Vec<(Duration, String)>,
 ) -> Result<Copied, CopyError> {
-    let names = Names::of(&job.src_name, &job.dst_name);
-    let pieces = job.digest.map(Pieces::new);
-    let cx = Ctx {
-        names: &names,
-        cancel,
-        on_stop,
-        clock,
-        pause: shared.pause,
-        digest: pieces.as_ref(),
-    };
+    let cx = setup.cx(stop, shared.pause);
     let staging = &*shared.staging;
-    cx.check_cancel()?;
-    opening(&cx, || {
-        staging.enter_worker(slot).map_err(|e| names.read(e))?;
-        ready_windows(staging, slot, &names.src_path)
-    })?;
     let file = FileCopy {
         src: &job.src,
         dst: &job.dst,
-        names: &names,
+        names: &setup.names,
         sparse: job.sparse,
         may_have_holes: job.may_have_holes,
     };
-    let plan = file
-        .plan(
-            0..job.len,
-            shared.chunk,
-            shared.direct_from,
-            staging.slot_alignment(),
-        )
-        .map_err(|e| names.read(e))?;
-    // Files in flight take no library: they bounce.
-    let [(src_side, _), (dst_side, _)] = opening(&cx, || {
-        let rereads = shared.verify == Some(Verify::Bytes);
-        file.open_sides(staging, &plan, None, rereads, job.truncate, &cx)
-    })?;
-    let progress = &*job.progress;
-    progress.file_started(&job.src_name, Some(job.len));
-    progress.route(src_side.describe(), dst_side.describe());
-    if let Some(t0) = shared.debug {
-        debug.push((
-            t0.elapsed(),
-            format!(
-                "{} -> {}: {}, {} slice(s), in flight, read {}, write {}",
-                names.src,
-                names.dst,
-                crate::units::length(job.len),
-                plan.slices.len(),
-                src_side.describe(),
-                dst_side.describe(),
-            ),
-        ));
-    }
-    let direct = plan.direct;
-    let replan = |r| {
-        file.plan(
-            r,
-            shared.chunk,
-            shared.direct_from,
-            staging.slot_alignment(),
-        )
+    let mut one = OneSlot {
+        staging,
+        slot,
+        chunk: shared.chunk,
+        direct_from: shared.direct_from,
+        rereads: shared.verify == Some(Verify::Bytes),
+        shown_as: (&job.src_name, job.len),
+        shown: false,
     };
-    let mut reported = 0;
-    let phase = file.in_windows(&(0..job.len), plan, replan, |plan| {
-        let ends = Endpoints {
-            src: &job.src,
-            dst: &job.dst,
-            src_side: &src_side,
-            dst_side: &dst_side,
-            cx: &cx,
-            skip_zeros: job.sparse == SparseMode::Always,
-            align: plan.align,
-        };
-        let work = Work::new(&plan.slices, &job.src, cancel);
-        run_worker(staging, slot, &ends, &work, &mut |n| {
-            reported += n;
-            progress.advanced(n);
-        });
-        work.phase(&plan.window)
-    });
-    let phase = phase.or_failure(file.end_direct(direct).err());
-    let ended = file.finish(phase, Some(reported), staging, slot, &cx, progress);
-    progress.file_finished();
+    let progress = &*job.progress;
+    let line = &mut |line: &str| {
+        if let Some(t0) = shared.debug {
+            debug.push((t0.elapsed(), line.to_owned()));
+        }
+    };
+    let diag = shared
+        .debug
+        .is_some()
+        .then_some(line as &mut dyn FnMut(&str));
+    let ended = file.run(
+        staging,
+        &mut one,
+        (job.len, job.truncate),
+        &cx,
+        progress,
+        diag,
+    );
+    one.finished(progress);
     file.copied(ended?, &cx)
 }
 

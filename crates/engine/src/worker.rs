@@ -352,16 +352,45 @@ fn copy_slice<S: Staging>(
     ends: &Endpoints<'_, Handle<'_, S>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
+    let len = (slice.end - slice.start) as usize;
+    let got = read_slice(staging, slot, ends, &slice)?;
+    // A short read (SOURCE ended in the slice) is left to the file's finish, piece and all.
+    // A piece queued on the GPU is computed while the slice is written out.
+    let piece = match got == len {
+        true => ends.cx.take_piece(staging, slot, slice.start, len),
+        false => PieceToAdd::none(),
+    };
+    let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
+        got & !(ends.align as usize - 1)
+    } else {
+        got
+    };
+    write_slice(staging, slot, ends, slice.start, to_write)?;
+    ends.cx.add_piece(staging, slot, piece);
+    Ok(to_write as u64)
+}
+
+/// The library that moves a slice through `slot`: none where the slot's buffer was refused
+/// registration (it bounces, even on a registered file: the fd keeps O_DIRECT, and the
+/// windows and requests stay aligned for it).
+fn library_for<'s, S: Staging>(staging: &'s S, slot: &S::Slot) -> Option<&'s S::Library> {
+    staging
+        .library()
+        .filter(|library| library.slot_refusal(slot).is_none())
+}
+
+/// Reads `slice` into the slot from its start, by the library or the bounce route; returns
+/// the bytes read (fewer only where SOURCE ended).
+fn read_slice<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    ends: &Endpoints<'_, Handle<'_, S>>,
+    slice: &Range<u64>,
+) -> Result<usize, CopyError> {
     let cx = ends.cx;
-    let names = cx.names;
     let len = (slice.end - slice.start) as usize;
     let align = ends.align as usize;
-    // A slot whose buffer the library would not register bounces, even on a registered
-    // file: the fd keeps O_DIRECT, and the windows and requests stay aligned for it.
-    let library = staging
-        .library()
-        .filter(|library| library.slot_refusal(slot).is_none());
-    let got = match (ends.src_side, library) {
+    match (ends.src_side, library_for(staging, slot)) {
         (SideRoute::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
             cx.clock
                 .time(Stage::Read, || {
@@ -370,38 +399,40 @@ fn copy_slice<S: Staging>(
                         library.read(handle, slot, want, slice.start + done as u64, done)
                     })
                 })
-                .map_err(|e| names.read(e))
-        })?,
+                .map_err(|e| cx.names.read(e))
+        }),
         (side, _) => {
             let reader = Reader::At {
                 file: ends.src,
                 direct: side.is_direct(),
             };
-            bounce::read_in(staging, slot, &reader, slice.start, len, cx)?
+            bounce::read_in(staging, slot, &reader, slice.start, len, cx)
         }
-    };
-    // A short read (SOURCE ended in the slice) is left to the file's finish, piece and all.
-    // A piece queued on the GPU is computed while the slice is written out.
-    let piece = match got == len {
-        true => cx.take_piece(staging, slot, slice.start, len),
-        false => PieceToAdd::none(),
-    };
-    let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
-        got & !(align - 1)
-    } else {
-        got
-    };
-    match (ends.dst_side, library) {
+    }
+}
+
+/// Writes the slot's first `len` bytes to DEST at `start`, by the library or the bounce
+/// route.
+fn write_slice<S: Staging>(
+    staging: &S,
+    slot: &mut S::Slot,
+    ends: &Endpoints<'_, Handle<'_, S>>,
+    start: u64,
+    len: usize,
+) -> Result<(), CopyError> {
+    let cx = ends.cx;
+    let align = ends.align as usize;
+    match (ends.dst_side, library_for(staging, slot)) {
         (SideRoute::Library(handle), Some(library)) => {
-            in_grains(to_write, cx, |at, n| {
+            in_grains(len, cx, |at, n| {
                 cx.clock
                     .time(Stage::Write, || {
                         transfer::drive(Way::Write, n, align, fileio::MAX_IO, |done, want| {
                             let done = at + done;
-                            library.write(handle, slot, want, slice.start + done as u64, done)
+                            library.write(handle, slot, want, start + done as u64, done)
                         })
                     })
-                    .map_err(|e| names.write(e))
+                    .map_err(|e| cx.names.write(e))
             })?;
         }
         _ => {
@@ -409,10 +440,8 @@ fn copy_slice<S: Staging>(
                 file: ends.dst,
                 skip_zeros: ends.skip_zeros.then_some(align),
             };
-            bounce::write_out(staging, slot, &writer, slice.start, to_write, cx)
-                .map_err(|(_, e)| e)?;
+            bounce::write_out(staging, slot, &writer, start, len, cx).map_err(|(_, e)| e)?;
         }
     }
-    cx.add_piece(staging, slot, piece);
-    Ok(to_write as u64)
+    Ok(())
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::faults::{IoFault, IoOp};
-use crate::state::{fake, AsyncOp};
+use crate::state::{fake, AsyncOp, Registry};
 
 /// Linux MAX_RW_COUNT: one call moves at most this many bytes, like the real library.
 pub const MAX_IO_BYTES: usize = 0x7fff_f000;
@@ -94,6 +94,51 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
     let fake = fake();
     let mut reg = fake.registry();
     let name = req.op.name();
+    let (fd, target) = checked_target(&mut reg, req)?;
+    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let direct = flags != -1 && flags & libc::O_DIRECT != 0;
+    if direct && !aligned_for_direct(req, target) {
+        reg.misuse(format!(
+            "{name} on O_DIRECT fd {fd} not 4096-aligned: file_offset {} size {} buffer address {target:#x}",
+            req.file_offset, req.size
+        ));
+        set_errno(libc::EINVAL);
+        return Err((fd, -1));
+    }
+    let len = req.size.min(MAX_IO_BYTES);
+    let fault = fake
+        .faults
+        .io_fault(req.op, call, req.file_offset as u64, len as u64);
+    let moved = faulted(fault, len, direct).map_err(|result| (fd, result))?;
+    if let Some(stall) = moved.stall {
+        // Without the registry lock held, so other calls go on meanwhile.
+        drop(reg);
+        std::thread::sleep(stall);
+        reg = fake.registry();
+    }
+    if let Some(h) = reg.handles.get_mut(&req.fh) {
+        h.in_flight += 1;
+    }
+    if let Some(b) = reg.buffers.get_mut(&req.base) {
+        b.in_flight += 1;
+    }
+    crate::topology::used(&mut reg, name, target, moved.len);
+    Ok(Planned {
+        fd,
+        target,
+        len: moved.len,
+        report_at_most: moved.report_at_most,
+        corrupt: moved.corrupt,
+        direct,
+    })
+}
+
+/// The call's registered handle and buffer, its offsets and its size checked against them,
+/// as the real library checks them. Returns the fd and the host address to move bytes at;
+/// otherwise the fd (or -1) and the call's result, with a misuse line.
+fn checked_target(reg: &mut Registry, req: IoRequest) -> Result<(i32, usize), (i32, isize)> {
+    let name = req.op.name();
     let Some(fd) = reg.handles.get(&req.fh).map(|h| h.fd) else {
         reg.misuse(format!("{name} on unregistered file handle {:#x}", req.fh));
         return Err((-1, -(HIPFILE_HANDLE_NOT_REGISTERED as isize)));
@@ -120,74 +165,60 @@ fn begin(req: IoRequest, call: u64) -> Result<Planned, (i32, isize)> {
         ));
         return Err((fd, -(HIPFILE_POINTER_RANGE_ERROR as isize)));
     }
-    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    let target = req.base + buffer_offset as usize;
-    let direct = flags != -1 && flags & libc::O_DIRECT != 0;
-    if direct {
-        let misaligned = (req.file_offset as u64) % DIRECT_IO_ALIGN != 0
-            || (req.size as u64) % DIRECT_IO_ALIGN != 0
-            || (target as u64) % DIRECT_IO_ALIGN != 0;
-        if misaligned {
-            reg.misuse(format!(
-                "{name} on O_DIRECT fd {fd} not 4096-aligned: file_offset {} size {} buffer address {target:#x}",
-                req.file_offset, req.size
-            ));
-            set_errno(libc::EINVAL);
-            return Err((fd, -1));
-        }
-    }
-    let mut len = req.size.min(MAX_IO_BYTES);
-    let mut report_at_most = len;
-    let mut corrupt = false;
-    match fake
-        .faults
-        .io_fault(req.op, call, req.file_offset as u64, len as u64)
-    {
+    Ok((fd, req.base + buffer_offset as usize))
+}
+
+/// Whether an O_DIRECT call's offset, size and buffer address are all 4096-aligned.
+fn aligned_for_direct(req: IoRequest, target: usize) -> bool {
+    (req.file_offset as u64) % DIRECT_IO_ALIGN == 0
+        && (req.size as u64) % DIRECT_IO_ALIGN == 0
+        && (target as u64) % DIRECT_IO_ALIGN == 0
+}
+
+/// What a call of `len` bytes moves once its fault, if any, is applied.
+struct Moved {
+    len: usize,
+    report_at_most: usize,
+    corrupt: bool,
+    /// A `stall` fault: how long the call waits before moving its bytes.
+    stall: Option<std::time::Duration>,
+}
+
+/// Applies `fault` to a call of `len` bytes. Returns what the call moves, or the result of
+/// a call the fault fails (with errno set as the real library leaves it).
+fn faulted(fault: Option<IoFault>, len: usize, direct: bool) -> Result<Moved, isize> {
+    let mut moved = Moved {
+        len,
+        report_at_most: len,
+        corrupt: false,
+        stall: None,
+    };
+    match fault {
         None => {}
         Some(IoFault::Short(limit)) => {
             let limit = usize::try_from(limit).unwrap_or(len);
-            report_at_most = len.min(limit);
-            len = if direct {
-                // The request is aligned (checked above), so rounding up stays within it.
+            moved.report_at_most = len.min(limit);
+            moved.len = if direct {
+                // The request is aligned (checked before), so rounding up stays within it.
                 len.min(limit.next_multiple_of(DIRECT_IO_ALIGN as usize))
             } else {
-                report_at_most
+                moved.report_at_most
             };
         }
         Some(IoFault::Errno(e)) => {
             set_errno(e);
-            return Err((fd, -1));
+            return Err(-1);
         }
-        Some(IoFault::Stall(ms)) => {
-            // Without the registry lock held, so other calls go on meanwhile.
-            drop(reg);
-            std::thread::sleep(std::time::Duration::from_millis(ms));
-            reg = fake.registry();
-        }
-        Some(IoFault::Corrupt) => corrupt = true,
-        Some(IoFault::HipFile(code)) => return Err((fd, -(code as isize))),
+        Some(IoFault::Stall(ms)) => moved.stall = Some(std::time::Duration::from_millis(ms)),
+        Some(IoFault::Corrupt) => moved.corrupt = true,
+        Some(IoFault::HipFile(code)) => return Err(-(code as isize)),
         Some(IoFault::HipErr(code)) => {
             // errno 0 is what tells a HIP error apart from a system error when CODE is 1.
             set_errno(0);
-            return Err((fd, -(code as isize)));
+            return Err(-(code as isize));
         }
     }
-    if let Some(h) = reg.handles.get_mut(&req.fh) {
-        h.in_flight += 1;
-    }
-    if let Some(b) = reg.buffers.get_mut(&req.base) {
-        b.in_flight += 1;
-    }
-    crate::topology::used(&mut reg, name, target, len);
-    Ok(Planned {
-        fd,
-        target,
-        len,
-        report_at_most,
-        corrupt,
-        direct,
-    })
+    Ok(moved)
 }
 
 /// Moves the bytes without the lock, then releases the in-flight marks and counts them

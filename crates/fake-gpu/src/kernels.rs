@@ -330,103 +330,120 @@ fn reduce(cvs: &[ChainingValue]) -> ChainingValue {
 /// reach outside device memory does nothing and leaves a misuse line, as a faulting GPU
 /// kernel would leave its outputs unwritten.
 pub unsafe fn run(launch: Launch) {
-    let [a0, a1, a2, a3, a4, a5] = launch.args;
-    let kernel = launch.kernel;
-    // What a thread with index >= the grid's never computes stays unwritten here too.
-    let covered = |n: u64| n.min(launch.threads);
-    match kernel {
-        KernelName::Blake3Chunks => {
-            let (data, len, first, cvs) = (a0, a1, a2, a3);
-            let chunks = len.div_ceil(1024).max(1);
-            let (Some(data), Some(out)) = (
-                device_slice(kernel, data, len),
-                device_slice(kernel, cvs, chunks * 32),
-            ) else {
-                return;
-            };
-            for i in 0..covered(chunks) {
-                let at = (i * 1024) as usize;
-                let bytes = &data[at..(at + 1024).min(data.len())];
-                if bytes.is_empty() {
-                    // hazmat refuses an empty subtree; no slice the engine hashes is empty.
-                    continue;
-                }
-                let mut hasher = blake3::Hasher::new();
-                hasher.set_input_offset((first + i) * 1024);
-                hasher.update(bytes);
-                out[i as usize * 32..][..32].copy_from_slice(&hasher.finalize_non_root());
-            }
-        }
-        KernelName::Blake3Subtrees => {
-            let (cvs, nodes, out) = (a0, a1, a2);
-            let Some(table) = device_slice(kernel, nodes, launch.blocks * 16) else {
-                return;
-            };
-            let table: Vec<u64> = table
-                .chunks_exact(8)
-                .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
-                .collect();
-            let Some(out) = device_slice(kernel, out, launch.blocks * 32) else {
-                return;
-            };
-            for b in 0..launch.blocks as usize {
-                let (first, count) = (table[2 * b], table[2 * b + 1]);
-                let Some(node) = device_slice(kernel, cvs + first * 32, count * 32) else {
-                    return;
-                };
-                let node: Vec<ChainingValue> = node
-                    .chunks_exact(32)
-                    .map(|c| c.try_into().unwrap())
-                    .collect();
-                out[b * 32..][..32].copy_from_slice(&reduce(&node));
-            }
-        }
-        KernelName::CrcBlocks => {
-            let (data, len, block, kind, crcs) = (a0, a1, a2, a3, a4);
-            let (Some(algorithm), true) = (crc_algorithm(kind), block > 0 && block % 4 == 0) else {
-                fake()
-                    .registry()
-                    .misuse(format!("kernel {kernel:?}: kind {kind}, block {block}"));
-                return;
-            };
-            let count = len.div_ceil(block);
-            let (Some(data), Some(out)) = (
-                device_slice(kernel, data, len),
-                device_slice(kernel, crcs, count * 8),
-            ) else {
-                return;
-            };
-            for i in 0..covered(count) as usize {
-                let at = i * block as usize;
-                let bytes = &data[at..(at + block as usize).min(data.len())];
-                out[i * 8..][..8]
-                    .copy_from_slice(&crc_fast::checksum(algorithm, bytes).to_le_bytes());
-            }
-        }
-        KernelName::CrcCombine => {
-            let (crcs, count, len, block, kind, out) = (a0, a1, a2, a3, a4, a5);
-            let Some(algorithm) = crc_algorithm(kind) else {
-                fake()
-                    .registry()
-                    .misuse(format!("kernel {kernel:?}: kind {kind}"));
-                return;
-            };
-            let (Some(crcs), Some(out)) = (
-                device_slice(kernel, crcs, count * 8),
-                device_slice(kernel, out, 8),
-            ) else {
-                return;
-            };
-            let mut acc = 0u64;
-            for i in 0..count {
-                let crc = u64::from_le_bytes(crcs[i as usize * 8..][..8].try_into().unwrap());
-                let piece = (len - i * block).min(block);
-                acc = match i {
-                    0 => crc,
-                    _ => crc_fast::checksum_combine(algorithm, acc, crc, piece),
-                };
-            }
-            out.copy_from_slice(&acc.to_le_bytes());
-        }
+    match launch.kernel {
+        KernelName::Blake3Chunks => blake3_chunks(&launch),
+        KernelName::Blake3Subtrees => blake3_subtrees(&launch),
+        KernelName::CrcBlocks => crc_blocks(&launch),
+        KernelName::CrcCombine => crc_combine(&launch),
     }
+}
+
+/// What a thread with index >= the grid's never computes stays unwritten here too: of `n`
+/// items, those the launch's threads cover.
+fn covered(launch: &Launch, n: u64) -> u64 {
+    n.min(launch.threads)
+}
+
+/// Each 1 KiB chunk of the data's chaining value, numbered from `first`.
+unsafe fn blake3_chunks(launch: &Launch) {
+    let [data, len, first, cvs, ..] = launch.args;
+    let kernel = launch.kernel;
+    let chunks = len.div_ceil(1024).max(1);
+    let (Some(data), Some(out)) = (
+        device_slice(kernel, data, len),
+        device_slice(kernel, cvs, chunks * 32),
+    ) else {
+        return;
+    };
+    for i in 0..covered(launch, chunks) {
+        let at = (i * 1024) as usize;
+        let bytes = &data[at..(at + 1024).min(data.len())];
+        if bytes.is_empty() {
+            // hazmat refuses an empty subtree; no slice the engine hashes is empty.
+            continue;
+        }
+        let mut hasher = blake3::Hasher::new();
+        hasher.set_input_offset((first + i) * 1024);
+        hasher.update(bytes);
+        out[i as usize * 32..][..32].copy_from_slice(&hasher.finalize_non_root());
+    }
+}
+
+/// One block per subtree: the chaining values its table entry names, reduced to one.
+unsafe fn blake3_subtrees(launch: &Launch) {
+    let [cvs, nodes, out, ..] = launch.args;
+    let kernel = launch.kernel;
+    let Some(table) = device_slice(kernel, nodes, launch.blocks * 16) else {
+        return;
+    };
+    let table: Vec<u64> = table
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    let Some(out) = device_slice(kernel, out, launch.blocks * 32) else {
+        return;
+    };
+    for b in 0..launch.blocks as usize {
+        let (first, count) = (table[2 * b], table[2 * b + 1]);
+        let Some(node) = device_slice(kernel, cvs + first * 32, count * 32) else {
+            return;
+        };
+        let node: Vec<ChainingValue> = node
+            .chunks_exact(32)
+            .map(|c| c.try_into().unwrap())
+            .collect();
+        out[b * 32..][..32].copy_from_slice(&reduce(&node));
+    }
+}
+
+/// The CRC of each `block` bytes of the data.
+unsafe fn crc_blocks(launch: &Launch) {
+    let [data, len, block, kind, crcs, _] = launch.args;
+    let kernel = launch.kernel;
+    let (Some(algorithm), true) = (crc_algorithm(kind), block > 0 && block % 4 == 0) else {
+        fake()
+            .registry()
+            .misuse(format!("kernel {kernel:?}: kind {kind}, block {block}"));
+        return;
+    };
+    let count = len.div_ceil(block);
+    let (Some(data), Some(out)) = (
+        device_slice(kernel, data, len),
+        device_slice(kernel, crcs, count * 8),
+    ) else {
+        return;
+    };
+    for i in 0..covered(launch, count) as usize {
+        let at = i * block as usize;
+        let bytes = &data[at..(at + block as usize).min(data.len())];
+        out[i * 8..][..8].copy_from_slice(&crc_fast::checksum(algorithm, bytes).to_le_bytes());
+    }
+}
+
+/// The blocks' CRCs combined, in order, into the CRC of all `len` bytes.
+unsafe fn crc_combine(launch: &Launch) {
+    let [crcs, count, len, block, kind, out] = launch.args;
+    let kernel = launch.kernel;
+    let Some(algorithm) = crc_algorithm(kind) else {
+        fake()
+            .registry()
+            .misuse(format!("kernel {kernel:?}: kind {kind}"));
+        return;
+    };
+    let (Some(crcs), Some(out)) = (
+        device_slice(kernel, crcs, count * 8),
+        device_slice(kernel, out, 8),
+    ) else {
+        return;
+    };
+    let mut acc = 0u64;
+    for i in 0..count {
+        let crc = u64::from_le_bytes(crcs[i as usize * 8..][..8].try_into().unwrap());
+        let piece = (len - i * block).min(block);
+        acc = match i {
+            0 => crc,
+            _ => crc_fast::checksum_combine(algorithm, acc, crc, piece),
+        };
+    }
+    out.copy_from_slice(&acc.to_le_bytes());
 }

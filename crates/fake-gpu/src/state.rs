@@ -217,6 +217,39 @@ impl Registry {
     /// async ops, refused and faulted calls included), kept by [`CallCounters`].
     fn report(&self, reads: u64, writes: u64) -> String {
         let mut out = String::new();
+        self.report_leaks(&mut out);
+        for line in &self.misuse {
+            let _ = writeln!(out, "misuse: {line}");
+        }
+        if self.misuse_dropped > 0 {
+            let _ = writeln!(
+                out,
+                "misuse: {} more misuse lines not listed",
+                self.misuse_dropped
+            );
+        }
+        let _ = writeln!(out, "{}", self.devices.report_line(fake().devices));
+        let s = &self.stats;
+        let _ = writeln!(
+            out,
+            "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
+             mallocs={} max_alloc={} handles={} device_threads={}",
+            reads,
+            writes,
+            s.read_bytes,
+            s.write_bytes,
+            s.htod_bytes,
+            s.dtoh_bytes,
+            s.mallocs,
+            s.max_alloc,
+            s.handles,
+            s.device_threads.len()
+        );
+        out
+    }
+
+    /// The report's leak lines: what is still registered, allocated or open, in order.
+    fn report_leaks(&self, out: &mut String) {
         let mut handles: Vec<_> = self.handles.iter().collect();
         handles.sort_by_key(|(id, _)| **id);
         for (id, h) in handles {
@@ -263,34 +296,6 @@ impl Registry {
         if self.explicit_opens > 0 {
             let _ = writeln!(out, "leak: driver open count {}", self.explicit_opens);
         }
-        for line in &self.misuse {
-            let _ = writeln!(out, "misuse: {line}");
-        }
-        if self.misuse_dropped > 0 {
-            let _ = writeln!(
-                out,
-                "misuse: {} more misuse lines not listed",
-                self.misuse_dropped
-            );
-        }
-        let _ = writeln!(out, "{}", self.devices.report_line(fake().devices));
-        let s = &self.stats;
-        let _ = writeln!(
-            out,
-            "stats: reads={} writes={} read_bytes={} write_bytes={} htod_bytes={} dtoh_bytes={} \
-             mallocs={} max_alloc={} handles={} device_threads={}",
-            reads,
-            writes,
-            s.read_bytes,
-            s.write_bytes,
-            s.htod_bytes,
-            s.dtoh_bytes,
-            s.mallocs,
-            s.max_alloc,
-            s.handles,
-            s.device_threads.len()
-        );
-        out
     }
 }
 
@@ -311,10 +316,33 @@ static FAKE: OnceLock<Fake> = OnceLock::new();
 pub fn fake() -> &'static Fake {
     FAKE.get_or_init(|| {
         let fake = Fake::from_env();
+        stay_loaded();
         // SAFETY: `write_report_at_exit` is a plain extern "C" fn with no arguments.
         unsafe { libc::atexit(write_report_at_exit) };
         fake
     })
+}
+
+/// Keeps this library mapped until the process exits, whoever closes it: the exit report
+/// is written by an atexit handler in it, and a caller that dlclose()s it first (aiscp
+/// does when its engine is dropped) would otherwise leave that handler pointing at unmapped
+/// code (SIGSEGV at exit, and no report).
+fn stay_loaded() {
+    // SAFETY: a zeroed Dl_info is a valid out-parameter for dladdr.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let here = write_report_at_exit as *const libc::c_void;
+    // SAFETY: `here` is an address in this library; `info` is a valid out-parameter.
+    if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
+        return;
+    }
+    // SAFETY: RTLD_NOLOAD only looks this already-loaded library up, and RTLD_NODELETE
+    // promotes it to stay mapped; the handle is kept (never closed) on purpose.
+    unsafe {
+        libc::dlopen(
+            info.dli_fname,
+            libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+        )
+    };
 }
 
 extern "C" fn write_report_at_exit() {

@@ -11,7 +11,7 @@ use crate::service::SocketDir;
 use aiscp_engine::quote::quote;
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
@@ -57,36 +57,11 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String
     let (dir, name) =
         crate::service::split_socket_path(path).map_err(|e| format!("not serving: {e}"))?;
     if !dir.exists() {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let mode = if shared { 0o755 } else { 0o700 };
-        let cannot =
-            |e: std::io::Error| format!("cannot create {}: {}", quote(&dir), messages::os_text(&e));
-        std::fs::DirBuilder::new()
-            .mode(mode)
-            .create(&dir)
-            .map_err(cannot)?;
-        // The umask may have taken bits the mode needs (others entering a shared one).
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).map_err(cannot)?;
+        make_socket_dir(&dir, shared)?;
     }
     let held = SocketDir::open(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
     crate::test_hook::pause("socket-dir-checked");
-    let mut lock_name = dir.join(&name).into_os_string();
-    lock_name.push(".lock");
-    let mut lock_leaf = name.clone();
-    lock_leaf.push(".lock");
-    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW;
-    let lock_file = held
-        .dir()
-        .open_file(&lock_leaf, flags, 0o600)
-        .map_err(|e| {
-            format!(
-                "cannot open {}: {}",
-                quote(Path::new(&lock_name)),
-                messages::os_text(&e)
-            )
-        })?;
-    let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock)
-        .map_err(|_| format!("another staging service is serving at {}", quote(path)))?;
+    let lock = take_lock(&held, (&dir, &name), path)?;
     match held.dir().unlink(&name) {
         Ok(()) => say(&format!("removed a stale socket at {}", quote(path))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -121,6 +96,46 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String
         _lock: lock,
     };
     Ok((fd, bound))
+}
+
+/// Creates the socket's directory: 0700, or 0755 for a service `shared` with other users.
+fn make_socket_dir(dir: &Path, shared: bool) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let mode = if shared { 0o755 } else { 0o700 };
+    let cannot =
+        |e: std::io::Error| format!("cannot create {}: {}", quote(dir), messages::os_text(&e));
+    std::fs::DirBuilder::new()
+        .mode(mode)
+        .create(dir)
+        .map_err(cannot)?;
+    // The umask may have taken bits the mode needs (others entering a shared one).
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(cannot)
+}
+
+/// Takes the lock beside the socket `name` in the directory `held` (at `dir`): one service
+/// per socket (`path`, for the message when another holds it).
+fn take_lock(
+    held: &SocketDir,
+    (dir, name): (&Path, &OsStr),
+    path: &Path,
+) -> Result<Flock<File>, String> {
+    let mut lock_name = dir.join(name).into_os_string();
+    lock_name.push(".lock");
+    let mut lock_leaf = name.to_os_string();
+    lock_leaf.push(".lock");
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_NOFOLLOW;
+    let lock_file = held
+        .dir()
+        .open_file(&lock_leaf, flags, 0o600)
+        .map_err(|e| {
+            format!(
+                "cannot open {}: {}",
+                quote(Path::new(&lock_name)),
+                messages::os_text(&e)
+            )
+        })?;
+    Flock::lock(lock_file, FlockArg::LockExclusiveNonblock)
+        .map_err(|_| format!("another staging service is serving at {}", quote(path)))
 }
 
 /// What the reader threads tell the scheduler.
@@ -318,28 +333,18 @@ fn read_client(
     };
     let mut inbox = Inbox::default();
     loop {
-        let event = match inbox.receive::<Request>(sock.as_fd()) {
-            Ok((Request::Copy { files }, _))
-                if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>
-            {
-                Err(format!("more than {MAX_PENDING} files unanswered"))
-            }
-            Ok((Request::Copy { files }, fds)) => jobs_of(files, fds).map(|jobs| {
-                unanswered.fetch_add(jobs.len(), Ordering::SeqCst);
-                Event::Jobs(id, jobs)
-            }),
-            Ok((Request::Cancel, _)) => {
-                cancel.store(true, Ordering::SeqCst);
-                Ok(Event::Cancel(id))
-            }
-            Ok((Request::Status, _)) => {
-                let status = Reply::Status(shared.status());
-                match wire::send(sock.as_fd(), &status, &[]) {
-                    Ok(()) => continue,
-                    Err(_) => break,
+        let got = inbox.receive::<Request>(sock.as_fd());
+        let event = match got {
+            Ok((request, fds)) => match event_of(request, fds, id, &cancel, &unanswered) {
+                Some(event) => event,
+                None => {
+                    let status = Reply::Status(shared.status());
+                    match wire::send(sock.as_fd(), &status, &[]) {
+                        Ok(()) => continue,
+                        Err(_) => break,
+                    }
                 }
-            }
-            Ok((Request::Hello { .. }, _)) => Err("hello twice".to_owned()),
+            },
             Err(WireError::Malformed(m)) => Err(m),
             Err(_) => break,
         };
@@ -355,6 +360,36 @@ fn read_client(
             }
         }
     }
+}
+
+/// What client `id`'s `request` (with the descriptors `fds` it carried) tells the
+/// scheduler, or why the client is refused; None for a status request, which the reader
+/// answers itself. `cancel` stops the client's files; `unanswered` counts its files that
+/// have no answer yet (at most [`MAX_PENDING`]).
+fn event_of(
+    request: Request,
+    fds: Vec<OwnedFd>,
+    id: ClientId,
+    cancel: &AtomicBool,
+    unanswered: &AtomicUsize,
+) -> Option<Result<Event, String>> {
+    Some(match request {
+        Request::Copy { files }
+            if unanswered.load(Ordering::SeqCst) + files.len() > MAX_PENDING =>
+        {
+            Err(format!("more than {MAX_PENDING} files unanswered"))
+        }
+        Request::Copy { files } => jobs_of(files, fds).map(|jobs| {
+            unanswered.fetch_add(jobs.len(), Ordering::SeqCst);
+            Event::Jobs(id, jobs)
+        }),
+        Request::Cancel => {
+            cancel.store(true, Ordering::SeqCst);
+            Ok(Event::Cancel(id))
+        }
+        Request::Status => return None,
+        Request::Hello { .. } => Err("hello twice".to_owned()),
+    })
 }
 
 /// A client's reader thread ending: its files stop at once (before the scheduler hears of

@@ -2,16 +2,14 @@
 //! round-robin, a file too large to fly copied in turn, and each file's answer sent back.
 
 use super::connections::{Event, Job, Joined};
+use super::handover::{how_it_flies, Flying};
+use super::recorder::{progress_to, Recorder};
+use super::turn::{Turn, TURN_CHUNKS};
 use super::{debug_line, ClientId, Shared};
-use crate::service::wire::{self, Failure, FileDone, Handover, Outcome, Reply, Stages, WireDigest};
-use aiscp_engine::{
-    Copied, CopyError, DataJob, Engine, PartEnd, ProgressSink, QueueLimits, QueuedJob, Route,
-    SourceKind, StageTimes, Ticket,
-};
+use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages};
+use aiscp_engine::{Copied, CopyError, Engine, ProgressSink, QueueLimits, QueuedJob, Ticket};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ops::Range;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -28,119 +26,6 @@ struct Client {
     gone: bool,
     files: u64,
     bytes: u64,
-}
-
-/// The route the engine reports for a file, kept for its answer; for a file copied in turn,
-/// also its progress, sent to the client every [`PROGRESS_EVERY`].
-#[derive(Default)]
-struct Recorder {
-    route: Mutex<Option<(Route, Route)>>,
-    progress: Option<ProgressTo>,
-}
-
-/// Where a file's progress goes, and what has not been sent yet.
-struct ProgressTo {
-    sock: Arc<OwnedFd>,
-    id: u64,
-    unreported: Mutex<(Instant, u64)>,
-}
-
-/// Chunks of a file copied in turn that one part holds: four per slot of the default four,
-/// 1 GiB at the default chunk (a few tenths of a second at storage speed), about the
-/// longest another client's file waits for its turn.
-const TURN_CHUNKS: u64 = 16;
-
-/// How often a file copied in turn reports its progress.
-const PROGRESS_EVERY: Duration = Duration::from_millis(200);
-/// Progress is held back (and added to the next report) while this much sent to the client
-/// is still unread, so a client that is busy or stopped (Ctrl-Z) finds room for its answers.
-const PROGRESS_ROOM: usize = 16 << 10;
-
-impl ProgressSink for Recorder {
-    fn file_started(&self, _: &Path, _: Option<u64>) {}
-    fn advanced(&self, bytes: u64) {
-        let Some(to) = &self.progress else {
-            return;
-        };
-        let mut unreported = to.unreported.lock().unwrap_or_else(|p| p.into_inner());
-        unreported.1 += bytes;
-        let room = || wire::unread(to.sock.as_fd()).is_ok_and(|n| n < PROGRESS_ROOM);
-        if unreported.0.elapsed() >= PROGRESS_EVERY && room() {
-            let reply = Reply::Progress {
-                id: to.id,
-                bytes: unreported.1,
-            };
-            // Never waits for the client (this is an engine thread); what could not be sent
-            // goes with the next report. A client that is gone stops the copy through its
-            // cancel flag, not here.
-            if wire::send_now(to.sock.as_fd(), &reply).is_ok() {
-                *unreported = (Instant::now(), 0);
-            }
-        }
-    }
-    fn file_finished(&self) {}
-    fn route(&self, read: Route, write: Route) {
-        *self.route.lock().unwrap_or_else(|p| p.into_inner()) = Some((read, write));
-    }
-}
-
-impl Recorder {
-    fn outcome(&self, result: Result<Copied, CopyError>, started: bool, stages: Stages) -> Outcome {
-        match result {
-            Ok(copied) => {
-                let route = *self.route.lock().unwrap_or_else(|p| p.into_inner());
-                Outcome::Copied {
-                    end: copied.size,
-                    route,
-                    stages,
-                    digest: copied.digest.as_ref().map(WireDigest::from),
-                }
-            }
-            Err(CopyError::Interrupted) => Outcome::Interrupted { started },
-            Err(CopyError::Stopped { good }) => Outcome::Stopped { good },
-            Err(e) => Outcome::Failed {
-                failure: Failure::of(&e),
-            },
-        }
-    }
-}
-
-/// The file copied in turn: a regular file a part at a time (so other clients' files go
-/// between its parts), a source without a length whole.
-struct Turn {
-    client: ClientId,
-    job: Job,
-    recorder: Recorder,
-    len: Option<u64>,
-    /// Where the next part begins.
-    next: u64,
-    parts: Vec<Result<PartEnd, CopyError>>,
-    stages: StageTimes,
-}
-
-impl Turn {
-    fn data_job(&self) -> DataJob<'_> {
-        DataJob {
-            src: &self.job.src,
-            src_name: &self.job.src_name,
-            src_kind: match self.len {
-                Some(len) if len > 0 => SourceKind::Regular { len },
-                _ => SourceKind::Sequential,
-            },
-            dst: &self.job.dst,
-            dst_name: &self.job.dst_name,
-            sparse: self.job.sparse,
-            digest: self.job.digest,
-        }
-    }
-
-    /// The next part of at most `span` bytes (a multiple of the chunk), None once the
-    /// file's planned length is covered (an empty file has one empty part).
-    fn next_part(&self, span: u64) -> Option<Range<u64>> {
-        let len = self.len?;
-        let first = self.parts.is_empty();
-        (self.next < len || first).then(|| self.next..len.min(self.next.saturating_add(span)))
-    }
 }
 
 pub(super) struct Scheduler {
@@ -185,6 +70,8 @@ impl Scheduler {
         }
     }
 
+    /// Serves clients until `stop` is set, the events end, or no client has come for
+    /// `idle_exit` (zero: never); staging memory goes back after `idle_release` without work.
     pub(super) fn serve(
         &mut self,
         events: &Receiver<Event>,
@@ -195,26 +82,11 @@ impl Scheduler {
         let mut worked_at = Instant::now();
         let mut nap = Duration::ZERO;
         while !stop.load(Ordering::SeqCst) {
-            let mut moved = self.collect_finished();
-            self.send_answers();
-            moved |= self.schedule();
-            self.send_answers();
-            moved |= self.step_turn();
-            self.reap();
+            let moved = self.pass();
             if self.has_work() {
                 worked_at = Instant::now();
-            } else if !idle_release.is_zero()
-                && worked_at.elapsed() >= idle_release
-                && self.engine.staging_held() > 0
-            {
-                // Nothing to copy for a while: the memory goes back, the context stays.
-                self.engine.release_staging();
-                if self.debug {
-                    debug_line(&format!(
-                        "no work for {:.1} s: staging memory given back",
-                        idle_release.as_secs_f64()
-                    ));
-                }
+            } else if !idle_release.is_zero() && worked_at.elapsed() >= idle_release {
+                self.release_idle(idle_release);
             }
             let held = self.engine.staging_held();
             self.shared.staging_held.store(held, Ordering::SeqCst);
@@ -235,28 +107,70 @@ impl Scheduler {
                 true => Duration::ZERO,
                 false => (nap * 2).clamp(Duration::from_micros(20), Duration::from_millis(1)),
             };
-            let wait = if !self.turns.is_empty() {
-                Duration::ZERO
-            } else if self.engine.in_flight() > 0 {
-                nap
-            } else if self.clients.is_empty() && !idle_exit.is_zero() {
-                idle_exit
-                    .saturating_sub(idle_since.elapsed())
-                    .min(Duration::from_millis(250))
-            } else {
-                Duration::from_millis(250)
-            };
-            match events.recv_timeout(wait) {
-                Ok(e) => {
-                    self.take(e);
-                    while let Ok(e) = events.try_recv() {
-                        self.take(e);
-                    }
-                    nap = Duration::ZERO;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            let idle_left =
+                (!idle_exit.is_zero()).then(|| idle_exit.saturating_sub(idle_since.elapsed()));
+            match self.take_events(events, self.wait(nap, idle_left)) {
+                Some(true) => nap = Duration::ZERO,
+                Some(false) => {}
+                None => return,
             }
+        }
+    }
+
+    /// One pass over the work: answers for the files that ended, new files started, the
+    /// next part of a file in turn, clients gone forgotten. Whether anything moved.
+    fn pass(&mut self) -> bool {
+        let mut moved = self.collect_finished();
+        self.send_answers();
+        moved |= self.schedule();
+        self.send_answers();
+        moved |= self.step_turn();
+        self.reap();
+        moved
+    }
+
+    /// Nothing to copy for `idle` now: the staging memory goes back, the context stays.
+    fn release_idle(&mut self, idle: Duration) {
+        if self.engine.staging_held() == 0 {
+            return;
+        }
+        self.engine.release_staging();
+        if self.debug {
+            debug_line(&format!(
+                "no work for {:.1} s: staging memory given back",
+                idle.as_secs_f64()
+            ));
+        }
+    }
+
+    /// How long to wait for an event: not at all while a file is in turn, `nap` while files
+    /// fly, else up to 250 ms (less where the idle exit, `idle_left` away, comes first).
+    fn wait(&self, nap: Duration, idle_left: Option<Duration>) -> Duration {
+        let most = Duration::from_millis(250);
+        if !self.turns.is_empty() {
+            Duration::ZERO
+        } else if self.engine.in_flight() > 0 {
+            nap
+        } else if let (true, Some(left)) = (self.clients.is_empty(), idle_left) {
+            left.min(most)
+        } else {
+            most
+        }
+    }
+
+    /// Takes the events that come within `wait`: Some(true) when there were any,
+    /// Some(false) when none came, None when the senders are gone.
+    fn take_events(&mut self, events: &Receiver<Event>, wait: Duration) -> Option<bool> {
+        match events.recv_timeout(wait) {
+            Ok(e) => {
+                self.take(e);
+                while let Ok(e) = events.try_recv() {
+                    self.take(e);
+                }
+                Some(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Some(false),
+            Err(RecvTimeoutError::Disconnected) => None,
         }
     }
 
@@ -366,81 +280,78 @@ impl Scheduler {
         let Some(front) = c.pending.front() else {
             return false;
         };
-        let flight = match front.handover {
-            Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
-                Some((len, truncate, None))
-            }
-            // A source read to its end (a /proc file) may take any time: it flies on one
-            // slot, never on this thread, whatever the route (files in flight bounce).
-            Handover::InFlight { len: 0, truncate } => Some((0, truncate, None)),
-            Handover::InTurn { len: None } => Some((0, false, Some(progress_to(c, front.id)))),
-            // A file too large to fly as the client sees it is copied with every slot, a
-            // part at a time, while no other client has work; while others do, it flies
-            // on one slot beside their files, so no client waits behind another's large
-            // file.
-            Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
-                Some((len, true, Some(progress_to(c, front.id))))
-            }
-            _ => None,
-        };
-        if let Some((len, truncate, reports)) = flight {
-            if c.in_flight >= share || !self.engine.has_room(len) {
-                return false;
+        let Some(flying) = how_it_flies(front, &c.joined.sock, queue_max, others_busy) else {
+            if self.turns.iter().any(|t| t.client == id) {
+                return false; // its client waits for that one first
             }
             let job = c.pending.pop_front().expect("front exists");
             self.last_served = id;
-            c.files += 1;
-            c.bytes = c.bytes.saturating_add(len);
-            let recorder = Arc::new(Recorder {
-                route: Mutex::default(),
-                progress: reports,
-            });
-            let queued = QueuedJob {
-                src: job.src,
-                src_name: job.src_name,
-                len,
-                dst: job.dst,
-                dst_name: job.dst_name,
-                sparse: job.sparse,
-                may_have_holes: true,
-                digest: job.digest,
-                truncate,
-                progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
-            };
-            match self
-                .engine
-                .submit_cancellable(queued, Arc::clone(&c.joined.cancel))
-            {
-                Ok(ticket) => {
-                    c.in_flight += 1;
-                    self.tickets.insert(ticket, (id, job.id, recorder));
-                }
-                Err(refused) => {
-                    let (q, _) = *refused;
-                    let job = Job {
-                        id: job.id,
-                        src: q.src,
-                        dst: q.dst,
-                        src_name: q.src_name,
-                        dst_name: q.dst_name,
-                        sparse: q.sparse,
-                        digest: q.digest,
-                        handover: Handover::InTurn {
-                            len: (len > 0).then_some(len),
-                        },
-                    };
-                    self.begin_turn(id, job);
-                }
-            }
+            self.begin_turn(id, job);
             return true;
-        }
-        if self.turns.iter().any(|t| t.client == id) {
-            return false; // its client waits for that one first
+        };
+        if c.in_flight >= share || !self.engine.has_room(flying.len) {
+            return false;
         }
         let job = c.pending.pop_front().expect("front exists");
         self.last_served = id;
-        self.begin_turn(id, job);
+        c.files += 1;
+        c.bytes = c.bytes.saturating_add(flying.len);
+        self.fly(id, job, flying);
         true
+    }
+
+    /// Queues client `id`'s `job` in the engine's flight; a file the engine cannot queue
+    /// is copied in turn instead.
+    fn fly(&mut self, id: ClientId, job: Job, flying: Flying) {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return;
+        };
+        let Flying {
+            len,
+            truncate,
+            reports,
+        } = flying;
+        let recorder = Arc::new(Recorder {
+            route: Mutex::default(),
+            progress: reports,
+        });
+        let queued = QueuedJob {
+            src: job.src,
+            src_name: job.src_name,
+            len,
+            dst: job.dst,
+            dst_name: job.dst_name,
+            sparse: job.sparse,
+            may_have_holes: true,
+            digest: job.digest,
+            truncate,
+            progress: Arc::clone(&recorder) as Arc<dyn ProgressSink + Send + Sync>,
+        };
+        match self
+            .engine
+            .submit_cancellable(queued, Arc::clone(&c.joined.cancel))
+        {
+            Ok(ticket) => {
+                c.in_flight += 1;
+                self.tickets.insert(ticket, (id, job.id, recorder));
+            }
+            Err(refused) => {
+                let (q, _) = *refused;
+                let job = Job {
+                    id: job.id,
+                    src: q.src,
+                    dst: q.dst,
+                    src_name: q.src_name,
+                    dst_name: q.dst_name,
+                    sparse: q.sparse,
+                    digest: q.digest,
+                    handover: Handover::InTurn {
+                        len: (len > 0).then_some(len),
+                    },
+                };
+                self.begin_turn(id, job);
+            }
+        }
     }
 
     /// Begins copying client `id`'s `job` in turn, with every slot, a part at a time
@@ -453,23 +364,9 @@ impl Scheduler {
         };
         let recorder = Recorder {
             route: Mutex::default(),
-            progress: Some(progress_to(c, job.id)),
+            progress: Some(progress_to(&c.joined.sock, job.id)),
         };
-        // An empty file has no part to copy: it is copied whole, as one without a length.
-        let len = match job.handover {
-            Handover::InFlight { len, .. } | Handover::InTurn { len: Some(len) } => Some(len),
-            Handover::InTurn { len: None } => None,
-        }
-        .filter(|&len| len > 0);
-        self.turns.push_back(Turn {
-            client: id,
-            job,
-            recorder,
-            len,
-            next: 0,
-            parts: Vec::new(),
-            stages: StageTimes::default(),
-        });
+        self.turns.push_back(Turn::new(id, job, recorder));
     }
 
     /// Copies the next part of the first file in turn, or ends it (the finish, its
@@ -483,41 +380,9 @@ impl Scheduler {
             return true; // its client is forgotten: the files close with it
         };
         let cancel = Arc::clone(&c.joined.cancel);
-        let part = turn.next_part(self.turn_part);
-        let stopped = matches!(turn.parts.last(), Some(Err(_)));
-        match (turn.len, part) {
-            (Some(_), Some(part)) if !stopped => {
-                let end = part.end;
-                let ended = self.engine.copy_part_cancellable(
-                    &turn.data_job(),
-                    part,
-                    &turn.recorder,
-                    &cancel,
-                );
-                turn.stages.add(&self.engine.last_stages());
-                turn.parts.push(ended);
-                turn.next = end;
-                self.turns.push_back(turn);
-                return true;
-            }
-            (Some(_), _) => {
-                let parts = std::mem::take(&mut turn.parts);
-                let result = self.engine.finish_parts_cancellable(
-                    &turn.data_job(),
-                    parts,
-                    &turn.recorder,
-                    &cancel,
-                );
-                self.end_turn(turn, result);
-            }
-            // No length to cut in parts: copied whole.
-            (None, _) => {
-                let result =
-                    self.engine
-                        .copy_cancellable(&turn.data_job(), &turn.recorder, &cancel);
-                turn.stages.add(&self.engine.last_stages());
-                self.end_turn(turn, result);
-            }
+        match turn.step(&mut self.engine, self.turn_part, &cancel) {
+            Some(result) => self.end_turn(turn, result),
+            None => self.turns.push_back(turn),
         }
         true
     }
@@ -571,17 +436,6 @@ impl Scheduler {
             }
             keep
         });
-    }
-}
-
-/// Where the progress of client `c`'s file `id` goes: its first bytes are reported at once
-/// (the client's view shows the file moving), then every PROGRESS_EVERY.
-fn progress_to(c: &Client, id: u64) -> ProgressTo {
-    let long_ago = Instant::now().checked_sub(PROGRESS_EVERY);
-    ProgressTo {
-        sock: Arc::clone(&c.joined.sock),
-        id,
-        unreported: Mutex::new((long_ago.unwrap_or_else(Instant::now), 0)),
     }
 }
 

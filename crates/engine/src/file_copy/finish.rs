@@ -5,7 +5,7 @@
 
 use super::state::FileCopy;
 use crate::backend::Staging;
-use crate::bounce::{self, Ctx, Reader, Writer};
+use crate::bounce::{Ctx, Pump, Reader, Writer};
 use crate::error::CopyError;
 use crate::fileio::{self, NextData, MIN_ALIGN};
 use crate::job::ProgressSink;
@@ -90,25 +90,65 @@ impl FileCopy<'_> {
         // ending at `good`, with no zero block left unwritten (--sparse=always), left it
         // ending there (a hole between slices is below it).
         let sized_at = (whole && self.sparse != SparseMode::Always).then_some(good);
-        // After a full disk the rest is written again in order, as far as it fits; the copy
-        // fails either way.
+        let disk_full = self.after_phase(good, whole, error, cx)?;
+        (cx.pause)("finish");
+        staging
+            .enter_worker(slot)
+            .map_err(|e| self.cut_back(good, self.names.read(e), cx))?;
+        let (end, kept, read) = self
+            .read_to_end(staging, slot, &holes, good, cx, progress)
+            .map_err(|(copied, e)| self.cut_back(copied, e, cx))?;
+        if let Some(e) = disk_full {
+            return Err(self.cut_back(end, e, cx));
+        }
+        self.set_size(end, sized_at == Some(end), cx)?;
+        let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
+        if let Some(holes) = holes {
+            progress.advanced(holes);
+        }
+        Ok(Ended { size: end, kept })
+    }
+
+    /// The data phase's end made good before reading on from `good`: a failure other than a
+    /// full disk cuts DEST back there and is the copy's error; slices copied past a gap
+    /// (`whole` false) are dropped, DEST cut to `good`. Returns a full disk's error, which
+    /// fails the copy once the rest is written again in order, as far as it fits.
+    fn after_phase(
+        &self,
+        good: u64,
+        whole: bool,
+        error: Option<CopyError>,
+        cx: &Ctx<'_>,
+    ) -> Result<Option<CopyError>, CopyError> {
         let disk_full = match error {
             Some(e) if e.is_disk_full() => Some(e),
             Some(e) => return Err(self.cut_back(good, e, cx)),
             None => None,
         };
         if !whole {
-            // Slices copied past a gap are dropped: what follows `good` is read again in
-            // order, and a full disk must give back their blocks first.
+            // What follows `good` is read again in order, and a full disk must give back
+            // the dropped slices' blocks first.
             if !cx.may_resize() {
                 return Err(CopyError::Stopped { good });
             }
             self.dst.set_len(good).map_err(|e| self.names.write(e))?;
         }
-        (cx.pause)("finish");
-        staging
-            .enter_worker(slot)
-            .map_err(|e| self.cut_back(good, self.names.read(e), cx))?;
+        Ok(disk_full)
+    }
+
+    /// Reads SOURCE on through the slot to its end: first the data it now has in `holes`
+    /// before `good`, then from `good` on. Returns where it ended, where the finish began
+    /// writing DEST again (the slices' bytes before it stand), and the bytes it showed
+    /// `progress` (only those past what the data phase showed, up to `good`).
+    fn read_to_end<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        holes: &[Range<u64>],
+        good: u64,
+        cx: &Ctx<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<(u64, u64, u64), (u64, CopyError)> {
         // Bytes before `shown` were shown by the data phase (or here): when SOURCE is read
         // again from before `good`, only what lies past it is new to the progress view.
         let mut read = 0;
@@ -125,25 +165,9 @@ impl FileCopy<'_> {
             cx,
             report: &mut report,
         };
-        // `kept`: where the finish begins writing DEST again; the slices' bytes before it stand.
-        let mut kept = good;
-        let walked = self.fill_holes(&mut on, &holes, good).and_then(|from| {
-            kept = from;
-            self.read_on(&mut on, from)
-        });
-        let end = match walked {
-            Ok(end) => end,
-            Err((copied, e)) => return Err(self.cut_back(copied, e, cx)),
-        };
-        if let Some(e) = disk_full {
-            return Err(self.cut_back(end, e, cx));
-        }
-        self.set_size(end, sized_at == Some(end), cx)?;
-        let holes = reported.and_then(|r| end.checked_sub(r.saturating_add(read)));
-        if let Some(holes) = holes {
-            progress.advanced(holes);
-        }
-        Ok(Ended { size: end, kept })
+        let kept = self.fill_holes(&mut on, holes, good)?;
+        let end = self.read_on(&mut on, kept)?;
+        Ok((end, kept, read))
     }
 
     /// Copies whatever data SOURCE now has in the holes the plan left before `good` (cp
@@ -293,41 +317,20 @@ impl FileCopy<'_> {
         until: Option<u64>,
         written: &mut u64,
     ) -> Result<(u64, bool), (u64, CopyError)> {
-        let reader = Reader::At {
-            file: self.src,
-            direct: false,
+        let pump = Pump {
+            reader: Reader::At {
+                file: self.src,
+                direct: false,
+            },
+            writer: Writer::At {
+                file: self.dst,
+                skip_zeros: (self.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
+            },
+            round: on.staging.slot_len(on.slot),
+            until,
+            last_writes: true,
         };
-        let writer = Writer::At {
-            file: self.dst,
-            skip_zeros: (self.sparse == SparseMode::Always).then_some(MIN_ALIGN as usize),
-        };
-        let round = on.staging.slot_len(on.slot);
-        let mut at = start;
-        loop {
-            let want = match until {
-                Some(end) if end <= at => return Ok((at, false)),
-                Some(end) => ((end - at) as usize).min(round),
-                None => round,
-            };
-            let got = bounce::read_in(on.staging, on.slot, &reader, at, want, on.cx)
-                .map_err(|e| (*written, e))?;
-            if got > 0 {
-                let piece = on.cx.take_final_piece(on.staging, on.slot, at, got);
-                let wrote = bounce::write_out(on.staging, on.slot, &writer, at, got, on.cx);
-                on.cx.add_piece(on.staging, on.slot, piece);
-                match wrote {
-                    Ok(0) => {}
-                    Ok(ends) => *written = at + ends as u64,
-                    Err((0, e)) => return Err((*written, e)),
-                    Err((ends, e)) => return Err((at + ends as u64, e)),
-                }
-                (on.report)(at, got as u64);
-            }
-            at += got as u64;
-            if got < want {
-                return Ok((at, true));
-            }
-        }
+        pump.run(on.staging, on.slot, start, written, on.cx, on.report)
     }
 
     /// The next data at or after `pos`, by SEEK_DATA/SEEK_HOLE.

@@ -10,7 +10,9 @@ use crate::queue::{
 };
 use crate::read_back::{Checking, ReadBacks};
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 impl<S> Pipeline<S>
@@ -48,88 +50,98 @@ where
         diag: &mut dyn FnMut(&str),
     ) -> Result<(), Box<(QueuedJob, CopyError)>> {
         if self.flight.is_none() {
-            let want = self.chosen.len();
-            let n = match self.ensure_slots(want, &job.src_name, diag) {
-                Ok(granted) => granted.slots,
-                Err(e) => return Err(Box::new((job, e))),
-            };
-            let (jobs_tx, jobs_rx) = mpsc::channel::<Vec<Sent>>();
-            let jobs_rx = Arc::new(Mutex::new(jobs_rx));
-            let (done_tx, done_rx) = mpsc::channel();
-            let read_backs = config.verify.and_then(|verify| {
-                let checking = Checking {
-                    verify,
-                    pause: config.pause,
-                    debug: debug_since,
-                    stop: Arc::clone(&config.cancel),
-                };
-                ReadBacks::start(&done_tx, read_back_one, checking)
-            });
-            let mut workers = Vec::new();
-            for &i in &self.chosen[..n] {
-                let Some(slot) = self.slots[i].take() else {
-                    continue;
-                };
-                let shared = Shared {
-                    staging: Arc::clone(&self.staging),
-                    cancel: Arc::clone(&config.cancel),
-                    chunk: self.chunk,
-                    direct_from: limits.direct_from,
-                    verify: config.verify,
-                    read_backs: read_backs.as_ref().and_then(ReadBacks::sender),
-                    pause: config.pause,
-                    debug: debug_since,
-                };
-                let (rx, tx) = (Arc::clone(&jobs_rx), done_tx.clone());
-                let spawned = std::thread::Builder::new()
-                    .name(format!("aiscp-file-{i}"))
-                    .spawn(move || worker(shared, i, slot, &rx, &tx));
-                match spawned {
-                    Ok(w) => workers.push(w),
-                    // The slot went with the closure; the system refused a thread: fewer workers.
-                    Err(e) => diag(&format!("file worker {i}: {e}")),
-                }
+            let started = self.start_flight(&job.src_name, limits, (config, debug_since), diag);
+            if let Err(e) = started {
+                return Err(Box::new((job, e)));
             }
-            if workers.is_empty() {
-                // Slots lost with the refused threads are made again on the next copy.
-                return Err(Box::new((job, no_workers())));
-            }
-            diag(&format!("{} file worker(s) started", workers.len()));
-            self.flight = Some(Flight {
-                jobs: Some(jobs_tx),
-                held: Vec::new(),
-                unsent: VecDeque::new(),
-                done: done_rx,
-                workers,
-                read_backs,
-                files: 0,
-                bytes: 0,
-                sizes: Default::default(),
-            });
         }
         let flight = self.flight.as_mut().expect("started above");
         let len = job.len;
-        if limits.batch > 1 && len < limits.direct_from {
-            // Held with the small files before it, sent once there are enough of them.
-            flight.held.push((ticket, job, cancel));
-            if flight.held.len() >= limits.batch {
-                flight.send_held();
-            }
-        } else {
-            flight.send_held();
-            let Some(tx) = flight.jobs.as_ref() else {
-                unreachable!("the queue is open while the flight is");
-            };
-            if let Err(mpsc::SendError(mut batch)) = tx.send(vec![(ticket, job, cancel)]) {
-                // Every worker has ended (a panic): the caller copies the file itself.
-                let (_, job, _) = batch.remove(0);
-                return Err(Box::new((job, no_workers())));
-            }
-        }
+        send((ticket, job, cancel), flight, limits)?;
         flight.files += 1;
         flight.bytes += len;
         flight.sizes.insert(ticket, len);
         Ok(())
+    }
+
+    /// Starts the file workers, each on a slot lent from the pipeline's (every slot that
+    /// can be had, for copying `src_name` first), and with --verify the read-back threads.
+    fn start_flight(
+        &mut self,
+        src_name: &Path,
+        limits: &QueueLimits,
+        (config, debug_since): (&Config, Option<Instant>),
+        diag: &mut dyn FnMut(&str),
+    ) -> Result<(), CopyError> {
+        let want = self.chosen.len();
+        let n = self.ensure_slots(want, src_name, diag)?.slots;
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Vec<Sent>>();
+        let (done_tx, done_rx) = mpsc::channel();
+        let read_backs = config.verify.and_then(|verify| {
+            let checking = Checking {
+                verify,
+                pause: config.pause,
+                debug: debug_since,
+                stop: Arc::clone(&config.cancel),
+            };
+            ReadBacks::start(&done_tx, read_back_one, checking)
+        });
+        let shared = || Shared {
+            staging: Arc::clone(&self.staging),
+            cancel: Arc::clone(&config.cancel),
+            chunk: self.chunk,
+            direct_from: limits.direct_from,
+            verify: config.verify,
+            read_backs: read_backs.as_ref().and_then(ReadBacks::sender),
+            pause: config.pause,
+            debug: debug_since,
+        };
+        let shared: Vec<_> = (0..n).map(|_| shared()).collect();
+        let workers = self.spawn_workers(shared, (jobs_rx, done_tx), diag);
+        if workers.is_empty() {
+            // Slots lost with the refused threads are made again on the next copy.
+            return Err(no_workers());
+        }
+        diag(&format!("{} file worker(s) started", workers.len()));
+        self.flight = Some(Flight {
+            jobs: Some(jobs_tx),
+            held: Vec::new(),
+            unsent: VecDeque::new(),
+            done: done_rx,
+            workers,
+            read_backs,
+            files: 0,
+            bytes: 0,
+            sizes: Default::default(),
+        });
+        Ok(())
+    }
+
+    /// One worker thread per `shared`, on the next chosen slot, taking files from `jobs`
+    /// and handing them to `done`. A thread the system refuses is one worker fewer.
+    fn spawn_workers(
+        &mut self,
+        shared: Vec<Shared<S>>,
+        (jobs, done): (mpsc::Receiver<Vec<Sent>>, mpsc::Sender<Finished>),
+        diag: &mut dyn FnMut(&str),
+    ) -> Vec<JoinHandle<(usize, S::Slot)>> {
+        let jobs = Arc::new(Mutex::new(jobs));
+        let mut workers = Vec::new();
+        for (&i, shared) in self.chosen.iter().zip(shared) {
+            let Some(slot) = self.slots[i].take() else {
+                continue;
+            };
+            let (rx, tx) = (Arc::clone(&jobs), done.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("aiscp-file-{i}"))
+                .spawn(move || worker(shared, i, slot, &rx, &tx));
+            match spawned {
+                Ok(w) => workers.push(w),
+                // The slot went with the closure; the system refused a thread: fewer workers.
+                Err(e) => diag(&format!("file worker {i}: {e}")),
+            }
+        }
+        workers
     }
 
     /// The next file whose copy ended: waits for one when `block` and files are in flight.
@@ -150,7 +162,6 @@ where
         flight.files -= 1;
         flight.bytes -= flight.sizes.remove(&f.ticket).unwrap_or(0);
         self.run_stages.add(&f.stages);
-        self.last_stages = f.stages;
         Some(f)
     }
 
@@ -179,4 +190,31 @@ where
         self.slots.iter_mut().for_each(|slot| *slot = None);
         freeing.elapsed()
     }
+}
+
+/// Sends one file to the workers: held with the small files before it until a batch is
+/// full ([`QueueLimits::batch`]), else at once, after those held. The job comes back where
+/// every worker has ended.
+fn send<S: Staging>(
+    sent: Sent,
+    flight: &mut Flight<S>,
+    limits: &QueueLimits,
+) -> Result<(), Box<(QueuedJob, CopyError)>> {
+    if limits.batch > 1 && sent.1.len < limits.direct_from {
+        flight.held.push(sent);
+        if flight.held.len() >= limits.batch {
+            flight.send_held();
+        }
+        return Ok(());
+    }
+    flight.send_held();
+    let Some(tx) = flight.jobs.as_ref() else {
+        unreachable!("the queue is open while the flight is");
+    };
+    if let Err(mpsc::SendError(mut batch)) = tx.send(vec![sent]) {
+        // Every worker has ended (a panic): the caller copies the file itself.
+        let (_, job, _) = batch.remove(0);
+        return Err(Box::new((job, no_workers())));
+    }
+    Ok(())
 }

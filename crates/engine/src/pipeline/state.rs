@@ -26,8 +26,7 @@ pub(crate) struct Pipeline<S: Staging> {
     /// `--async`, checked at start to be supported: files whose sides are both direct are
     /// copied with the stream API, one stream per worker.
     pub(super) async_io: bool,
-    /// The stage times of the last file copied, and of the whole run.
-    pub(super) last_stages: StageTimes,
+    /// The stage times of every file copied so far.
     pub(super) run_stages: StageTimes,
     /// [`crate::Config::pause`].
     pub(super) pause: fn(&'static str),

@@ -9,7 +9,7 @@ use aiscp_engine::{
 use std::cell::Cell;
 use std::fs::{self, File, OpenOptions};
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const CHUNK: u64 = 64 * 1024;
@@ -376,9 +376,21 @@ fn stage_times_cover_each_file_and_the_run() {
         let src = dir.path().join(format!("src{i}"));
         let data = write_random(&src, len, 40 + i as u64);
         let dst = dir.path().join(format!("dst{i}"));
-        copy_file(&mut engine, &src, &dst, SparseMode::Auto).unwrap();
+        let (s, d) = (File::open(&src).unwrap(), open_dst(&dst));
+        let job = DataJob {
+            src: &s,
+            src_name: &src,
+            src_kind: SourceKind::Regular { len: len as u64 },
+            dst: &d,
+            dst_name: &dst,
+            sparse: SparseMode::Auto,
+            digest: None,
+        };
+        // The file's own stage times come back with its result.
+        let copied = engine.copy_cancellable(&job, &NoProgress, &AtomicBool::new(false));
+        copied.result.unwrap();
         assert_same_bytes(&fs::read(&dst).unwrap(), &data, "copy");
-        let last = engine.last_stages();
+        let last = copied.stages;
         assert!(
             last.read > Duration::ZERO && last.write > Duration::ZERO,
             "{last:?}"

@@ -364,7 +364,7 @@ fn a_files_own_cancel_flag_stops_only_that_file() {
         sparse: SparseMode::Auto,
         digest: None,
     };
-    let turn = engine.copy_cancellable(&data, &NoProgress, &mine);
+    let turn = engine.copy_cancellable(&data, &NoProgress, &mine).result;
     assert!(matches!(turn, Err(CopyError::Interrupted)), "{turn:?}");
     let mut seen = 0;
     while let Some(f) = engine.next_finished(true) {
