@@ -14,6 +14,7 @@
 use super::copier::Copier;
 use super::copier::Disposition;
 use super::copier::Found;
+use super::in_flight_limits::queue_limits;
 use crate::attrs;
 use crate::messages::Reported;
 use crate::messages::{self, error, Held};
@@ -75,100 +76,6 @@ pub(super) struct Inflight {
     /// A file in flight met a full disk: from then on files are copied one at a time, as
     /// cp copies them, so each meets the disk as cp's would.
     out_of_space: bool,
-}
-
-/// Small files handed to a worker at once ([`QueueLimits::batch`]): the walk waits for a
-/// file only through the engine, which sends what it holds first. One wake of a worker per
-/// 16 files instead of one per file (bench/results/HISTORY.md, "Small files: fewer system
-/// calls a file").
-const SMALL_FILES_BATCH: usize = 16;
-
-/// The variable that overrides the engine's files-in-flight limits.
-const IN_FLIGHT_VAR: &str = "AISCP_IN_FLIGHT";
-
-/// AISCP_IN_FLIGHT's value: `FILES[,BYTES[,DIRECT_FROM]]`, each a whole number.
-struct InFlightSetting {
-    files: u64,
-    bytes: Option<u64>,
-    direct_from: Option<u64>,
-}
-
-/// Parses AISCP_IN_FLIGHT's value; Err is the message refusing it.
-fn parse_in_flight(value: &std::ffi::OsStr) -> Result<InFlightSetting, String> {
-    let refuse = || {
-        format!(
-            "invalid value {} for {IN_FLIGHT_VAR}: expected FILES[,BYTES[,DIRECT_FROM]], \
-             whole numbers",
-            aiscp_engine::quote::quote(value)
-        )
-    };
-    let text = value.to_str().ok_or_else(refuse)?;
-    let numbers = text
-        .split(',')
-        .map(|p| p.trim().parse::<u64>().map_err(|_| refuse()))
-        .collect::<Result<Vec<u64>, String>>()?;
-    match numbers[..] {
-        [files] => Ok(InFlightSetting {
-            files,
-            bytes: None,
-            direct_from: None,
-        }),
-        [files, bytes] => Ok(InFlightSetting {
-            files,
-            bytes: Some(bytes),
-            direct_from: None,
-        }),
-        [files, bytes, direct_from] => Ok(InFlightSetting {
-            files,
-            bytes: Some(bytes),
-            direct_from: Some(direct_from),
-        }),
-        _ => Err(refuse()),
-    }
-}
-
-/// Refuses a malformed AISCP_IN_FLIGHT before anything is copied, as every other bad setting
-/// is refused: a value silently ignored would measure the defaults under another name.
-pub fn check_in_flight_setting() -> Result<(), String> {
-    match std::env::var_os(IN_FLIGHT_VAR) {
-        Some(v) => parse_in_flight(&v).map(|_| ()),
-        None => Ok(()),
-    }
-}
-
-/// `AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]]` overrides the engine's limits (0 files: one
-/// file at a time), for measuring them; the defaults are chosen by the runs in
-/// bench/results/HISTORY.md, "2026-12-01, dev VM: many files in flight". Each file
-/// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
-/// and none under a limit below 64. (`main` has refused a malformed value.)
-pub fn queue_limits() -> QueueLimits {
-    let mut limits = QueueLimits {
-        batch: SMALL_FILES_BATCH,
-        ..QueueLimits::default()
-    };
-    if let Some(Ok(set)) = std::env::var_os(IN_FLIGHT_VAR).map(|v| parse_in_flight(&v)) {
-        limits.files = usize::try_from(set.files).unwrap_or(usize::MAX);
-        if let Some(bytes) = set.bytes {
-            limits.bytes = bytes;
-        }
-        if let Some(direct_from) = set.direct_from {
-            limits.direct_from = direct_from;
-        }
-    }
-    let mut rl = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
-        // Under a tight limit the walk's own descriptors (two per open level) need them
-        // all: one file at a time, as cp.
-        limits.files = match rl.rlim_cur {
-            n if n < 64 => 0,
-            n => limits.files.min((n / 8) as usize),
-        };
-    }
-    limits
 }
 
 /// A regular file's two names and what was found of them once both were open: SOURCE's

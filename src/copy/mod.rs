@@ -12,6 +12,7 @@ mod copier;
 mod create;
 mod entry;
 mod file;
+mod in_flight_limits;
 mod inflight;
 mod mover;
 mod names;
@@ -20,8 +21,7 @@ mod prompt;
 mod steps;
 mod walk;
 
-pub use inflight::check_in_flight_setting;
-pub use inflight::queue_limits;
+pub use in_flight_limits::{check_in_flight_setting, queue_limits};
 
 pub use copier::Copier;
 pub use mover::{DataMover, FileQueue, LocalEngine};

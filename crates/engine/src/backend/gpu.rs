@@ -1,10 +1,12 @@
 //! GPU staging through hipFile (AMD) or cuFile (NVIDIA), both via hipfile-rs: every slot is
 //! a registered device buffer; the bounce window is pinned host memory allocated on first use.
 
+use super::gpu_open::{chosen_gpus, describe_backend, describe_load, gpu_labels, OpenError};
 use super::kind::Backend;
-use super::request::{resolve_route, GpuChoice, Request};
-use super::staging::{LibraryIo, Staging, StreamIo};
-use crate::digest::on_gpu::{GpuDigests, Scratch};
+use super::request::{resolve_route, Request};
+use super::staging::{LibraryIo, Staging};
+use crate::digest::launch::Scratch;
+use crate::digest::on_gpu::GpuDigests;
 use crate::digest::{Algorithm, Hashing, Piece, Queued};
 use crate::library_stats::LibraryStats;
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
@@ -45,41 +47,6 @@ pub fn refusal_bounces(e: &Error) -> bool {
     matches!(e, Error::Library { code, .. } if BOUNCE_CODES.contains(code))
 }
 
-/// Why a GPU backend did not come up, by step: messages differ, and only a missing
-/// library is a reason to try the next flavor quietly.
-#[derive(Debug)]
-pub enum OpenError {
-    /// The libraries are missing or unusable, or there is no GPU.
-    Library(Error),
-    /// hipFileDriverOpen / cuFileDriverOpen failed.
-    Driver(Error),
-    /// The GPU asked for does not exist or cannot be selected.
-    Device(Error),
-}
-
-impl OpenError {
-    /// The message for `flavor`, e.g. "cannot open the hipFile driver: ...".
-    pub fn describe(&self, flavor: Flavor) -> String {
-        let name = flavor.name();
-        match self {
-            OpenError::Library(e) => format!("{name}: {e}"),
-            OpenError::Driver(e) => format!("cannot open the {name} driver: {e}"),
-            OpenError::Device(e @ Error::NoSuchDevice { .. }) => e.to_string(),
-            // The library is fine: the GPU is full, often held by another process.
-            OpenError::Device(
-                e @ Error::Runtime {
-                    code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
-                    ..
-                },
-            ) => format!(
-                "{name} loaded, but the GPU has no free memory for a context ({e}); another \
-                 process may be holding it"
-            ),
-            OpenError::Device(e) => format!("{name}: cannot select the GPU: {e}"),
-        }
-    }
-}
-
 /// Why a run on the bounce route has no library statistics.
 const BOUNCE_STATS: &str = "the bounce route moves the data with aiscp's own POSIX I/O and \
                             never calls the library's reads and writes";
@@ -108,7 +75,7 @@ pub struct GpuStaging {
     // the engine drops first (its slots).
     /// The run's GPUs, in `--gpu` order; each holds the driver (when open) and the library
     /// alive for every slot and handle. Slot `i` lives on `devices[i % devices.len()]`.
-    devices: Vec<Device>,
+    pub(super) devices: Vec<Device>,
     /// Each GPU's PCI address, where the runtime gives it (for `--gpu auto`).
     bus_ids: Vec<Option<String>>,
     flavor: Flavor,
@@ -248,12 +215,12 @@ pub struct GpuSlot {
     scratch: Option<Scratch>,
     /// The slot's GPU, by its position in the run.
     gpu: usize,
-    device: SlotMemory,
+    pub(super) device: SlotMemory,
 }
 
 /// A slot's device memory: registered for library I/O, or plain, served by the bounce route
 /// only, which needs no registration (the own bounce route, or hipFile refused it).
-enum SlotMemory {
+pub(super) enum SlotMemory {
     Registered(RegisteredBuffer),
     Unregistered {
         buffer: DeviceBuffer,
@@ -465,154 +432,5 @@ impl LibraryIo for GpuStaging {
         slot_off: usize,
     ) -> Result<usize, Error> {
         file.write(slot.device.registered()?, len, file_off, slot_off)
-    }
-}
-
-/// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
-/// size and offsets are written into its parameter block at submission and never changed
-/// before the stream is synchronized (the FIXED_* flags), and the engine only issues
-/// requests whose size, file offset and buffer offset are multiples of 4096 (direct I/O
-/// demands it anyway), so the library may read them at submission and skip its alignment
-/// checks.
-pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
-    | hipfile::sys::STREAM_FIXED_FILE_OFFSET
-    | hipfile::sys::STREAM_FIXED_FILE_SIZE
-    | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
-
-/// The GPUs `choice` names among the `count` there are, in the run's order.
-fn chosen_gpus(choice: &GpuChoice, count: u32) -> Result<Vec<u32>, OpenError> {
-    let indices = match choice {
-        GpuChoice::List(list) => list.clone(),
-        GpuChoice::All | GpuChoice::Auto => (0..count).collect(),
-        GpuChoice::Local(n) => vec![n % count],
-    };
-    match indices.iter().find(|&&i| i >= count) {
-        Some(&index) => Err(OpenError::Device(Error::NoSuchDevice { index, count })),
-        None => Ok(indices),
-    }
-}
-
-/// --debug: what was loaded, and what the library reads ahead.
-fn describe_load(library: &hipfile::Library, count: u32) -> String {
-    let read_ahead: Vec<String> = library
-        .read_ahead()
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    format!(
-        "loaded {} and {}: {count} GPU(s); read ahead: {}",
-        library.io_library_path().display(),
-        library.runtime_library_path().display(),
-        if read_ahead.is_empty() {
-            "none".to_owned()
-        } else {
-            read_ahead.join(", ")
-        },
-    )
-}
-
-/// Each GPU chosen by index, with its PCI address where the runtime says.
-fn gpu_labels(indices: &[u32], bus_ids: &[Option<String>]) -> Vec<String> {
-    indices
-        .iter()
-        .zip(bus_ids)
-        .map(|(i, id)| match id {
-            Some(id) => format!("{i} ({id})"),
-            None => i.to_string(),
-        })
-        .collect()
-}
-
-/// --debug: the backend, its version and the GPUs chosen of the `count` there are.
-fn describe_backend(
-    library: &hipfile::Library,
-    flavor: Flavor,
-    version: Option<&str>,
-    gpus: &[String],
-    count: u32,
-) -> String {
-    format!(
-        "backend {} ({}{}), runtime {}, GPU {} of {count}",
-        flavor.name(),
-        library.io_library_path().display(),
-        version.map(|v| format!(", {v}")).unwrap_or_default(),
-        library.runtime_library_path().display(),
-        gpus.join(", "),
-    )
-}
-
-/// A registered stream whose ops use one slot's registered buffer.
-pub struct GpuStream<'s> {
-    stream: hipfile::Stream<'s>,
-    buffer: &'s RegisteredBuffer,
-}
-
-impl StreamIo for GpuStaging {
-    type Stream<'s> = GpuStream<'s>;
-
-    /// Creates one registered stream and drops it.
-    fn check_async(&self) -> Result<(), Error> {
-        self.devices[0].create_stream(STREAM_FLAGS).map(drop)
-    }
-    fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
-        let slot: &'s GpuSlot = slot;
-        match &slot.device {
-            SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
-                stream: buffer.buffer().device().create_stream(STREAM_FLAGS)?,
-                buffer,
-            })),
-            SlotMemory::Unregistered { .. } => Ok(None),
-        }
-    }
-    fn submit_read<'s>(
-        &self,
-        stream: &mut GpuStream<'s>,
-        file: &'s FileHandle<'_>,
-        len: usize,
-        file_off: u64,
-        slot_off: usize,
-    ) -> Result<(), Error> {
-        let buffer = stream.buffer;
-        stream
-            .stream
-            .read_async(file, buffer, len, file_off, slot_off)
-            .map(drop)
-    }
-    fn submit_write<'s>(
-        &self,
-        stream: &mut GpuStream<'s>,
-        file: &'s FileHandle<'_>,
-        len: usize,
-        file_off: u64,
-        slot_off: usize,
-    ) -> Result<(), Error> {
-        let buffer = stream.buffer;
-        stream
-            .stream
-            .write_async(file, buffer, len, file_off, slot_off)
-            .map(drop)
-    }
-    fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
-        stream.stream.synchronize_each()
-    }
-}
-
-#[cfg(test)]
-mod open_error_tests {
-    use super::OpenError;
-    use hipfile::{Error, Flavor};
-
-    #[test]
-    fn a_full_gpu_is_named_as_such() {
-        let e = OpenError::Device(Error::Runtime {
-            call: "cuDevicePrimaryCtxRetain",
-            code: hipfile::sys::RUNTIME_OUT_OF_MEMORY,
-            text: "out of memory".into(),
-        });
-        assert_eq!(
-            e.describe(Flavor::CuFile),
-            "cuFile loaded, but the GPU has no free memory for a context \
-             (cuDevicePrimaryCtxRetain: out of memory (error 2)); another process may be holding it"
-        );
     }
 }

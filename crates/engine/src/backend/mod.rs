@@ -12,6 +12,8 @@
 //! [`Staging::library`]; it writes no library methods of its own.
 
 pub mod gpu;
+mod gpu_open;
+pub(crate) mod gpu_stream;
 pub mod host;
 mod kind;
 pub mod library_paths;
@@ -64,11 +66,11 @@ pub fn load(
             Ok(staging) => return Ok((Loaded::Gpu(staging), None)),
             // A GPU index that does not exist is an error whatever the choice: the user asked
             // for that index.
-            Err(e @ gpu::OpenError::Device(Error::NoSuchDevice { .. })) => {
+            Err(e @ gpu_open::OpenError::Device(Error::NoSuchDevice { .. })) => {
                 return Err(NoBackend(e.describe(flavor)))
             }
             Err(e) => {
-                loaded |= !matches!(e, gpu::OpenError::Library(_));
+                loaded |= !matches!(e, gpu_open::OpenError::Library(_));
                 missing.push(e.describe(flavor));
             }
         }

@@ -9,6 +9,7 @@ mod algorithm;
 mod file;
 mod hashing;
 mod kernel_cache;
+pub mod launch;
 pub mod on_gpu;
 mod piece;
 #[cfg(test)]

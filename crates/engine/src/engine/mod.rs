@@ -353,7 +353,7 @@ fn use_async(pipeline: &mut Pipeline<backend::gpu::GpuStaging>, diag: &mut Diag)
             pipeline.use_async();
             diag.debug(&format!(
                 "async: one stream per worker, registered with flags {:#x}",
-                backend::gpu::STREAM_FLAGS
+                backend::gpu_stream::STREAM_FLAGS
             ));
         }
         Err(e) => diag.sink.warn(&format!(

@@ -1,0 +1,73 @@
+//! `--async` on the GPU: a slot's registered buffer with a registered stream, the engine's
+//! reads and writes queued on it.
+
+use super::gpu::{GpuSlot, GpuStaging, SlotMemory};
+use super::staging::StreamIo;
+use hipfile::{Error, FileHandle, RegisteredBuffer};
+
+/// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
+/// size and offsets are written into its parameter block at submission and never changed
+/// before the stream is synchronized (the FIXED_* flags), and the engine only issues
+/// requests whose size, file offset and buffer offset are multiples of 4096 (direct I/O
+/// demands it anyway), so the library may read them at submission and skip its alignment
+/// checks.
+pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
+    | hipfile::sys::STREAM_FIXED_FILE_OFFSET
+    | hipfile::sys::STREAM_FIXED_FILE_SIZE
+    | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
+
+/// A registered stream whose ops use one slot's registered buffer.
+pub struct GpuStream<'s> {
+    stream: hipfile::Stream<'s>,
+    buffer: &'s RegisteredBuffer,
+}
+
+impl StreamIo for GpuStaging {
+    type Stream<'s> = GpuStream<'s>;
+
+    /// Creates one registered stream and drops it.
+    fn check_async(&self) -> Result<(), Error> {
+        self.devices[0].create_stream(STREAM_FLAGS).map(drop)
+    }
+    fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
+        let slot: &'s GpuSlot = slot;
+        match &slot.device {
+            SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
+                stream: buffer.buffer().device().create_stream(STREAM_FLAGS)?,
+                buffer,
+            })),
+            SlotMemory::Unregistered { .. } => Ok(None),
+        }
+    }
+    fn submit_read<'s>(
+        &self,
+        stream: &mut GpuStream<'s>,
+        file: &'s FileHandle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error> {
+        let buffer = stream.buffer;
+        stream
+            .stream
+            .read_async(file, buffer, len, file_off, slot_off)
+            .map(drop)
+    }
+    fn submit_write<'s>(
+        &self,
+        stream: &mut GpuStream<'s>,
+        file: &'s FileHandle<'_>,
+        len: usize,
+        file_off: u64,
+        slot_off: usize,
+    ) -> Result<(), Error> {
+        let buffer = stream.buffer;
+        stream
+            .stream
+            .write_async(file, buffer, len, file_off, slot_off)
+            .map(drop)
+    }
+    fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
+        stream.stream.synchronize_each()
+    }
+}
