@@ -84,8 +84,8 @@ fn main() {
     }
     println!("correctness\t{checked} pieces\t{differ} differ");
 
-    // Rate on resident data: the whole hash call (table upload, launches, synchronize,
-    // results back), repeated; the CPU's Piece::of_bytes beside it.
+    // Rate on resident data: the whole hash call (table up, launches, result down, one
+    // window wait), repeated; the CPU's Piece::of_bytes beside it.
     for algorithm in Algorithm::ALL.into_iter().filter(|_| rates) {
         for size in [SLOT, 64 << 20, 256 << 10] {
             let runs = (16usize << 30).div_ceil(size).clamp(8, 2000);

@@ -139,7 +139,7 @@ impl Ctx<'_> {
 
     /// Starts the digest piece of the slot's first `len` bytes, which DEST receives at
     /// `start`, where the copy takes digests: taken now, or queued where the bytes are
-    /// staged and added by [`Ctx::add_piece`] once the slot is written out (the slot's
+    /// staged and added by [`Ctx::end_piece`] once the slot is written out (the slot's
     /// bytes stay until then). A slot the backend does not (or could not) hash adds none:
     /// the file's digest reads those bytes back from DEST instead.
     pub(crate) fn take_piece<S: Staging>(
@@ -185,16 +185,24 @@ impl Ctx<'_> {
         PieceToAdd(None)
     }
 
-    /// Adds the piece [`Ctx::take_piece`] queued, once the GPU has it; one that fails is
-    /// left out, and the file's digest reads those bytes back from DEST.
-    pub(crate) fn add_piece<S: Staging>(&self, staging: &S, slot: &mut S::Slot, to: PieceToAdd) {
+    /// Ends the piece [`Ctx::take_piece`] queued, once the GPU has it: added where the slice
+    /// was `written`, else only waited for, so that on every path the kernels are done
+    /// before the slot takes other bytes. One that fails is left out, and the file's digest
+    /// reads those bytes back from DEST.
+    pub(crate) fn end_piece<S: Staging>(
+        &self,
+        staging: &S,
+        slot: &mut S::Slot,
+        to: PieceToAdd,
+        written: bool,
+    ) {
         let (Some(pieces), Some((queued, last))) = (self.digest, to.0) else {
             return;
         };
         let hashed = self
             .clock
             .time(Stage::Digest, || staging.hashed(slot, queued));
-        if let Ok(Some(piece)) = hashed {
+        if let (Ok(Some(piece)), true) = (hashed, written) {
             add(pieces, piece, last);
         }
     }
@@ -206,7 +214,7 @@ impl Ctx<'_> {
 }
 
 /// A slice's digest piece still being computed where its bytes are staged, for
-/// [`Ctx::add_piece`] (and whether nothing writes DEST after it).
+/// [`Ctx::end_piece`] (and whether nothing writes DEST after it).
 #[must_use = "a queued piece is added once the slice is written out"]
 pub(crate) struct PieceToAdd(Option<(Queued, bool)>);
 
@@ -393,7 +401,7 @@ impl Pump<'_> {
                     false => cx.take_piece(staging, slot, at, got),
                 };
                 let wrote = write_out(staging, slot, &self.writer, at, got, cx);
-                cx.add_piece(staging, slot, piece);
+                cx.end_piece(staging, slot, piece, wrote.is_ok());
                 match wrote {
                     Ok(0) => {}
                     Ok(ends) => *written = at + ends as u64,

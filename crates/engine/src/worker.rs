@@ -365,9 +365,9 @@ fn copy_slice<S: Staging>(
     } else {
         got
     };
-    write_slice(staging, slot, ends, slice.start, to_write)?;
-    ends.cx.add_piece(staging, slot, piece);
-    Ok(to_write as u64)
+    let wrote = write_slice(staging, slot, ends, slice.start, to_write);
+    ends.cx.end_piece(staging, slot, piece, wrote.is_ok());
+    wrote.map(|()| to_write as u64)
 }
 
 /// The library that moves a slice through `slot`: none where the slot's buffer was refused

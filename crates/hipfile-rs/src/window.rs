@@ -6,8 +6,9 @@
 use crate::{sys, Device, DeviceBuffer, Error, Kernel, PinnedBuffer};
 use std::ffi::c_void;
 
-/// Pinned host memory plus the stream its copies run on. Host access ([`CopyWindow::host`])
-/// waits for the queued copies first, so the host never touches bytes a copy is moving.
+/// Pinned host memory plus the stream its copies (and any kernels queued between them, see
+/// [`CopyWindow::launch`]) run on. Host access ([`CopyWindow::host`]) waits for the queued
+/// work first, so the host never touches bytes a copy is moving.
 ///
 /// The device buffers given to [`CopyWindow::upload`] / [`CopyWindow::download`] must stay
 /// allocated until the window is waited on or dropped (drop waits): owners keep windows in a
@@ -15,7 +16,7 @@ use std::ffi::c_void;
 pub struct CopyWindow {
     // Declared first: the stream is drained and destroyed before the pinned memory is freed.
     stream: sys::StreamRaw,
-    /// Copies queued since the last wait.
+    /// Copies or kernels queued since the last wait.
     pending: bool,
     window: PinnedBuffer,
     device: Device,
@@ -53,7 +54,7 @@ impl CopyWindow {
         Ok(self.window.as_mut_slice())
     }
 
-    /// Waits for the queued copies (a no-op when none are queued).
+    /// Waits for the queued copies and kernels (a no-op when none are queued).
     pub fn wait(&mut self) -> Result<(), Error> {
         if !self.pending {
             return Ok(());

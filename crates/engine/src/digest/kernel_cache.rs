@@ -87,18 +87,17 @@ impl KernelCache {
         })
     }
 
-    /// Keeps `image` under `key`: written to a temporary, then renamed into place, so that a
-    /// concurrent run reads the old file or the new, never half of one.
+    /// Keeps `image` under `key`: written to a temporary of a name of its own (mode 0600),
+    /// then renamed into place, so that a concurrent run reads the old file or the new,
+    /// never half of one, and two runs storing at once never touch each other's temporary.
     pub fn store(&self, key: &str, image: &[u8], compiler: &str) -> io::Result<()> {
-        let temp = self
-            .dir
-            .join(format!("{key}.{}.partial", std::process::id()));
-        let written =
-            write_new(&temp, image, compiler).and_then(|()| fs::rename(&temp, self.dir.join(key)));
-        if written.is_err() {
-            let _ = fs::remove_file(&temp);
-        }
-        written
+        let mut temp = tempfile::Builder::new()
+            .prefix(&format!("{key}."))
+            .suffix(".partial")
+            .tempfile_in(&self.dir)?;
+        write_image(temp.as_file_mut(), image, compiler)?;
+        temp.persist(self.dir.join(key)).map_err(|e| e.error)?;
+        Ok(())
     }
 }
 
@@ -107,12 +106,7 @@ pub fn forget(path: &Path) {
     let _ = fs::remove_file(path);
 }
 
-fn write_new(path: &Path, image: &[u8], compiler: &str) -> io::Result<()> {
-    let mut file: File = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
+fn write_image(file: &mut File, image: &[u8], compiler: &str) -> io::Result<()> {
     file.write_all(MAGIC)?;
     file.write_all(compiler.replace('\n', " ").as_bytes())?;
     file.write_all(b"\n")?;

@@ -115,12 +115,16 @@ impl Kernels {
                     let none = Piece::from_subtrees(start, len, Vec::new(), Vec::new());
                     return Ok(Hashing::Done(none));
                 }
-                self.blake3(s, data, start, &nodes)?;
-                nodes.len()
+                (self.blake3(s, data, start, &nodes), nodes.len())
             }
-            Algorithm::Crc32c | Algorithm::Crc64Nvme => {
-                self.crc(s, data, len, algorithm)?;
-                1
+            Algorithm::Crc32c | Algorithm::Crc64Nvme => (self.crc(s, data, len, algorithm), 1),
+        };
+        let nodes = match nodes {
+            (Ok(()), nodes) => nodes,
+            // What was queued before the failure still reads the slot: it must end first.
+            (Err(e), _) => {
+                let _ = s.window.wait();
+                return Err(e);
             }
         };
         Ok(Hashing::Queued(Queued {

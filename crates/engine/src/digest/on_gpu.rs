@@ -294,7 +294,8 @@ fn image(
     let started = Instant::now();
     // Never unloaded: this thread may still be running while the process exits, and a
     // dlclose racing exit's own finalizers crashed the process (the fake GPU library, which
-    // is also the runtime, was unmapped under the main thread). One library per process.
+    // is also the runtime, was unmapped under the main thread). One per compile: once a
+    // process, twice where a cached image was refused.
     let compiler: &Compiler = Box::leak(Box::new(
         Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?,
     ));
