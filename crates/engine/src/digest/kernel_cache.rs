@@ -65,26 +65,7 @@ impl KernelCache {
 
     /// The image stored under `key`, when there is one this user wrote and it is whole.
     pub fn load(&self, key: &str) -> Option<Cached> {
-        let path = self.dir.join(key);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .ok()?;
-        let meta = file.metadata().ok()?;
-        if !meta.is_file() || !ours(&meta) {
-            return None;
-        }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.read_to_end(&mut bytes).ok()?;
-        let rest = bytes.strip_prefix(MAGIC)?;
-        let (compiler, rest) = line(rest)?;
-        let (hash, image) = line(rest)?;
-        (blake3::hash(image).to_hex().as_bytes() == hash).then(|| Cached {
-            image: image.to_vec(),
-            compiler: String::from_utf8_lossy(compiler).into_owned(),
-            path,
-        })
+        read(&self.dir.join(key))
     }
 
     /// Keeps `image` under `key`: written to a temporary of a name of its own (mode 0600),
@@ -101,9 +82,36 @@ impl KernelCache {
     }
 }
 
-/// Removes a cached image the GPU would not load, so that the next run compiles afresh.
-pub fn forget(path: &Path) {
-    let _ = fs::remove_file(path);
+/// The image in the cache file at `path`, when this user wrote it and it is whole.
+fn read(path: &Path) -> Option<Cached> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || !ours(&meta) {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes).ok()?;
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let (compiler, rest) = line(rest)?;
+    let (hash, image) = line(rest)?;
+    (blake3::hash(image).to_hex().as_bytes() == hash).then(|| Cached {
+        image: image.to_vec(),
+        compiler: String::from_utf8_lossy(compiler).into_owned(),
+        path: path.to_owned(),
+    })
+}
+
+/// Removes the cache file at `path` if it still holds `refused`, an image the GPU would not
+/// load, so that the next run compiles afresh. A file holding anything else is left: it may
+/// be the image a compile after the refusal just stored (several workers find the refusal).
+pub fn forget(path: &Path, refused: &[u8]) {
+    if read(path).is_some_and(|cached| cached.image == refused) {
+        let _ = fs::remove_file(path);
+    }
 }
 
 fn write_image(file: &mut File, image: &[u8], compiler: &str) -> io::Result<()> {

@@ -151,7 +151,7 @@ impl GpuDigests {
                 let why = format!("the cached kernels did not load ({why}); compiling them");
                 *loaded = None;
                 drop(loaded);
-                kernel_cache::forget(&path);
+                kernel_cache::forget(&path, &image);
                 self.skip_cache.store(true, Ordering::Relaxed);
                 // Once, whichever GPU finds it first.
                 let mut build = self.build.lock().unwrap();
