@@ -4,8 +4,10 @@
 //!
 //! Usage: gpu_digests [cufile|hipfile] [PIECES] [rate|norate]
 
+use aiscp_engine::digest::launch::Scratch;
 use aiscp_engine::digest::on_gpu::GpuDigests;
-use aiscp_engine::digest::{Algorithm, Piece};
+use aiscp_engine::digest::{Algorithm, Hashing, Piece};
+use hipfile::DeviceBuffer;
 use rand::{Rng, RngCore, SeedableRng};
 use std::time::Instant;
 
@@ -36,9 +38,7 @@ fn main() {
     slot.copy_from_host(0, &host).unwrap();
     let mut scratch = None;
     let started = Instant::now();
-    digests
-        .hash_now(0, &mut scratch, &slot, 1024, 0, Algorithm::Blake3)
-        .unwrap();
+    hash_now(&digests, &mut scratch, &slot, 1024, 0, Algorithm::Blake3).unwrap();
     println!(
         "compile\t{:.3} s\tload+first slice\t{:.3} s\t{}",
         compiled.as_secs_f64(),
@@ -68,9 +68,7 @@ fn main() {
             _ => (rng.gen_range(1..1u64 << 30) << rng.gen_range(0..10)) * 1024,
         };
         for algorithm in Algorithm::ALL {
-            let got = digests
-                .hash_now(0, &mut scratch, &slot, len, start, algorithm)
-                .unwrap();
+            let got = hash_now(&digests, &mut scratch, &slot, len, start, algorithm).unwrap();
             let want = match (algorithm, start % 1024) {
                 (Algorithm::Blake3, 1..) => None,
                 _ => Some(Piece::of_bytes(algorithm, start, &host[..len])),
@@ -90,15 +88,11 @@ fn main() {
         for size in [SLOT, 64 << 20, 256 << 10] {
             let runs = (16usize << 30).div_ceil(size).clamp(8, 2000);
             for _ in 0..2 {
-                digests
-                    .hash_now(0, &mut scratch, &slot, size, 0, algorithm)
-                    .unwrap();
+                hash_now(&digests, &mut scratch, &slot, size, 0, algorithm).unwrap();
             }
             let t = Instant::now();
             for _ in 0..runs {
-                digests
-                    .hash_now(0, &mut scratch, &slot, size, 0, algorithm)
-                    .unwrap();
+                hash_now(&digests, &mut scratch, &slot, size, 0, algorithm).unwrap();
             }
             let gpu = (size * runs) as f64 / t.elapsed().as_secs_f64() / 1e9;
             let cpu_runs = runs.min(4);
@@ -115,4 +109,19 @@ fn main() {
         }
     }
     println!("{}", digests.describe().unwrap_or_default());
+}
+
+/// A slice's piece, waited for: hashed (or queued, then collected) on GPU 0.
+fn hash_now(
+    digests: &GpuDigests,
+    scratch: &mut Option<Scratch>,
+    slot: &DeviceBuffer,
+    len: usize,
+    start: u64,
+    algorithm: Algorithm,
+) -> Result<Option<Piece>, hipfile::Error> {
+    match digests.hash(0, scratch, slot, len, start, algorithm)? {
+        Hashing::Done(piece) => Ok(piece),
+        Hashing::Queued(queued) => digests.hashed(scratch, queued).map(Some),
+    }
 }

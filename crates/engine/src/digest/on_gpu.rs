@@ -212,22 +212,6 @@ impl GpuDigests {
         }
     }
 
-    /// [`GpuDigests::hash`], waiting for the piece (for measurements and tests).
-    pub fn hash_now(
-        &self,
-        gpu: usize,
-        scratch: &mut Option<Scratch>,
-        data: &DeviceBuffer,
-        len: usize,
-        start: u64,
-        algorithm: Algorithm,
-    ) -> Result<Option<Piece>, Error> {
-        match self.hash(gpu, scratch, data, len, start, algorithm)? {
-            Hashing::Done(piece) => Ok(piece),
-            Hashing::Queued(queued) => self.hashed(scratch, queued).map(Some),
-        }
-    }
-
     /// The piece [`GpuDigests::hash`] queued, once the GPU is done with it.
     pub fn hashed(&self, scratch: &mut Option<Scratch>, queued: Queued) -> Result<Piece, Error> {
         scratch
