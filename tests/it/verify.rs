@@ -427,33 +427,31 @@ fn verification_by_digest_passes_good_copies_without_reading_source_again() {
 }
 
 /// Bytes damaged after they were staged (the fake flips the first byte of the first copy
-/// back to the host, or of a library write as it lands in the file): DEST is no longer what
-/// the digest was taken of, and --verify=sums fails the file, naming both digests, exit 1,
-/// for files in flight and copied in turn.
+/// back to the host, or of a library write as it lands in the file, queued on a stream
+/// too): DEST is no longer what the digest was taken of, and --verify=sums fails the file,
+/// naming both digests, exit 1, for files in flight and copied in turn.
 #[test]
 fn verification_by_digest_catches_bytes_damaged_on_the_way_out() {
-    for (fault, route) in [("dtoh#1=corrupt", "bounce"), ("write@0=corrupt", "library")] {
+    for (fault, route) in [
+        ("dtoh#1=corrupt", &["--route", "bounce"][..]),
+        ("write@0=corrupt", &["--route", "library"]),
+        ("write@0=corrupt", &["--route", "library", "--async"]),
+    ] {
         for in_flight in ["0", "64"] {
             let dir = tempfile::tempdir().unwrap();
             write_random(&dir.path().join("a"), 300_000, 3);
             let mut cmd = aiscp_command();
             cmd.current_dir(dir.path())
-                .args([
-                    "--verify=sums",
-                    "--route",
-                    route,
-                    "--chunk-size",
-                    "64K",
-                    "a",
-                    "b",
-                ])
+                .arg("--verify=sums")
+                .args(route)
+                .args(["--chunk-size", "64K", "a", "b"])
                 .env("AISCP_FAKE_GPU_FAULTS", fault)
                 .env("AISCP_IN_FLIGHT", in_flight)
                 .env("LC_ALL", "C");
             Backend::FakeGpu.apply(&mut cmd, &dir.path().join("report"));
             let out = cmd.output().unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let what = format!("{fault} in flight {in_flight}: {stderr}");
+            let what = format!("{fault} {route:?} in flight {in_flight}: {stderr}");
             assert_eq!(out.status.code(), Some(1), "{what}");
             let b = fs::read(dir.path().join("b")).unwrap();
             // The damaged copy is either DEST's bytes (a write) or the staged bytes' way

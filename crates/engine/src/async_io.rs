@@ -1,5 +1,6 @@
 //! The `--async` route: both sides registered, each worker queues a slice's library read
-//! and write on its own registered stream and synchronizes once per slice.
+//! and write on its own registered stream and synchronizes once per slice; with digests,
+//! the slice is then hashed where it is staged.
 
 use crate::backend::{LibraryIo, Staging, StreamIo};
 use crate::bounce::Names;
@@ -41,7 +42,15 @@ pub(crate) fn run_async_worker<S: Staging>(
         }
     };
     take_slices(work, report, ends.cx.pause, |slice| {
-        copy_slice_in_grains(library, &mut stream, src, dst, ends, slice)
+        let len = slice.end - slice.start;
+        let start = slice.start;
+        let done = copy_slice_in_grains(library, &mut stream, src, dst, ends, slice)?;
+        // A short slice (SOURCE ended in it) is left to the file's finish, piece and all.
+        if done == len {
+            ends.cx
+                .add_streamed_piece(library, &mut stream, start, len as usize);
+        }
+        Ok(done)
     });
     // Dropping the stream (nothing is pending: every slice was synchronized) deregisters and
     // destroys it before the slot can be used again.

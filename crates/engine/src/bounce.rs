@@ -7,7 +7,7 @@
 //! On the host backend a window is the slot itself and the copies are no-ops, so the same
 //! code is a plain read then write of the slice.
 
-use crate::backend::Staging;
+use crate::backend::{Staging, StreamIo};
 use crate::digest::{Hashing, Piece, Pieces, Queued};
 use crate::error::CopyError;
 use crate::fileio;
@@ -204,6 +204,27 @@ impl Ctx<'_> {
             .time(Stage::Digest, || staging.hashed(slot, queued));
         if let (Ok(Some(piece)), true) = (hashed, written) {
             add(pieces, piece, last);
+        }
+    }
+
+    /// Adds the digest piece of the first `len` bytes of a stream's slot, which DEST received
+    /// at `start` (`--async`: the stream's reads and writes are synchronized, so the slot
+    /// holds what DEST got). One the backend does not give is read back from DEST.
+    pub(crate) fn add_streamed_piece<L: StreamIo>(
+        &self,
+        library: &L,
+        stream: &mut L::Stream<'_>,
+        start: u64,
+        len: usize,
+    ) {
+        let Some(pieces) = self.digest else {
+            return;
+        };
+        let hashed = self.clock.time(Stage::Digest, || {
+            library.hash_staged(stream, len, start, pieces.algorithm())
+        });
+        if let Ok(Some(piece)) = hashed {
+            pieces.add(piece);
         }
     }
 

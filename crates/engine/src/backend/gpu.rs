@@ -89,7 +89,7 @@ pub struct GpuStaging {
     stats_started: Result<(), String>,
     /// The digest kernels (compiled when digests are first asked for); boxed, as only runs
     /// with digests use it.
-    digests: Box<GpuDigests>,
+    pub(super) digests: Box<GpuDigests>,
 }
 
 impl GpuStaging {
@@ -212,9 +212,9 @@ pub struct GpuSlot {
     /// The bounce route's two windows, allocated on first use.
     windows: [Option<CopyWindow>; 2],
     /// The digest kernels' memory and stream, allocated on first use.
-    scratch: Option<Scratch>,
+    pub(super) scratch: Option<Scratch>,
     /// The slot's GPU, by its position in the run.
-    gpu: usize,
+    pub(super) gpu: usize,
     pub(super) device: SlotMemory,
 }
 

@@ -3,6 +3,8 @@
 
 use super::gpu::{GpuSlot, GpuStaging, SlotMemory};
 use super::staging::StreamIo;
+use crate::digest::launch::Scratch;
+use crate::digest::{Algorithm, Hashing, Piece};
 use hipfile::{Error, FileHandle, RegisteredBuffer};
 
 /// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
@@ -16,10 +18,13 @@ pub const STREAM_FLAGS: u32 = hipfile::sys::STREAM_FIXED_BUF_OFFSET
     | hipfile::sys::STREAM_FIXED_FILE_SIZE
     | hipfile::sys::STREAM_PAGE_ALIGNED_INPUTS;
 
-/// A registered stream whose ops use one slot's registered buffer.
+/// A registered stream whose ops use one slot's registered buffer, with the slot's digest
+/// scratch (the stream holds the slot, and a slice is hashed where it is staged).
 pub struct GpuStream<'s> {
     stream: hipfile::Stream<'s>,
     buffer: &'s RegisteredBuffer,
+    scratch: &'s mut Option<Scratch>,
+    gpu: usize,
 }
 
 impl StreamIo for GpuStaging {
@@ -30,11 +35,18 @@ impl StreamIo for GpuStaging {
         self.devices[0].create_stream(STREAM_FLAGS).map(drop)
     }
     fn open_stream<'s>(&'s self, slot: &'s mut GpuSlot) -> Result<Option<GpuStream<'s>>, Error> {
-        let slot: &'s GpuSlot = slot;
-        match &slot.device {
+        let GpuSlot {
+            scratch,
+            gpu,
+            device,
+            ..
+        } = slot;
+        match &*device {
             SlotMemory::Registered(buffer) => Ok(Some(GpuStream {
                 stream: buffer.buffer().device().create_stream(STREAM_FLAGS)?,
                 buffer,
+                scratch,
+                gpu: *gpu,
             })),
             SlotMemory::Unregistered { .. } => Ok(None),
         }
@@ -69,5 +81,26 @@ impl StreamIo for GpuStaging {
     }
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()
+    }
+    fn hash_staged(
+        &self,
+        stream: &mut GpuStream<'_>,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
+        let GpuStream {
+            buffer,
+            scratch,
+            gpu,
+            ..
+        } = stream;
+        match self
+            .digests
+            .hash(*gpu, scratch, buffer.buffer(), len, start, algorithm)?
+        {
+            Hashing::Done(piece) => Ok(piece),
+            Hashing::Queued(queued) => self.digests.hashed(scratch, queued).map(Some),
+        }
     }
 }

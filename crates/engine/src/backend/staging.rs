@@ -174,6 +174,17 @@ pub trait StreamIo: LibraryIo {
         &self,
         stream: &mut Self::Stream<'_>,
     ) -> Result<Vec<Result<usize, Error>>, Error>;
+    /// The digest piece of the stream's slot's first `len` bytes, which DEST received at
+    /// `start` (every op on the stream synchronized), computed where they are staged and
+    /// waited for: nothing else runs on the stream's worker until its next slice. None as
+    /// [`Staging::hash`] gives none.
+    fn hash_staged(
+        &self,
+        stream: &mut Self::Stream<'_>,
+        len: usize,
+        start: u64,
+        algorithm: Algorithm,
+    ) -> Result<Option<Piece>, Error>;
 }
 
 /// The library route of a backend that has none: no value of it exists, so
@@ -251,6 +262,15 @@ impl<Slot> StreamIo for NoLibrary<Slot> {
         _: u64,
         _: usize,
     ) -> Result<(), Error> {
+        self.never()
+    }
+    fn hash_staged(
+        &self,
+        _: &mut Infallible,
+        _: usize,
+        _: u64,
+        _: Algorithm,
+    ) -> Result<Option<Piece>, Error> {
         self.never()
     }
     fn sync_stream(&self, _: &mut Infallible) -> Result<Vec<Result<usize, Error>>, Error> {
