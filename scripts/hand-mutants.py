@@ -31,7 +31,7 @@ MUTANTS = [
     ),
     (
         "second-sigint-kills-while-service-writes",
-        "src/signals.rs",
+        "src/sys/signals.rs",
         "stopping.load(Ordering::SeqCst) && !SERVICE_WRITING.load(Ordering::SeqCst)",
         "stopping.load(Ordering::SeqCst)",
         ["service::after_client::a_second_sigint"],

@@ -65,7 +65,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
              fail (--backend gpu)"
         ),
     };
-    crate::messages::write_stdout(out.as_bytes());
+    crate::sys::messages::write_stdout(out.as_bytes());
     i32::from(possible.is_none())
 }
 

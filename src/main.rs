@@ -1,31 +1,22 @@
 //! aiscp: parse, run, map errors to exit status (0 or 1, as cp).
 
-mod attrs;
-mod backup;
 mod cli;
-mod copy;
+mod cp;
 mod doctor;
-mod fd_wait;
 mod generate;
-mod messages;
-mod open_dir;
-mod options;
-mod plan;
 mod progress;
 #[cfg(feature = "mpi")]
 mod ranks;
-mod same_file;
 mod service;
-mod signals;
-mod stat;
-mod sums;
-mod test_hook;
+mod sys;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
-use messages::{error, program};
-use options::{Options, UsageError};
-use plan::PlanError;
+use cp::options::{self, Options, UsageError};
+use cp::plan::{self, PlanError};
+use cp::{copy, sums};
+use sys::messages::{self, error, program};
+use sys::signals;
 
 /// Prints a usage error GNU's way and exits 1.
 fn usage_exit(e: &UsageError) -> ! {

@@ -11,8 +11,8 @@
 
 use super::handout::{Handout, PartResult};
 use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
-use crate::copy::{DataMover, FileQueue, LocalEngine};
-use crate::messages;
+use crate::cp::copy::{DataMover, FileQueue, LocalEngine};
+use crate::sys::messages;
 use aiscp_engine::{
     digest, quote::quote, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits,
     QueuedJob, SourceKind, Ticket,

@@ -26,8 +26,8 @@ mod handout;
 mod wire;
 mod worker;
 
-use crate::messages;
-use crate::options::{Clobber, Options};
+use crate::cp::options::{Clobber, Options};
+use crate::sys::messages;
 use aiscp_engine::{Config, GpuChoice};
 pub use coordinator::Coordinator;
 use mpi::topology::SimpleCommunicator;

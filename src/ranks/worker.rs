@@ -7,7 +7,7 @@
 
 use super::wire::{Files, Outcome, Reply, Task, DONE, HELLO, TASK};
 use super::Nap;
-use crate::messages;
+use crate::sys::messages;
 use aiscp_engine::{
     quote::quote, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress, QueuedJob,
     SourceKind, Ticket,
@@ -41,7 +41,7 @@ pub fn serve(world: &SimpleCommunicator, rank: i32, config: &Config) -> ! {
             // Each file is sent at once: the loop polls for files that ended without waiting.
             engine.set_queue_limits(aiscp_engine::QueueLimits {
                 batch: 1,
-                ..crate::copy::queue_limits()
+                ..crate::cp::copy::queue_limits()
             });
             let mut server = Server {
                 world,

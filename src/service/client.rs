@@ -25,8 +25,8 @@ use send::{request, Unsent};
 
 use super::wire::{self, FileDone, Handover, Inbox, Outcome, Reply, Request, Welcome, WireError};
 use super::Choice;
-use crate::copy::{DataMover, FileQueue, LocalEngine};
-use crate::messages;
+use crate::cp::copy::{DataMover, FileQueue, LocalEngine};
+use crate::sys::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
     Config, Copied, CopyError, DataJob, EngineInfo, Finished, ProgressSink, QueueLimits, QueuedJob,
@@ -246,7 +246,7 @@ impl ServiceClient {
     /// Tells the signal handlers whether the service is writing this run's files now.
     fn note_writing(&self) {
         let up = matches!(self.state, State::Up(_));
-        crate::signals::service_writing(up && (self.in_turn || !self.out.is_empty()));
+        crate::sys::signals::service_writing(up && (self.in_turn || !self.out.is_empty()));
     }
 }
 

@@ -5,7 +5,7 @@
 //! what the client could. As sccache's server, it is an accelerator: a client that cannot use
 //! it copies in-process.
 //!
-//! `server` is the service, `client` the copier's side (a [`crate::copy::DataMover`]), `wire`
+//! `server` is the service, `client` the copier's side (a [`crate::cp::copy::DataMover`]), `wire`
 //! what crosses the socket. This module holds what both ends agree on: where the socket is,
 //! which service a client asks for, and who is on the other end.
 
@@ -14,8 +14,8 @@ pub mod server;
 pub mod users;
 pub mod wire;
 
-use crate::open_dir::OpenDir;
-use crate::stat::Stat;
+use crate::sys::open_dir::OpenDir;
+use crate::sys::stat::Stat;
 use nix::fcntl::OFlag;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials, UnixAddr};
 use nix::sys::stat::Mode;

@@ -28,7 +28,7 @@ mod turn;
 
 use super::users::Users;
 use super::wire::{self, Outcome, Status, Welcome};
-use crate::messages;
+use crate::sys::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{Config, Diagnostics, Engine, QueueLimits};
 use connections::{accept_loop, bind, listen};
@@ -131,7 +131,7 @@ fn start_engine(config: Config) -> Result<(Engine, QueueLimits, u64), String> {
     let limits = QueueLimits {
         bytes: u64::MAX,
         batch: 1,
-        ..crate::copy::queue_limits()
+        ..crate::cp::copy::queue_limits()
     };
     engine.set_queue_limits(limits);
     Ok((engine, limits, slots_bytes))

@@ -2,7 +2,7 @@
 //! here; a stuck one (it may still write DEST) has them fail, untouched.
 
 use super::{ServiceClient, State};
-use crate::messages;
+use crate::sys::messages;
 use aiscp_engine::{Copied, CopyError, Finished, QueuedJob, Ticket};
 use std::os::fd::AsRawFd;
 use std::path::Path;

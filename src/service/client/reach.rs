@@ -2,9 +2,9 @@
 //! `AISCP_SERVICE=auto`, the handshake, and `--doctor`'s status request.
 
 use super::{gpus_text, ServiceClient, State, Up};
-use crate::messages;
 use crate::service::wire::{self, Reply, Request, Welcome, WireError};
 use crate::service::Choice;
+use crate::sys::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{Backend, BackendChoice};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -383,11 +383,11 @@ fn dial(path: &Path) -> Result<OwnedFd, Unreached> {
         match socket::connect(sock.as_raw_fd(), &addr) {
             Ok(()) => break,
             Err(nix::errno::Errno::EAGAIN)
-                if Instant::now() < deadline && !crate::signals::stop_asked() =>
+                if Instant::now() < deadline && !crate::sys::signals::stop_asked() =>
             {
                 std::thread::sleep(Duration::from_millis(5))
             }
-            Err(nix::errno::Errno::EINTR) if !crate::signals::stop_asked() => {}
+            Err(nix::errno::Errno::EINTR) if !crate::sys::signals::stop_asked() => {}
             Err(e) => return Err(io(e)),
         }
     }

@@ -3,8 +3,8 @@
 //! here as never begun.
 
 use super::{Lost, ServiceClient, State};
-use crate::messages;
 use crate::service::wire::{self, FileRequest, Handover, Request};
+use crate::sys::messages;
 use aiscp_engine::digest::Algorithm;
 use aiscp_engine::{CopyError, Finished, SparseMode, Ticket};
 use std::os::fd::{AsFd, AsRawFd, RawFd};

@@ -7,9 +7,9 @@
 //! say, DEST followed only when a regular file will be written through it. Whichever of the
 //! other views (the link itself, what it names) a case needs is looked up then.
 
-use crate::open_dir::At;
-use crate::options::Options;
-use crate::stat::{FileId, Stat};
+use crate::cp::options::Options;
+use crate::sys::open_dir::At;
+use crate::sys::stat::{FileId, Stat};
 use std::ffi::OsStr;
 use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;

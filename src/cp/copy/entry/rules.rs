@@ -2,8 +2,8 @@
 //! filesystem call), so each is tested on a described DEST: whether DEST is looked at as a
 //! link, what -u/-n/-i/--update do with it, and what must happen to it first.
 
-use crate::options::{BackupKind, Clobber, Options};
-use crate::stat::{FileKind, Stat};
+use crate::cp::options::{BackupKind, Clobber, Options};
+use crate::sys::stat::{FileKind, Stat};
 
 /// Whether cp looks at DEST without following a symlink: it does unless a regular file's
 /// data will be written through it (a SOURCE copied as a regular file, no link made instead,

@@ -5,12 +5,12 @@ use super::atomic::Aside;
 use super::inflight;
 use super::mover::DataMover;
 use super::walk;
-use crate::messages::Reported;
-use crate::open_dir::{open_parent, At, OpenDir};
-use crate::options::{BackupKind, Deref, Options};
-use crate::plan::CopyJob;
+use crate::cp::options::{BackupKind, Deref, Options};
+use crate::cp::plan::CopyJob;
 use crate::progress::{Files, Staged};
-use crate::stat::{FileId, Stat};
+use crate::sys::messages::Reported;
+use crate::sys::open_dir::{open_parent, At, OpenDir};
+use crate::sys::stat::{FileId, Stat};
 use aiscp_engine::digest::Algorithm;
 use aiscp_engine::{Config, Copied, Engine, ProgressSink, Verify};
 use nix::sys::stat::Mode;
@@ -135,7 +135,7 @@ impl Copier<'_> {
     /// Adds DEST's digest, where its copy took one, to the --sums manifest.
     pub(super) fn list_digest(&self, dst: &Path, copied: &Copied) {
         if let (Some(_), Some(digest)) = (self.opts.sums, &copied.digest) {
-            crate::messages::digest_line(crate::sums::line(dst, digest));
+            crate::sys::messages::digest_line(crate::cp::sums::line(dst, digest));
         }
     }
 }

@@ -3,7 +3,7 @@
 //! to the engine. Errors are printed where they happen and the run goes on; `Copier::failed`
 //! tells `main` to exit 1.
 //!
-//! Every file is reached as a name inside an open directory ([`At`](crate::open_dir::At)): SOURCE trees are walked
+//! Every file is reached as a name inside an open directory ([`At`](crate::sys::open_dir::At)): SOURCE trees are walked
 //! and DEST trees built through directory descriptors, so a directory swapped for a symlink
 //! mid-run can't redirect a read or a write (see `open_dir`).
 

@@ -22,14 +22,14 @@ use super::copier::Disposition;
 use super::copier::Step;
 use super::entry::Parent;
 use super::steps::replaced;
-use crate::attrs;
-use crate::messages::fail;
-use crate::messages::fail_os;
-use crate::messages::Reported;
-use crate::messages::{error, os_text, say};
-use crate::open_dir::{At, OpenDir};
-use crate::plan::join;
-use crate::stat::{FileId, Stat};
+use crate::cp::attrs;
+use crate::cp::plan::join;
+use crate::sys::messages::fail;
+use crate::sys::messages::fail_os;
+use crate::sys::messages::Reported;
+use crate::sys::messages::{error, os_text, say};
+use crate::sys::open_dir::{At, OpenDir};
+use crate::sys::stat::{FileId, Stat};
 use aiscp_engine::quote::quote;
 use nix::sys::stat::Mode;
 use std::ffi::{OsStr, OsString};
@@ -178,7 +178,7 @@ fn reopen_top(stack: &mut [DirFrame], child: &DirFrame, roots: [&Rc<OpenDir>; 2]
         if s.dir.is_some() {
             continue;
         }
-        crate::test_hook::pause("walk-reopen");
+        crate::sys::test_hook::pause("walk-reopen");
         let via_dotdot = child_side.map_or(Ok(false), |c| s.reopen_from_child(c));
         let res = match via_dotdot {
             Ok(true) => Ok(()),
@@ -315,7 +315,7 @@ impl Copier<'_> {
             dev: top.src_meta.dev(),
             made: top.new_dir,
         };
-        crate::test_hook::pause("child");
+        crate::sys::test_hook::pause("child");
         self.copy_entry(child_src, child_dst, false, Some(parent))
     }
 

@@ -8,7 +8,7 @@
 //! write fails with EPIPE like any other). After its first failure stdout (or stderr) is not
 //! written again.
 
-use crate::signals;
+use crate::sys::signals;
 use std::fmt;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
@@ -121,12 +121,12 @@ pub fn say(line: fmt::Arguments<'_>) {
     to_stdout(|out| out.write_all(format!("{line}\n").as_bytes()));
 }
 
-/// Adds a line to the --sums manifest ([`crate::sums`]), held with the -v lines while files
+/// Adds a line to the --sums manifest ([`crate::cp::sums`]), held with the -v lines while files
 /// ahead of it in cp's order are still in flight.
 pub fn digest_line(line: String) {
     match holding() {
         true => hold_back(Held::Digest(line)),
-        false => crate::sums::add(line),
+        false => crate::cp::sums::add(line),
     }
 }
 
@@ -172,7 +172,7 @@ pub fn release(held: Held) {
         Held::Stderr { text, counts } => {
             write_stderr(&text, counts);
         }
-        Held::Digest(line) => crate::sums::add(line),
+        Held::Digest(line) => crate::cp::sums::add(line),
     }
 }
 

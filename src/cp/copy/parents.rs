@@ -3,13 +3,13 @@
 
 use super::copier::Copier;
 use super::copier::Step;
-use crate::attrs;
-use crate::messages::say;
-use crate::messages::{fail, fail_os, Reported};
-use crate::open_dir::{open_parent, OpenDir};
-use crate::options::Preserve;
-use crate::plan::join;
-use crate::stat::Stat;
+use crate::cp::attrs;
+use crate::cp::options::Preserve;
+use crate::cp::plan::join;
+use crate::sys::messages::say;
+use crate::sys::messages::{fail, fail_os, Reported};
+use crate::sys::open_dir::{open_parent, OpenDir};
+use crate::sys::stat::Stat;
 use aiscp_engine::quote::quote;
 use nix::sys::stat::Mode;
 use std::ffi::{OsStr, OsString};

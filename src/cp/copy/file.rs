@@ -8,11 +8,11 @@ use super::copier::Found;
 use super::inflight::Opened;
 use super::steps::replaced;
 use super::steps::sync;
-use crate::attrs;
-use crate::messages::{error, os_text, say};
-use crate::messages::{fail, fail_os, Reported};
-use crate::open_dir::At;
-use crate::stat::{FileKind, Stat};
+use crate::cp::attrs;
+use crate::sys::messages::{error, os_text, say};
+use crate::sys::messages::{fail, fail_os, Reported};
+use crate::sys::open_dir::At;
+use crate::sys::stat::{FileKind, Stat};
 use aiscp_engine::quote::quote;
 use aiscp_engine::{Config, DataJob, Engine, SourceKind};
 use nix::fcntl::OFlag;
@@ -53,9 +53,9 @@ impl Copier<'_> {
             }
         }
 
-        crate::test_hook::pause("dest-open");
+        crate::sys::test_hook::pause("dest-open");
         let (dst_file, created) = self.open_dst(dst, &opened, found.sb.as_ref(), found.new)?;
-        crate::test_hook::pause("dest-created");
+        crate::sys::test_hook::pause("dest-created");
         let dst_now = Stat::of(&dst_file).map_err(|e| fail_os("cannot fstat", dst.path, &e))?;
         if dst_now.id() == opened.id() {
             return Err(fail(format!(
@@ -114,7 +114,7 @@ impl Copier<'_> {
                 os_text(e)
             ))
         };
-        crate::test_hook::pause("source-open");
+        crate::sys::test_hook::pause("source-open");
         let src_file = src
             .dir
             .open_file(src.name, flags, 0)
@@ -125,12 +125,12 @@ impl Copier<'_> {
         }
         if fifo {
             let fd = src_file.as_fd();
-            if !crate::fd_wait::wait_readable(fd, &self.config.cancel)
+            if !crate::sys::fd_wait::wait_readable(fd, &self.config.cancel)
                 .map_err(|e| cannot_open(&e))?
             {
                 return Err(Reported); // interrupted: main dies of the signal, silently
             }
-            crate::fd_wait::clear_nonblocking(fd).map_err(|e| cannot_open(&e))?;
+            crate::sys::fd_wait::clear_nonblocking(fd).map_err(|e| cannot_open(&e))?;
         }
         Ok((src_file, opened))
     }
@@ -184,7 +184,7 @@ impl Copier<'_> {
         };
         let opened = opened.and_then(|f| {
             if fifo {
-                crate::fd_wait::clear_nonblocking(f.as_fd())?;
+                crate::sys::fd_wait::clear_nonblocking(f.as_fd())?;
             }
             Ok(f)
         });
@@ -339,9 +339,9 @@ pub(super) fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) ->
         match Engine::start(config.clone(), diagnostics) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
-                crate::signals::die_if_stopped();
+                crate::sys::signals::die_if_stopped();
                 error(&e.to_string());
-                crate::messages::exit(1);
+                crate::sys::messages::exit(1);
             }
         }
     }
@@ -356,15 +356,15 @@ struct StderrDiagnostics {
 impl aiscp_engine::Diagnostics for StderrDiagnostics {
     fn warn(&mut self, line: &str) {
         if !self.quiet {
-            crate::messages::own_warning(line);
+            crate::sys::messages::own_warning(line);
         }
     }
     fn debug(&mut self, since_start: std::time::Duration, line: &str) {
         // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
         crate::progress::suspend(|| {
-            crate::messages::to_stderr_raw(&format!(
+            crate::sys::messages::to_stderr_raw(&format!(
                 "{}: debug: +{:.3}s {line}\n",
-                crate::messages::program(),
+                crate::sys::messages::program(),
                 since_start.as_secs_f64()
             ));
         });

@@ -8,7 +8,7 @@
 //! the directory it belongs in. A component, once checked, stays the directory it was.
 //! Only the directories named on the command line are opened by path, as the user spelled them.
 
-use crate::stat::Stat;
+use crate::sys::stat::Stat;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{Mode, SFlag};
 use std::ffi::{CString, OsStr, OsString};

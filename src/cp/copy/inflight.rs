@@ -15,10 +15,10 @@ use super::copier::Copier;
 use super::copier::Disposition;
 use super::copier::Found;
 use super::in_flight_limits::queue_limits;
-use crate::attrs;
-use crate::messages::Reported;
-use crate::messages::{self, error, Held};
-use crate::stat::{FileId, Stat};
+use crate::cp::attrs;
+use crate::sys::messages::Reported;
+use crate::sys::messages::{self, error, Held};
+use crate::sys::stat::{FileId, Stat};
 use aiscp_engine::{CopyError, Finished, QueueLimits, QueuedJob, Ticket};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -139,7 +139,7 @@ impl Copier<'_> {
             src_id: opened.id(),
         };
         self.remember_in_flight(ticket, pending);
-        crate::test_hook::pause("queued");
+        crate::sys::test_hook::pause("queued");
         Ok(())
     }
 
@@ -150,7 +150,7 @@ impl Copier<'_> {
         let opts = self.opts;
         let remembers = opts.preserve.links
             && !opts.hard_link
-            && (opened.nlink() > 1 || opts.deref != crate::options::Deref::Never);
+            && (opened.nlink() > 1 || opts.deref != crate::cp::options::Deref::Never);
         let eligible = !(opts.atomic || opts.attributes_only || opts.reflink_always || opts.fsync)
             && found.backup.is_none()
             && !remembers

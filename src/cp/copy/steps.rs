@@ -2,8 +2,8 @@
 
 use super::copier::Step;
 use super::names::parent_path;
-use crate::messages::{fail, fail_os, Reported};
-use crate::open_dir::At;
+use crate::sys::messages::{fail, fail_os, Reported};
+use crate::sys::open_dir::At;
 use aiscp_engine::quote::quote;
 use std::fs::File;
 use std::path::Path;

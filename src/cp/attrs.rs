@@ -3,10 +3,10 @@
 //! swapped path can't redirect them): owner, mode, xattrs, then timestamps last, after every
 //! write.
 
-use crate::messages::{fail_os, Reported};
-use crate::open_dir::At;
-use crate::options::{Options, Preserve};
-use crate::stat::Stat;
+use crate::cp::options::{Options, Preserve};
+use crate::sys::messages::{fail_os, Reported};
+use crate::sys::open_dir::At;
+use crate::sys::stat::Stat;
 use nix::fcntl::OFlag;
 use std::ffi::{CStr, CString};
 use std::fs::File;

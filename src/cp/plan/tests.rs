@@ -3,7 +3,7 @@
 //! asks the filesystem whether the last one is a directory.
 
 use super::*;
-use crate::options::tests::resolve;
+use crate::cp::options::tests::resolve;
 use aiscp_engine::quote::quote_os;
 use std::fs;
 

@@ -1,8 +1,8 @@
 //! Backup names for -b/--backup: simple (`b~`), numbered (`b.~1~`, one past the highest
 //! existing number), or existing (numbered when a numbered backup is already there).
 
-use crate::open_dir::OpenDir;
-use crate::options::BackupKind;
+use crate::cp::options::BackupKind;
+use crate::sys::open_dir::OpenDir;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 

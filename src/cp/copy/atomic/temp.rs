@@ -1,7 +1,7 @@
 //! --atomic's temporary file: a fresh name beside DEST that fits NAME_MAX, made until one is
 //! free, and removed unless the rename took it.
 
-use crate::open_dir::{At, OpenDir};
+use crate::sys::open_dir::{At, OpenDir};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -62,7 +62,7 @@ pub fn make_temp<T>(
 pub(super) struct TempGuard<'a> {
     pub(super) dir: &'a OpenDir,
     pub(super) name: Option<OsString>,
-    pub(super) _on_kill: Option<crate::signals::TempRegistration>,
+    pub(super) _on_kill: Option<crate::sys::signals::TempRegistration>,
 }
 
 impl TempGuard<'_> {

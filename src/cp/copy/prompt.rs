@@ -12,11 +12,14 @@ pub(super) fn ask(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Opt
 }
 
 pub(super) fn ask_wiped(question: &str, cancel: &std::sync::atomic::AtomicBool) -> Option<bool> {
-    crate::messages::to_stderr_raw(&format!("{}: {question}", crate::messages::program()));
+    crate::sys::messages::to_stderr_raw(&format!(
+        "{}: {question}",
+        crate::sys::messages::program()
+    ));
     let stdin = io::stdin();
     let mut first = None;
     loop {
-        match crate::fd_wait::wait_readable(stdin.as_fd(), cancel) {
+        match crate::sys::fd_wait::wait_readable(stdin.as_fd(), cancel) {
             Ok(true) => {}
             Ok(false) => return None,
             Err(_) => return Some(false),

@@ -1,9 +1,9 @@
 //! cp's operand rules: which SOURCE goes to which DEST (two operands, SOURCE... DIRECTORY,
 //! -t, -T, --parents, --strip-trailing-slashes), with GNU's messages for the cases it refuses.
 
-use crate::backup;
-use crate::open_dir::open_parent;
-use crate::options::{extra_operand, Options, UsageError};
+use crate::cp::backup;
+use crate::cp::options::{extra_operand, Options, UsageError};
+use crate::sys::open_dir::open_parent;
 use aiscp_engine::quote::quote;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -106,7 +106,7 @@ fn target_directory(
             Err(e) => Err(PlanError::Fatal(format!(
                 "target directory {}: {}",
                 quote(t),
-                crate::messages::os_text(&e)
+                crate::sys::messages::os_text(&e)
             ))),
         };
     }
@@ -122,7 +122,7 @@ fn target_directory(
         res => {
             if files.len() > 2 {
                 let why = match res {
-                    Err(e) => crate::messages::os_text(&e),
+                    Err(e) => crate::sys::messages::os_text(&e),
                     Ok(_) => "Not a directory".into(),
                 };
                 return Err(PlanError::Fatal(format!(

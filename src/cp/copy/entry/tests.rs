@@ -4,7 +4,7 @@
 
 use super::rules::*;
 use super::*;
-use crate::options::tests::resolve;
+use crate::cp::options::tests::resolve;
 
 /// A DEST of `kind` with `nlink` names.
 fn dest(kind: FileKind, nlink: u64) -> Stat {

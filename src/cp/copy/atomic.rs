@@ -33,13 +33,13 @@ use super::copier::Step;
 use super::names::parent_path;
 use super::steps::replaced;
 use super::steps::sync_dir;
-use crate::attrs;
-use crate::messages::fail;
-use crate::messages::fail_os;
-use crate::messages::Reported;
-use crate::messages::{os_text, say};
-use crate::open_dir::{At, OpenDir};
-use crate::stat::Stat;
+use crate::cp::attrs;
+use crate::sys::messages::fail;
+use crate::sys::messages::fail_os;
+use crate::sys::messages::Reported;
+use crate::sys::messages::{os_text, say};
+use crate::sys::open_dir::{At, OpenDir};
+use crate::sys::stat::Stat;
 use aiscp_engine::quote::quote;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -236,7 +236,7 @@ impl Copier<'_> {
         let guard = TempGuard {
             dir: &plan.dir,
             name: Some(tmp.clone()),
-            _on_kill: crate::signals::register_temporary(plan.dir.raw_at(), &tmp),
+            _on_kill: crate::sys::signals::register_temporary(plan.dir.raw_at(), &tmp),
         };
         let fd = tmp_file.as_raw_fd();
         if let Some((old, old_file)) = &plan.old {
@@ -385,9 +385,9 @@ impl Copier<'_> {
     fn debug(&self, line: &str) {
         if self.config.debug {
             crate::progress::suspend(|| {
-                crate::messages::to_stderr_raw(&format!(
+                crate::sys::messages::to_stderr_raw(&format!(
                     "{}: debug: {line}\n",
-                    crate::messages::program()
+                    crate::sys::messages::program()
                 ));
             });
         }
@@ -425,7 +425,7 @@ fn resolve(dst: At<'_>) -> io::Result<(Rc<OpenDir>, OsString, PathBuf)> {
         };
         path = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() && !target.as_bytes().starts_with(b"/") => {
-                crate::plan::join(d, Path::new(&target))
+                crate::cp::plan::join(d, Path::new(&target))
             }
             _ => PathBuf::from(&target),
         };
@@ -451,8 +451,8 @@ fn resolve(dst: At<'_>) -> io::Result<(Rc<OpenDir>, OsString, PathBuf)> {
 
 /// `name` in the directory `path` is in, for messages.
 fn sibling(path: &Path, name: &OsStr) -> PathBuf {
-    let leaf = crate::same_file::last_component(name);
-    crate::plan::join(&parent_path(path), Path::new(leaf))
+    let leaf = crate::cp::same_file::last_component(name);
+    crate::cp::plan::join(&parent_path(path), Path::new(leaf))
 }
 
 #[cfg(test)]

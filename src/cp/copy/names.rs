@@ -1,6 +1,6 @@
 //! Names as cp's messages and checks see them: a directory part, a basename, one directory.
 
-use crate::open_dir::OpenDir;
+use crate::sys::open_dir::OpenDir;
 use std::path::{Path, PathBuf};
 
 /// A name's identity for GNU's "same name" checks: its basename.
