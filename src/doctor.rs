@@ -101,7 +101,8 @@ fn drivers_section(out: &mut String) {
 
 /// The staging service this user's copies would use (AISCP_SERVICE), and how it is doing.
 fn service_section(out: &mut String) {
-    use crate::service::{client, Choice};
+    use crate::data::service_client as client;
+    use crate::service::Choice;
     let choice = Choice::from_env();
     let _ = writeln!(out, "staging service:");
     let Some(socket) = choice.socket() else {

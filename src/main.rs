@@ -2,6 +2,7 @@
 
 mod cli;
 mod cp;
+mod data;
 mod doctor;
 mod generate;
 mod progress;
@@ -243,6 +244,7 @@ fn copy_and_exit(
     let ranks = {
         let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);
         ranks::join(opts, gpu_given, &mut config)
+            .map(|rank0| data::mpi_coordinator::Coordinator::new(rank0.world, rank0.piece, &config))
     };
     let signals = install_signals(&config);
     let stats = stats_format(cli);
@@ -258,7 +260,7 @@ fn copy_and_exit(
         jobs.iter().map(|j| j.src.clone()).collect(),
         progress::Walk::from(opts),
     );
-    let service = service::client::ServiceClient::new(service::Choice::from_env(), &config);
+    let service = data::service_client::ServiceClient::new(service::Choice::from_env(), &config);
     let mut copier = copy::Copier::new(opts, config, progress.sink(), jobs.len() > 1);
     if let Some(client) = service {
         copier.mover = Some(Box::new(client));

@@ -5,11 +5,11 @@
 //! what the client could. As sccache's server, it is an accelerator: a client that cannot use
 //! it copies in-process.
 //!
-//! `server` is the service, `client` the copier's side (a [`crate::cp::copy::DataMover`]), `wire`
-//! what crosses the socket. This module holds what both ends agree on: where the socket is,
-//! which service a client asks for, and who is on the other end.
+//! `server` is the service, `wire` what crosses the socket; the copier's side is
+//! [`crate::data::service_client`], a [`crate::data::mover::DataMover`]. This module holds
+//! what both ends agree on: where the socket is, which service a client asks for, and who is
+//! on the other end.
 
-pub mod client;
 pub mod server;
 pub mod users;
 pub mod wire;

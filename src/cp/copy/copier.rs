@@ -3,10 +3,10 @@
 
 use super::atomic::Aside;
 use super::inflight;
-use super::mover::DataMover;
 use super::walk;
 use crate::cp::options::{BackupKind, Deref, Options};
 use crate::cp::plan::CopyJob;
+use crate::data::mover::DataMover;
 use crate::progress::{Files, Staged};
 use crate::sys::messages::Reported;
 use crate::sys::open_dir::{open_parent, At, OpenDir};

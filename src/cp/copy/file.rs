@@ -9,12 +9,13 @@ use super::inflight::Opened;
 use super::steps::replaced;
 use super::steps::sync;
 use crate::cp::attrs;
-use crate::sys::messages::{error, os_text, say};
+use crate::data::local_engine::{start_engine, LocalEngine};
 use crate::sys::messages::{fail, fail_os, Reported};
+use crate::sys::messages::{os_text, say};
 use crate::sys::open_dir::At;
 use crate::sys::stat::{FileKind, Stat};
 use aiscp_engine::quote::quote;
-use aiscp_engine::{Config, DataJob, Engine, SourceKind};
+use aiscp_engine::{DataJob, SourceKind};
 use nix::fcntl::OFlag;
 use std::fs::File;
 use std::io;
@@ -311,10 +312,7 @@ impl Copier<'_> {
         };
         let res = match &mut self.mover {
             Some(mover) => {
-                let mut engine = super::mover::LocalEngine {
-                    slot: &mut self.engine,
-                    config: &self.config,
-                };
+                let mut engine = LocalEngine::new(&mut self.engine, &self.config);
                 mover.copy(&mut engine, &job, &*self.progress)
             }
             None => start_engine(&mut self.engine, &self.config).copy(&job, &*self.progress),
@@ -326,47 +324,5 @@ impl Copier<'_> {
         })?;
         self.list_digest(dst, &copied);
         Ok(copied.size)
-    }
-}
-
-/// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
-/// and directory-only runs never load a GPU library); a failure ends the run.
-pub(super) fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
-    if slot.is_none() {
-        let diagnostics = Box::new(StderrDiagnostics {
-            quiet: config.quiet,
-        });
-        match Engine::start(config.clone(), diagnostics) {
-            Ok(e) => *slot = Some(e),
-            Err(e) => {
-                crate::sys::signals::die_if_stopped();
-                error(&e.to_string());
-                crate::sys::messages::exit(1);
-            }
-        }
-    }
-    slot.as_mut().expect("engine started above")
-}
-
-/// The engine's warnings and --debug lines, on stderr.
-struct StderrDiagnostics {
-    quiet: bool,
-}
-
-impl aiscp_engine::Diagnostics for StderrDiagnostics {
-    fn warn(&mut self, line: &str) {
-        if !self.quiet {
-            crate::sys::messages::own_warning(line);
-        }
-    }
-    fn debug(&mut self, since_start: std::time::Duration, line: &str) {
-        // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
-        crate::progress::suspend(|| {
-            crate::sys::messages::to_stderr_raw(&format!(
-                "{}: debug: +{:.3}s {line}\n",
-                crate::sys::messages::program(),
-                since_start.as_secs_f64()
-            ));
-        });
     }
 }

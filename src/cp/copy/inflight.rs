@@ -239,7 +239,7 @@ impl Copier<'_> {
 
     /// Where queued files go: the mover's queue where the mover has one (it sees every
     /// file), else the engine, once started.
-    fn file_queue(&mut self) -> Option<&mut dyn super::mover::FileQueue> {
+    fn file_queue(&mut self) -> Option<&mut dyn crate::data::mover::FileQueue> {
         // A mover without a queue (now) leaves files in flight to the engine.
         let mover_queues = self.mover.as_mut().is_some_and(|m| m.queue().is_some());
         match &mut self.mover {
@@ -247,7 +247,7 @@ impl Copier<'_> {
             _ => self
                 .engine
                 .as_mut()
-                .map(|e| e as &mut dyn super::mover::FileQueue),
+                .map(|e| e as &mut dyn crate::data::mover::FileQueue),
         }
     }
 

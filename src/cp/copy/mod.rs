@@ -14,7 +14,6 @@ mod entry;
 mod file;
 mod in_flight_limits;
 mod inflight;
-mod mover;
 mod names;
 mod parents;
 mod prompt;
@@ -24,4 +23,3 @@ mod walk;
 pub use in_flight_limits::{check_in_flight_setting, queue_limits};
 
 pub use copier::Copier;
-pub use mover::{DataMover, FileQueue, LocalEngine};

@@ -9,14 +9,18 @@
 //! --preserve=links, backups, --atomic, --fsync) stays where it is made in one process;
 //! files that need one before the next file starts are not queued, and are copied in turn.
 
-use super::handout::{Handout, PartResult};
-use super::wire::{Files, Outcome, Reply, Task, DONE, TASK};
-use crate::cp::copy::{DataMover, FileQueue, LocalEngine};
+mod handout;
+
+use super::local_engine::LocalEngine;
+use super::mover::{DataMover, FileQueue};
+use crate::ranks::wire::{Files, Outcome, Reply, Task, DONE, TASK};
+use crate::ranks::Nap;
 use crate::sys::messages;
 use aiscp_engine::{
     digest, quote::quote, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits,
     QueuedJob, SourceKind, Ticket,
 };
+use handout::{Handout, PartResult};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::collections::{HashMap, VecDeque};
@@ -92,7 +96,7 @@ impl Coordinator {
 
     /// Waits for one answer from any rank.
     fn receive(&self) -> (i32, Reply) {
-        let mut nap = super::Nap::default();
+        let mut nap = Nap::default();
         while self
             .world
             .any_process()
@@ -145,7 +149,7 @@ impl Coordinator {
         mpi::request::scope(|scope| {
             let to = self.world.process_at_rank(rank);
             let mut sending = to.immediate_send_with_tag(scope, bytes, TASK);
-            let mut nap = super::Nap::default();
+            let mut nap = Nap::default();
             loop {
                 match sending.test() {
                     Ok(_) => return,

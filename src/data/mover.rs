@@ -1,23 +1,10 @@
-//! Who moves a file's data: this process's engine, or a [`DataMover`] in its place (the
-//! staging service, the MPI ranks); [`FileQueue`], files in flight on either.
+//! What moves a file's data for the copier: [`DataMover`], in this process's engine's
+//! place (the staging service, the MPI ranks); [`FileQueue`], files in flight on either.
 
+use super::local_engine::LocalEngine;
 use aiscp_engine::{
-    Config, Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob,
-    Ticket,
+    Copied, CopyError, DataJob, Engine, Finished, ProgressSink, QueueLimits, QueuedJob, Ticket,
 };
-
-/// This process's engine, brought up the first time it is asked for: a mover that moves
-/// the data elsewhere (the staging service) may never need it.
-pub struct LocalEngine<'e> {
-    pub(super) slot: &'e mut Option<Engine>,
-    pub(super) config: &'e Config,
-}
-
-impl LocalEngine<'_> {
-    pub fn get(&mut self) -> &mut Engine {
-        super::file::start_engine(self.slot, self.config)
-    }
-}
 
 /// Copies one file's data, given the engine this process would use.
 pub trait DataMover {

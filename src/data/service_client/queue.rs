@@ -2,7 +2,7 @@
 //! answered in any order, lost ones ended here.
 
 use super::{Answer, ServiceClient, State};
-use crate::cp::copy::FileQueue;
+use crate::data::mover::FileQueue;
 use aiscp_engine::{CopyError, Finished, QueueLimits, QueuedJob, Ticket};
 use std::time::Duration;
 

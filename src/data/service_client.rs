@@ -23,9 +23,12 @@ pub use reach::{status, NoStatus};
 use redone::Redone;
 use send::{request, Unsent};
 
-use super::wire::{self, FileDone, Handover, Inbox, Outcome, Reply, Request, Welcome, WireError};
-use super::Choice;
-use crate::cp::copy::{DataMover, FileQueue, LocalEngine};
+use super::local_engine::LocalEngine;
+use super::mover::{DataMover, FileQueue};
+use crate::service::wire::{
+    self, FileDone, Handover, Inbox, Outcome, Reply, Request, Welcome, WireError,
+};
+use crate::service::Choice;
 use crate::sys::messages;
 use aiscp_engine::quote::quote;
 use aiscp_engine::{
