@@ -26,7 +26,7 @@ mod worker;
 
 use crate::cp::options::{Clobber, Options};
 use crate::sys::messages;
-use aiscp_engine::{Config, GpuChoice};
+use aiscp_engine::{Config, GpuChoice, QueueLimits};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -64,9 +64,15 @@ fn launched() -> bool {
 /// hands them and exit here; rank 0 gets what its coordinator needs. None for a plain
 /// process or a job of one rank, which run exactly as without MPI.
 ///
+/// `limits`: the run's limits on files in flight, which each rank's own engine keeps.
 /// `gpu_given`: `--gpu` was on the command line; without it each rank takes its node-local
 /// rank modulo the node's GPUs.
-pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Rank0> {
+pub fn join(
+    opts: &Options,
+    gpu_given: bool,
+    config: &mut Config,
+    limits: QueueLimits,
+) -> Option<Rank0> {
     if !launched() {
         refuse_slurm_tasks_without_mpi();
         return None;
@@ -104,7 +110,7 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Rank
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
     let piece = config.chunk(false).bytes() * slots * 2;
     if rank != 0 {
-        worker::serve(&world, rank, config);
+        worker::serve(&world, rank, config, limits);
     }
     await_engines(&world, size);
     Some(Rank0 { world, piece })

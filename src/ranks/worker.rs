@@ -9,8 +9,8 @@ use super::wire::{Files, Outcome, Reply, Task, DONE, HELLO, TASK};
 use super::Nap;
 use crate::sys::messages;
 use aiscp_engine::{
-    quote::quote, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress, QueuedJob,
-    SourceKind, Ticket,
+    quote::quote, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress, QueueLimits,
+    QueuedJob, SourceKind, Ticket,
 };
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Starts this rank's engine, says so to rank 0, and serves tasks until told to stop.
-pub fn serve(world: &SimpleCommunicator, rank: i32, config: &Config) -> ! {
+pub fn serve(world: &SimpleCommunicator, rank: i32, config: &Config, limits: QueueLimits) -> ! {
     let diag = Box::new(RankDiagnostics {
         rank,
         quiet: config.quiet,
@@ -39,10 +39,7 @@ pub fn serve(world: &SimpleCommunicator, rank: i32, config: &Config) -> ! {
     match engine {
         Ok(mut engine) => {
             // Each file is sent at once: the loop polls for files that ended without waiting.
-            engine.set_queue_limits(aiscp_engine::QueueLimits {
-                batch: 1,
-                ..crate::cp::copy::queue_limits()
-            });
+            engine.set_queue_limits(QueueLimits { batch: 1, ..limits });
             let mut server = Server {
                 world,
                 rank,

@@ -57,6 +57,8 @@ pub struct ServeArgs {
     pub idle_exit: Duration,
     /// How long without a file to copy before the staging memory goes back (zero: never).
     pub idle_release: Duration,
+    /// The limits on files in flight that the run's settings give.
+    pub queue_limits: QueueLimits,
 }
 
 /// Runs the service in the foreground; returns the exit status.
@@ -84,7 +86,7 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let inherited = socket_passed()?;
     let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
-    let (engine, limits, slots_bytes) = start_engine(config)?;
+    let (engine, limits, slots_bytes) = start_engine(config, args.queue_limits)?;
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
     let (listener, bound) = open_socket(inherited, &path, args.users.shared())?;
     let info = engine.info();
@@ -115,7 +117,10 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
 
 /// The engine every client's files go through, with its queue limits and the staging
 /// memory its slots take.
-fn start_engine(config: Config) -> Result<(Engine, QueueLimits, u64), String> {
+fn start_engine(
+    config: Config,
+    settings: QueueLimits,
+) -> Result<(Engine, QueueLimits, u64), String> {
     let slots = config
         .slots_per_gpu
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
@@ -131,7 +136,7 @@ fn start_engine(config: Config) -> Result<(Engine, QueueLimits, u64), String> {
     let limits = QueueLimits {
         bytes: u64::MAX,
         batch: 1,
-        ..crate::cp::copy::queue_limits()
+        ..settings
     };
     engine.set_queue_limits(limits);
     Ok((engine, limits, slots_bytes))

@@ -2,12 +2,13 @@
 //! look back; the files in flight; the counts), and how one operand is started.
 
 use super::atomic::Aside;
-use super::inflight;
+use super::inflight::Inflight;
 use super::walk;
 use crate::cp::options::{BackupKind, Deref, Options};
 use crate::cp::plan::CopyJob;
 use crate::data::mover::DataMover;
 use crate::progress::{Files, Staged};
+use crate::settings::Settings;
 use crate::sys::messages::Reported;
 use crate::sys::open_dir::{open_parent, At, OpenDir};
 use crate::sys::stat::{FileId, Stat};
@@ -116,7 +117,7 @@ pub struct Copier<'a> {
     /// POSIXLY_CORRECT: a dangling DEST symlink is written through, creating its target.
     pub(super) open_dangling: bool,
     /// Files whose data is in flight (see `inflight`).
-    pub(super) inflight: inflight::Inflight,
+    pub(super) inflight: Inflight,
     /// Moves file data in the engine's place (MPI ranks share each file out); None: the
     /// engine copies it here.
     pub mover: Option<Box<dyn DataMover + 'a>>,
@@ -161,6 +162,7 @@ impl<'a> Copier<'a> {
         config: Config,
         progress: Box<dyn ProgressSink + Send + Sync>,
         several_sources: bool,
+        settings: &Settings,
     ) -> Self {
         let umask = {
             let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
@@ -178,8 +180,8 @@ impl<'a> Copier<'a> {
                 ..RunMemory::default()
             },
             backup: opts.backup,
-            open_dangling: std::env::var_os("POSIXLY_CORRECT").is_some(),
-            inflight: Default::default(),
+            open_dangling: settings.posixly_correct,
+            inflight: Inflight::new(settings.queue_limits),
             mover: None,
             failed: false,
             files: Files::default(),

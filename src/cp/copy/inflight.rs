@@ -14,7 +14,6 @@
 use super::copier::Copier;
 use super::copier::Disposition;
 use super::copier::Found;
-use super::in_flight_limits::queue_limits;
 use crate::cp::attrs;
 use crate::sys::messages::Reported;
 use crate::sys::messages::{self, error, Held};
@@ -65,7 +64,8 @@ pub(super) struct Inflight {
     /// Results that came in before their turn.
     finished: HashMap<Ticket, Finished>,
     holding: bool,
-    limits: Option<QueueLimits>,
+    /// The limits files in flight run under (the run's settings).
+    limits: QueueLimits,
     /// SOURCE and DEST inodes of the files in flight (with counts): a file that would write
     /// what one of them reads or writes, or read what one writes, waits for them.
     reading: HashMap<FileId, usize>,
@@ -76,6 +76,16 @@ pub(super) struct Inflight {
     /// A file in flight met a full disk: from then on files are copied one at a time, as
     /// cp copies them, so each meets the disk as cp's would.
     out_of_space: bool,
+}
+
+impl Inflight {
+    /// No file in flight yet; at most `limits` at once.
+    pub(super) fn new(limits: QueueLimits) -> Inflight {
+        Inflight {
+            limits,
+            ..Inflight::default()
+        }
+    }
 }
 
 /// A regular file's two names and what was found of them once both were open: SOURCE's
@@ -156,7 +166,7 @@ impl Copier<'_> {
             && !remembers
             && opened.is_file()
             && dst_now.is_file();
-        let limits = *self.inflight.limits.get_or_insert_with(queue_limits);
+        let limits = self.inflight.limits;
         let eligible = eligible && !self.inflight.out_of_space;
         let queue = self.file_queue().filter(|_| eligible)?;
         queue.set_limits(limits);

@@ -12,14 +12,11 @@ mod copier;
 mod create;
 mod entry;
 mod file;
-mod in_flight_limits;
 mod inflight;
 mod names;
 mod parents;
 mod prompt;
 mod steps;
 mod walk;
-
-pub use in_flight_limits::{check_in_flight_setting, queue_limits};
 
 pub use copier::Copier;
