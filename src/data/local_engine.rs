@@ -1,7 +1,7 @@
 //! This process's engine as the copier uses it: started the first time a file has data to
-//! copy, its warnings and --debug lines on stderr.
+//! copy.
 
-use crate::sys::messages::error;
+use crate::sys::messages::{error, EngineLines};
 use aiscp_engine::{Config, Engine};
 
 /// This process's engine, brought up the first time it is asked for: a mover that moves
@@ -26,9 +26,7 @@ impl<'e> LocalEngine<'e> {
 /// and directory-only runs never load a GPU library); a failure ends the run.
 pub fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
     if slot.is_none() {
-        let diagnostics = Box::new(StderrDiagnostics {
-            quiet: config.quiet,
-        });
+        let diagnostics = EngineLines::new(config.quiet, String::new());
         match Engine::start(config.clone(), diagnostics) {
             Ok(e) => *slot = Some(e),
             Err(e) => {
@@ -39,27 +37,4 @@ pub fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mu
         }
     }
     slot.as_mut().expect("engine started above")
-}
-
-/// The engine's warnings and --debug lines, on stderr.
-struct StderrDiagnostics {
-    quiet: bool,
-}
-
-impl aiscp_engine::Diagnostics for StderrDiagnostics {
-    fn warn(&mut self, line: &str) {
-        if !self.quiet {
-            crate::sys::messages::own_warning(line);
-        }
-    }
-    fn debug(&mut self, since_start: std::time::Duration, line: &str) {
-        // Through messages, so a failed stderr ends the run as cp's would, not in a panic.
-        crate::progress::suspend(|| {
-            crate::sys::messages::to_stderr_raw(&format!(
-                "{}: debug: +{:.3}s {line}\n",
-                crate::sys::messages::program(),
-                since_start.as_secs_f64()
-            ));
-        });
-    }
 }

@@ -9,8 +9,8 @@ use super::wire::{Files, Outcome, Reply, Task, DONE, HELLO, TASK};
 use super::Nap;
 use crate::sys::messages;
 use aiscp_engine::{
-    quote::quote, Config, CopyError, DataJob, Diagnostics, Engine, NoProgress, QueueLimits,
-    QueuedJob, SourceKind, Ticket,
+    quote::quote, Config, CopyError, DataJob, Engine, NoProgress, QueueLimits, QueuedJob,
+    SourceKind, Ticket,
 };
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -20,14 +20,10 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Starts this rank's engine, says so to rank 0, and serves tasks until told to stop.
 pub fn serve(world: &SimpleCommunicator, rank: i32, config: &Config, limits: QueueLimits) -> ! {
-    let diag = Box::new(RankDiagnostics {
-        rank,
-        quiet: config.quiet,
-    });
+    let diag = messages::EngineLines::new(config.quiet, format!("rank {rank}: "));
     let engine = Engine::start(config.clone(), diag).map_err(|e| e.to_string());
     let hello = match &engine {
         Ok(_) => Outcome::Copied(0),
@@ -262,23 +258,5 @@ fn outcome(result: Result<u64, CopyError>) -> Outcome {
         Ok(size) => Outcome::Copied(size),
         Err(CopyError::Interrupted) => Outcome::Interrupted { started: true },
         Err(e) => Outcome::Failed(e.to_string()),
-    }
-}
-
-/// A rank's engine warnings and --debug lines, on its stderr, marked with the rank.
-struct RankDiagnostics {
-    rank: i32,
-    quiet: bool,
-}
-
-impl Diagnostics for RankDiagnostics {
-    fn warn(&mut self, line: &str) {
-        if !self.quiet {
-            messages::own_warning(&format!("rank {}: {line}", self.rank));
-        }
-    }
-    fn debug(&mut self, since_start: Duration, line: &str) {
-        let secs = since_start.as_secs_f64();
-        messages::debug(&format!("rank {}: +{secs:.3}s {line}", self.rank));
     }
 }

@@ -30,7 +30,7 @@ use super::users::Users;
 use super::wire::{self, Outcome, Status, Welcome};
 use crate::sys::messages;
 use aiscp_engine::quote::quote;
-use aiscp_engine::{Config, Diagnostics, Engine, QueueLimits};
+use aiscp_engine::{Config, Engine, QueueLimits};
 use connections::{accept_loop, bind, listen};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
@@ -124,9 +124,7 @@ fn start_engine(
     let slots = config
         .slots_per_gpu
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
-    let diag = Box::new(ServiceDiagnostics {
-        quiet: config.quiet,
-    });
+    let diag = messages::EngineLines::new(config.quiet, String::new());
     let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
     let slots_bytes = engine.chunk_bytes() * slots;
     // No byte bound on the files in flight: it keeps one copier from running too far ahead of
@@ -306,20 +304,4 @@ fn say(line: &str) {
 
 fn debug_line(line: &str) {
     messages::debug(&format!("service: {line}"));
-}
-
-/// The engine's warnings and --debug lines, on the service's stderr.
-struct ServiceDiagnostics {
-    quiet: bool,
-}
-
-impl Diagnostics for ServiceDiagnostics {
-    fn warn(&mut self, line: &str) {
-        if !self.quiet {
-            messages::own_warning(line);
-        }
-    }
-    fn debug(&mut self, since_start: Duration, line: &str) {
-        messages::debug_at(since_start, line);
-    }
 }

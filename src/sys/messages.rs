@@ -230,10 +230,32 @@ pub fn debug(line: &str) {
     to_stderr_raw(&format!("{}: debug: {line}\n", program()));
 }
 
-/// A --debug line of the engine's, stamped with the time since it started:
-/// "PROGRAM: debug: +0.012s LINE", so start-up costs show where they are paid.
-pub fn debug_at(since_start: std::time::Duration, line: &str) {
-    debug(&format!("+{:.3}s {line}", since_start.as_secs_f64()));
+/// The engine's warnings and --debug lines on stderr, each after `prefix` (an MPI rank's
+/// "rank N: "), its --debug lines stamped with the time since it started ("PROGRAM: debug:
+/// +0.012s LINE", so start-up costs show where they are paid). Every process that runs an
+/// engine (a copy, the staging service, a rank) hands it one, so they all speak alike.
+pub struct EngineLines {
+    quiet: bool,
+    prefix: String,
+}
+
+impl EngineLines {
+    /// `quiet`: no warnings (--quiet); --debug lines are written whenever the engine sends them.
+    pub fn new(quiet: bool, prefix: String) -> Box<EngineLines> {
+        Box::new(EngineLines { quiet, prefix })
+    }
+}
+
+impl aiscp_engine::Diagnostics for EngineLines {
+    fn warn(&mut self, line: &str) {
+        if !self.quiet {
+            own_warning(&format!("{}{line}", self.prefix));
+        }
+    }
+    fn debug(&mut self, since_start: std::time::Duration, line: &str) {
+        let secs = since_start.as_secs_f64();
+        debug(&format!("{}+{secs:.3}s {line}", self.prefix));
+    }
 }
 
 /// Writes `text` (a prompt, or a usage hint) to stderr without a newline or prefix.

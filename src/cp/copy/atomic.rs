@@ -384,12 +384,7 @@ impl Copier<'_> {
     /// A --debug line of the cp layer, shaped like the engine's (which stamp the time).
     fn debug(&self, line: &str) {
         if self.config.debug {
-            crate::progress::suspend(|| {
-                crate::sys::messages::to_stderr_raw(&format!(
-                    "{}: debug: {line}\n",
-                    crate::sys::messages::program()
-                ));
-            });
+            crate::sys::messages::debug(line);
         }
     }
 }
