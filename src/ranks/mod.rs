@@ -8,7 +8,7 @@
 //! files-in-flight machinery, which reports them in cp's order and applies what follows
 //! the data on rank 0; a file larger than one part (two rounds of the engine's slots,
 //! `--chunk-size` x `--streams` x 2) is cut into parts that whichever rank is free copies,
-//! rank 0 included, while the walk waits for it. A rank (`worker`) opens SOURCE and DEST by
+//! rank 0 included, while the walk waits for it. A rank (`other_rank`) opens SOURCE and DEST by
 //! the paths rank 0 opened (checked by inode; a file moved or replaced since, rank 0 copies
 //! through its own descriptors), copies through its own engine and GPU, and
 //! answers with the end it reached or the failure in cp's words, which rank 0 prints and
@@ -21,8 +21,8 @@
 //! Only rank 0 sends tasks and only to it do the others answer, each from one thread, so
 //! the ranks need no more than MPI's single-threaded level.
 
+mod other_rank;
 pub mod wire;
-mod worker;
 
 use crate::cp::options::{Clobber, Options};
 use crate::sys::messages;
@@ -110,7 +110,7 @@ pub fn join(
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
     let piece = config.chunk(false).bytes() * slots * 2;
     if rank != 0 {
-        worker::serve(&world, rank, config, limits);
+        other_rank::serve(&world, rank, config, limits);
     }
     await_engines(&world, size);
     Some(Rank0 { world, piece })
