@@ -31,7 +31,7 @@ MUTANTS = [
     ),
     (
         "second-sigint-kills-while-service-writes",
-        "src/signals.rs",
+        "src/sys/signals.rs",
         "stopping.load(Ordering::SeqCst) && !SERVICE_WRITING.load(Ordering::SeqCst)",
         "stopping.load(Ordering::SeqCst)",
         ["service::after_client::a_second_sigint"],
@@ -74,7 +74,7 @@ MUTANTS = [
     ),
     (
         "stuck-service-waited-on",
-        "src/service/client.rs",
+        "src/data/service_client.rs",
         "if late(self.pinged_at, ANSWER_LIMIT) {",
         "if false {",
         ["service::hostile::a_stopped_service"],
@@ -90,14 +90,14 @@ MUTANTS = [
     ),
     (
         "auto-service-keeps-client-descriptors",
-        "src/service/client/reach.rs",
+        "src/data/service_client/reach.rs",
         "                keep_only_standard_streams();\n",
         "",
         ["service::clients::auto_starts_a_detached"],
     ),
     (
         "auto-waits-on-an-exited-service",
-        "src/service/client/reach.rs",
+        "src/data/service_client/reach.rs",
         "return dial(path).map_err(|_| Some(start_failure(path, status)));",
         "let _ = status;",
         ["service::clients::auto_with_a_service_that_cannot_start"],
@@ -113,7 +113,7 @@ MUTANTS = [
     ),
     (
         "client-reads-peer-gid",
-        "src/service/client/reach.rs",
+        "src/data/service_client/reach.rs",
         "let (_, uid) = crate::service::peer(sock).map_err(|e| e.to_string())?;",
         "let uid = nix::sys::socket::getsockopt(sock, "
         "nix::sys::socket::sockopt::PeerCredentials).map_or(0, |c| c.gid());",
@@ -149,7 +149,7 @@ MUTANTS = [
     ),
     (
         "auto-service-without-idle-exit",
-        "src/service/client/reach.rs",
+        "src/data/service_client/reach.rs",
         '            .arg(format!("--idle-exit={}s", AUTO_IDLE_EXIT.as_secs()))\n',
         "",
         ["service::clients::auto_starts_a_detached"],

@@ -9,24 +9,45 @@ module, `crate::{.., b, ..}`, or an item the crate root re-exports from b (`crat
 with `pub use b::Name` in lib.rs/main.rs). Items defined in the crate root itself make an
 edge to <root>; the root's own uses of a module (outside `mod`/`pub use` lines) make edges
 from <root>. Comments are ignored; test modules count. Prints the edges, then the strongly
-connected components with more than one module (the circles).
+connected components with more than one module (the circles). A top-level folder whose mod.rs
+only declares modules (src/cp/, src/sys/) is a group, not a module: each module in it is one
+(`cp::options`), so grouping files changes no edge.
 
 A back-arrow is a path (`crate::..`, `super::..`, outside inline modules such as tests) whose
 item is found in a module that encloses the file naming it: `crate::Config` from
 crates/engine/src/pipeline/flight.rs names Config through lib.rs's re-export, `super::Copier`
-from src/copy/walk.rs through copy/mod.rs. Paths to modules, or through a parent into a
+from src/cp/copy/walk.rs through copy/mod.rs. Paths to modules, or through a parent into a
 sibling module (`super::entry::Parent`), import from where things are defined and are not
 back-arrows; nor are test modules' paths (a test module tests its parent)."""
 import os, re, sys
 
-def files_by_module(src):
+def groups_of(src):
+    """Top-level folders that only group modules: a mod.rs with nothing but `mod` lines (and
+    attributes). Each module inside one is a module of the graph, named `group::module`."""
+    found = set()
+    for d in sorted(os.listdir(src)):
+        mod_rs = os.path.join(src, d, 'mod.rs')
+        if os.path.isfile(mod_rs):
+            code = [l.strip() for l in strip_comments(open(mod_rs).read()).splitlines() if l.strip()]
+            if code and all(re.match(r'(#\[.*\]|(pub(\([^)]*\))? )?mod \w+;)$', l) for l in code):
+                found.add(d)
+    return found
+
+def node_of(path, groups):
+    """The graph's module that a module path (segments from the crate root) lies in."""
+    if not path: return '<root>'
+    if path[0] in groups and len(path) > 1: return path[0] + '::' + path[1]
+    return path[0]
+
+def files_by_module(src, groups):
     mods = {}
     for root, _, files in os.walk(src):
         for f in files:
             if f.endswith('.rs'):
                 path = os.path.join(root, f)
                 parts = os.path.relpath(path, src)[:-3].split(os.sep)
-                name = '<root>' if parts in (['lib'], ['main']) else parts[0]
+                name = '<root>' if parts in (['lib'], ['main']) else node_of(
+                    [p for p in parts if p != 'mod'], groups)
                 mods.setdefault(name, []).append((path, parts))
     return mods
 
@@ -34,35 +55,44 @@ def strip_comments(text):
     return re.sub(r'//[^\n]*', '', text)
 
 def graph(src):
-    mods = files_by_module(src)
-    names = set(mods) - {'<root>'}
+    groups = groups_of(src)
+    mods = files_by_module(src, groups)
+    names = set(mods) - {'<root>'} - groups
     root_text = ''.join(strip_comments(open(p).read()) for p, _ in mods.get('<root>', []))
     reexport = {}
     for m, body in re.findall(r'pub use (\w+)::(\{[^}]*\}|[\w:]+)', root_text):
         for item in re.findall(r'(\w+)\s*(?:,|\}|$)', body.strip('{}') + ','):
             reexport[item] = m
     root_items = set(re.findall(r'(?:struct|enum|fn|trait|type|const|static)\s+(\w+)', root_text))
-    def target(name):
+    def target(segs):
+        name = node_of(segs, groups)
         if name in names: return name
-        if name in reexport and reexport[name] in names: return reexport[name]
-        if name in root_items: return '<root>'
+        if not segs: return None
+        if segs[0] in reexport and reexport[segs[0]] in names: return reexport[segs[0]]
+        if segs[0] in root_items: return '<root>'
         return None
-    g = {m: set() for m in mods}
+    g = {m: set() for m in mods if m not in groups}
     for m, files in mods.items():
+        if m in groups: continue
         for path, parts in files:
+            here = parts[:-1] if parts[-1] in ('mod', 'lib', 'main') else parts
             text = strip_comments(open(path).read())
-            found = set(re.findall(r'\bcrate::(\w+)', text))
-            for group in re.findall(r'\bcrate::\{([^}]*)\}', text):
-                found |= set(re.findall(r'(?:^|,)\s*(\w+)', group))
-            if len(parts) == 1 and m != '<root>':
-                found |= set(re.findall(r'\bsuper::(\w+)', text))
+            found = set()
+            for hit in re.finditer(r'\bcrate\s*::\s*(?=[\w{])', text):
+                found |= {target(segs) for segs in use_paths(text, hit.end())}
+            # `super` outside inline modules (in one, it names the file's own module).
+            outer = strip_inline_mods(text)
+            for hit in re.finditer(r'\b((?:super\s*::\s*)+)(?=[\w{])', outer):
+                base = here[:len(here) - hit.group(1).count('super')]
+                found |= {target(base + segs) for segs in use_paths(outer, hit.end())}
             if m == '<root>':
                 code = '\n'.join(l for l in text.splitlines()
                                  if not re.match(r'\s*(pub(\(crate\))? )?(mod|use) ', l))
-                found |= {n for n in names if re.search(r'\b' + n + r'::', code)}
-                found |= {n for n in names if re.search(r'^\s*use (self::)?' + n + r'::', text, re.M)}
-            for name in found:
-                t = target(name)
+                for hit in re.finditer(r'(?<![\w:])(\w+)::(\w+)', code):
+                    found.add(target(list(hit.groups())))
+                for hit in re.finditer(r'^\s*use (?:self::)?(?=\w+::)', text, re.M):
+                    found |= {target(segs) for segs in use_paths(text, hit.end())}
+            for t in found:
                 if t and t != m:
                     g[m].add(t)
     return g

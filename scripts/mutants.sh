@@ -4,17 +4,17 @@
 #           bounce route, O_DIRECT I/O), tested by the engine crate's own suite and the
 #           end-to-end suites that drive it (faults, routes, big slices, engine paths,
 #           in-flight, verify, signals);
-#   cp:     the cp layer (src/copy/*.rs, attributes, GNU's same-file rules), tested by the
+#   cp:     the cp layer (src/cp/copy/*.rs, attributes, GNU's same-file rules), tested by the
 #           binary's unit tests and the parity, guarantees, atomic, trees and full-disk suites.
 # A mutant that survives is a change to that code no test notices: kill it with a test or
 # say why it is harmless. Needs `cargo install --locked cargo-mutants`; results in
 # mutants.out/ (outcomes.json, missed.txt, caught.txt).
 #
 # Usage: scripts/mutants.sh engine|cp [cargo-mutants options...]
-#   e.g. scripts/mutants.sh cp --file src/same_file.rs --timeout 120
+#   e.g. scripts/mutants.sh cp --file src/cp/same_file.rs --timeout 120
 #        scripts/mutants.sh engine --shard 1/4 --sharding round-robin
 #          (a quarter of the mutants spread over every file; plain --shard takes a
-#          contiguous run, e.g. 0/20 of the cp layer is the first 33, all in src/attrs.rs)
+#          contiguous run, e.g. 0/20 of the cp layer is the first 33, all in src/cp/attrs.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layer="${1:?usage: scripts/mutants.sh engine|cp [cargo-mutants options...]}"
@@ -35,7 +35,7 @@ case "$layer" in
       trees::)
     ;;
   cp)
-    for f in src/copy/*.rs src/attrs.rs src/same_file.rs; do
+    for f in src/cp/copy/*.rs src/cp/attrs.rs src/cp/same_file.rs; do
       files+=(--file "$f")
     done
     # Parity on the host backend only (the cp layer is the same on both), and the suites

@@ -7,6 +7,7 @@
 mod path;
 
 use crate::cli::staging::{BackendArg, StagingArgs};
+use crate::service::Choice;
 use aiscp_engine::probe::library_paths;
 use aiscp_engine::quote::quote;
 use aiscp_engine::units;
@@ -25,7 +26,7 @@ struct Ready {
 }
 
 /// Runs the checks, prints the report on stdout, and returns the exit status.
-pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
+pub fn run(paths: &[PathBuf], staging: &StagingArgs, service: &Choice) -> i32 {
     let mut out = String::new();
     drivers_section(&mut out);
     let flavors: &[Flavor] = match staging.backend {
@@ -50,7 +51,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
     for path in paths {
         path::check_path(path, &ready, &mut out);
     }
-    service_section(&mut out);
+    service_section(service, &mut out);
     let possible = ready.first();
     let _ = match possible {
         Some(r) => writeln!(
@@ -65,7 +66,7 @@ pub fn run(paths: &[PathBuf], staging: &StagingArgs) -> i32 {
              fail (--backend gpu)"
         ),
     };
-    crate::messages::write_stdout(out.as_bytes());
+    crate::sys::messages::write_stdout(out.as_bytes());
     i32::from(possible.is_none())
 }
 
@@ -100,9 +101,8 @@ fn drivers_section(out: &mut String) {
 }
 
 /// The staging service this user's copies would use (AISCP_SERVICE), and how it is doing.
-fn service_section(out: &mut String) {
-    use crate::service::{client, Choice};
-    let choice = Choice::from_env();
+fn service_section(choice: &Choice, out: &mut String) {
+    use crate::data::service_client as client;
     let _ = writeln!(out, "staging service:");
     let Some(socket) = choice.socket() else {
         let _ = writeln!(out, "  AISCP_SERVICE=off: copies run in-process");

@@ -1,31 +1,25 @@
 //! aiscp: parse, run, map errors to exit status (0 or 1, as cp).
 
-mod attrs;
-mod backup;
 mod cli;
-mod copy;
+mod cp;
+mod data;
 mod doctor;
-mod fd_wait;
 mod generate;
-mod messages;
-mod open_dir;
-mod options;
-mod plan;
 mod progress;
 #[cfg(feature = "mpi")]
 mod ranks;
-mod same_file;
 mod service;
-mod signals;
-mod stat;
-mod sums;
-mod test_hook;
+mod settings;
+mod sys;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches};
-use messages::{error, program};
-use options::{Options, UsageError};
-use plan::PlanError;
+use cp::options::{self, Options, UsageError};
+use cp::plan::{self, PlanError};
+use cp::{copy, sums};
+use settings::Settings;
+use sys::messages::{self, error, program};
+use sys::signals;
 
 /// Prints a usage error GNU's way and exits 1.
 fn usage_exit(e: &UsageError) -> ! {
@@ -121,7 +115,8 @@ fn main() {
         generate_and_exit(what);
     }
     if cli.doctor {
-        messages::exit(doctor::run(&cli.operands, &cli.staging));
+        let service = service::Choice::from_env();
+        messages::exit(doctor::run(&cli.operands, &cli.staging, &service));
     }
     if cli.serve {
         serve_and_exit(&cli);
@@ -131,10 +126,14 @@ fn main() {
         Ok(o) => o,
         Err(e) => usage_exit(&e),
     };
-    if let Err(msg) = copy::check_in_flight_setting() {
-        error(&msg);
-        messages::exit(1);
-    }
+    raise_open_file_limit();
+    let settings = match Settings::for_copy() {
+        Ok(s) => s,
+        Err(msg) => {
+            error(&msg);
+            messages::exit(1);
+        }
+    };
     let jobs = match plan::plan(&cli.operands, &opts) {
         Ok(j) => j,
         Err(PlanError::Usage(e)) => usage_exit(&e),
@@ -143,7 +142,7 @@ fn main() {
             messages::exit(1);
         }
     };
-    copy_and_exit(&cli, &matches, &opts, &jobs)
+    copy_and_exit(&cli, &matches, &opts, &jobs, &settings)
 }
 
 /// The command line as clap reads it, long-option prefixes spelled out first as getopt
@@ -211,6 +210,7 @@ fn serve_and_exit(cli: &cli::Cli) -> ! {
         },
         idle_exit: cli.idle_exit,
         idle_release: cli.idle_release,
+        queue_limits: Settings::service_queue_limits(),
     };
     messages::exit(service::server::run(config, args));
 }
@@ -241,8 +241,8 @@ fn copy_and_exit(
     #[cfg_attr(not(feature = "mpi"), allow(unused_variables))] matches: &clap::ArgMatches,
     opts: &Options,
     jobs: &[plan::CopyJob],
+    settings: &Settings,
 ) -> ! {
-    raise_open_file_limit();
     let mut config = aiscp_engine::Config::from(&cli.staging);
     // SAFETY: no thread has started yet: the signal thread, progress, MPI and the engine's
     // workers all start below.
@@ -251,7 +251,8 @@ fn copy_and_exit(
     #[cfg(feature = "mpi")]
     let ranks = {
         let gpu_given = matches.value_source("gpu") == Some(clap::parser::ValueSource::CommandLine);
-        ranks::join(opts, gpu_given, &mut config)
+        ranks::join(opts, gpu_given, &mut config, settings.queue_limits)
+            .map(|rank0| data::mpi_coordinator::Coordinator::new(rank0.world, rank0.piece, &config))
     };
     let signals = install_signals(&config);
     let stats = stats_format(cli);
@@ -267,8 +268,8 @@ fn copy_and_exit(
         jobs.iter().map(|j| j.src.clone()).collect(),
         progress::Walk::from(opts),
     );
-    let service = service::client::ServiceClient::new(service::Choice::from_env(), &config);
-    let mut copier = copy::Copier::new(opts, config, progress.sink(), jobs.len() > 1);
+    let service = data::service_client::ServiceClient::new(settings.service.clone(), &config);
+    let mut copier = copy::Copier::new(opts, config, progress.sink(), jobs.len() > 1, settings);
     if let Some(client) = service {
         copier.mover = Some(Box::new(client));
     }

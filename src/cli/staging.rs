@@ -299,7 +299,7 @@ impl From<&StagingArgs> for Config {
                 VerifyArg::Bytes => Verify::Bytes,
                 VerifyArg::Sums => Verify::Sums,
             }),
-            pause: crate::test_hook::pause,
+            pause: crate::sys::test_hook::pause,
             ..Config::default()
         }
     }

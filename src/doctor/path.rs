@@ -114,7 +114,7 @@ pub(super) fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) => {
-            let _ = writeln!(out, "  cannot stat: {}", crate::messages::os_text(&e));
+            let _ = writeln!(out, "  cannot stat: {}", crate::sys::messages::os_text(&e));
             return;
         }
     };
@@ -122,7 +122,7 @@ pub(super) fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
     // By name, not through an opened file: opening a FIFO waits for a writer.
     let fs = match nix::sys::statfs::statfs(path) {
         Ok(s) => fs_name(s.filesystem_type().0),
-        Err(e) => format!("unknown ({})", crate::messages::os_text(&e.into())),
+        Err(e) => format!("unknown ({})", crate::sys::messages::os_text(&e.into())),
     };
     let _ = writeln!(out, "  filesystem: {fs}");
     let _ = writeln!(out, "  udev record: {}", udev_record(meta.dev(), &fs));
@@ -144,7 +144,7 @@ pub(super) fn check_path(path: &Path, ready: &[Ready], out: &mut String) {
                 } else {
                     "refused"
                 },
-                crate::messages::os_text(&e)
+                crate::sys::messages::os_text(&e)
             );
             None
         }

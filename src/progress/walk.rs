@@ -2,7 +2,7 @@
 //! as the copy will walk them (its links followed, its file systems kept to).
 
 use super::counters::Counters;
-use crate::options::{Deref, Options};
+use crate::cp::options::{Deref, Options};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -3,12 +3,12 @@
 //!
 //! Rank 0 is the cp of a one-process run: it parses, walks, makes every decision, creates
 //! directories and files, prints every message and sets every attribute, in cp's order.
-//! File data is shared out (`coordinator`): whole files go to the other ranks as files in
-//! flight, to whichever has the fewest, and their endings come back to the copier's
+//! File data is shared out (by rank 0's [`crate::data::mpi_coordinator`]): whole files go to
+//! the other ranks as files in flight, to whichever has the fewest, and their endings come back to the copier's
 //! files-in-flight machinery, which reports them in cp's order and applies what follows
 //! the data on rank 0; a file larger than one part (two rounds of the engine's slots,
 //! `--chunk-size` x `--streams` x 2) is cut into parts that whichever rank is free copies,
-//! rank 0 included, while the walk waits for it. A rank (`worker`) opens SOURCE and DEST by
+//! rank 0 included, while the walk waits for it. A rank (`other_rank`) opens SOURCE and DEST by
 //! the paths rank 0 opened (checked by inode; a file moved or replaced since, rank 0 copies
 //! through its own descriptors), copies through its own engine and GPU, and
 //! answers with the end it reached or the failure in cp's words, which rank 0 prints and
@@ -21,15 +21,12 @@
 //! Only rank 0 sends tasks and only to it do the others answer, each from one thread, so
 //! the ranks need no more than MPI's single-threaded level.
 
-mod coordinator;
-mod handout;
-mod wire;
-mod worker;
+mod other_rank;
+pub mod wire;
 
-use crate::messages;
-use crate::options::{Clobber, Options};
-use aiscp_engine::{Config, GpuChoice};
-pub use coordinator::Coordinator;
+use crate::cp::options::{Clobber, Options};
+use crate::sys::messages;
+use aiscp_engine::{Config, GpuChoice, QueueLimits};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -40,10 +37,10 @@ use wire::{Outcome, Task, HELLO, TASK};
 /// copies need (2,000 files of 4 KiB on the 2-core dev VM under mpirun -n 2: 2.8 s of user
 /// time against one process's 0.06 s).
 #[derive(Default)]
-struct Nap(std::time::Duration);
+pub struct Nap(std::time::Duration);
 
 impl Nap {
-    fn take(&mut self) {
+    pub fn take(&mut self) {
         use std::time::Duration;
         self.0 = (self.0 * 2).clamp(Duration::from_micros(20), Duration::from_millis(1));
         std::thread::sleep(self.0);
@@ -64,12 +61,18 @@ fn launched() -> bool {
 }
 
 /// Joins the MPI job when started as a rank of one. Ranks other than 0 copy what rank 0
-/// hands them and exit here; rank 0 gets the mover to give its copier. None for a plain
+/// hands them and exit here; rank 0 gets what its coordinator needs. None for a plain
 /// process or a job of one rank, which run exactly as without MPI.
 ///
+/// `limits`: the run's limits on files in flight, which each rank's own engine keeps.
 /// `gpu_given`: `--gpu` was on the command line; without it each rank takes its node-local
 /// rank modulo the node's GPUs.
-pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coordinator> {
+pub fn join(
+    opts: &Options,
+    gpu_given: bool,
+    config: &mut Config,
+    limits: QueueLimits,
+) -> Option<Rank0> {
     if !launched() {
         refuse_slurm_tasks_without_mpi();
         return None;
@@ -107,10 +110,18 @@ pub fn join(opts: &Options, gpu_given: bool, config: &mut Config) -> Option<Coor
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
     let piece = config.chunk(false).bytes() * slots * 2;
     if rank != 0 {
-        worker::serve(&world, rank, config);
+        other_rank::serve(&world, rank, config, limits);
     }
     await_engines(&world, size);
-    Some(Coordinator::new(world, piece, config))
+    Some(Rank0 { world, piece })
+}
+
+/// Rank 0 of a job of several ranks, every rank's engine up: what its coordinator
+/// ([`crate::data::mpi_coordinator`]) needs.
+pub struct Rank0 {
+    pub world: SimpleCommunicator,
+    /// Bytes per part: a larger file is cut into parts.
+    pub piece: u64,
 }
 
 /// srun without an MPI plugin starts the tasks as unrelated processes, each of which would

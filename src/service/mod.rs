@@ -5,17 +5,17 @@
 //! what the client could. As sccache's server, it is an accelerator: a client that cannot use
 //! it copies in-process.
 //!
-//! `server` is the service, `client` the copier's side (a [`crate::copy::DataMover`]), `wire`
-//! what crosses the socket. This module holds what both ends agree on: where the socket is,
-//! which service a client asks for, and who is on the other end.
+//! `server` is the service, `wire` what crosses the socket; the copier's side is
+//! [`crate::data::service_client`], a [`crate::data::mover::DataMover`]. This module holds
+//! what both ends agree on: where the socket is, which service a client asks for, and who is
+//! on the other end.
 
-pub mod client;
 pub mod server;
 pub mod users;
 pub mod wire;
 
-use crate::open_dir::OpenDir;
-use crate::stat::Stat;
+use crate::sys::open_dir::OpenDir;
+use crate::sys::stat::Stat;
 use nix::fcntl::OFlag;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials, UnixAddr};
 use nix::sys::stat::Mode;

@@ -28,9 +28,9 @@ mod turn;
 
 use super::users::Users;
 use super::wire::{self, Outcome, Status, Welcome};
-use crate::messages;
+use crate::sys::messages;
 use aiscp_engine::quote::quote;
-use aiscp_engine::{Config, Diagnostics, Engine, QueueLimits};
+use aiscp_engine::{Config, Engine, QueueLimits};
 use connections::{accept_loop, bind, listen};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
@@ -57,6 +57,8 @@ pub struct ServeArgs {
     pub idle_exit: Duration,
     /// How long without a file to copy before the staging memory goes back (zero: never).
     pub idle_release: Duration,
+    /// The limits on files in flight that the run's settings give.
+    pub queue_limits: QueueLimits,
 }
 
 /// Runs the service in the foreground; returns the exit status.
@@ -84,7 +86,7 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
     let inherited = socket_passed()?;
     let stop = stop_on_signals()?;
     let (quiet, debug) = (config.quiet, config.debug);
-    let (engine, limits, slots_bytes) = start_engine(config)?;
+    let (engine, limits, slots_bytes) = start_engine(config, args.queue_limits)?;
     let path = args.socket.clone().unwrap_or_else(super::default_socket);
     let (listener, bound) = open_socket(inherited, &path, args.users.shared())?;
     let info = engine.info();
@@ -115,13 +117,14 @@ fn serve(config: Config, args: ServeArgs) -> Result<(), String> {
 
 /// The engine every client's files go through, with its queue limits and the staging
 /// memory its slots take.
-fn start_engine(config: Config) -> Result<(Engine, QueueLimits, u64), String> {
+fn start_engine(
+    config: Config,
+    settings: QueueLimits,
+) -> Result<(Engine, QueueLimits, u64), String> {
     let slots = config
         .slots_per_gpu
         .unwrap_or(aiscp_engine::DEFAULT_SLOTS_PER_GPU) as u64;
-    let diag = Box::new(ServiceDiagnostics {
-        quiet: config.quiet,
-    });
+    let diag = messages::EngineLines::new(config.quiet, String::new());
     let mut engine = Engine::start(config, diag).map_err(|e| e.to_string())?;
     let slots_bytes = engine.chunk_bytes() * slots;
     // No byte bound on the files in flight: it keeps one copier from running too far ahead of
@@ -131,7 +134,7 @@ fn start_engine(config: Config) -> Result<(Engine, QueueLimits, u64), String> {
     let limits = QueueLimits {
         bytes: u64::MAX,
         batch: 1,
-        ..crate::copy::queue_limits()
+        ..settings
     };
     engine.set_queue_limits(limits);
     Ok((engine, limits, slots_bytes))
@@ -301,20 +304,4 @@ fn say(line: &str) {
 
 fn debug_line(line: &str) {
     messages::debug(&format!("service: {line}"));
-}
-
-/// The engine's warnings and --debug lines, on the service's stderr.
-struct ServiceDiagnostics {
-    quiet: bool,
-}
-
-impl Diagnostics for ServiceDiagnostics {
-    fn warn(&mut self, line: &str) {
-        if !self.quiet {
-            messages::own_warning(line);
-        }
-    }
-    fn debug(&mut self, since_start: Duration, line: &str) {
-        messages::debug_at(since_start, line);
-    }
 }

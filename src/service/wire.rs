@@ -282,7 +282,7 @@ impl From<Stages> for StageTimes {
 /// A message that could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
-    #[error("{}", crate::messages::os_text(.0))]
+    #[error("{}", crate::sys::messages::os_text(.0))]
     Io(#[from] io::Error),
     /// The peer closed the connection.
     #[error("connection closed")]
@@ -341,7 +341,7 @@ fn send_with<T: Serialize>(
         ) {
             Ok(_) => return Ok(()),
             // A client stopping on a signal does not wait on a service that takes nothing.
-            Err(nix::errno::Errno::EINTR) if crate::signals::stop_asked() => {
+            Err(nix::errno::Errno::EINTR) if crate::sys::signals::stop_asked() => {
                 return Err(io::ErrorKind::Interrupted.into())
             }
             Err(nix::errno::Errno::EINTR) => continue,

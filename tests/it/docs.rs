@@ -372,7 +372,7 @@ fn no_import_circles() {
             "--no-back-arrows",
             "crates/engine/src",
             "--no-back-arrows",
-            "src/copy",
+            "src/cp/copy",
         ])
         .args([
             "src",

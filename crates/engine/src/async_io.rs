@@ -7,7 +7,7 @@ use crate::bounce::Names;
 use crate::error::CopyError;
 use crate::fileio;
 use crate::transfer::{self, Way};
-use crate::worker::{run_worker, take_slices, Endpoints, Handle, SideRoute, Work};
+use crate::worker::{run_worker, take_slices, Handle, SideRoute, SliceIo, Work};
 use std::ops::Range;
 
 /// One `--async` worker (both sides registered): one stream on its slot for this file,
@@ -16,20 +16,20 @@ use std::ops::Range;
 pub(crate) fn run_async_worker<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    ends: &Endpoints<'_, Handle<'_, S>>,
+    io: &SliceIo<'_, Handle<'_, S>>,
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
 ) {
     let (SideRoute::Library(src), SideRoute::Library(dst), Some(library)) =
-        (ends.src_side, ends.dst_side, staging.library())
+        (io.src_side, io.dst_side, staging.library())
     else {
-        return run_worker(staging, slot, ends, work, report);
+        return run_worker(staging, slot, io, work, report);
     };
     if library.slot_refusal(slot).is_some() {
-        return run_worker(staging, slot, ends, work, report);
+        return run_worker(staging, slot, io, work, report);
     }
     if let Err(e) = staging.enter_worker(slot) {
-        work.fail(0, ends.cx.names.read(e));
+        work.fail(0, io.cx.names.read(e));
         return;
     }
     let mut stream = match library.open_stream(slot) {
@@ -37,17 +37,17 @@ pub(crate) fn run_async_worker<S: Staging>(
         // Only an unregistered slot has no stream, and that was asked above.
         Ok(None) => return,
         Err(e) => {
-            work.fail(0, ends.cx.names.read(e));
+            work.fail(0, io.cx.names.read(e));
             return;
         }
     };
-    take_slices(work, report, ends.cx.pause, |slice| {
+    take_slices(work, report, io.cx.pause, |slice| {
         let len = slice.end - slice.start;
         let start = slice.start;
-        let done = copy_slice_in_grains(library, &mut stream, src, dst, ends, slice)?;
+        let done = copy_slice_in_grains(library, &mut stream, src, dst, io, slice)?;
         // A short slice (SOURCE ended in it) is left to the file's finish, piece and all.
         if done == len {
-            ends.cx
+            io.cx
                 .add_streamed_piece(library, &mut stream, start, len as usize);
         }
         Ok(done)
@@ -66,14 +66,14 @@ fn copy_slice_in_grains<'s, 'h, L: StreamIo>(
     stream: &mut L::Stream<'s>,
     src: &'s L::Handle<'h>,
     dst: &'s L::Handle<'h>,
-    ends: &Endpoints<'_, L::Handle<'h>>,
+    io: &SliceIo<'_, L::Handle<'h>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
     let len = slice.end - slice.start;
     let mut done = 0;
     while done < len {
         if done > 0 {
-            ends.cx.check_cancel()?;
+            io.cx.check_cancel()?;
         }
         let n = (len - done).min(fileio::STOP_GRAIN as u64);
         let part = OnStream {
@@ -84,7 +84,7 @@ fn copy_slice_in_grains<'s, 'h, L: StreamIo>(
             file_at: slice.start + done,
             slot_at: done as usize,
         };
-        let got = part.copy(n as usize, ends)?;
+        let got = part.copy(n as usize, io)?;
         done += got;
         if got < n {
             break;
@@ -115,9 +115,9 @@ impl<'s, L: StreamIo + 's> OnStream<'_, 's, '_, L> {
     /// op per synchronize, and the part the write had covered from there is written again. A
     /// short write is completed the same way. Returns the bytes in place, as the threaded
     /// worker's `copy_slice` does.
-    fn copy(mut self, len: usize, ends: &Endpoints<'_, L::Handle<'_>>) -> Result<u64, CopyError> {
-        let names = ends.cx.names;
-        let align = ends.align as usize;
+    fn copy(mut self, len: usize, io: &SliceIo<'_, L::Handle<'_>>) -> Result<u64, CopyError> {
+        let names = io.cx.names;
+        let align = io.align as usize;
         let (read, written) = self.read_then_write(len, names)?;
         if read == len && written == len {
             return Ok(len as u64);

@@ -34,7 +34,7 @@ mod state;
 
 pub(crate) use state::{FileCopy, Sides};
 
-pub(crate) use finish::Ended;
+pub(crate) use finish::FinalSize;
 pub(crate) use plan::{Access, Plan};
 pub use run::Timed;
 pub(crate) use run::{opening, Cut, Planned, Scheduler, Setup};
@@ -281,7 +281,7 @@ impl<'a> FileCopy<'a> {
 
     /// What the copy gave DEST, once its size is set: the size and, where the copy takes
     /// digests, DEST's digest (from the pieces that still stand, the rest read back).
-    pub(crate) fn copied(&self, ended: Ended, cx: &Ctx<'_>) -> Result<Copied, CopyError> {
+    pub(crate) fn copied(&self, ended: FinalSize, cx: &Ctx<'_>) -> Result<Copied, CopyError> {
         let digest = match cx.digest {
             None => None,
             Some(pieces) => {

@@ -6,7 +6,7 @@ use crate::bounce::{ready_windows, Ctx};
 use crate::error::CopyError;
 use crate::file_copy::{opening, Cut, FileCopy, Planned, Scheduler};
 use crate::job::ProgressSink;
-use crate::worker::{run_worker, Endpoints, Handle, SideRoute, Work};
+use crate::worker::{run_worker, Handle, SideRoute, SliceIo, Work};
 use std::ops::Range;
 use std::path::Path;
 
@@ -82,12 +82,12 @@ impl<S: Staging> Scheduler<S> for OneSlot<'_, S> {
 
     fn run(
         &mut self,
-        ends: &Endpoints<'_, Handle<'_, S>>,
+        io: &SliceIo<'_, Handle<'_, S>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
         let mut reported = 0;
-        run_worker(self.staging, self.slot, ends, work, &mut |n| {
+        run_worker(self.staging, self.slot, io, work, &mut |n| {
             reported += n;
             progress.advanced(n);
         });

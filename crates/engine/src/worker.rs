@@ -1,5 +1,5 @@
 //! One file's slices on the workers: the state they share ([`Work`]), how each side of the
-//! copy moves its bytes ([`SideRoute`], [`Endpoints`]), and the loop each worker runs: take a
+//! copy moves its bytes ([`SideRoute`], [`SliceIo`]), and the loop each worker runs: take a
 //! slice, read it into the slot, write it out (by the library or the bounce route).
 
 use crate::backend::{LibraryIo, Staging};
@@ -253,8 +253,9 @@ impl<'a> Work<'a> {
     }
 }
 
-/// Both ends of a file's copy, for its slices: the files and each side's route.
-pub(crate) struct Endpoints<'a, H> {
+/// What a file's slices are read and written through: both files, each side's route and
+/// the copy's context.
+pub(crate) struct SliceIo<'a, H> {
     pub(crate) src: &'a File,
     pub(crate) dst: &'a File,
     pub(crate) src_side: &'a SideRoute<H>,
@@ -269,16 +270,16 @@ pub(crate) struct Endpoints<'a, H> {
 pub(crate) fn run_worker<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    ends: &Endpoints<'_, Handle<'_, S>>,
+    io: &SliceIo<'_, Handle<'_, S>>,
     work: &Work<'_>,
     report: &mut dyn FnMut(u64),
 ) {
     if let Err(e) = staging.enter_worker(slot) {
-        work.fail(0, ends.cx.names.read(e));
+        work.fail(0, io.cx.names.read(e));
         return;
     }
-    take_slices(work, report, ends.cx.pause, |slice| {
-        copy_slice(staging, slot, ends, slice)
+    take_slices(work, report, io.cx.pause, |slice| {
+        copy_slice(staging, slot, io, slice)
     });
 }
 
@@ -349,24 +350,24 @@ fn in_grains(
 fn copy_slice<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    ends: &Endpoints<'_, Handle<'_, S>>,
+    io: &SliceIo<'_, Handle<'_, S>>,
     slice: Range<u64>,
 ) -> Result<u64, CopyError> {
     let len = (slice.end - slice.start) as usize;
-    let got = read_slice(staging, slot, ends, &slice)?;
+    let got = read_slice(staging, slot, io, &slice)?;
     // A short read (SOURCE ended in the slice) is left to the file's finish, piece and all.
     // A piece queued on the GPU is computed while the slice is written out.
     let piece = match got == len {
-        true => ends.cx.take_piece(staging, slot, slice.start, len),
+        true => io.cx.take_piece(staging, slot, slice.start, len),
         false => PieceToAdd::none(),
     };
-    let to_write = if got < len && ends.src_side.is_direct() | ends.dst_side.is_direct() {
-        got & !(ends.align as usize - 1)
+    let to_write = if got < len && io.src_side.is_direct() | io.dst_side.is_direct() {
+        got & !(io.align as usize - 1)
     } else {
         got
     };
-    let wrote = write_slice(staging, slot, ends, slice.start, to_write);
-    ends.cx.end_piece(staging, slot, piece, wrote.is_ok());
+    let wrote = write_slice(staging, slot, io, slice.start, to_write);
+    io.cx.end_piece(staging, slot, piece, wrote.is_ok());
     wrote.map(|()| to_write as u64)
 }
 
@@ -384,13 +385,13 @@ fn library_for<'s, S: Staging>(staging: &'s S, slot: &S::Slot) -> Option<&'s S::
 fn read_slice<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    ends: &Endpoints<'_, Handle<'_, S>>,
+    io: &SliceIo<'_, Handle<'_, S>>,
     slice: &Range<u64>,
 ) -> Result<usize, CopyError> {
-    let cx = ends.cx;
+    let cx = io.cx;
     let len = (slice.end - slice.start) as usize;
-    let align = ends.align as usize;
-    match (ends.src_side, library_for(staging, slot)) {
+    let align = io.align as usize;
+    match (io.src_side, library_for(staging, slot)) {
         (SideRoute::Library(handle), Some(library)) => in_grains(len, cx, |at, n| {
             cx.clock
                 .time(Stage::Read, || {
@@ -403,7 +404,7 @@ fn read_slice<S: Staging>(
         }),
         (side, _) => {
             let reader = Reader::At {
-                file: ends.src,
+                file: io.src,
                 direct: side.is_direct(),
             };
             bounce::read_in(staging, slot, &reader, slice.start, len, cx)
@@ -416,13 +417,13 @@ fn read_slice<S: Staging>(
 fn write_slice<S: Staging>(
     staging: &S,
     slot: &mut S::Slot,
-    ends: &Endpoints<'_, Handle<'_, S>>,
+    io: &SliceIo<'_, Handle<'_, S>>,
     start: u64,
     len: usize,
 ) -> Result<(), CopyError> {
-    let cx = ends.cx;
-    let align = ends.align as usize;
-    match (ends.dst_side, library_for(staging, slot)) {
+    let cx = io.cx;
+    let align = io.align as usize;
+    match (io.dst_side, library_for(staging, slot)) {
         (SideRoute::Library(handle), Some(library)) => {
             in_grains(len, cx, |at, n| {
                 cx.clock
@@ -437,8 +438,8 @@ fn write_slice<S: Staging>(
         }
         _ => {
             let writer = Writer::At {
-                file: ends.dst,
-                skip_zeros: ends.skip_zeros.then_some(align),
+                file: io.dst,
+                skip_zeros: io.skip_zeros.then_some(align),
             };
             bounce::write_out(staging, slot, &writer, start, len, cx).map_err(|(_, e)| e)?;
         }

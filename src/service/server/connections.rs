@@ -4,10 +4,10 @@
 
 use super::places::{Place, Places};
 use super::{say, ClientId, Shared, HELLO_TIMEOUT, MAX_CLIENTS, MAX_PENDING};
-use crate::messages;
 use crate::service::users::Users;
 use crate::service::wire::{self, FileRequest, Handover, Inbox, Reply, Request, WireError};
 use crate::service::SocketDir;
+use crate::sys::messages;
 use aiscp_engine::quote::quote;
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
@@ -60,7 +60,7 @@ pub(super) fn bind(path: &Path, shared: bool) -> Result<(OwnedFd, Bound), String
         make_socket_dir(&dir, shared)?;
     }
     let held = SocketDir::open(&dir, shared).map_err(|e| format!("not serving: {e}"))?;
-    crate::test_hook::pause("socket-dir-checked");
+    crate::sys::test_hook::pause("socket-dir-checked");
     let lock = take_lock(&held, (&dir, &name), path)?;
     match held.dir().unlink(&name) {
         Ok(()) => say(&format!("removed a stale socket at {}", quote(path))),

@@ -14,10 +14,10 @@ use crate::worker::Phase;
 use std::io;
 use std::ops::Range;
 
-/// How a file's copy ended: DEST's final size, and the prefix of it the data phase's slices
+/// DEST's final size once a file's copy ended, and the prefix of it the data phase's slices
 /// wrote and nothing wrote again (their digest pieces count only there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Ended {
+pub(crate) struct FinalSize {
     pub(crate) size: u64,
     pub(crate) kept: u64,
 }
@@ -78,7 +78,7 @@ impl FileCopy<'_> {
         slot: &mut S::Slot,
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<Ended, CopyError> {
+    ) -> Result<FinalSize, CopyError> {
         let Phase {
             good,
             whole,
@@ -106,7 +106,7 @@ impl FileCopy<'_> {
         if let Some(holes) = holes {
             progress.advanced(holes);
         }
-        Ok(Ended { size: end, kept })
+        Ok(FinalSize { size: end, kept })
     }
 
     /// The data phase's end made good before reading on from `good`: a failure other than a

@@ -4,7 +4,7 @@
 //! and, for a whole file, the finish after it ([`FileCopy::run`]). Which slots the slices
 //! run on, and on how many threads, is the [`Scheduler`]'s.
 
-use super::finish::Ended;
+use super::finish::FinalSize;
 use super::plan::Plan;
 use super::state::FileCopy;
 use crate::backend::Staging;
@@ -13,7 +13,7 @@ use crate::digest::{Algorithm, Pieces};
 use crate::error::CopyError;
 use crate::job::{ProgressSink, SparseMode};
 use crate::stages::{Stage, StageClock, StageTimes};
-use crate::worker::{Endpoints, Handle, Phase, SideRoute, Work};
+use crate::worker::{Handle, Phase, SideRoute, SliceIo, Work};
 use std::io;
 use std::ops::Range;
 use std::path::Path;
@@ -94,7 +94,7 @@ pub(crate) trait Scheduler<S: Staging> {
     /// Runs one window's slices; returns the bytes they reported to `progress`.
     fn run(
         &mut self,
-        ends: &Endpoints<'_, Handle<'_, S>>,
+        io: &SliceIo<'_, Handle<'_, S>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64;
@@ -138,7 +138,7 @@ impl FileCopy<'_> {
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
         diag: Option<&mut dyn FnMut(&str)>,
-    ) -> Result<Ended, CopyError> {
+    ) -> Result<FinalSize, CopyError> {
         let (phase, reported) =
             self.data_phase(staging, scheduler, (0..len, cut), cx, progress, diag)?;
         let slot = scheduler.finish_slot();
@@ -180,7 +180,7 @@ impl FileCopy<'_> {
         let mut reported = 0;
         let replan = |r| cutting.plan(self, r);
         let phase = self.in_windows(&range, plan, replan, |plan| {
-            let ends = Endpoints {
+            let io = SliceIo {
                 src: self.src,
                 dst: self.dst,
                 src_side: &src.0,
@@ -190,7 +190,7 @@ impl FileCopy<'_> {
                 align: plan.align,
             };
             let work = Work::new(&plan.slices, self.src, cx.cancel);
-            reported += scheduler.run(&ends, &work, progress);
+            reported += scheduler.run(&io, &work, progress);
             work.phase(&plan.window)
         });
         // The slices have ended: hand the fds back buffered, for the finish and the caller.

@@ -6,7 +6,7 @@
 use crate::backend::Staging;
 use crate::bounce::{Ctx, Pump, Reader, Stop, Writer};
 use crate::error::CopyError;
-use crate::file_copy::{Ended, FileCopy, Setup, Timed};
+use crate::file_copy::{FileCopy, FinalSize, Setup, Timed};
 use crate::fileio::MIN_ALIGN;
 use crate::job::{Copied, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::stages::{Stage, StageTimes};
@@ -149,7 +149,7 @@ impl<S: Staging> Pipeline<S> {
                 progress.route(crate::route::Route::Stream, crate::route::Route::Bounce);
                 file.begin(dst_regular, &cx)
                     .and_then(|()| self.copy_sequential(&file, dst_regular, &cx, progress))
-                    .map(|size| Ended { size, kept: size })
+                    .map(|size| FinalSize { size, kept: size })
             }
         };
         // The file's data phase is over either way; a bar must not outlive it.
@@ -203,7 +203,7 @@ impl<S: Staging> Pipeline<S> {
         parts: Vec<Result<PartEnd, CopyError>>,
         cx: &Ctx<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<Ended, CopyError> {
+    ) -> Result<FinalSize, CopyError> {
         // The parts' plans' holes: where SOURCE has data there now, the finish copies it.
         let phase = Phase::of_parts(parts);
         let (staging, slot) = self.first_chosen();

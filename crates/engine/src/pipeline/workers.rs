@@ -8,7 +8,7 @@ use crate::bounce::Ctx;
 use crate::error::CopyError;
 use crate::file_copy::{Cut, FileCopy, Planned, Scheduler};
 use crate::job::ProgressSink;
-use crate::worker::{run_worker, Endpoints, Handle, SideRoute, Work};
+use crate::worker::{run_worker, Handle, SideRoute, SliceIo, Work};
 use std::ops::Range;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -72,11 +72,11 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
     /// Runs the slices on the workers the plan readied, a thread each (inline when one).
     fn run(
         &mut self,
-        ends: &Endpoints<'_, Handle<'_, S>>,
+        io: &SliceIo<'_, Handle<'_, S>>,
         work: &Work<'_>,
         progress: &dyn ProgressSink,
     ) -> u64 {
-        let worker: Worker<S> = match self.streams(ends.src_side, ends.dst_side) {
+        let worker: Worker<S> = match self.streams(io.src_side, io.dst_side) {
             true => crate::async_io::run_async_worker::<S>,
             false => run_worker::<S>,
         };
@@ -102,7 +102,7 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
             .enumerate()
             .filter(|(i, _)| chosen.contains(i))
             .map(|(_, s)| s.as_mut().expect("allocated"));
-        let (staging, run) = (&**staging, Run { worker, ends, work });
+        let (staging, run) = (&**staging, Run { worker, io, work });
         match threads.as_ref().filter(|_| workers > 1) {
             Some(threads) => run.on_threads(staging, threads, slots, progress),
             None => slots
@@ -117,18 +117,13 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
 }
 
 /// The loop a worker runs on one slot: the threaded one, or `--async`'s.
-type Worker<S> = fn(
-    &S,
-    &mut <S as Staging>::Slot,
-    &Endpoints<'_, Handle<'_, S>>,
-    &Work<'_>,
-    &mut dyn FnMut(u64),
-);
+type Worker<S> =
+    fn(&S, &mut <S as Staging>::Slot, &SliceIo<'_, Handle<'_, S>>, &Work<'_>, &mut dyn FnMut(u64));
 
 /// One window's slices, and the loop that runs them on a slot.
 struct Run<'r, 'e, 'h, S: Staging> {
     worker: Worker<S>,
-    ends: &'r Endpoints<'e, Handle<'h, S>>,
+    io: &'r SliceIo<'e, Handle<'h, S>>,
     work: &'r Work<'r>,
 }
 
@@ -136,7 +131,7 @@ impl<S: Staging> Run<'_, '_, '_, S> {
     /// The slices on this thread, through `slot`; returns the bytes reported.
     fn inline(&self, staging: &S, slot: &mut S::Slot, progress: &dyn ProgressSink) -> u64 {
         let mut total = 0;
-        (self.worker)(staging, slot, self.ends, self.work, &mut |n| {
+        (self.worker)(staging, slot, self.io, self.work, &mut |n| {
             total += n;
             progress.advanced(n);
         });
@@ -156,12 +151,12 @@ impl<S: Staging> Run<'_, '_, '_, S> {
         S: 's,
     {
         let (tx, rx) = mpsc::channel::<u64>();
-        let (worker, ends, work) = (self.worker, self.ends, self.work);
+        let (worker, io, work) = (self.worker, self.io, self.work);
         threads.in_place_scope(|scope| {
             for slot in slots {
                 let tx = tx.clone();
                 scope.spawn(move |_| {
-                    worker(staging, slot, ends, work, &mut |n| {
+                    worker(staging, slot, io, work, &mut |n| {
                         let _ = tx.send(n);
                     })
                 });
