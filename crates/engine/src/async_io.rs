@@ -142,7 +142,11 @@ impl<'s, L: StreamIo + 's> OnStream<'_, 's, '_, L> {
 
     /// Queues the read and the write of `len` bytes and synchronizes once; returns both
     /// counts (an interrupted op counts 0, for the follow-up to retry).
-    fn read_then_write(&mut self, len: usize, names: &Names) -> Result<(usize, usize), CopyError> {
+    fn read_then_write(
+        &mut self,
+        len: usize,
+        names: &Names<'_>,
+    ) -> Result<(usize, usize), CopyError> {
         let staging = self.staging;
         staging
             .submit_read(self.stream, self.src, len, self.file_at, self.slot_at)

@@ -16,35 +16,41 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Names for messages, quoted once, and the paths themselves, which errors keep.
-pub(crate) struct Names {
-    pub(crate) src: String,
-    pub(crate) dst: String,
-    pub(crate) src_path: std::path::PathBuf,
-    pub(crate) dst_path: std::path::PathBuf,
+/// The two names of a copy, for messages: borrowed from the job, and quoted as cp quotes
+/// them only when a message or a --debug line needs them (a tree of small files makes none).
+#[derive(Clone, Copy)]
+pub(crate) struct Names<'p> {
+    pub(crate) src_path: &'p std::path::Path,
+    pub(crate) dst_path: &'p std::path::Path,
 }
 
-impl Names {
-    /// Both names quoted as cp quotes them.
-    pub(crate) fn of(src: &std::path::Path, dst: &std::path::Path) -> Names {
+impl<'p> Names<'p> {
+    /// The names of a copy from `src` to `dst`.
+    pub(crate) fn of(src: &'p std::path::Path, dst: &'p std::path::Path) -> Names<'p> {
         Names {
-            src: crate::quote::quote(src),
-            dst: crate::quote::quote(dst),
-            src_path: src.to_path_buf(),
-            dst_path: dst.to_path_buf(),
+            src_path: src,
+            dst_path: dst,
         }
+    }
+    /// SOURCE's name quoted as cp quotes it.
+    pub(crate) fn src(&self) -> String {
+        crate::quote::quote(self.src_path)
+    }
+    /// DEST's name quoted as cp quotes it.
+    pub(crate) fn dst(&self) -> String {
+        crate::quote::quote(self.dst_path)
     }
     /// A read failure, from an OS call or a GPU library call (hipfile-rs keeps the errno
     /// where there is one, the decoded text otherwise).
     pub(crate) fn read(&self, e: impl Into<io::Error>) -> CopyError {
         CopyError::Read {
-            path: self.src_path.clone(),
+            path: self.src_path.to_path_buf(),
             source: e.into(),
         }
     }
     pub(crate) fn write(&self, e: impl Into<io::Error>) -> CopyError {
         CopyError::Write {
-            path: self.dst_path.clone(),
+            path: self.dst_path.to_path_buf(),
             source: e.into(),
         }
     }
@@ -109,7 +115,7 @@ impl Stop<'_> {
 
 /// What one bounce needs besides the bytes' place.
 pub(crate) struct Ctx<'a> {
-    pub(crate) names: &'a Names,
+    pub(crate) names: &'a Names<'a>,
     pub(crate) cancel: &'a AtomicBool,
     /// What `cancel` leaves DEST to.
     pub(crate) on_stop: OnStop,
@@ -273,7 +279,9 @@ pub(crate) fn read_in<S: Staging>(
         cx.check_cancel()?;
         let piece = window_len.min(len - got);
         let window = clock
-            .time(Stage::CopyWait, || staging.window(slot, k, got))
+            .time_if(staging.windows_apart(), Stage::CopyWait, || {
+                staging.window(slot, k, got)
+            })
             .map_err(|e| names.read(e))?;
         let window = &mut window[..piece];
         let n = clock
@@ -288,7 +296,9 @@ pub(crate) fn read_in<S: Staging>(
         // rest, as DST is cut back to before it.
         cx.check_cancel()?;
         clock
-            .time(Stage::CopyQueue, || staging.upload(slot, k, n, got))
+            .time_if(staging.windows_apart(), Stage::CopyQueue, || {
+                staging.upload(slot, k, n, got)
+            })
             .map_err(|e| names.read(e))?;
         got += n;
         k ^= 1;
@@ -297,7 +307,9 @@ pub(crate) fn read_in<S: Staging>(
         }
     }
     clock
-        .time(Stage::CopyWait, || staging.settle(slot))
+        .time_if(staging.windows_apart(), Stage::CopyWait, || {
+            staging.settle(slot)
+        })
         .map_err(|e| names.read(e))?;
     Ok(got)
 }
@@ -324,7 +336,9 @@ pub(crate) fn write_out<S: Staging>(
     let queue = |slot: &mut S::Slot, i: usize, written: usize| {
         let (off, n) = piece(i);
         clock
-            .time(Stage::CopyQueue, || staging.download(slot, i % 2, off, n))
+            .time_if(staging.windows_apart(), Stage::CopyQueue, || {
+                staging.download(slot, i % 2, off, n)
+            })
             .map_err(|e| (written, names.write(e)))
     };
     for i in 0..pieces.min(2) {
@@ -335,7 +349,9 @@ pub(crate) fn write_out<S: Staging>(
         // No write begins once the copy is stopped.
         cx.check_cancel().map_err(|e| (written, e))?;
         let window = clock
-            .time(Stage::CopyWait, || staging.window(slot, i % 2, off))
+            .time_if(staging.windows_apart(), Stage::CopyWait, || {
+                staging.window(slot, i % 2, off)
+            })
             .map_err(|e| (written, names.write(e)))?;
         let window = &window[..n];
         let most = cx.write_piece().min(n.max(1));

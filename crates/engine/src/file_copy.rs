@@ -64,7 +64,7 @@ use std::sync::atomic::AtomicBool;
 
 impl<'a> FileCopy<'a> {
     /// The regular-file copy of `job`, with its names quoted once in `names`.
-    pub(crate) fn of(job: &'a DataJob<'_>, names: &'a Names) -> FileCopy<'a> {
+    pub(crate) fn of(job: &'a DataJob<'_>, names: &'a Names<'a>) -> FileCopy<'a> {
         FileCopy {
             src: job.src,
             dst: job.dst,
@@ -185,7 +185,7 @@ impl<'a> FileCopy<'a> {
             return Ok(());
         }
         self.dst.set_len(end).map_err(|e| CopyError::Extend {
-            path: self.names.dst_path.clone(),
+            path: self.names.dst_path.to_path_buf(),
             source: e,
         })
     }
@@ -236,7 +236,7 @@ impl<'a> FileCopy<'a> {
                     Side::Dest => &self.names.dst_path,
                 };
                 Err(CopyError::Register {
-                    path: path.clone(),
+                    path: path.to_path_buf(),
                     side,
                     library: staging.name(),
                     message: e.to_string(),
@@ -289,7 +289,7 @@ impl<'a> FileCopy<'a> {
                     pieces.finish(self.dst, ended.kept, ended.size)
                 });
                 let finished = finished.map_err(|e| CopyError::Digest {
-                    name: self.names.dst.clone(),
+                    name: self.names.dst(),
                     source: e,
                 })?;
                 Some(finished.digest)

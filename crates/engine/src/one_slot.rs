@@ -50,7 +50,7 @@ impl<S: Staging> Scheduler<S> for OneSlot<'_, S> {
             self.staging
                 .enter_worker(self.slot)
                 .map_err(|e| names.read(e))?;
-            ready_windows(self.staging, self.slot, &names.src_path)
+            ready_windows(self.staging, self.slot, names.src_path)
         })?;
         let cut = Cut {
             chunk: self.chunk,

@@ -332,7 +332,10 @@ fn copy_queued<S: Staging>(
             Timing {
                 secs: began_at.elapsed().as_secs_f64(),
                 stages: &stages,
-                where_: Some(where_in_flight(&*shared.staging, slot, index)),
+                // Named only for the --debug line that shows it.
+                where_: shared
+                    .debug
+                    .map(|_| where_in_flight(&*shared.staging, slot, index)),
             },
             AtEnd {
                 verify: reads_back,
@@ -397,7 +400,7 @@ fn copy_whole<S: Staging>(
     stop: Stop<'_>,
     slot: &mut S::Slot,
     job: &QueuedJob,
-    setup: &Setup,
+    setup: &Setup<'_>,
     debug: &mut Vec<(Duration, String)>,
 ) -> Result<Copied, CopyError> {
     let cx = setup.cx(stop, shared.pause);

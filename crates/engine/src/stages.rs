@@ -77,6 +77,15 @@ impl StageClock {
         out
     }
 
+    /// [`StageClock::time`] where `timed`; else only runs `f` (a step that does nothing
+    /// on this backend costs no clock reads).
+    pub(crate) fn time_if<T>(&self, timed: bool, stage: Stage, f: impl FnOnce() -> T) -> T {
+        match timed {
+            true => self.time(stage, f),
+            false => f(),
+        }
+    }
+
     pub(crate) fn times(&self) -> StageTimes {
         let at = |s: Stage| Duration::from_nanos(self.nanos[s as usize].load(Ordering::Relaxed));
         StageTimes {

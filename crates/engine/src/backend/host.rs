@@ -141,6 +141,9 @@ impl Staging for HostStaging {
     fn settle(&self, _: &mut AlignedBuf) -> Result<(), Error> {
         Ok(())
     }
+    fn windows_apart(&self) -> bool {
+        false
+    }
     /// On the CPU, on the worker's thread: the workers hash their slices side by side.
     fn hash(
         &self,

@@ -67,6 +67,13 @@ pub trait Staging: Sync {
     ) -> Result<(), Error>;
     /// Waits for every queued copy of the slot's windows (before library I/O reads the slot).
     fn settle(&self, slot: &mut Self::Slot) -> Result<(), Error>;
+    /// Whether the windows and the slot are apart, so that [`Staging::window`],
+    /// [`Staging::upload`], [`Staging::download`] and [`Staging::settle`] move or wait for
+    /// bytes and their time is worth a clock's two reads (host memory: the window is the
+    /// slot, and they do nothing).
+    fn windows_apart(&self) -> bool {
+        true
+    }
     /// The digest piece of the slot's first `len` bytes, which DEST receives at `start`,
     /// taken where they are staged, or queued there ([`Staging::hashed`] collects it; the
     /// slot's bytes must not change before). `Done(None)`: this backend does not hash its

@@ -18,17 +18,17 @@ use std::io;
 use std::ops::Range;
 use std::path::Path;
 
-/// What one file's copy is run with, set up once whatever schedules it: both names quoted,
-/// the pieces of its digest (--sums), and the clock its stages add to.
-pub(crate) struct Setup {
-    pub(crate) names: Names,
+/// What one file's copy is run with, set up once whatever schedules it: both names (for
+/// messages), the pieces of its digest (--sums), and the clock its stages add to.
+pub(crate) struct Setup<'p> {
+    pub(crate) names: Names<'p>,
     pub(crate) pieces: Option<Pieces>,
     pub(crate) clock: StageClock,
 }
 
-impl Setup {
+impl<'p> Setup<'p> {
     /// The set-up of a copy from `src` to `dst` taking a digest by `digest` (None: none).
-    pub(crate) fn new(src: &Path, dst: &Path, digest: Option<Algorithm>) -> Setup {
+    pub(crate) fn new(src: &'p Path, dst: &'p Path, digest: Option<Algorithm>) -> Setup<'p> {
         Setup {
             names: Names::of(src, dst),
             pieces: digest.map(Pieces::new),
@@ -215,8 +215,8 @@ impl FileCopy<'_> {
         };
         format!(
             "{} -> {}: {}, {} slice(s) aligned to {}, read {}{}, write {}{}{}",
-            self.names.src,
-            self.names.dst,
+            self.names.src(),
+            self.names.dst(),
             crate::units::length(range.end - range.start),
             plan.slices.len(),
             crate::units::size(if plan.direct { plan.align } else { 1 }),

@@ -13,7 +13,7 @@ pub(crate) type Sides<'fd, S> = [(SideRoute<Handle<'fd, S>>, &'static str); 2];
 pub(crate) struct FileCopy<'a> {
     pub(crate) src: &'a File,
     pub(crate) dst: &'a File,
-    pub(crate) names: &'a Names,
+    pub(crate) names: &'a Names<'a>,
     pub(crate) sparse: SparseMode,
     /// SOURCE may hold holes, so its plan looks its extents up ([`crate::QueuedJob`]'s
     /// field of the same name).

@@ -115,7 +115,7 @@ impl<S: Staging> Pipeline<S> {
     fn copy_whole(
         &mut self,
         job: &DataJob<'_>,
-        setup: &mut Setup,
+        setup: &mut Setup<'_>,
         progress: &dyn ProgressSink,
         stop: Stop<'_>,
         diag: &mut dyn FnMut(&str),
@@ -132,7 +132,7 @@ impl<S: Staging> Pipeline<S> {
         let cx = setup.cx(stop, self.pause);
         let names = cx.names;
         cx.clock
-            .time(Stage::Open, || self.first_slot(&names.src_path, diag))?;
+            .time(Stage::Open, || self.first_slot(names.src_path, diag))?;
         let len = match job.src_kind {
             SourceKind::Regular { len } if dst_regular => Some(len),
             _ => None,
@@ -145,7 +145,10 @@ impl<S: Staging> Pipeline<S> {
                 file.run(&*staging, self, (len, true), &cx, progress, Some(diag))
             }
             None => {
-                diag(&format!("{}: streamed through the bounce route", names.src));
+                diag(&format!(
+                    "{}: streamed through the bounce route",
+                    names.src()
+                ));
                 progress.route(crate::route::Route::Stream, crate::route::Route::Bounce);
                 file.begin(dst_regular, &cx)
                     .and_then(|()| self.copy_sequential(&file, dst_regular, &cx, progress))
@@ -171,7 +174,7 @@ impl<S: Staging> Pipeline<S> {
         let mut setup = Setup::new(job.src_name, job.dst_name, job.digest);
         let result = (|| {
             let cx = setup.cx(stop, self.pause);
-            self.first_slot(&cx.names.src_path, diag)?;
+            self.first_slot(cx.names.src_path, diag)?;
             let file = FileCopy::of(job, cx.names);
             let staging = Arc::clone(&self.staging);
             let (phase, _) =
@@ -187,7 +190,7 @@ impl<S: Staging> Pipeline<S> {
 
     /// A file's copy as it ended, with its stage times (added to the run's) and the GPUs
     /// its slots were on.
-    fn ran<T>(&mut self, result: Result<T, CopyError>, setup: &Setup) -> Ran<T> {
+    fn ran<T>(&mut self, result: Result<T, CopyError>, setup: &Setup<'_>) -> Ran<T> {
         let stages = setup.stages();
         self.run_stages.add(&stages);
         Ran {

@@ -42,7 +42,7 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
         let plan_for = |cut: &Cut| cut.plan(file, range.clone()).map_err(|e| names.read(e));
         let mut plan = plan_for(&cut)?;
         let wanted = self.chosen.len().min(plan.slices.len());
-        let granted = self.ensure_slots(wanted, &names.src_path, diag)?;
+        let granted = self.ensure_slots(wanted, names.src_path, diag)?;
         if granted.chunk != cut.chunk {
             // Device memory ran short: more, smaller slices (never fewer than workers).
             cut.chunk = granted.chunk;
@@ -51,7 +51,7 @@ impl<S: Staging> Scheduler<S> for Pipeline<S> {
         let mut workers = granted.slots;
         if !(self.staging.library().is_some() && plan.direct) {
             // Every slice bounces: each worker's windows must exist before DST is touched.
-            workers = self.ready_windows(workers, &names.src_path, diag)?;
+            workers = self.ready_windows(workers, names.src_path, diag)?;
         }
         self.workers = workers;
         Ok(Planned { plan, cut })
