@@ -29,9 +29,11 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub(crate) mod jobs;
 
 /// How much may be queued at once, and how queued files are read and written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,7 +195,7 @@ impl<S> Shared<S> {
 
 /// The workers and what is in flight.
 pub(crate) struct Flight<S: Staging> {
-    pub(crate) jobs: Option<mpsc::Sender<Batch>>,
+    pub(crate) jobs: Option<jobs::Sender<Batch>>,
     /// Small files submitted and not yet sent ([`QueueLimits::batch`]).
     pub(crate) held: Vec<Sent>,
     /// Jobs the caller is done with, closed by the worker that takes the next files sent.
@@ -231,7 +233,7 @@ impl<S: Staging> Flight<S> {
             retired: std::mem::take(&mut self.retired),
         };
         let unsent = match &self.jobs {
-            Some(tx) => tx.send(batch).err().map(|e| e.0.files),
+            Some(tx) => tx.send(batch).err().map(|b| b.files),
             None => Some(batch.files),
         };
         for (ticket, job, _) in unsent.into_iter().flatten() {
@@ -294,12 +296,11 @@ pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
     index: usize,
     mut slot: S::Slot,
-    jobs: &Mutex<mpsc::Receiver<Batch>>,
+    jobs: &jobs::Receiver<Batch>,
     done: &mpsc::Sender<Finished>,
 ) -> (usize, S::Slot) {
     loop {
-        let next = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok(batch) = next else {
+        let Some(batch) = jobs.recv() else {
             return (index, slot);
         };
         for sent in batch.files {

@@ -5,6 +5,7 @@ use super::state::Pipeline;
 use crate::backend::Staging;
 use crate::config::Config;
 use crate::error::CopyError;
+use crate::queue::jobs;
 use crate::queue::{
     no_workers, read_back_one, worker, Batch, Finished, Flight, QueueLimits, QueuedJob, Sent,
     Shared,
@@ -12,7 +13,7 @@ use crate::queue::{
 use crate::read_back::{Checking, ReadBacks};
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -76,7 +77,7 @@ where
     ) -> Result<(), CopyError> {
         let want = self.chosen.len();
         let n = self.ensure_slots(want, src_name, diag)?.slots;
-        let (jobs_tx, jobs_rx) = mpsc::channel::<Batch>();
+        let (jobs_tx, jobs_rx) = jobs::channel::<Batch>();
         let (done_tx, done_rx) = mpsc::channel();
         let read_backs = config.verify.and_then(|verify| {
             let checking = Checking {
@@ -124,16 +125,15 @@ where
     fn spawn_workers(
         &mut self,
         shared: Vec<Shared<S>>,
-        (jobs, done): (mpsc::Receiver<Batch>, mpsc::Sender<Finished>),
+        (jobs, done): (jobs::Receiver<Batch>, mpsc::Sender<Finished>),
         diag: &mut dyn FnMut(&str),
     ) -> Vec<JoinHandle<(usize, S::Slot)>> {
-        let jobs = Arc::new(Mutex::new(jobs));
         let mut workers = Vec::new();
         for (&i, shared) in self.chosen.iter().zip(shared) {
             let Some(slot) = self.slots[i].take() else {
                 continue;
             };
-            let (rx, tx) = (Arc::clone(&jobs), done.clone());
+            let (rx, tx) = (jobs.clone(), done.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("aiscp-file-{i}"))
                 .spawn(move || worker(shared, i, slot, &rx, &tx));
@@ -229,7 +229,7 @@ fn send<S: Staging>(
         files: vec![sent],
         retired: std::mem::take(&mut flight.retired),
     };
-    if let Err(mpsc::SendError(mut batch)) = tx.send(batch) {
+    if let Err(mut batch) = tx.send(batch) {
         // Every worker has ended (a panic): the caller copies the file itself.
         let (_, job, _) = batch.files.remove(0);
         return Err(Box::new((job, no_workers())));
