@@ -98,8 +98,9 @@ fn in_flight_setting() -> Result<Option<InFlightSetting>, String> {
 /// `AISCP_IN_FLIGHT=FILES[,BYTES[,DIRECT_FROM]]` overrides the engine's limits (0 files: one
 /// file at a time), for measuring them; the defaults are chosen by the runs in
 /// bench/results/HISTORY.md, "2026-12-01, dev VM: many files in flight". Each file
-/// in flight holds two descriptors: at most a quarter of the open-file limit goes to them,
-/// and none under a limit below 64.
+/// in flight holds two descriptors, until a file worker closes them after the file's turn
+/// (`Engine::retire`): at most a quarter of the open-file limit goes to files in flight,
+/// about as many again to those waiting to be closed, and none under a limit below 64.
 fn queue_limits(setting: Option<&InFlightSetting>) -> QueueLimits {
     let mut limits = QueueLimits {
         batch: SMALL_FILES_BATCH,

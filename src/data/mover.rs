@@ -48,6 +48,11 @@ pub trait FileQueue {
     fn submit(&mut self, job: QueuedJob) -> Result<Ticket, Box<(QueuedJob, CopyError)>>;
     /// A queued file whose copy has ended; with `block`, waits while any is in flight.
     fn next_finished(&mut self, block: bool) -> Option<Finished>;
+    /// A finished file's job the caller is done with: where the queue can, its files are
+    /// closed off the caller's thread.
+    fn retire(&mut self, job: QueuedJob) {
+        drop(job);
+    }
 }
 
 impl FileQueue for Engine {
@@ -65,5 +70,8 @@ impl FileQueue for Engine {
     }
     fn next_finished(&mut self, block: bool) -> Option<Finished> {
         Engine::next_finished(self, block)
+    }
+    fn retire(&mut self, job: QueuedJob) {
+        Engine::retire(self, job);
     }
 }

@@ -29,9 +29,11 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+pub(crate) mod jobs;
 
 /// How much may be queued at once, and how queued files are read and written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +95,13 @@ pub struct QueuedJob {
 /// A queued file as the workers receive it: its ticket, the job, and the flag that stops it
 /// when it is not the run's own ([`crate::Engine::submit_cancellable`]).
 pub(crate) type Sent = (Ticket, QueuedJob, Option<Arc<AtomicBool>>);
+
+/// What one message to the workers carries: files to copy, and jobs the caller is done
+/// with ([`crate::Engine::retire`]), whose files the worker closes after copying.
+pub(crate) struct Batch {
+    pub(crate) files: Vec<Sent>,
+    pub(crate) retired: Vec<QueuedJob>,
+}
 
 impl QueuedJob {
     /// The job as one copied in turn ([`crate::Engine::copy`], which cuts DEST once the
@@ -186,9 +195,11 @@ impl<S> Shared<S> {
 
 /// The workers and what is in flight.
 pub(crate) struct Flight<S: Staging> {
-    pub(crate) jobs: Option<mpsc::Sender<Vec<Sent>>>,
+    pub(crate) jobs: Option<jobs::Sender<Batch>>,
     /// Small files submitted and not yet sent ([`QueueLimits::batch`]).
     pub(crate) held: Vec<Sent>,
+    /// Jobs the caller is done with, closed by the worker that takes the next files sent.
+    pub(crate) retired: Vec<QueuedJob>,
     /// Files of a batch that could not be sent (every worker gone), handed back as not
     /// copied ([`CopyError::NotMoved`]).
     pub(crate) unsent: VecDeque<Finished>,
@@ -204,16 +215,26 @@ pub(crate) struct Flight<S: Staging> {
 }
 
 impl<S: Staging> Flight<S> {
-    /// Sends the files held to one worker; where every worker is gone they come back as
-    /// not copied.
+    /// Sends the files held to one worker, with the jobs retired so far; where every worker
+    /// is gone they come back as not copied (and the retired are closed here).
     pub(crate) fn send_held(&mut self) {
-        if self.held.is_empty() {
+        if !self.held.is_empty() {
+            self.send_all();
+        }
+    }
+
+    /// [`Flight::send_held`], also when only retired jobs are held.
+    pub(crate) fn send_all(&mut self) {
+        if self.held.is_empty() && self.retired.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.held);
+        let batch = Batch {
+            files: std::mem::take(&mut self.held),
+            retired: std::mem::take(&mut self.retired),
+        };
         let unsent = match &self.jobs {
-            Some(tx) => tx.send(batch).err().map(|e| e.0),
-            None => Some(batch),
+            Some(tx) => tx.send(batch).err().map(|b| b.files),
+            None => Some(batch.files),
         };
         for (ticket, job, _) in unsent.into_iter().flatten() {
             self.unsent.push_back(Finished {
@@ -229,7 +250,7 @@ impl<S: Staging> Flight<S> {
 
     /// Stops the workers once the queue is empty; returns their slots by index.
     pub(crate) fn land(mut self) -> Vec<(usize, S::Slot)> {
-        self.send_held();
+        self.send_all();
         self.jobs = None;
         let slots = std::mem::take(&mut self.workers)
             .into_iter()
@@ -245,7 +266,7 @@ impl<S: Staging> Drop for Flight<S> {
         // Workers see the queue closed once it is empty; their slots go back before the
         // staging (held by the pipeline) is dropped. Files held go first, so each ends as
         // a sent one does (not begun, when the run was stopped).
-        self.send_held();
+        self.send_all();
         self.jobs = None;
         for w in self.workers.drain(..) {
             let _ = w.join();
@@ -275,19 +296,20 @@ pub(crate) fn worker<S: Staging>(
     shared: Shared<S>,
     index: usize,
     mut slot: S::Slot,
-    jobs: &Mutex<mpsc::Receiver<Vec<Sent>>>,
+    jobs: &jobs::Receiver<Batch>,
     done: &mpsc::Sender<Finished>,
 ) -> (usize, S::Slot) {
     loop {
-        let next = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok(batch) = next else {
+        let Some(batch) = jobs.recv() else {
             return (index, slot);
         };
-        for sent in batch {
+        for sent in batch.files {
             if !copy_queued(&shared, index, &mut slot, sent, done) {
                 return (index, slot);
             }
         }
+        // The caller's thread bounds a tree of small files: their closes are made here.
+        drop(batch.retired);
     }
 }
 

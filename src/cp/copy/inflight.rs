@@ -19,8 +19,9 @@ use crate::sys::messages::Reported;
 use crate::sys::messages::{self, error, Held};
 use crate::sys::stat::{FileId, Stat};
 use aiscp_engine::{CopyError, Finished, QueueLimits, QueuedJob, Ticket};
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -323,8 +324,13 @@ impl Copier<'_> {
                     let hold = messages::hold(None);
                     match (pending, finished) {
                         (Some(p), Some(f)) => {
-                            if let Some(result) = self.finish_file(p, f) {
+                            if let Some(result) = self.finish_file(p, &f) {
                                 super::copier::count(&mut self.files, &result);
+                            }
+                            // Its files are closed off this thread, the one a tree of
+                            // small files waits on.
+                            if let Some(queue) = self.file_queue() {
+                                queue.retire(f.job);
                             }
                         }
                         // The engine lost the file (cannot happen): never a silent success.
@@ -358,7 +364,7 @@ impl Copier<'_> {
     /// What follows a queued file's data, as `copy_file` does it for a file copied in turn:
     /// the error, or the attributes. Returns what became of the file; None for one the run
     /// was stopped before (neither copied nor failed).
-    fn finish_file(&mut self, p: Pending, f: Finished) -> Option<Result<Disposition, Reported>> {
+    fn finish_file(&mut self, p: Pending, f: &Finished) -> Option<Result<Disposition, Reported>> {
         for (set, id) in [
             (&mut self.inflight.reading, p.src_id),
             (&mut self.inflight.writing, p.dst_id),
@@ -373,7 +379,7 @@ impl Copier<'_> {
         let copied = match &f.result {
             // Stopped before its turn: a DEST made for it by this run goes again (it was
             // never written; cp would not have made it), checked to be the file made.
-            Err(CopyError::Interrupted) if never_began(&f) => {
+            Err(CopyError::Interrupted) if never_began(f) => {
                 self.inflight.cut_off = true;
                 let ours = std::fs::symlink_metadata(&p.dst_path).is_ok_and(|m| {
                     use std::os::unix::fs::MetadataExt;
@@ -388,14 +394,14 @@ impl Copier<'_> {
             Err(CopyError::Interrupted) => None,
             // Not copied where it was sent (an MPI rank no longer found it by name): copied
             // here in turn, through the descriptors this process holds, as it would have been.
-            Err(CopyError::NotMoved) => self.copy_here(&p, &f),
+            Err(CopyError::NotMoved) => self.copy_here(&p, f),
             // The first file (in cp's order) to meet a full disk shared it with the files
             // in flight after it, which cp had not begun: they give their space back, and
             // this one is copied again in turn, to keep what cp keeps.
             Err(e) if e.is_disk_full() && !self.inflight.out_of_space => {
                 self.give_back_space();
                 let _ = f.job.dst.set_len(0);
-                self.copy_here(&p, &f)
+                self.copy_here(&p, f)
             }
             Err(e) => {
                 error(&e.to_string());
@@ -403,7 +409,7 @@ impl Copier<'_> {
             }
             Ok(copied) => {
                 self.list_digest(&p.dst_path, copied);
-                self.apply_attrs(&p, &f).then_some(copied.size)
+                self.apply_attrs(&p, f).then_some(copied.size)
             }
         };
         if let Some(bytes) = copied {
@@ -413,7 +419,7 @@ impl Copier<'_> {
         // A failed copy is not "just created" (as when copied in turn).
         let name = super::names::name_key(&p.dst_path);
         self.memory.created.remove(&(p.dst_id, name));
-        (!never_began(&f)).then_some(Err(Reported))
+        (!never_began(f)).then_some(Err(Reported))
     }
 
     /// After a full disk: every file in flight (all later than the one that met it in cp's

@@ -70,6 +70,14 @@ impl Engine {
         Ok(ticket)
     }
 
+    /// Takes back a finished file's job once the caller is done with it: its files are
+    /// closed (and its names freed) on a file worker, with the next files sent there or
+    /// when the flight lands, instead of on the caller's thread. Nothing is written through
+    /// them any more, so the moment they close is no effect anyone sees.
+    pub fn retire(&mut self, job: QueuedJob) {
+        with_pipeline!(&mut self.backend, p => p.retire(job, &self.limits));
+    }
+
     /// A queued file whose copy has ended, in the order they end; with `block`, waits for
     /// one while any is in flight. None when none is (or, without `block`, none has ended).
     pub fn next_finished(&mut self, block: bool) -> Option<Finished> {

@@ -5,13 +5,15 @@ use super::state::Pipeline;
 use crate::backend::Staging;
 use crate::config::Config;
 use crate::error::CopyError;
+use crate::queue::jobs;
 use crate::queue::{
-    no_workers, read_back_one, worker, Finished, Flight, QueueLimits, QueuedJob, Sent, Shared,
+    no_workers, read_back_one, worker, Batch, Finished, Flight, QueueLimits, QueuedJob, Sent,
+    Shared,
 };
 use crate::read_back::{Checking, ReadBacks};
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -75,7 +77,7 @@ where
     ) -> Result<(), CopyError> {
         let want = self.chosen.len();
         let n = self.ensure_slots(want, src_name, diag)?.slots;
-        let (jobs_tx, jobs_rx) = mpsc::channel::<Vec<Sent>>();
+        let (jobs_tx, jobs_rx) = jobs::channel::<Batch>();
         let (done_tx, done_rx) = mpsc::channel();
         let read_backs = config.verify.and_then(|verify| {
             let checking = Checking {
@@ -106,6 +108,7 @@ where
         self.flight = Some(Flight {
             jobs: Some(jobs_tx),
             held: Vec::new(),
+            retired: Vec::new(),
             unsent: VecDeque::new(),
             done: done_rx,
             workers,
@@ -122,16 +125,15 @@ where
     fn spawn_workers(
         &mut self,
         shared: Vec<Shared<S>>,
-        (jobs, done): (mpsc::Receiver<Vec<Sent>>, mpsc::Sender<Finished>),
+        (jobs, done): (jobs::Receiver<Batch>, mpsc::Sender<Finished>),
         diag: &mut dyn FnMut(&str),
     ) -> Vec<JoinHandle<(usize, S::Slot)>> {
-        let jobs = Arc::new(Mutex::new(jobs));
         let mut workers = Vec::new();
         for (&i, shared) in self.chosen.iter().zip(shared) {
             let Some(slot) = self.slots[i].take() else {
                 continue;
             };
-            let (rx, tx) = (Arc::clone(&jobs), done.clone());
+            let (rx, tx) = (jobs.clone(), done.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("aiscp-file-{i}"))
                 .spawn(move || worker(shared, i, slot, &rx, &tx));
@@ -163,6 +165,18 @@ where
         flight.bytes -= flight.sizes.remove(&f.ticket).unwrap_or(0);
         self.run_stages.add(&f.stages);
         Some(f)
+    }
+
+    /// Takes a job the caller is done with, to close its files on a worker with the next
+    /// files sent (at once where no flight runs; sent alone once `limits.files` wait).
+    pub(crate) fn retire(&mut self, job: QueuedJob, limits: &QueueLimits) {
+        let Some(flight) = self.flight.as_mut() else {
+            return;
+        };
+        flight.retired.push(job);
+        if flight.retired.len() >= limits.files.max(1) {
+            flight.send_all();
+        }
     }
 
     /// Waits for every file in flight (their results appended to `into`), stops the workers
@@ -211,9 +225,13 @@ fn send<S: Staging>(
     let Some(tx) = flight.jobs.as_ref() else {
         unreachable!("the queue is open while the flight is");
     };
-    if let Err(mpsc::SendError(mut batch)) = tx.send(vec![sent]) {
+    let batch = Batch {
+        files: vec![sent],
+        retired: std::mem::take(&mut flight.retired),
+    };
+    if let Err(mut batch) = tx.send(batch) {
         // Every worker has ended (a panic): the caller copies the file itself.
-        let (_, job, _) = batch.remove(0);
+        let (_, job, _) = batch.files.remove(0);
         return Err(Box::new((job, no_workers())));
     }
     Ok(())

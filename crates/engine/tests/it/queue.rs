@@ -399,3 +399,54 @@ fn a_files_own_cancel_flag_stops_only_that_file() {
     };
     assert_eq!(engine.copy(&data, &NoProgress).unwrap().size, 70_000);
 }
+
+/// Whether descriptor `fd` of this process is open on `path` (another test's file may
+/// have taken the number since).
+fn open_on(fd: i32, path: &Path) -> bool {
+    fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|p| p == path)
+}
+
+/// A finished file's job handed back with `retire` has its files closed by the workers,
+/// at the latest when the flight lands; before the flight starts, at once.
+#[test]
+fn retired_jobs_are_closed_by_the_time_the_flight_lands() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let mut engine = start_engine(BackendChoice::Host, CHUNK, 2, false);
+    engine.set_queue_limits(QueueLimits {
+        batch: 4,
+        ..QueueLimits::default()
+    });
+    let src = dir.join("early-src");
+    write_random(&src, 100, 9);
+    let early = job(&src, &dir.join("early-dst"), SparseMode::Auto);
+    let early_fds = [early.src.as_raw_fd(), early.dst.as_raw_fd()];
+    engine.retire(early);
+    assert!(
+        !open_on(early_fds[0], &src),
+        "closed at once without a flight"
+    );
+    let mut open = Vec::new();
+    for i in 0..6 {
+        let src = dir.join(format!("s{i}"));
+        let data = write_random(&src, 3000 + i, i as u64);
+        let dst = dir.join(format!("d{i}"));
+        engine
+            .submit(job(&src, &dst, SparseMode::Auto))
+            .ok()
+            .unwrap();
+        let f = engine.next_finished(true).unwrap();
+        assert_eq!(
+            f.result.as_ref().map(|c| c.size).ok(),
+            Some(data.len() as u64)
+        );
+        open.push((f.job.src.as_raw_fd(), src, f.job.dst.as_raw_fd(), dst));
+        engine.retire(f.job);
+    }
+    drop(engine);
+    for (src_fd, src, dst_fd, dst) in &open {
+        assert!(!open_on(*src_fd, src), "{} still open", src.display());
+        assert!(!open_on(*dst_fd, dst), "{} still open", dst.display());
+    }
+}
