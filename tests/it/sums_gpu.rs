@@ -52,6 +52,11 @@ fn reference(algorithm: &str, bytes: &[u8]) -> String {
 /// Copies a tree with `--sums=ALGORITHM --debug` on the fake GPU with `faults`; checks every
 /// manifest line and returns the --debug line saying where digests were computed.
 fn copy_with_sums(algorithm: &str, faults: &str) -> String {
+    copy_on(algorithm, faults, "gfx942:sramecc+:xnack-")
+}
+
+/// [`copy_with_sums`] on fake GPUs of architecture `arch`.
+fn copy_on(algorithm: &str, faults: &str, arch: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let files = make_tree(&dir.path().join("src"));
     let report = dir.path().join("report");
@@ -60,7 +65,8 @@ fn copy_with_sums(algorithm: &str, faults: &str) -> String {
         .args(["-r", "--debug", "--chunk-size=64K"])
         .arg(format!("--sums={algorithm}"))
         .args(["src", "dst"])
-        .env("AISCP_FAKE_GPU_FAULTS", faults);
+        .env("AISCP_FAKE_GPU_FAULTS", faults)
+        .env("AISCP_FAKE_GPU_ARCH", arch);
     Backend::FakeGpu.apply(&mut cmd, &report);
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -149,4 +155,20 @@ fn compiled_kernels_are_kept_for_the_next_run_and_a_bad_copy_is_compiled_again()
     let fourth = copy_with_sums("blake3", "");
     assert!(fourth.contains("compiled in "), "{fourth}");
     assert_eq!(cached_at(&copy_with_sums("blake3", "")), Some(cached));
+}
+
+/// Kernels compiled for one GPU architecture are kept for it alone: a run on another
+/// compiles its own (the GPU would refuse the first's code object), and each later run
+/// finds its own architecture's image, whichever ran last.
+#[test]
+fn kept_kernels_serve_only_the_architecture_they_were_compiled_for() {
+    let (mi300, mi250) = ("gfx942:sramecc+:xnack-", "gfx90a:sramecc+:xnack-");
+    let first = copy_on("blake3", "", mi300);
+    assert!(first.contains("compiled in "), "{first}");
+    let other = copy_on("blake3", "", mi250);
+    assert!(other.contains("compiled in "), "{other}");
+    let again = copy_on("crc32c", "", mi300);
+    let kept = cached_at(&again).unwrap_or_else(|| panic!("not from the cache: {again}"));
+    let theirs = cached_at(&copy_on("crc64nvme", "", mi250)).expect("the other's image kept");
+    assert_ne!(kept, theirs);
 }

@@ -27,11 +27,15 @@ const HIPRTC_ERROR_COMPILATION: c_int = 6;
 const HIP_SUCCESS: c_int = 0;
 const HIP_ERROR_INVALID_VALUE: c_int = 1;
 const HIP_ERROR_INVALID_IMAGE: c_int = 200;
+const HIP_ERROR_NO_BINARY_FOR_GPU: c_int = 209;
 const HIP_ERROR_INVALID_HANDLE: c_int = 400;
 const HIP_ERROR_NOT_FOUND: c_int = 500;
 
-/// The image a fake compile produces: this line, then one kernel name per line, then NUL.
+/// The image a fake compile produces: this line, the target line, then one kernel name
+/// per line, then NUL.
 const MAGIC: &str = "fake-gpu code object\n";
+/// How the image names the architecture it was compiled for.
+const TARGET: &str = "target ";
 
 struct Program {
     source: String,
@@ -73,11 +77,24 @@ fn kernel_names(source: &str) -> Vec<String> {
     names
 }
 
+/// The architecture `--gpu-architecture=ARCH` among a compile's options names, if any.
+unsafe fn target_of(num_options: c_int, options: *const *const c_char) -> Option<String> {
+    if options.is_null() {
+        return None;
+    }
+    (0..num_options.max(0) as usize).find_map(|i| {
+        let option = CStr::from_ptr(*options.add(i)).to_string_lossy();
+        option
+            .strip_prefix("--gpu-architecture=")
+            .map(str::to_owned)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn hiprtcCompileProgram(
     prog: *mut c_void,
-    _num_options: c_int,
-    _options: *const *const c_char,
+    num_options: c_int,
+    options: *const *const c_char,
 ) -> c_int {
     let Some(program) = prog.cast::<Program>().as_mut() else {
         return HIPRTC_ERROR_INVALID_PROGRAM;
@@ -91,7 +108,10 @@ pub unsafe extern "C" fn hiprtcCompileProgram(
         program.log = "fake-gpu: the source defines no extern \"C\" __global__ kernel".into();
         return HIPRTC_ERROR_COMPILATION;
     }
+    // Compiled for the device's own architecture unless told, as hiprtc does.
+    let target = target_of(num_options, options).unwrap_or_else(crate::topology::arch);
     let mut code = MAGIC.as_bytes().to_vec();
+    code.extend_from_slice(format!("{TARGET}{target}\n").as_bytes());
     for name in names {
         code.extend_from_slice(name.as_bytes());
         code.push(b'\n');
@@ -193,7 +213,14 @@ pub unsafe extern "C" fn hipModuleLoadData(
     let Some(list) = text.strip_prefix(MAGIC) else {
         return HIP_ERROR_INVALID_IMAGE;
     };
-    let names = list.lines().map(str::to_owned).collect();
+    let mut lines = list.lines();
+    // A code object of another architecture, as a GPU refuses one.
+    match lines.next().and_then(|l| l.strip_prefix(TARGET)) {
+        Some(target) if target == crate::topology::arch() => {}
+        Some(_) => return HIP_ERROR_NO_BINARY_FOR_GPU,
+        None => return HIP_ERROR_INVALID_IMAGE,
+    }
+    let names = lines.map(str::to_owned).collect();
     *module = Box::into_raw(Box::new(Module { names })).cast();
     HIP_SUCCESS
 }

@@ -1,4 +1,5 @@
-//! Several devices: the runtime calls that answer with a device's PCI address and memory,
+//! Several devices: the runtime calls that answer with a device's PCI address, memory and
+//! architecture,
 //! and the check that memory is used from a thread whose current device is the memory's own
 //! (what a caller that keeps each worker on its device does). The per-device data itself is
 //! in `device_use`.
@@ -68,5 +69,40 @@ pub unsafe extern "C" fn hipDeviceTotalMem(bytes: *mut usize, device: c_int) -> 
         return HIP_ERROR_INVALID_VALUE;
     }
     *bytes = DEVICE_MEMORY;
+    HIP_SUCCESS
+}
+
+/// The architecture every fake device reports (`gcnArchName`): `AISCP_FAKE_GPU_ARCH`, else
+/// an MI300X's. A code object compiled for another is refused (`kernels`).
+pub fn arch() -> String {
+    std::env::var("AISCP_FAKE_GPU_ARCH").unwrap_or_else(|_| "gfx942:sramecc+:xnack-".into())
+}
+
+/// The size the fake fills of a caller's hipDeviceProp_t: less than any ROCm release's.
+const PROPS_LEN: usize = 1024;
+/// Where the fake puts `gcnArchName`, past `name` (the caller finds it by its form; real
+/// releases put it elsewhere).
+const ARCH_AT: usize = 700;
+
+/// ROCm 6's hipGetDeviceProperties: the fake fills `name` and `gcnArchName` alone.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDevicePropertiesR0600(props: *mut u8, device: c_int) -> HipError {
+    let fake = fake();
+    if fake.devices == 0 {
+        return HIP_ERROR_NO_DEVICE;
+    }
+    if device < 0 || device >= fake.devices {
+        return HIP_ERROR_INVALID_DEVICE;
+    }
+    if props.is_null() {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let arch = arch();
+    let mut fields = vec![0u8; PROPS_LEN];
+    let name = b"fake-gpu device";
+    fields[..name.len()].copy_from_slice(name);
+    let arch = &arch.as_bytes()[..arch.len().min(255)];
+    fields[ARCH_AT..ARCH_AT + arch.len()].copy_from_slice(arch);
+    std::ptr::copy_nonoverlapping(fields.as_ptr(), props, PROPS_LEN);
     HIP_SUCCESS
 }

@@ -336,6 +336,12 @@ pub(crate) fn module_functions(loaded: &Loaded, flavor: Flavor) -> Option<sys::M
                 Flavor::HipFile => None,
                 Flavor::CuFile => r.optional("cuDeviceGetAttribute"),
             },
+            get_device_properties: match flavor {
+                Flavor::HipFile => r
+                    .optional("hipGetDevicePropertiesR0600")
+                    .or_else(|| r.optional("hipGetDeviceProperties")),
+                Flavor::CuFile => None,
+            },
         })
     }
 }

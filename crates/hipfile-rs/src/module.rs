@@ -25,12 +25,14 @@ impl Device {
         })
     }
 
-    /// The architecture option a run-time compiler needs for this device: `sm_90` style on
-    /// NVIDIA (so NVRTC emits a CUBIN the driver loads as is); None on AMD, where hiprtc
-    /// compiles for the current device by default.
+    /// The architecture a run-time compiler targets for this device, for its
+    /// `--gpu-architecture` option: `sm_90` style on NVIDIA (so NVRTC emits a CUBIN the
+    /// driver loads as is), the `gcnArchName` on AMD (`gfx942:sramecc+:xnack-`, features
+    /// included: a code object must match them). None on AMD when the runtime does not say
+    /// (hiprtc then compiles for the current device).
     pub fn compile_arch(&self) -> Result<Option<String>, Error> {
         let DeviceContext::Cuda { dev, .. } = self.context() else {
-            return Ok(None);
+            return self.gcn_arch_name();
         };
         let call = "cuDeviceGetAttribute";
         let get = self
@@ -58,6 +60,23 @@ impl Device {
             )?;
         }
         Ok(Some(format!("sm_{major}{minor}")))
+    }
+
+    /// HIP's `gcnArchName` for this device, found in `hipDeviceProp_t` by its form: the
+    /// struct's layout changed between ROCm releases (R0000, R0600), so it is read into a
+    /// buffer larger than any of them and the name is the one field that starts `gfx`.
+    fn gcn_arch_name(&self) -> Result<Option<String>, Error> {
+        let call = "hipGetDeviceProperties";
+        let Some(get) = self.module_functions(call)?.get_device_properties else {
+            return Ok(None);
+        };
+        let mut props = vec![0u8; PROPS_ROOM];
+        // SAFETY: the buffer is larger than every release's hipDeviceProp_t, and the
+        // device ordinal is this runtime's.
+        self.runtime().check(call, unsafe {
+            get(props.as_mut_ptr().cast(), self.index() as c_int)
+        })?;
+        Ok(arch_name_in(&props))
     }
 
     /// Loads `image` (a CUBIN / code object) into this device's context; unloaded when the
@@ -245,5 +264,65 @@ impl Drop for ComputeStream {
     fn drop(&mut self) {
         let _ = self.synchronize();
         self.device.destroy_stream(self.raw);
+    }
+}
+
+/// Bytes given to hipGetDeviceProperties: hipDeviceProp_t is under 2 KiB in every ROCm
+/// release; the rest is room for a later one that grows.
+const PROPS_ROOM: usize = 64 << 10;
+
+/// The first NUL-terminated string in `props` that starts a field with `gfx` and is an
+/// architecture's name (letters, digits and `:+-_`), as `gcnArchName` holds it.
+fn arch_name_in(props: &[u8]) -> Option<String> {
+    let mut at = 0;
+    while let Some(found) = props[at..].windows(3).position(|w| w == b"gfx") {
+        let start = at + found;
+        at = start + 3;
+        if start > 0 && props[start - 1] != 0 {
+            continue;
+        }
+        let Some(len) = props[start..].iter().take(256).position(|&b| b == 0) else {
+            continue;
+        };
+        let name = &props[start..start + len];
+        let valid = |b: &u8| b.is_ascii_alphanumeric() || b":+-_".contains(b);
+        if name.len() > 3 && name.iter().all(valid) {
+            return Some(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::arch_name_in;
+
+    /// A struct of some layout: `name` first, the architecture's name further on.
+    fn props(fields: &[(usize, &[u8])]) -> Vec<u8> {
+        let mut p = vec![0u8; 2048];
+        for (at, bytes) in fields {
+            p[*at..*at + bytes.len()].copy_from_slice(bytes);
+        }
+        p
+    }
+
+    #[test]
+    fn the_architecture_is_found_wherever_the_layout_puts_it() {
+        for at in [396, 1160, 1600] {
+            let p = props(&[(0, b"AMD Instinct MI300X"), (at, b"gfx942:sramecc+:xnack-")]);
+            assert_eq!(arch_name_in(&p).as_deref(), Some("gfx942:sramecc+:xnack-"));
+        }
+    }
+
+    #[test]
+    fn gfx_inside_a_field_or_an_unterminated_one_is_not_the_architecture() {
+        let p = props(&[(0, b"Radeon (gfx1103)"), (700, b"gfx1103")]);
+        assert_eq!(arch_name_in(&p).as_deref(), Some("gfx1103"));
+        assert_eq!(arch_name_in(&props(&[(0, b"Radeon (gfx1103)")])), None);
+        let mut full = vec![0u8; 8];
+        full.extend(std::iter::repeat_n(b'x', 300));
+        full[8..11].copy_from_slice(b"gfx");
+        assert_eq!(arch_name_in(&full), None);
+        assert_eq!(arch_name_in(&[0u8; 64]), None);
     }
 }

@@ -58,7 +58,7 @@ pub struct GpuDigests {
     flavor: Flavor,
     /// The compiler's exact file (the environment's override), else searched.
     compiler_path: Option<PathBuf>,
-    /// `--gpu-architecture` for NVRTC, from the first GPU (None on AMD).
+    /// `--gpu-architecture`, from the first GPU (None on AMD where the runtime does not say).
     arch: Mutex<Option<Result<Option<String>, String>>>,
     build: Arc<Mutex<Build>>,
     /// Per GPU (by its position in the run): the loaded kernels, or why not; None until
@@ -287,11 +287,16 @@ fn image(
         .version()
         .unwrap_or_else(|| compiler.name().to_owned());
     // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
-    // hiprtc takes clang's -O3 and compiles for the current device.
-    let options: Vec<String> = match arch {
-        Some(arch) => vec![format!("--gpu-architecture={arch}")],
-        None => vec!["-O3".to_owned()],
-    };
+    // hiprtc takes clang's -O3, and compiles for the current device unless told. The
+    // architecture is in the options, so in the cache's key: an image kept for one GPU is
+    // never offered to another.
+    let mut options: Vec<String> = arch
+        .map(|arch| format!("--gpu-architecture={arch}"))
+        .into_iter()
+        .collect();
+    if flavor == Flavor::HipFile {
+        options.push("-O3".to_owned());
+    }
     let cache = KernelCache::open();
     let key = KernelCache::key(&[
         SOURCE.as_bytes(),

@@ -113,6 +113,12 @@ pub struct ModuleFunctions {
     /// architecture (hiprtc compiles for the current device by default).
     pub device_get_attribute:
         Option<unsafe extern "C" fn(*mut c_int, c_int, CuDevice) -> RuntimeStatus>,
+    /// `hipGetDeviceProperties(hipDeviceProp_t *prop, int device)` (ROCm 6's
+    /// `hipGetDevicePropertiesR0600`, else the older symbol): HIP only, for the
+    /// architecture's name (`gcnArchName`). The struct's layout differs between ROCm
+    /// releases, so the caller passes a buffer larger than any of them and finds the name by
+    /// its form, not by its offset.
+    pub get_device_properties: Option<unsafe extern "C" fn(*mut c_void, c_int) -> RuntimeStatus>,
 }
 
 /// Symbol names for [`ModuleFunctions`]: `(load_data, get_function, unload, launch_kernel)`.
