@@ -33,7 +33,7 @@ pub struct Pieces {
 
 /// A file's digest, and how many of its bytes had to be read back from DEST for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finished {
+pub struct DestDigest {
     pub digest: Digest,
     pub read_back: u64,
 }
@@ -89,7 +89,7 @@ impl Pieces {
     /// The digest of `dest`, whose final size is `size` and which holds the bytes the
     /// pieces were taken from before `kept` (the module's rule); what no piece vouches for
     /// is read from `dest`.
-    pub fn finish(&self, dest: &File, kept: u64, size: u64) -> io::Result<Finished> {
+    pub fn finish(&self, dest: &File, kept: u64, size: u64) -> io::Result<DestDigest> {
         let pieces = counted(std::mem::take(&mut *self.lock()), kept.min(size), size);
         let dest = ReadBack {
             dest,
@@ -111,7 +111,7 @@ impl Pieces {
             algorithm => combine(algorithm, &all),
         };
         match digest {
-            Some(digest) => Ok(Finished { digest, read_back }),
+            Some(digest) => Ok(DestDigest { digest, read_back }),
             // Pieces that do not tile the tree (not expected: the rule above makes them
             // tile): DEST is hashed whole instead.
             None => {
@@ -122,7 +122,7 @@ impl Pieces {
                     algorithm => combine(algorithm, &whole),
                 };
                 let digest = digest.expect("pieces of one reading tile the file");
-                Ok(Finished {
+                Ok(DestDigest {
                     digest,
                     read_back: size,
                 })

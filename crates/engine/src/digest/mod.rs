@@ -16,6 +16,6 @@ mod piece;
 mod tests;
 
 pub use algorithm::{Algorithm, Digest};
-pub use file::{of_dest, Finished, Pieces};
+pub use file::{of_dest, DestDigest, Pieces};
 pub use hashing::{Hashing, Queued};
 pub use piece::{subtrees, Piece, CHUNK_LEN};

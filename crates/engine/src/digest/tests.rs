@@ -40,7 +40,7 @@ fn from_pieces(
     cuts: &[u64],
     keep: impl Fn(usize) -> bool,
     kept: u64,
-) -> Finished {
+) -> DestDigest {
     let pieces = Pieces::new(algorithm);
     let mut start = 0;
     for (i, &end) in cuts.iter().chain([bytes.len() as u64].iter()).enumerate() {
