@@ -94,13 +94,16 @@ fn open_to_all(root: &Path) {
     }
 }
 
+/// What makes a run's directory ready: DEST's old entries.
+type Before<'a> = Option<&'a dyn Fn(&Path)>;
+
 /// What a run is given besides its arguments.
 #[derive(Default)]
 struct Setup<'a> {
     /// Run as nobody (root reads unreadable files).
     nobody: bool,
     /// Makes what the run's directory holds first (DEST is `dst` in it).
-    before: Option<&'a dyn Fn(&Path)>,
+    before: Before<'a>,
     /// Everything stdin gives.
     stdin: &'a str,
     /// stderr into stdout's file (compared as stdout), so that the two streams'
@@ -317,9 +320,9 @@ fn errors_in_a_tree_come_between_the_same_lines_as_cps() {
     let (unreadable_dir, file_in_dest) = (full[full.len() - 1], full[full.len() - 2]);
     if nobody {
         for f in tree.files.iter().step_by(23) {
-            fs::set_permissions(src.join(f), fs::Permissions::from_mode(0)).unwrap();
+            fs::set_permissions(src.join(f), fs::Permissions::from_mode(0o000)).unwrap();
         }
-        fs::set_permissions(src.join(unreadable_dir), fs::Permissions::from_mode(0)).unwrap();
+        fs::set_permissions(src.join(unreadable_dir), fs::Permissions::from_mode(0o000)).unwrap();
     }
     // Directories in DEST where SOURCE has files.
     let dirs_in_dest: Vec<&PathBuf> = tree
@@ -380,15 +383,16 @@ fn converse(
     let dir = tempfile::tempdir().unwrap();
     before(dir.path());
     let report = dir.path().join("report");
-    let (mut reader, writer) = std::io::pipe().unwrap();
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    let mut reader = fs::File::from(reader);
     let mut cmd = command(copier, false, &report);
     cmd.args(args)
         .arg(src)
         .arg("dst")
         .current_dir(dir.path())
         .stdin(Stdio::piped())
-        .stdout(writer.try_clone().unwrap())
-        .stderr(writer);
+        .stdout(Stdio::from(writer.try_clone().unwrap()))
+        .stderr(Stdio::from(writer));
     let mut child = Reaped(cmd.spawn().unwrap());
     // The command holds the pipe's writing end: the pipe ends only once it is gone.
     drop(cmd);
@@ -582,7 +586,7 @@ struct Stopped {
 fn interrupted(
     copier: Copier,
     src: &Path,
-    before: Option<&dyn Fn(&Path)>,
+    before: Before<'_>,
     lines: usize,
     delay: Duration,
 ) -> Stopped {
@@ -664,7 +668,7 @@ fn a_sigint_at_random_points_leaves_only_what_began() {
         }
     };
     // cp's lines for the whole tree, into a new DEST and over an old one.
-    let whole = |before: Option<&dyn Fn(&Path)>| {
+    let whole = |before: Before<'_>| {
         let setup = Setup {
             before,
             ..Setup::default()
@@ -681,7 +685,7 @@ fn a_sigint_at_random_points_leaves_only_what_began() {
         let copier = OURS[round % OURS.len()];
         // Mostly into a new DEST, where a DEST made for a file never begun must go again.
         let existing = round >= 6;
-        let (before, cps): (Option<&dyn Fn(&Path)>, _) = match existing {
+        let (before, cps): (Before<'_>, _) = match existing {
             true => (Some(&old), &over_old),
             false => (None, &into_new),
         };
