@@ -211,6 +211,69 @@ MUTANTS = [
         "    timeout(None).ok()?;",
         ["service::wire::garbage_on_the_socket"],
     ),
+    (
+        "walk-retired-as-files-end",
+        "src/cp/copy/inflight.rs",
+        "order.push_front(Item::Line(ticket, held));\n                            return finished_one;",
+        # The file not ended yet, with its line, goes behind the next file: retired as
+        # the files end rather than in cp's order.
+        "let file = order.pop_front().unwrap();\n"
+        "                            let at = order.iter().position(|i| matches!(i, Item::File(_)))"
+        ".map_or(order.len(), |i| i + 1);\n"
+        "                            order.insert(at, file);\n"
+        "                            order.insert(at, Item::Line(ticket, held));\n"
+        "                            return finished_one;",
+        ["walk_order::many_small_files_are_named"],
+    ),
+    (
+        "walk-v-lines-not-held",
+        "src/sys/messages.rs",
+        "    if holding() {\n        return hold_back(Held::Stdout(",
+        "    if false {\n        return hold_back(Held::Stdout(",
+        ["walk_order::errors_in_a_tree"],
+    ),
+    (
+        "walk-errors-not-held",
+        "src/sys/messages.rs",
+        "fn to_stderr(text: &str, counts: bool) -> bool {\n    if holding() {",
+        "fn to_stderr(text: &str, counts: bool) -> bool {\n    if false {",
+        ["walk_order::errors_in_a_tree"],
+    ),
+    (
+        "walk-prompt-while-files-fly",
+        "src/cp/copy/entry.rs",
+        "                Clobbering::Ask => {\n                    self.settle();\n",
+        "                Clobbering::Ask => {\n",
+        ["walk_order::prompts_come_in_cps_order"],
+    ),
+    (
+        "walk-link-map-lost-between-flights",
+        "src/cp/copy/inflight.rs",
+        "        self.remember_in_flight(ticket, pending);\n",
+        "        self.remember_in_flight(ticket, pending);\n        self.memory.links.clear();\n",
+        ["walk_order::hard_link_groups"],
+    ),
+    (
+        "walk-stop-names-unbegun-files",
+        "src/cp/copy/inflight.rs",
+        "Some(f) if !never_began(f) => messages::release(held),",
+        "Some(_) => messages::release(held),",
+        ["walk_order::a_sigint_at_random_points"],
+    ),
+    (
+        "walk-stop-keeps-unbegun-dests",
+        "src/cp/copy/inflight.rs",
+        "if p.created && ours {",
+        "if false && p.created && ours {",
+        ["walk_order::a_sigint_at_random_points"],
+    ),
+    (
+        "walk-stop-lets-held-lines-out",
+        "src/cp/copy/inflight.rs",
+        "Some(Item::Said(held)) => {\n                    if !self.inflight.cut_off {",
+        "Some(Item::Said(held)) => {\n                    if true {",
+        ["walk_order::a_sigint_at_random_points"],
+    ),
 ]
 
 

@@ -37,3 +37,4 @@ mod trees;
 mod vendor_cufile;
 mod verify;
 mod verify_trees;
+mod walk_order;

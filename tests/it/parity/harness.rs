@@ -107,7 +107,7 @@ pub struct Outcome {
     pub tree: BTreeMap<PathBuf, Entry>,
 }
 
-fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     // A directory holding `cp -> aiscp`, so aiscp can be run by name (setpriv) as `cp`.
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
@@ -156,11 +156,12 @@ pub fn can_mount_tmpfs() -> Result<(), String> {
 }
 
 /// setpriv's arguments that run a program as nobody (root bypasses permission checks).
-const AS_NOBODY: [&str; 4] = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
+pub(crate) const AS_NOBODY: [&str; 4] =
+    ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"];
 
 /// Whether this process can run a program as nobody through setpriv (root only); the reason
 /// why not otherwise. Probed once: `id -un` run that way must say nobody.
-fn nobody_runs() -> Result<(), String> {
+pub(crate) fn nobody_runs() -> Result<(), String> {
     static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     PROBE
         .get_or_init(|| {

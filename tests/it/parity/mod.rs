@@ -4,7 +4,7 @@
 //! Permission-denied cases run both programs as `nobody` through setpriv, because root
 //! bypasses permission checks; the temp directory is made world-writable for them.
 
-mod harness;
+pub(crate) mod harness;
 mod tree;
 
 use crate::support::{not_here, skip, BACKENDS};
