@@ -74,7 +74,7 @@ MUTANTS = [
     ),
     (
         "stuck-service-waited-on",
-        "src/data/service_client.rs",
+        "src/data/service_client/lost.rs",
         "if late(self.pinged_at, ANSWER_LIMIT) {",
         "if false {",
         ["service::hostile::a_stopped_service"],
@@ -82,10 +82,11 @@ MUTANTS = [
     (
         "file-in-turn-holds-the-scheduler",
         "src/service/server/scheduler.rs",
-        """                self.turns.push_back(turn);
-                return true;""",
-        """                self.turns.push_front(turn);
-                return self.step_turn();""",
+        "            None => self.turns.push_back(turn),",
+        """            None => {
+                self.turns.push_front(turn);
+                return self.step_turn();
+            }""",
         ["service::clients::a_long_file_in_turn"],
     ),
     (
@@ -262,9 +263,9 @@ MUTANTS = [
     ),
     (
         "walk-stop-keeps-unbegun-dests",
-        "src/cp/copy/inflight.rs",
-        "if p.created && ours {",
-        "if false && p.created && ours {",
+        "src/cp/copy/pending.rs",
+        "if self.created && ours {",
+        "if false && self.created && ours {",
         ["walk_order::a_sigint_at_random_points"],
     ),
     (

@@ -11,12 +11,10 @@
 //! every file queued before it has been finished. A prompt first waits for every file in
 //! flight (it must follow their messages, and its answer may depend on them).
 
-use super::copier::Copier;
-use super::copier::Disposition;
-use super::copier::Found;
+use super::copier::{Copier, Disposition, Found};
+use super::pending::Pending;
 use crate::cp::attrs;
-use crate::sys::messages::Reported;
-use crate::sys::messages::{self, error, Held};
+use crate::sys::messages::{self, error, Held, Reported};
 use crate::sys::stat::{FileId, Stat};
 use aiscp_engine::{CopyError, Finished, QueueLimits, QueuedJob, Ticket};
 use rustc_hash::FxHashMap as HashMap;
@@ -26,14 +24,12 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// How long [`Copier::finish_in_turn`] waits for files still in flight.
+/// How long [`Copier::finish_in_turn`] waits for files still in flight: not at all (only
+/// what has ended), until one file is finished (to make room), until every one is.
 #[derive(Clone, Copy)]
 enum Until {
-    /// Not at all: only what has ended.
     Nothing,
-    /// Until one file is finished (to make room).
     OneFile,
-    /// Until every one is.
     All,
 }
 
@@ -44,18 +40,6 @@ enum Item {
     /// untouched (or removed again).
     Line(Ticket, Held),
     File(Ticket),
-}
-
-/// A queued file, as the walk left it.
-struct Pending {
-    dst_path: PathBuf,
-    /// SOURCE as opened (what the attributes are copied from).
-    src_meta: Stat,
-    /// DEST was created by this run (the attributes differ for a new file).
-    created: bool,
-    /// DEST's inode, to forget it as just-created when its copy fails.
-    dst_id: FileId,
-    src_id: FileId,
 }
 
 #[derive(Default)]
@@ -313,8 +297,10 @@ impl Copier<'_> {
                 Some(Item::File(ticket)) => {
                     let block = blocks(until, finished_one);
                     if self.result_of(ticket, block).is_none() && !block {
-                        let mut order = self.inflight.order.borrow_mut();
-                        order.push_front(Item::File(ticket));
+                        self.inflight
+                            .order
+                            .borrow_mut()
+                            .push_front(Item::File(ticket));
                         return finished_one;
                     }
                     let finished = self.inflight.finished.remove(&ticket);
@@ -376,18 +362,18 @@ impl Copier<'_> {
                 }
             }
         }
+        // Past the file a stop came before, cp would not have begun this one, whatever a
+        // worker did with it (its -v line is dropped): a DEST this run made for it goes.
+        if self.inflight.cut_off && !never_began(f) {
+            p.remove_made(false);
+            return None;
+        }
         let copied = match &f.result {
             // Stopped before its turn: a DEST made for it by this run goes again (it was
-            // never written; cp would not have made it), checked to be the file made.
+            // never written; cp would not have made it).
             Err(CopyError::Interrupted) if never_began(f) => {
                 self.inflight.cut_off = true;
-                let ours = std::fs::symlink_metadata(&p.dst_path).is_ok_and(|m| {
-                    use std::os::unix::fs::MetadataExt;
-                    (m.dev(), m.ino()) == p.dst_id && m.len() == 0
-                });
-                if p.created && ours {
-                    let _ = std::fs::remove_file(&p.dst_path);
-                }
+                p.remove_made(true);
                 None
             }
             // Interrupted: main dies of the signal once the engine has stopped.

@@ -15,6 +15,7 @@ mod file;
 mod inflight;
 mod names;
 mod parents;
+mod pending;
 mod prompt;
 mod steps;
 mod walk;

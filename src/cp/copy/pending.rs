@@ -1,0 +1,29 @@
+//! A file queued in flight, as the walk left it, and what a stop undoes of it.
+
+use crate::sys::stat::{FileId, Stat};
+use std::path::PathBuf;
+
+/// A queued file, as the walk left it.
+pub(super) struct Pending {
+    pub(super) dst_path: PathBuf,
+    /// SOURCE as opened (what the attributes are copied from).
+    pub(super) src_meta: Stat,
+    /// DEST was created by this run (the attributes differ for a new file).
+    pub(super) created: bool,
+    /// DEST's inode, to forget it as just-created when its copy fails.
+    pub(super) dst_id: FileId,
+    pub(super) src_id: FileId,
+}
+
+impl Pending {
+    /// Removes the DEST this run made for the file, checked to be that inode (and still
+    /// `empty`, where it must never have been written).
+    pub(super) fn remove_made(&self, empty: bool) {
+        use std::os::unix::fs::MetadataExt;
+        let ours = std::fs::symlink_metadata(&self.dst_path)
+            .is_ok_and(|m| (m.dev(), m.ino()) == self.dst_id && (!empty || m.len() == 0));
+        if self.created && ours {
+            let _ = std::fs::remove_file(&self.dst_path);
+        }
+    }
+}
