@@ -67,7 +67,7 @@ one() {
     case $variant in
         plain) ;;
         verify) args+=(--verify) ;;
-        verify-sums) args+=(--sums --verify=sums) ;;
+        verify-sums) args+=(--sums --sums-file "/tmp/sums.$what.verify" --verify=sums) ;;
         *) args+=(--sums="$variant" --sums-file "/tmp/sums.$what.$variant") ;;
     esac
     case $way in
