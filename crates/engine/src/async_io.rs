@@ -149,10 +149,23 @@ impl<'s, L: StreamIo + 's> OnStream<'_, 's, '_, L> {
     ) -> Result<(usize, usize), CopyError> {
         let staging = self.staging;
         staging
-            .submit_read(self.stream, self.src, len, self.file_at, self.slot_at)
+            .submit(
+                self.stream,
+                Way::Read,
+                self.src,
+                len,
+                self.file_at,
+                self.slot_at,
+            )
             .map_err(|e| names.read(e))?;
-        if let Err(e) = staging.submit_write(self.stream, self.dst, len, self.file_at, self.slot_at)
-        {
+        if let Err(e) = staging.submit(
+            self.stream,
+            Way::Write,
+            self.dst,
+            len,
+            self.file_at,
+            self.slot_at,
+        ) {
             // Let the queued read finish before the error goes up (and the slot with it).
             let _ = staging.sync_stream(self.stream);
             return Err(names.write(e));
@@ -201,14 +214,8 @@ impl<'s, L: StreamIo + 's> OnStream<'_, 's, '_, L> {
         at: usize,
     ) -> Result<usize, hipfile::Error> {
         let (file_off, slot_off) = (self.file_at + at as u64, self.slot_at + at);
-        match way {
-            Way::Read => self
-                .staging
-                .submit_read(self.stream, file, len, file_off, slot_off)?,
-            Way::Write => self
-                .staging
-                .submit_write(self.stream, file, len, file_off, slot_off)?,
-        }
+        self.staging
+            .submit(self.stream, way, file, len, file_off, slot_off)?;
         self.staging
             .sync_stream(self.stream)?
             .pop()

@@ -11,7 +11,7 @@ use std::io;
 
 /// Which way the bytes go; a read may end early at EOF, a write may not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Way {
+pub enum Way {
     Read,
     Write,
 }

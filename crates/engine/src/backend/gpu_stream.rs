@@ -5,6 +5,7 @@ use super::gpu::{GpuSlot, GpuStaging, SlotMemory};
 use super::staging::StreamIo;
 use crate::digest::launch::Scratch;
 use crate::digest::{Algorithm, Hashing, Piece};
+use crate::transfer::Way;
 use hipfile::{Error, FileHandle, RegisteredBuffer};
 
 /// Stream registration flags for `--async`. All four hold for the engine's ops: each op's
@@ -51,33 +52,21 @@ impl StreamIo for GpuStaging {
             SlotMemory::Unregistered { .. } => Ok(None),
         }
     }
-    fn submit_read<'s>(
+    fn submit<'s>(
         &self,
         stream: &mut GpuStream<'s>,
+        way: Way,
         file: &'s FileHandle<'_>,
         len: usize,
         file_off: u64,
         slot_off: usize,
     ) -> Result<(), Error> {
-        let buffer = stream.buffer;
-        stream
-            .stream
-            .read_async(file, buffer, len, file_off, slot_off)
-            .map(drop)
-    }
-    fn submit_write<'s>(
-        &self,
-        stream: &mut GpuStream<'s>,
-        file: &'s FileHandle<'_>,
-        len: usize,
-        file_off: u64,
-        slot_off: usize,
-    ) -> Result<(), Error> {
-        let buffer = stream.buffer;
-        stream
-            .stream
-            .write_async(file, buffer, len, file_off, slot_off)
-            .map(drop)
+        let (stream, buffer) = (&mut stream.stream, stream.buffer);
+        match way {
+            Way::Read => stream.read_async(file, buffer, len, file_off, slot_off),
+            Way::Write => stream.write_async(file, buffer, len, file_off, slot_off),
+        }
+        .map(drop)
     }
     fn sync_stream(&self, stream: &mut GpuStream<'_>) -> Result<Vec<Result<usize, Error>>, Error> {
         stream.stream.synchronize_each()

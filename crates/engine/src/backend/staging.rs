@@ -3,6 +3,7 @@
 
 use super::kind::Backend;
 use crate::digest::{Algorithm, Hashing, Piece, Queued};
+use crate::transfer::Way;
 use hipfile::Error;
 use std::convert::Infallible;
 use std::marker::PhantomData;
@@ -156,19 +157,12 @@ pub trait StreamIo: LibraryIo {
         &'s self,
         slot: &'s mut Self::Slot,
     ) -> Result<Option<Self::Stream<'s>>, Error>;
-    /// Queues a library read of `len` bytes at `file_off` into the slot at `slot_off`.
-    fn submit_read<'s>(
+    /// Queues a library op of `len` bytes: a read at `file_off` into the slot at
+    /// `slot_off`, or a write from there to `file_off`.
+    fn submit<'s>(
         &self,
         stream: &mut Self::Stream<'s>,
-        file: &'s Self::Handle<'_>,
-        len: usize,
-        file_off: u64,
-        slot_off: usize,
-    ) -> Result<(), Error>;
-    /// Queues a library write of `len` bytes from the slot at `slot_off` to `file_off`.
-    fn submit_write<'s>(
-        &self,
-        stream: &mut Self::Stream<'s>,
+        way: Way,
         file: &'s Self::Handle<'_>,
         len: usize,
         file_off: u64,
@@ -251,19 +245,10 @@ impl<Slot> StreamIo for NoLibrary<Slot> {
     fn open_stream<'s>(&'s self, _: &'s mut Slot) -> Result<Option<Infallible>, Error> {
         self.never()
     }
-    fn submit_read(
+    fn submit(
         &self,
         _: &mut Infallible,
-        _: &Infallible,
-        _: usize,
-        _: u64,
-        _: usize,
-    ) -> Result<(), Error> {
-        self.never()
-    }
-    fn submit_write(
-        &self,
-        _: &mut Infallible,
+        _: Way,
         _: &Infallible,
         _: usize,
         _: u64,
