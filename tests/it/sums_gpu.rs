@@ -4,7 +4,7 @@
 //! and that a compile failure falls back to the CPU with the same digests and says so under
 //! --debug. The kernels' own code is proven by crates/engine/tests/it/kernel_source.rs.
 
-use crate::support::{aiscp_command, random_bytes, Backend, Report};
+use crate::support::{aiscp_command, fake_gpu_lib, random_bytes, Backend, Report};
 use base64::Engine as _;
 use std::fs;
 use std::path::Path;
@@ -57,6 +57,11 @@ fn copy_with_sums(algorithm: &str, faults: &str) -> String {
 
 /// [`copy_with_sums`] on fake GPUs of architecture `arch`.
 fn copy_on(algorithm: &str, faults: &str, arch: &str) -> String {
+    copy_compiled_by(algorithm, faults, arch, None)
+}
+
+/// [`copy_on`] with the compiler loaded from `compiler` where given.
+fn copy_compiled_by(algorithm: &str, faults: &str, arch: &str, compiler: Option<&Path>) -> String {
     let dir = tempfile::tempdir().unwrap();
     let files = make_tree(&dir.path().join("src"));
     let report = dir.path().join("report");
@@ -68,6 +73,9 @@ fn copy_on(algorithm: &str, faults: &str, arch: &str) -> String {
         .env("AISCP_FAKE_GPU_FAULTS", faults)
         .env("AISCP_FAKE_GPU_ARCH", arch);
     Backend::FakeGpu.apply(&mut cmd, &report);
+    if let Some(compiler) = compiler {
+        cmd.env("AISCP_HIPRTC_LIB", compiler);
+    }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -171,4 +179,26 @@ fn kept_kernels_serve_only_the_architecture_they_were_compiled_for() {
     let kept = cached_at(&again).unwrap_or_else(|| panic!("not from the cache: {again}"));
     let theirs = cached_at(&copy_on("crc64nvme", "", mi250)).expect("the other's image kept");
     assert_ne!(kept, theirs);
+}
+
+/// A kept image is found before the compiler is loaded (loading NVRTC from a cold page cache
+/// outlasted the first slices, which then hashed on the CPU): a run whose compiler cannot be
+/// loaded at all hashes every slice on the GPU from the cache.
+#[test]
+fn kept_kernels_serve_a_run_without_loading_the_compiler() {
+    let dir = tempfile::tempdir().unwrap();
+    let compiler = dir.path().join("libhiprtc.so");
+    std::os::unix::fs::symlink(fake_gpu_lib(), &compiler).unwrap();
+    let arch = "gfx942:sramecc+:xnack-";
+    let first = copy_compiled_by("blake3", "", arch, Some(&compiler));
+    assert!(first.contains("compiled in "), "{first}");
+
+    fs::remove_file(&compiler).unwrap();
+    fs::write(&compiler, b"not a library").unwrap();
+    let second = copy_compiled_by("crc32c", "", arch, Some(&compiler));
+    assert!(
+        second.starts_with("on the GPU (hiprtc 6.4, from the kernel cache, ")
+            && !second.contains("CPU"),
+        "{second}"
+    );
 }

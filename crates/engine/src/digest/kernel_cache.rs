@@ -1,14 +1,15 @@
 //! Compiled digest kernels kept between runs, so that a run pays NVRTC's or hiprtc's compile
-//! (most of a second; BENCHMARKS.md, "Digests on the GPU") once per machine and compiler
-//! rather than once per process: an in-process copy of a small tree would otherwise hash
-//! most of its files on the CPU while the kernels compile.
+//! (most of a second; BENCHMARKS.md, "Digests on the GPU") once per machine rather than once
+//! per process: an in-process copy of a small tree would otherwise hash most of its files on
+//! the CPU while the kernels compile.
 //!
-//! An image is found by a key over everything that shapes it (the kernels' source, the
-//! compiler and its version, its options, the GPU architecture), in the user's cache
-//! directory (`$XDG_CACHE_HOME/aiscp`, else `~/.cache/aiscp`). What runs on the GPU comes
-//! from there, so the directory and each file must be the user's own and writable by no one
-//! else, and a file must hold the hash of its image: anything else is not read, and the
-//! kernels are compiled as if there were no cache.
+//! An image is found by a key over what decides whether it suits the GPU (the kernels'
+//! source, the flavor, the compiler's file where the environment chose one, the options and
+//! the GPU architecture; not the compiler's version, which would mean loading the compiler
+//! first), in the user's cache directory (`$XDG_CACHE_HOME/aiscp`, else `~/.cache/aiscp`).
+//! What runs on the GPU comes from there, so the directory and each file must be the user's
+//! own and writable by no one else, and a file must hold the hash of its image: anything
+//! else is not read, and the kernels are compiled as if there were no cache.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -2,8 +2,9 @@
 //! time (NVRTC / hiprtc, through hipfile-rs), loaded on each GPU, launched on a stream of
 //! the slot's own.
 //!
-//! Compilation runs once per process, on a thread of its own, started by
-//! [`GpuDigests::prepare`] (or the first slice to hash), so copying never waits for it.
+//! [`GpuDigests::prepare`] (or the first slice to hash) reads a kept image from the kernel
+//! cache, else compiles the kernels, once per process, on a thread of its own, so copying
+//! never waits for the compiler.
 //! Until the kernels are ready, and for good when the compiler is missing or fails, a slice
 //! is hashed on the CPU from a download of the slot: the digest stays one of the staged
 //! bytes (not of DEST read back), and the copy goes on at the CPU's speed. Why digests were
@@ -58,8 +59,6 @@ pub struct GpuDigests {
     flavor: Flavor,
     /// The compiler's exact file (the environment's override), else searched.
     compiler_path: Option<PathBuf>,
-    /// `--gpu-architecture`, from the first GPU (None on AMD where the runtime does not say).
-    arch: Mutex<Option<Result<Option<String>, String>>>,
     build: Arc<Mutex<Build>>,
     /// Per GPU (by its position in the run): the loaded kernels, or why not; None until
     /// first asked for, and again after a cached image failed to load.
@@ -78,7 +77,6 @@ impl GpuDigests {
         GpuDigests {
             flavor,
             compiler_path,
-            arch: Mutex::new(None),
             build: Arc::new(Mutex::new(Build::NotStarted)),
             loaded: (0..gpus).map(|_| Mutex::new(None)).collect(),
             on_gpu: AtomicU64::new(0),
@@ -88,23 +86,34 @@ impl GpuDigests {
         }
     }
 
-    /// Starts compiling on a thread of its own, once; `device` says which architecture.
+    /// Makes the kernels' image ready, once: read from the kernel cache here (a small file,
+    /// so the first slices find it), else compiled on a thread of its own. `device` says
+    /// which architecture.
     pub fn prepare(&self, device: &Device) {
         let mut build = self.build.lock().unwrap();
         if !matches!(*build, Build::NotStarted) {
             return;
         }
-        let arch = device.compile_arch().map_err(|e| e.to_string());
-        *self.arch.lock().unwrap() = Some(arch.clone());
+        let recipe = match device.compile_arch() {
+            Ok(arch) => Recipe::new(self.flavor, self.compiler_path.clone(), arch.as_deref()),
+            Err(e) => {
+                *build = Build::Failed(e.to_string());
+                return;
+            }
+        };
+        if !self.skip_cache.load(Ordering::Relaxed) {
+            if let Some(image) = recipe.cached() {
+                *build = Build::Ready(image);
+                return;
+            }
+        }
         *build = Build::Compiling;
         drop(build);
-        let (flavor, path, shared) = (self.flavor, self.compiler_path.clone(), self.build.clone());
-        let read_cache = !self.skip_cache.load(Ordering::Relaxed);
+        let shared = self.build.clone();
         let spawned = std::thread::Builder::new()
             .name("digest-compile".into())
             .spawn(move || {
-                let result = arch.and_then(|arch| image(flavor, path, arch.as_deref(), read_cache));
-                *shared.lock().unwrap() = match result {
+                *shared.lock().unwrap() = match recipe.compile() {
                     Ok(image) => Build::Ready(image),
                     Err(why) => Build::Failed(why),
                 };
@@ -267,66 +276,89 @@ impl Origin {
     }
 }
 
-/// The kernels' image for `flavor`'s compiler: from the kernel cache when `read_cache` and
-/// it holds one, else compiled (and then kept there, replacing one the GPU refused).
-fn image(
+/// How the kernels are compiled for one GPU architecture, and the cache key that makes.
+///
+/// The key leaves out the compiler's version (it names the compiler's file where the
+/// environment chose one), so that the cache is read without loading the compiler: loading
+/// NVRTC from a cold page cache outlasted the first slices of a copy, which then hashed on
+/// the CPU. An image the installed driver can no longer load is refused at load time and
+/// compiled afresh ([`GpuDigests::kernels`]).
+struct Recipe {
     flavor: Flavor,
+    /// The compiler's exact file, else searched.
     path: Option<PathBuf>,
-    arch: Option<&str>,
-    read_cache: bool,
-) -> Result<Image, String> {
-    let started = Instant::now();
-    // Never unloaded: this thread may still be running while the process exits, and a
-    // dlclose racing exit's own finalizers crashed the process (the fake GPU library, which
-    // is also the runtime, was unmapped under the main thread). One per compile: once a
-    // process, twice where a cached image was refused.
-    let compiler: &Compiler = Box::leak(Box::new(
-        Compiler::load_from(flavor, path.as_deref()).map_err(|e| e.to_string())?,
-    ));
-    let name = compiler
-        .version()
-        .unwrap_or_else(|| compiler.name().to_owned());
-    // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
-    // hiprtc takes clang's -O3, and compiles for the current device unless told. The
-    // architecture is in the options, so in the cache's key: an image kept for one GPU is
-    // never offered to another.
-    let mut options: Vec<String> = arch
-        .map(|arch| format!("--gpu-architecture={arch}"))
-        .into_iter()
-        .collect();
-    if flavor == Flavor::HipFile {
-        options.push("-O3".to_owned());
+    options: Vec<String>,
+    key: String,
+}
+
+impl Recipe {
+    fn new(flavor: Flavor, path: Option<PathBuf>, arch: Option<&str>) -> Recipe {
+        // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
+        // hiprtc takes clang's -O3, and compiles for the current device unless told. The
+        // architecture is in the options, so in the key: an image kept for one GPU is never
+        // offered to another.
+        let mut options: Vec<String> = arch
+            .map(|arch| format!("--gpu-architecture={arch}"))
+            .into_iter()
+            .collect();
+        if flavor == Flavor::HipFile {
+            options.push("-O3".to_owned());
+        }
+        let chosen = path
+            .as_deref()
+            .map(|p| p.as_os_str().as_encoded_bytes())
+            .unwrap_or_default();
+        let key = KernelCache::key(&[
+            SOURCE.as_bytes(),
+            flavor.name().as_bytes(),
+            chosen,
+            options.join("\n").as_bytes(),
+        ]);
+        Recipe {
+            flavor,
+            path,
+            options,
+            key,
+        }
     }
-    let cache = KernelCache::open();
-    let key = KernelCache::key(&[
-        SOURCE.as_bytes(),
-        flavor.name().as_bytes(),
-        name.as_bytes(),
-        options.join("\n").as_bytes(),
-    ]);
-    let found = cache
-        .as_ref()
-        .ok()
-        .filter(|_| read_cache)
-        .and_then(|c| c.load(&key));
-    if let Some(found) = found {
-        return Ok(Image {
+
+    /// The image the kernel cache holds for this recipe, if any.
+    fn cached(&self) -> Option<Image> {
+        let found = KernelCache::open().ok()?.load(&self.key)?;
+        Some(Image {
             bytes: Arc::new(found.image),
             compiler: found.compiler,
             origin: Origin::Cached(found.path),
-        });
+        })
     }
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let image = compiler
-        .compile(SOURCE, "kernels.cu", &options)
-        .map_err(|e| format!("{}: {e}", compiler.name()))?;
-    let stored = cache.and_then(|c| c.store(&key, &image, &name).map_err(|e| e.to_string()));
-    Ok(Image {
-        bytes: Arc::new(image),
-        compiler: name,
-        origin: Origin::Compiled {
-            took: started.elapsed(),
-            stored,
-        },
-    })
+
+    /// Compiles the kernels, and keeps the image in the kernel cache (replacing one the GPU
+    /// refused).
+    fn compile(self) -> Result<Image, String> {
+        let started = Instant::now();
+        // Never unloaded: this thread may still be running while the process exits, and a
+        // dlclose racing exit's own finalizers crashed the process (the fake GPU library,
+        // which is also the runtime, was unmapped under the main thread). One per compile:
+        // once a process, twice where a cached image was refused.
+        let compiler: &Compiler = Box::leak(Box::new(
+            Compiler::load_from(self.flavor, self.path.as_deref()).map_err(|e| e.to_string())?,
+        ));
+        let name = compiler
+            .version()
+            .unwrap_or_else(|| compiler.name().to_owned());
+        let options: Vec<&str> = self.options.iter().map(String::as_str).collect();
+        let image = compiler
+            .compile(SOURCE, "kernels.cu", &options)
+            .map_err(|e| format!("{}: {e}", compiler.name()))?;
+        let stored = KernelCache::open()
+            .and_then(|c| c.store(&self.key, &image, &name).map_err(|e| e.to_string()));
+        Ok(Image {
+            bytes: Arc::new(image),
+            compiler: name,
+            origin: Origin::Compiled {
+                took: started.elapsed(),
+                stored,
+            },
+        })
+    }
 }
