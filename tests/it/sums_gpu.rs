@@ -202,3 +202,20 @@ fn kept_kernels_serve_a_run_without_loading_the_compiler() {
         "{second}"
     );
 }
+
+/// A run that ends before its compile does (a small tree) waits for it at the end, so that
+/// the next run finds the kernels kept: without the wait every short run compiled again,
+/// for nothing, and none ever found an image in the cache.
+#[test]
+fn a_run_shorter_than_its_compile_keeps_the_kernels_for_the_next() {
+    let first = copy_with_sums("blake3", "compile=slow:1500");
+    assert!(
+        first.starts_with("on the CPU: the kernels were still compiling"),
+        "{first}"
+    );
+    let second = copy_with_sums("crc32c", "");
+    assert!(
+        second.starts_with("on the GPU (hiprtc 6.4, from the kernel cache, "),
+        "{second}"
+    );
+}

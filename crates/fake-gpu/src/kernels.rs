@@ -7,13 +7,14 @@
 //! own code is proven elsewhere (g++ on the CPU, and the GPU run).
 //!
 //! `compile=fail` in `AISCP_FAKE_GPU_FAULTS` makes every hiprtcCompileProgram fail with
-//! HIPRTC_ERROR_COMPILATION and a log saying so.
+//! HIPRTC_ERROR_COMPILATION and a log saying so; `compile=slow:MS` makes it take that long.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 use blake3::hazmat::{merge_subtrees_non_root, ChainingValue, HasherExt, Mode};
 use crc_fast::CrcAlgorithm;
 
+use crate::faults::CompileFault;
 use crate::launch::{KernelName, Launch};
 use crate::state::{fake, Queued};
 
@@ -99,9 +100,14 @@ pub unsafe extern "C" fn hiprtcCompileProgram(
     let Some(program) = prog.cast::<Program>().as_mut() else {
         return HIPRTC_ERROR_INVALID_PROGRAM;
     };
-    if fake().faults.compile_fails {
-        program.log = "fake-gpu: compilation failed (compile=fail in AISCP_FAKE_GPU_FAULTS)".into();
-        return HIPRTC_ERROR_COMPILATION;
+    match fake().faults.compile {
+        Some(CompileFault::Fail) => {
+            program.log =
+                "fake-gpu: compilation failed (compile=fail in AISCP_FAKE_GPU_FAULTS)".into();
+            return HIPRTC_ERROR_COMPILATION;
+        }
+        Some(CompileFault::Slow(took)) => std::thread::sleep(took),
+        None => {}
     }
     let names = kernel_names(&program.source);
     if names.is_empty() {

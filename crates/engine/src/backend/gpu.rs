@@ -393,6 +393,9 @@ impl Staging for GpuStaging {
     fn digests_computed(&self) -> Option<String> {
         self.digests.describe()
     }
+    fn keep_compiled(&self) {
+        self.digests.keep_compiled();
+    }
 }
 
 impl LibraryIo for GpuStaging {

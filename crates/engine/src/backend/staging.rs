@@ -111,6 +111,9 @@ pub trait Staging: Sync {
     fn digests_computed(&self) -> Option<String> {
         None
     }
+    /// At the end of a run: waits (briefly) for the digest kernels' compile still under way,
+    /// so that it reaches the kernel cache.
+    fn keep_compiled(&self) {}
 }
 
 /// Library I/O on registered files, straight into a slot's device memory (the direct route).

@@ -21,6 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How long the end of a run waits for a compile under way ([`GpuDigests::keep_compiled`]):
+/// many times NVRTC's (BENCHMARKS.md, "Digests on the GPU"), short beside a hung compiler.
+const KEEP_WAIT: Duration = Duration::from_secs(5);
+
 /// The kernels' source: plain C++ that NVRTC, hiprtc and g++ all take.
 pub const SOURCE: &str = include_str!("kernels.cu");
 
@@ -120,6 +124,21 @@ impl GpuDigests {
             });
         if let Err(e) = spawned {
             *self.build.lock().unwrap() = Build::Failed(format!("cannot start a thread: {e}"));
+        }
+    }
+
+    /// At the end of a run: waits for a compile still under way, up to [`KEEP_WAIT`], so
+    /// that its image reaches the kernel cache. A run shorter than the compile (a small
+    /// file) would otherwise end it unstored, and every such run would compile again, for
+    /// nothing, never finding an image kept. No wait where there is no cache to keep it in.
+    pub fn keep_compiled(&self) {
+        let compiling = || matches!(*self.build.lock().unwrap(), Build::Compiling);
+        if !compiling() || KernelCache::open().is_err() {
+            return;
+        }
+        let started = Instant::now();
+        while compiling() && started.elapsed() < KEEP_WAIT {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 

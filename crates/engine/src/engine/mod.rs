@@ -25,7 +25,7 @@ use crate::units;
 use diag::Diag;
 use state::{with_pipeline, Pipelines};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,10 @@ impl Drop for Engine {
     /// Frees the staging memory first and says how long that took (--debug), so a run's
     /// shutdown can be told apart: memory here, the GPU context and libraries after.
     fn drop(&mut self) {
+        // Not after a signal: the run must end now.
+        if !self.config.cancel.load(Ordering::SeqCst) {
+            with_pipeline!(&self.backend, p => p.staging().keep_compiled());
+        }
         if let Some(line) = with_pipeline!(&self.backend, p => p.staging().digests_computed()) {
             self.diag.debug(&line);
         }

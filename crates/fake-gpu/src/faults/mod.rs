@@ -132,8 +132,18 @@ pub struct FaultPlan {
     pub hostmalloc_calls: Vec<Selector>,
     /// `setdevice`, `streamcreate`, `streamsync`, `htod` and `dtoh` rules.
     pub runtime: Vec<RuntimeRule>,
-    /// `compile=fail`: every hiprtcCompileProgram fails (HIPRTC_ERROR_COMPILATION).
-    pub compile_fails: bool,
+    /// `compile=fail` or `compile=slow:MS`: what every hiprtcCompileProgram does.
+    pub compile: Option<CompileFault>,
+}
+
+/// A `compile` rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompileFault {
+    /// Fails (HIPRTC_ERROR_COMPILATION).
+    Fail,
+    /// Takes this long, then compiles: a real compiler's half second, for runs that end
+    /// before their compile does.
+    Slow(std::time::Duration),
 }
 
 impl FaultPlan {

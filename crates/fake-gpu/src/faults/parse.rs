@@ -2,7 +2,8 @@
 //! each rule kind checked for the selectors and values it takes.
 
 use super::{
-    CodeRule, FaultPlan, IoFault, IoOp, IoRule, RuntimeCall, RuntimeFault, RuntimeRule, Selector,
+    CodeRule, CompileFault, FaultPlan, IoFault, IoOp, IoRule, RuntimeCall, RuntimeFault,
+    RuntimeRule, Selector,
 };
 use std::sync::atomic::AtomicBool;
 
@@ -61,10 +62,14 @@ impl FaultPlan {
             "write" => self.add_io(IoOp::Write, selector, rhs),
             "register" | "bufregister" | "driver" => self.add_code(name, selector, rhs),
             "compile" => {
-                if selector != Selector::Always || rhs != "fail" {
-                    return Err("use compile=fail".to_owned());
-                }
-                self.compile_fails = true;
+                let slow = rhs.strip_prefix("slow:").map(number);
+                self.compile = Some(match (selector, rhs, slow) {
+                    (Selector::Always, "fail", _) => CompileFault::Fail,
+                    (Selector::Always, _, Some(Ok(ms))) => {
+                        CompileFault::Slow(std::time::Duration::from_millis(ms))
+                    }
+                    _ => return Err("use compile=fail or compile=slow:MS".to_owned()),
+                });
                 Ok(())
             }
             "malloc" | "hostmalloc" => self.add_malloc(name, selector, rhs),
@@ -221,14 +226,14 @@ fn number(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::faults::{FaultPlan, IoFault, Selector};
+    use crate::faults::{CompileFault, FaultPlan, IoFault, Selector};
 
     #[test]
     fn parses_every_form() {
         let plan = FaultPlan::parse(
             "read@4096=EIO; write#2=ENOSPC;read#3*=hipfile:5030;write@0x1000*=hiperr:2;\
              read=short:0;register=5027;register#2=hipfile:5028;bufregister=5023;\
-             malloc>1048576;malloc#3=oom;driver=5001;",
+             malloc>1048576;malloc#3=oom;driver=5001;compile=slow:250",
         )
         .unwrap();
         assert_eq!(plan.io.len(), 5);
@@ -246,6 +251,14 @@ mod tests {
         assert_eq!(plan.register.len(), 2);
         assert_eq!(plan.malloc_over, Some(1 << 20));
         assert_eq!(plan.driver[0].code, 5001);
+        assert_eq!(
+            plan.compile,
+            Some(CompileFault::Slow(std::time::Duration::from_millis(250)))
+        );
+        assert_eq!(
+            FaultPlan::parse("compile=fail").unwrap().compile,
+            Some(CompileFault::Fail)
+        );
     }
 
     #[test]
@@ -267,6 +280,8 @@ mod tests {
             "streamsync#1=0",
             "dtoh#1=EIO",
             "htod#x=1",
+            "compile=slow",
+            "compile#2=fail",
         ] {
             let err = FaultPlan::parse(&format!("write#1=EIO;{bad}")).unwrap_err();
             assert_eq!(err.0, bad);
