@@ -341,12 +341,13 @@ fn write_sums(opts: &Options) -> bool {
 /// Ends the run: the engine shut down, the progress view closed, --stats printed, then the
 /// exit status (0, or 1 if any operand failed) or death by the signal that stopped it.
 fn finish_and_exit(
-    copier: copy::Copier<'_>,
+    mut copier: copy::Copier<'_>,
     progress: progress::Progress,
     signals: &signals::Signals,
     stats: Option<cli::StatsFormat>,
     debug: bool,
 ) -> ! {
+    copier.wait_for_digest_compile();
     let failed = copier.failed;
     let files = copier.files();
     let staged = copier.staged();

@@ -219,3 +219,28 @@ fn a_run_shorter_than_its_compile_keeps_the_kernels_for_the_next() {
         "{second}"
     );
 }
+
+/// The wait for a compile at the end of a run gives way to a signal: the run dies by it at
+/// once, as cp would, instead of after the wait's few seconds.
+#[test]
+fn a_signal_ends_the_wait_for_a_compile() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    make_tree(&dir.path().join("src"));
+    let report = dir.path().join("report");
+    let mut cmd = aiscp_command();
+    cmd.current_dir(dir.path())
+        .args(["-r", "--sums", "--sums-file=sums", "src", "dst"])
+        .env("AISCP_FAKE_GPU_FAULTS", "compile=slow:20000");
+    Backend::FakeGpu.apply(&mut cmd, &report);
+    let mut child = cmd.spawn().unwrap();
+    // The copy of the small tree is over long before this; the compile is not.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let signalled = std::time::Instant::now();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    let took = signalled.elapsed();
+    assert!(took.as_secs_f64() < 3.0, "died {took:?} after the signal");
+}

@@ -151,6 +151,14 @@ impl<'a> Copier<'a> {
         }
     }
 
+    /// Lets this process's engine end its digest kernels' compile (at most a few seconds),
+    /// so that the next run finds them kept: call it once the copies are over.
+    pub fn wait_for_digest_compile(&mut self) {
+        if let Some(engine) = self.engine.as_mut() {
+            engine.wait_for_digest_compile();
+        }
+    }
+
     /// The run's files so far by what became of them; files still in flight count once
     /// [`Copier::settle`] has finished them.
     pub fn files(&self) -> Files {

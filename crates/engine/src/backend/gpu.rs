@@ -12,6 +12,8 @@ use crate::library_stats::LibraryStats;
 use hipfile::{CopyWindow, Device, DeviceBuffer, Error, FileHandle, Flavor, RegisteredBuffer};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// Size of a bounce window (each slot has two): large enough for full-speed POSIX I/O, small
 /// enough that pinned host memory stays bounded with several workers. 8 MiB rather than 16:
@@ -199,8 +201,9 @@ impl GpuStaging {
         self.version.as_deref()
     }
 
-    /// Starts compiling the digest kernels in the background (once), so the first slices
-    /// need not hash on the CPU; the first [`Staging::hash`] starts it otherwise.
+    /// Makes the digest kernels ready (once): a kept image read now, else a compile started
+    /// in the background, so the first slices need not hash on the CPU; the first
+    /// [`Staging::hash`] does it otherwise.
     pub fn prepare_digests(&self) {
         self.digests.prepare(&self.devices[0]);
     }
@@ -393,8 +396,8 @@ impl Staging for GpuStaging {
     fn digests_computed(&self) -> Option<String> {
         self.digests.describe()
     }
-    fn keep_compiled(&self) {
-        self.digests.keep_compiled();
+    fn wait_for_digest_compile(&self, stop: &AtomicBool) -> Option<Duration> {
+        self.digests.wait_for_compile(stop)
     }
 }
 

@@ -8,6 +8,8 @@ use hipfile::Error;
 use std::convert::Infallible;
 use std::marker::PhantomData;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// Staging memory and the bounce route. Shared by the workers of a copy, hence `Sync`.
 pub trait Staging: Sync {
@@ -111,9 +113,12 @@ pub trait Staging: Sync {
     fn digests_computed(&self) -> Option<String> {
         None
     }
-    /// At the end of a run: waits (briefly) for the digest kernels' compile still under way,
-    /// so that it reaches the kernel cache.
-    fn keep_compiled(&self) {}
+    /// At the end of a one-off run: waits, briefly and until `stop` is set, for the digest
+    /// kernels' compile still under way, so that it reaches the kernel cache; returns how
+    /// long it waited (None: no wait).
+    fn wait_for_digest_compile(&self, _stop: &AtomicBool) -> Option<Duration> {
+        None
+    }
 }
 
 /// Library I/O on registered files, straight into a slot's device memory (the direct route).

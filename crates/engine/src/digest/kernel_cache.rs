@@ -53,8 +53,8 @@ impl KernelCache {
         Ok(KernelCache { dir })
     }
 
-    /// The file name of the image that `parts` (source, compiler, options, architecture)
-    /// make.
+    /// The file name of the image that `parts` (the source, the flavor, the compiler's file
+    /// where the environment chose one, the options) make.
     pub fn key(parts: &[&[u8]]) -> String {
         let mut hasher = blake3::Hasher::new();
         for part in parts {
@@ -62,6 +62,11 @@ impl KernelCache {
             hasher.update(part);
         }
         format!("kernels-{}.bin", &hasher.finalize().to_hex()[..32])
+    }
+
+    /// Whether this user may write here (an image compiled now could be kept).
+    pub fn writable(&self) -> bool {
+        nix::unistd::access(&self.dir, nix::unistd::AccessFlags::W_OK).is_ok()
     }
 
     /// The image stored under `key`, when there is one this user wrote and it is whole.

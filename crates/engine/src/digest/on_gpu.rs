@@ -4,7 +4,8 @@
 //!
 //! [`GpuDigests::prepare`] (or the first slice to hash) reads a kept image from the kernel
 //! cache, else compiles the kernels, once per process, on a thread of its own, so copying
-//! never waits for the compiler.
+//! never waits for the compiler. The read is the one wait: the slices it holds up would
+//! otherwise hash on the CPU, and the cache is a small file of the user's own.
 //! Until the kernels are ready, and for good when the compiler is missing or fails, a slice
 //! is hashed on the CPU from a download of the slot: the digest stays one of the staged
 //! bytes (not of DEST read back), and the copy goes on at the CPU's speed. Why digests were
@@ -21,9 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long the end of a run waits for a compile under way ([`GpuDigests::keep_compiled`]):
+/// How long the end of a run waits for a compile under way ([`GpuDigests::wait_for_compile`]):
 /// many times NVRTC's (BENCHMARKS.md, "Digests on the GPU"), short beside a hung compiler.
-const KEEP_WAIT: Duration = Duration::from_secs(5);
+const COMPILE_WAIT: Duration = Duration::from_secs(5);
 
 /// The kernels' source: plain C++ that NVRTC, hiprtc and g++ all take.
 pub const SOURCE: &str = include_str!("kernels.cu");
@@ -71,7 +72,8 @@ pub struct GpuDigests {
     on_cpu: AtomicU64,
     /// Why the last slice hashed on the CPU was.
     cpu_why: Mutex<Option<String>>,
-    /// Set once a cached image failed to load: the compile that follows skips the cache.
+    /// Set once a cached image failed to load: [`GpuDigests::prepare`] then compiles without
+    /// reading the cache.
     skip_cache: AtomicBool,
 }
 
@@ -127,19 +129,21 @@ impl GpuDigests {
         }
     }
 
-    /// At the end of a run: waits for a compile still under way, up to [`KEEP_WAIT`], so
-    /// that its image reaches the kernel cache. A run shorter than the compile (a small
+    /// At the end of a one-off run: waits for a compile still under way, up to
+    /// [`COMPILE_WAIT`] or until `stop` is set, so that its image reaches the kernel cache;
+    /// returns how long it waited (None: no wait). A run shorter than the compile (a small
     /// file) would otherwise end it unstored, and every such run would compile again, for
-    /// nothing, never finding an image kept. No wait where there is no cache to keep it in.
-    pub fn keep_compiled(&self) {
+    /// nothing, never finding a kept image. No wait where the cache cannot take the image.
+    pub fn wait_for_compile(&self, stop: &AtomicBool) -> Option<Duration> {
         let compiling = || matches!(*self.build.lock().unwrap(), Build::Compiling);
-        if !compiling() || KernelCache::open().is_err() {
-            return;
+        if !compiling() || !KernelCache::open().is_ok_and(|c| c.writable()) {
+            return None;
         }
         let started = Instant::now();
-        while compiling() && started.elapsed() < KEEP_WAIT {
+        while compiling() && !stop.load(Ordering::SeqCst) && started.elapsed() < COMPILE_WAIT {
             std::thread::sleep(Duration::from_millis(2));
         }
+        Some(started.elapsed())
     }
 
     /// Waits for the compile started by [`GpuDigests::prepare`] to end: Err says why it
@@ -297,11 +301,12 @@ impl Origin {
 
 /// How the kernels are compiled for one GPU architecture, and the cache key that makes.
 ///
-/// The key leaves out the compiler's version (it names the compiler's file where the
-/// environment chose one), so that the cache is read without loading the compiler: loading
-/// NVRTC from a cold page cache outlasted the first slices of a copy, which then hashed on
-/// the CPU. An image the installed driver can no longer load is refused at load time and
-/// compiled afresh ([`GpuDigests::kernels`]).
+/// The key leaves out the compiler's version, so that the cache is read without loading the
+/// compiler: loading NVRTC from a cold page cache outlasted the first slices of a copy, which
+/// then hashed on the CPU. An image the installed driver can no longer load is refused at
+/// load time and compiled afresh ([`GpuDigests::kernels`]); a newer compiler's image is made
+/// only once the cache is cleared (README). A compiler the environment names by its file is
+/// in the key, so that choosing another one compiles with it.
 struct Recipe {
     flavor: Flavor,
     /// The compiler's exact file, else searched.
@@ -357,8 +362,8 @@ impl Recipe {
         let started = Instant::now();
         // Never unloaded: this thread may still be running while the process exits, and a
         // dlclose racing exit's own finalizers crashed the process (the fake GPU library,
-        // which is also the runtime, was unmapped under the main thread). One per compile:
-        // once a process, twice where a cached image was refused.
+        // which is also the runtime, was unmapped under the main thread). At most one a
+        // process: a cache hit loads none.
         let compiler: &Compiler = Box::leak(Box::new(
             Compiler::load_from(self.flavor, self.path.as_deref()).map_err(|e| e.to_string())?,
         ));

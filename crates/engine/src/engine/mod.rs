@@ -25,7 +25,7 @@ use crate::units;
 use diag::Diag;
 use state::{with_pipeline, Pipelines};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,10 +69,6 @@ impl Drop for Engine {
     /// Frees the staging memory first and says how long that took (--debug), so a run's
     /// shutdown can be told apart: memory here, the GPU context and libraries after.
     fn drop(&mut self) {
-        // Not after a signal: the run must end now.
-        if !self.config.cancel.load(Ordering::SeqCst) {
-            with_pipeline!(&self.backend, p => p.staging().keep_compiled());
-        }
         if let Some(line) = with_pipeline!(&self.backend, p => p.staging().digests_computed()) {
             self.diag.debug(&line);
         }
@@ -198,6 +194,21 @@ impl Engine {
             startup: self.startup,
             library_stats,
             files: self.copied,
+        }
+    }
+
+    /// At the end of a one-off run (not a service's): waits, at most a few seconds and not
+    /// past a signal, for the digest kernels' compile still under way, so that later runs
+    /// find them in the kernel cache instead of compiling again (--debug says how long).
+    pub fn wait_for_digest_compile(&mut self) {
+        let cancel = &self.config.cancel;
+        let waited =
+            with_pipeline!(&self.backend, p => p.staging().wait_for_digest_compile(cancel));
+        if let Some(waited) = waited {
+            self.diag.debug(&format!(
+                "waited {:.3} s for the digest kernels' compile, so that they are kept",
+                waited.as_secs_f64()
+            ));
         }
     }
 

@@ -63,13 +63,15 @@ impl FaultPlan {
             "register" | "bufregister" | "driver" => self.add_code(name, selector, rhs),
             "compile" => {
                 let slow = rhs.strip_prefix("slow:").map(number);
-                self.compile = Some(match (selector, rhs, slow) {
+                let rule = match (selector, rhs, slow) {
                     (Selector::Always, "fail", _) => CompileFault::Fail,
                     (Selector::Always, _, Some(Ok(ms))) => {
                         CompileFault::Slow(std::time::Duration::from_millis(ms))
                     }
                     _ => return Err("use compile=fail or compile=slow:MS".to_owned()),
-                });
+                };
+                // As for every rule: the first one listed wins.
+                self.compile.get_or_insert(rule);
                 Ok(())
             }
             "malloc" | "hostmalloc" => self.add_malloc(name, selector, rhs),
