@@ -129,8 +129,8 @@ impl GpuDigests {
         }
     }
 
-    /// At the end of a one-off run: waits for a compile still under way, up to
-    /// [`COMPILE_WAIT`] or until `stop` is set, so that its image reaches the kernel cache;
+    /// At the end of a one-off run: waits for a compile still under way, up to 5 s
+    /// (`COMPILE_WAIT`) or until `stop` is set, so that its image reaches the kernel cache;
     /// returns how long it waited (None: no wait). A run shorter than the compile (a small
     /// file) would otherwise end it unstored, and every such run would compile again, for
     /// nothing, never finding a kept image. No wait where the cache cannot take the image.
