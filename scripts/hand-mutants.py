@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "slot-looks-at-the-stop-after-the-file-began",
+        "crates/engine/src/one_slot.rs",
+        "        // out and DEST as it was. The first window looks.\n",
+        "        // out and DEST as it was. The first window looks.\n        cx.check_cancel()?;\n",
+        ["signals::tree::a_file_named_at_a_stop_is_never_left_with_its_old_bytes"],
+    ),
+    (
         "owner-stop-ignored",
         "crates/engine/src/bounce.rs",
         "!(self.on_stop == OnStop::Leave && self.cancel.load(Ordering::SeqCst))",

@@ -332,10 +332,12 @@ fn copy_queued<S: Staging>(
     let setup = Setup::new(&job.src_name, &job.dst_name, job.digest);
     let began_at = Instant::now();
     let mut debug = Vec::new();
-    // Not started: DST untouched.
+    // Not started: DST untouched. Once started, nothing looks at the flag again before DST
+    // is cut (OneSlot::ready): the file counts as begun, and its -v line goes out.
     let started = !cancel.load(Ordering::SeqCst);
     let mut result = match started {
         true => {
+            (shared.pause)("file-started");
             let stop = Stop {
                 cancel: &cancel,
                 on_stop,

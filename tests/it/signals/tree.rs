@@ -169,3 +169,41 @@ fn v_names_no_file_the_stop_left_untouched() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// A stop that comes just after a file worker took a file (the flag read, DEST not yet cut):
+/// the file counts as begun, its `-v` line goes out, so DEST must be begun too (cut, then
+/// written as far as the stop lets it), never left with its old bytes under a name cp's -v
+/// gave. Before, the worker's slot looked at the flag again and ended the file there.
+#[test]
+fn a_file_named_at_a_stop_is_never_left_with_its_old_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, old) = (dir.path().join("src"), dir.path().join("old"));
+    for d in [&src, &old] {
+        fs::create_dir(d).unwrap();
+    }
+    for i in 0..4 {
+        fs::write(src.join(format!("f{i}")), random_bytes(64 * 1024, i)).unwrap();
+        fs::write(old.join(format!("f{i}")), b"old\n").unwrap();
+    }
+    let mut cmd = aiscp_command();
+    cmd.env("AISCP_BACKEND", "host")
+        .args(["-v", "-r"])
+        .arg(src.join("."))
+        .arg(&old);
+    let out = crate::support::paused_at_pid(cmd, "file-started", dir.path(), |pid| {
+        kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+    });
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for line in stdout.lines() {
+        let name = line.rsplit('/').next().unwrap().trim_end_matches('\'');
+        if name.starts_with('f') {
+            assert_ne!(
+                fs::read(old.join(name)).unwrap(),
+                b"old\n",
+                "{name} named by -v but left with its old bytes:\n{stdout}"
+            );
+        }
+    }
+}
