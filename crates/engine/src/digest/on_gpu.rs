@@ -32,7 +32,10 @@ pub const SOURCE: &str = include_str!("kernels.cu");
 /// Where the compiled image stands.
 enum Build {
     NotStarted,
-    Compiling,
+    /// `keep`: the kernel cache can take the image (worth waiting for at the end).
+    Compiling {
+        keep: bool,
+    },
     Ready(Image),
     Failed(String),
 }
@@ -113,7 +116,9 @@ impl GpuDigests {
                 return;
             }
         }
-        *build = Build::Compiling;
+        *build = Build::Compiling {
+            keep: recipe.cache.as_ref().is_ok_and(KernelCache::writable),
+        };
         drop(build);
         let shared = self.build.clone();
         let spawned = std::thread::Builder::new()
@@ -135,8 +140,8 @@ impl GpuDigests {
     /// file) would otherwise end it unstored, and every such run would compile again, for
     /// nothing, never finding a kept image. No wait where the cache cannot take the image.
     pub fn wait_for_compile(&self, stop: &AtomicBool) -> Option<Duration> {
-        let compiling = || matches!(*self.build.lock().unwrap(), Build::Compiling);
-        if !compiling() || !KernelCache::open().is_ok_and(|c| c.writable()) {
+        let compiling = || matches!(*self.build.lock().unwrap(), Build::Compiling { keep: true });
+        if !compiling() {
             return None;
         }
         let started = Instant::now();
@@ -155,7 +160,7 @@ impl GpuDigests {
                 Build::Ready(_) => return Ok(()),
                 Build::Failed(why) => return Err(why.clone()),
                 Build::NotStarted => return Err("not started".to_owned()),
-                Build::Compiling => {}
+                Build::Compiling { .. } => {}
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -166,7 +171,7 @@ impl GpuDigests {
     fn kernels(&self, gpu: usize, device: &Device) -> Result<Arc<Kernels>, String> {
         let (image, cached) = match &*self.build.lock().unwrap() {
             Build::Ready(Image { bytes, origin, .. }) => (bytes.clone(), origin.cached()),
-            Build::NotStarted | Build::Compiling => {
+            Build::NotStarted | Build::Compiling { .. } => {
                 return Err("the kernels were still compiling".to_owned())
             }
             Build::Failed(why) => return Err(why.clone()),
@@ -313,6 +318,8 @@ struct Recipe {
     path: Option<PathBuf>,
     options: Vec<String>,
     key: String,
+    /// Where the image is looked for and kept, opened once; Err says why there is none.
+    cache: Result<KernelCache, String>,
 }
 
 impl Recipe {
@@ -343,12 +350,13 @@ impl Recipe {
             path,
             options,
             key,
+            cache: KernelCache::open(),
         }
     }
 
     /// The image the kernel cache holds for this recipe, if any.
     fn cached(&self) -> Option<Image> {
-        let found = KernelCache::open().ok()?.load(&self.key)?;
+        let found = self.cache.as_ref().ok()?.load(&self.key)?;
         Some(Image {
             bytes: Arc::new(found.image),
             compiler: found.compiler,
@@ -374,7 +382,8 @@ impl Recipe {
         let image = compiler
             .compile(SOURCE, "kernels.cu", &options)
             .map_err(|e| format!("{}: {e}", compiler.name()))?;
-        let stored = KernelCache::open()
+        let stored = self
+            .cache
             .and_then(|c| c.store(&self.key, &image, &name).map_err(|e| e.to_string()));
         Ok(Image {
             bytes: Arc::new(image),
