@@ -58,18 +58,26 @@ pub const DEVICE_MEMORY: usize = 64 << 30;
 
 #[no_mangle]
 pub unsafe extern "C" fn hipDeviceTotalMem(bytes: *mut usize, device: c_int) -> HipError {
-    let fake = fake();
-    if fake.devices == 0 {
-        return HIP_ERROR_NO_DEVICE;
-    }
-    if device < 0 || device >= fake.devices {
-        return HIP_ERROR_INVALID_DEVICE;
-    }
-    if bytes.is_null() {
-        return HIP_ERROR_INVALID_VALUE;
+    if let Err(e) = check_device(device, bytes.is_null()) {
+        return e;
     }
     *bytes = DEVICE_MEMORY;
     HIP_SUCCESS
+}
+
+/// What a runtime call about `device` answers before it looks further: no device, an
+/// ordinal out of range, or a null output (`null_out`).
+fn check_device(device: c_int, null_out: bool) -> Result<(), HipError> {
+    let devices = fake().devices;
+    if devices == 0 {
+        Err(HIP_ERROR_NO_DEVICE)
+    } else if device < 0 || device >= devices {
+        Err(HIP_ERROR_INVALID_DEVICE)
+    } else if null_out {
+        Err(HIP_ERROR_INVALID_VALUE)
+    } else {
+        Ok(())
+    }
 }
 
 /// The architecture every fake device reports (`gcnArchName`): `AISCP_FAKE_GPU_ARCH`, else
@@ -87,15 +95,8 @@ const ARCH_AT: usize = 700;
 /// ROCm 6's hipGetDeviceProperties: the fake fills `name` and `gcnArchName` alone.
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDevicePropertiesR0600(props: *mut u8, device: c_int) -> HipError {
-    let fake = fake();
-    if fake.devices == 0 {
-        return HIP_ERROR_NO_DEVICE;
-    }
-    if device < 0 || device >= fake.devices {
-        return HIP_ERROR_INVALID_DEVICE;
-    }
-    if props.is_null() {
-        return HIP_ERROR_INVALID_VALUE;
+    if let Err(e) = check_device(device, props.is_null()) {
+        return e;
     }
     let arch = arch();
     let mut fields = vec![0u8; PROPS_LEN];
