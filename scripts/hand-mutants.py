@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "unwritable-directory-finished-before-its-files",
+        "src/cp/copy/walk.rs",
+        "        if unwritable || self.config.cancel.load(Ordering::SeqCst) {",
+        "        if false && (unwritable || self.config.cancel.load(Ordering::SeqCst)) {",
+        ["signals::tree::a_stop_in_a_read_only_directory_leaves_no_file_unnamed"],
+    ),
+    (
         "slot-looks-at-the-stop-after-the-file-began",
         "crates/engine/src/one_slot.rs",
         "        // out and DEST as it was. The first window looks.\n",

@@ -419,6 +419,14 @@ impl Copier<'_> {
         if !(new_dir || p.mode || p.ownership || p.timestamps || p.xattr) {
             return if ok { Ok(()) } else { Err(Reported) };
         }
+        // A stop removes the DESTs of files in flight that never began, which takes write
+        // permission on their directory: they are ended before a mode without it is set
+        // (SOURCE's mode is DEST's, less the umask), and before any directory is finished
+        // once the run is stopping.
+        let unwritable = frame.src_meta.mode() & 0o200 == 0;
+        if unwritable || self.config.cancel.load(Ordering::SeqCst) {
+            self.settle();
+        }
         let Some(dst_dir) = &frame.dst.dir else {
             return Err(Reported); // it could not be reopened: already reported
         };

@@ -207,3 +207,50 @@ fn a_file_named_at_a_stop_is_never_left_with_its_old_bytes() {
         }
     }
 }
+
+/// A stop in a tree whose SOURCE directory is read-only, copied by a user who is not root:
+/// DEST's directory takes SOURCE's mode (no write for its owner) when the walk finishes it
+/// on the way out, and the files in flight that never began must be removed first. They
+/// were left behind, unnamed by `-v`, when the mode came first (root, to whom permissions
+/// do not apply, never saw it).
+#[test]
+fn a_stop_in_a_read_only_directory_leaves_no_file_unnamed() {
+    use crate::parity::harness::{bin_dir, nobody_runs, AS_NOBODY};
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(why) = nobody_runs() {
+        crate::support::skip("cannot run as nobody (not root)", &why);
+        return;
+    }
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::set_permissions(d, fs::Permissions::from_mode(0o777)).unwrap();
+        fs::create_dir(d.join("src")).unwrap();
+        for i in 0..100 {
+            fs::write(d.join(format!("src/f{i}")), random_bytes(3000, i)).unwrap();
+        }
+        fs::set_permissions(d.join("src"), fs::Permissions::from_mode(0o555)).unwrap();
+        let mut cmd = Command::new("setpriv");
+        cmd.args(AS_NOBODY).args(["cp", "-rv", "src", "dst"]);
+        let path = std::env::var("PATH").unwrap_or_default();
+        cmd.env("PATH", format!("{}:{path}", bin_dir().display()))
+            .current_dir(d);
+        hermetic(&mut cmd);
+        backend.apply(&mut cmd, &d.join("report"));
+        // The fake library's own route copies files in turn; its bounce route flies them.
+        cmd.env("AISCP_ROUTE", "bounce");
+        // Held at the first file queued (never begun), then stopped.
+        let out = crate::support::paused_at_pid(cmd, "queued", d, |pid| {
+            kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+        });
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{backend:?}");
+        let mut named = named_dests(&String::from_utf8_lossy(&out.stdout));
+        named.retain(|n| n != "dst");
+        let left: Vec<String> = fs::read_dir(d.join("dst"))
+            .unwrap()
+            .map(|e| format!("dst/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        assert_eq!(left, named, "{backend:?}: left in DEST against named by -v");
+    }
+}
