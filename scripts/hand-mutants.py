@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "stop-keeps-the-directories-made-after-its-point",
+        "src/cp/copy/inflight.rs",
+        "                        .for_each(|d| d.remove());",
+        "                        .for_each(drop);",
+        ["signals::tree::a_stop_removes_the_directories_made_after_its_point"],
+    ),
+    (
         "unwritable-directory-finished-before-its-files",
         "src/cp/copy/walk.rs",
         "        if unwritable || self.config.cancel.load(Ordering::SeqCst) {",

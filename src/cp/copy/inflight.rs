@@ -12,7 +12,7 @@
 //! flight (it must follow their messages, and its answer may depend on them).
 
 use super::copier::{Copier, Disposition, Found};
-use super::pending::Pending;
+use super::pending::{MadeDir, Pending};
 use crate::cp::attrs;
 use crate::sys::messages::{self, error, Held, Reported};
 use crate::sys::stat::{FileId, Stat};
@@ -40,6 +40,8 @@ enum Item {
     /// untouched (or removed again).
     Line(Ticket, Held),
     File(Ticket),
+    /// A directory made here: a stop that cuts off the files before it removes it again.
+    Dir(MadeDir),
 }
 
 #[derive(Default)]
@@ -55,9 +57,10 @@ pub(super) struct Inflight {
     /// what one of them reads or writes, or read what one writes, waits for them.
     reading: HashMap<FileId, usize>,
     writing: HashMap<FileId, usize>,
-    /// The run was stopped before a queued file's turn came: what the walk said after that
-    /// point is dropped, as cp, dying at the signal, would never have got there.
+    /// The run was stopped before a queued file's turn came: what the walk said and the
+    /// directories it made after that point go, as cp, dying at the signal, never got there.
     cut_off: bool,
+    unmade: Vec<MadeDir>,
     /// A file in flight met a full disk: from then on files are copied one at a time, as
     /// cp copies them, so each meets the disk as cp's would.
     out_of_space: bool,
@@ -252,6 +255,13 @@ impl Copier<'_> {
         self.finish_in_turn(Until::All);
     }
 
+    /// Puts a directory just made in cp's order, behind the files in flight, if any.
+    pub(super) fn made_dir(&mut self, made: MadeDir) {
+        if self.inflight.holding {
+            self.inflight.order.borrow_mut().push_back(Item::Dir(made));
+        }
+    }
+
     /// Whether DEST (its inode and name) was made by this run from another operand, once
     /// the files in flight that may have made it have ended.
     pub(super) fn just_created(&mut self, key: &(FileId, PathBuf)) -> bool {
@@ -273,8 +283,15 @@ impl Copier<'_> {
                         messages::hold(None);
                         self.inflight.holding = false;
                     }
+                    self.inflight
+                        .unmade
+                        .drain(..)
+                        .rev()
+                        .for_each(|d| d.remove());
                     return finished_one;
                 }
+                Some(Item::Dir(made)) if self.inflight.cut_off => self.inflight.unmade.push(made),
+                Some(Item::Dir(_)) => {}
                 Some(Item::Said(held)) => {
                     if !self.inflight.cut_off {
                         messages::release(held);

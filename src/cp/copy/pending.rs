@@ -1,4 +1,5 @@
-//! A file queued in flight, as the walk left it, and what a stop undoes of it.
+//! A file queued in flight, as the walk left it, a directory made behind files in flight,
+//! and what a stop undoes of them.
 
 use crate::sys::stat::{FileId, Stat};
 use std::path::PathBuf;
@@ -24,6 +25,24 @@ impl Pending {
             .is_ok_and(|m| (m.dev(), m.ino()) == self.dst_id && (!empty || m.len() == 0));
         if self.created && ours {
             let _ = std::fs::remove_file(&self.dst_path);
+        }
+    }
+}
+
+/// A directory the walk made while files were in flight.
+pub(super) struct MadeDir {
+    pub(super) path: PathBuf,
+    pub(super) id: FileId,
+}
+
+impl MadeDir {
+    /// Removes the directory, checked to be that inode, if it is empty.
+    pub(super) fn remove(&self) {
+        use std::os::unix::fs::MetadataExt;
+        let ours = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.is_dir() && (m.dev(), m.ino()) == self.id);
+        if ours {
+            let _ = std::fs::remove_dir(&self.path);
         }
     }
 }

@@ -21,6 +21,7 @@ use super::copier::Copier;
 use super::copier::Disposition;
 use super::copier::Step;
 use super::entry::Parent;
+use super::pending::MadeDir;
 use super::steps::replaced;
 use crate::cp::attrs;
 use crate::cp::plan::join;
@@ -353,6 +354,8 @@ impl Copier<'_> {
         }
         if new_dir {
             self.memory.made_dirs.insert(dst_now.id());
+            let (path, id) = (dst.path.to_path_buf(), dst_now.id());
+            self.made_dir(MadeDir { path, id });
         }
         let mut ok = true;
         let skip_contents = opts.one_file_system && parent_dev.is_some_and(|d| d != src_meta.dev());

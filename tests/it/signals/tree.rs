@@ -254,3 +254,49 @@ fn a_stop_in_a_read_only_directory_leaves_no_file_unnamed() {
         assert_eq!(left, named, "{backend:?}: left in DEST against named by -v");
     }
 }
+
+/// A stop while the first file in flight is held (its worker took it; the walk went on,
+/// making the next directories and queuing their files): the files that never began are
+/// removed, and so are the directories made behind them, which cp, dying at the signal,
+/// never reached. What is left is what `-v` named. Before, those directories were left,
+/// empty and unnamed.
+#[test]
+fn a_stop_removes_the_directories_made_after_its_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for i in 0..5 {
+        fs::create_dir_all(d.join(format!("src/d{i}"))).unwrap();
+        for j in 0..3 {
+            let name = format!("src/d{i}/f{j}");
+            fs::write(d.join(name), random_bytes(5000, (i * 3 + j) as u64)).unwrap();
+        }
+    }
+    let mut cmd = aiscp_command();
+    cmd.current_dir(d)
+        .env("AISCP_BACKEND", "host")
+        .args(["-rv", "src", "dst"]);
+    let out = crate::support::paused_at_pid(cmd, "file-started", d, |pid| {
+        kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+    });
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");
+    let mut named = named_dests(&String::from_utf8_lossy(&out.stdout));
+    named.sort();
+    let mut left = vec!["dst".to_owned()];
+    for entry in fs::read_dir(d.join("dst")).unwrap() {
+        let path = entry.unwrap().path();
+        let rel = path.strip_prefix(d).unwrap().display().to_string();
+        if path.is_dir() {
+            for inner in fs::read_dir(&path).unwrap() {
+                left.push(format!(
+                    "{rel}/{}",
+                    inner.unwrap().file_name().to_string_lossy()
+                ));
+            }
+        }
+        left.push(rel);
+    }
+    left.sort();
+    assert!(named.len() < 21, "not stopped: {named:?}");
+    assert_eq!(left, named, "left in DEST against named by -v");
+}
