@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "update-reads-a-dest-still-in-flight",
+        "src/cp/copy/entry.rs",
+        "            if opts.update_older && self.inflight.writing.contains_key(&dm.id()) {",
+        "            if false && opts.update_older && self.inflight.writing.contains_key(&dm.id()) {",
+        ["parity::host::update_hard_linked_dests"],
+    ),
+    (
         "stop-keeps-the-directories-made-after-its-point",
         "src/cp/copy/inflight.rs",
         "                        .for_each(|d| d.remove());",

@@ -207,8 +207,20 @@ impl Copier<'_> {
             }
         }
         if src_kind != FileKind::Dir {
-            let current =
-                opts.update_older && dst_is_current(src_meta.mtime(), dm, opts.preserve.timestamps);
+            // -u compares DEST's time: a file in flight still writing it (DEST a hard link
+            // of an earlier one) ends first, as cp had finished it, and DEST is looked at again.
+            let mut dm = *dm;
+            if opts.update_older && self.inflight.writing.contains_key(&dm.id()) {
+                self.settle();
+                dm = dst
+                    .dir
+                    .stat(dst.name, true)
+                    .ok()
+                    .filter(|m| m.id() == dm.id())
+                    .unwrap_or(dm);
+            }
+            let current = opts.update_older
+                && dst_is_current(src_meta.mtime(), &dm, opts.preserve.timestamps);
             match clobbering(opts, current) {
                 Clobbering::KeepCurrent => {
                     let follow = self.follows(top);
@@ -223,7 +235,7 @@ impl Copier<'_> {
                 }
                 Clobbering::Ask => {
                     self.settle();
-                    match ask(&self.overwrite_question(dst, dm), &self.config.cancel) {
+                    match ask(&self.overwrite_question(dst, &dm), &self.config.cancel) {
                         Some(true) => {}
                         Some(false) => return Ok(Next::Done),
                         None => return Err(Reported), // interrupted: main dies of the signal, silently

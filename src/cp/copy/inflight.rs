@@ -56,7 +56,7 @@ pub(super) struct Inflight {
     /// SOURCE and DEST inodes of the files in flight (with counts): a file that would write
     /// what one of them reads or writes, or read what one writes, waits for them.
     reading: HashMap<FileId, usize>,
-    writing: HashMap<FileId, usize>,
+    pub(super) writing: HashMap<FileId, usize>,
     /// The run was stopped before a queued file's turn came: what the walk said and the
     /// directories it made after that point go, as cp, dying at the signal, never got there.
     cut_off: bool,

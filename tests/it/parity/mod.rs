@@ -165,6 +165,9 @@ scenarios! {
     update_preserve_same_time: sc(AB, "-pu a b");
     update_preserve_older_dst: sc("text a new\ntext b old\nold b", "-au a b");
     update_tree: sc("dir d\ntext d/f new\ntext d/g new\ndir x\ntext x/f old\ntext x/g old\nold x/g", "-ruv d/f d/g x");
+    // Two DEST names of one inode: the first copy (in flight) makes the second up to date.
+    update_hard_linked_dests: sc("dir s\ndir s/a\ndir s/b\ntext s/a/f data\nhard s/b/h s/a/f\n\
+        dir x\ndir x/a\ndir x/b\ntext x/a/f data\nhard x/b/h x/a/f\nold x/a/f", "-ruv s/. x");
     remove_destination: sc("text a new\ntext b old\nhard h b", "-v --remove-destination a b");
     force_unwritable: sc("text a new\ntext b old\nsh chmod 444 b", "-f a b").nobody();
     unwritable_without_force: sc("text a new\ntext b old\nsh chmod 444 b", "a b").nobody();
