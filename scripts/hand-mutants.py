@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "walk-assumes-three-open-descriptors",
+        "src/cp/copy/walk.rs",
+        "    let spare = limit.saturating_sub(open + OTHER_DESCRIPTORS);",
+        "    let spare = limit.saturating_sub(3 + OTHER_DESCRIPTORS + 0 * open);",
+        ["trees::a_deep_tree_copies_beside_inherited_descriptors"],
+    ),
+    (
         "update-reads-a-dest-still-in-flight",
         "src/cp/copy/entry.rs",
         "            if opts.update_older && self.inflight.writing.contains_key(&dm.id()) {",

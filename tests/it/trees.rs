@@ -210,6 +210,42 @@ fn a_tree_of_2000_levels_copies_within_64_descriptors() {
     }
 }
 
+/// 200 nested directories under a limit of 20 descriptors, nine of them inherited open (a
+/// shell's redirections, a parent's pipes), where GNU cp copies the tree: the walk counts
+/// what is open when it starts, where it assumed the three standard descriptors and ran out
+/// ("Too many open files" three levels down).
+#[test]
+fn a_deep_tree_copies_beside_inherited_descriptors() {
+    use std::os::unix::process::CommandExt;
+    const LEVELS: usize = 200;
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        deep_tree(&dir.path().join("src"), LEVELS);
+        let mut cmd = aiscp_command();
+        cmd.current_dir(dir.path()).args(["-r", "src", "dst"]);
+        backend.apply(&mut cmd, &dir.path().join("report"));
+        limit_descriptors(&mut cmd, 20);
+        // SAFETY: open is async-signal-safe, as pre_exec requires.
+        unsafe {
+            cmd.pre_exec(|| {
+                for _ in 0..9 {
+                    libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{backend:?}: {stderr}");
+        assert_eq!(
+            deep_shape(&dir.path().join("dst")),
+            (LEVELS, 0o750, b"leaf data\n".to_vec()),
+            "{backend:?}"
+        );
+        backend.assert_report_clean(&dir.path().join("report"));
+    }
+}
+
 /// A wide tree (200 files of up to 100 KB beside a subdirectory) under a limit of 12
 /// descriptors, where GNU cp still copies it: files in flight must not take the
 /// descriptors the walk needs.

@@ -44,9 +44,10 @@ use std::sync::atomic::Ordering;
 /// going back up one closed level costs two openat and two fstat calls.
 const OPEN_LEVELS: usize = 8;
 
-/// Descriptors left to everything but the walk's open levels: the three standard ones, a
-/// directory being listed, a file's SOURCE and DEST.
-const OTHER_DESCRIPTORS: u64 = 6;
+/// Descriptors left to everything but the walk's open levels, beyond those open when the
+/// walk starts (the standard ones, any inherited): a directory being listed, a file's
+/// SOURCE and DEST.
+const OTHER_DESCRIPTORS: u64 = 3;
 
 /// How many of the deepest levels (the one being copied included) keep their descriptors,
 /// and whether the top level keeps its own too: [`OPEN_LEVELS`] and the top where the
@@ -63,7 +64,12 @@ fn open_window() -> (usize, bool) {
     } else {
         libc::RLIM_INFINITY
     };
-    let levels = usize::try_from(limit.saturating_sub(OTHER_DESCRIPTORS) / 2).unwrap_or(usize::MAX);
+    // Counted, not assumed: a shell or a parent may hand down more than the three
+    // standard ones, and under a tight limit each takes a level's room.
+    let open =
+        std::fs::read_dir("/proc/self/fd").map_or(3, |d| (d.count() as u64).saturating_sub(1));
+    let spare = limit.saturating_sub(open + OTHER_DESCRIPTORS);
+    let levels = usize::try_from(spare / 2).unwrap_or(usize::MAX);
     if levels > OPEN_LEVELS + 1 {
         (OPEN_LEVELS + 1, true)
     } else {
