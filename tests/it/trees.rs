@@ -188,24 +188,9 @@ fn deep_shape(root: &Path) -> (usize, u32, Vec<u8>) {
 /// leaf too, and the deepest directory gets its final mode (not the 0700 it is made with).
 #[test]
 fn a_tree_of_2000_levels_copies_within_64_descriptors() {
-    const LEVELS: usize = 2000;
     for backend in BACKENDS {
         for extra in [&["-r"][..], &["-a"], &["-rL"]] {
-            let dir = tempfile::tempdir().unwrap();
-            deep_tree(&dir.path().join("src"), LEVELS);
-            let mut cmd = aiscp_command();
-            cmd.current_dir(dir.path()).args(extra).args(["src", "dst"]);
-            backend.apply(&mut cmd, &dir.path().join("report"));
-            limit_descriptors(&mut cmd, 64);
-            let out = cmd.output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{backend:?} {extra:?}: {stderr}");
-            assert_eq!(
-                deep_shape(&dir.path().join("dst")),
-                (LEVELS, 0o750, b"leaf data\n".to_vec()),
-                "{backend:?} {extra:?}"
-            );
-            backend.assert_report_clean(&dir.path().join("report"));
+            assert_deep_copy(backend, 2000, extra, 64, 0);
         }
     }
 }
@@ -216,34 +201,40 @@ fn a_tree_of_2000_levels_copies_within_64_descriptors() {
 /// ("Too many open files" three levels down).
 #[test]
 fn a_deep_tree_copies_beside_inherited_descriptors() {
-    use std::os::unix::process::CommandExt;
-    const LEVELS: usize = 200;
     for backend in BACKENDS {
-        let dir = tempfile::tempdir().unwrap();
-        deep_tree(&dir.path().join("src"), LEVELS);
-        let mut cmd = aiscp_command();
-        cmd.current_dir(dir.path()).args(["-r", "src", "dst"]);
-        backend.apply(&mut cmd, &dir.path().join("report"));
-        limit_descriptors(&mut cmd, 20);
-        // SAFETY: open is async-signal-safe, as pre_exec requires.
-        unsafe {
-            cmd.pre_exec(|| {
-                for _ in 0..9 {
-                    libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
-                }
-                Ok(())
-            });
-        }
-        let out = cmd.output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{backend:?}: {stderr}");
-        assert_eq!(
-            deep_shape(&dir.path().join("dst")),
-            (LEVELS, 0o750, b"leaf data\n".to_vec()),
-            "{backend:?}"
-        );
-        backend.assert_report_clean(&dir.path().join("report"));
+        assert_deep_copy(backend, 200, &["-r"], 20, 9);
     }
+}
+
+/// Copies a tree of `levels` nested directories with `args` under a limit of `limit`
+/// descriptors, `inherited` of them open from the start, and checks DEST whole: every
+/// level, the leaf's data, the deepest directory's final mode.
+fn assert_deep_copy(backend: Backend, levels: usize, args: &[&str], limit: u64, inherited: u32) {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    deep_tree(&dir.path().join("src"), levels);
+    let mut cmd = aiscp_command();
+    cmd.current_dir(dir.path()).args(args).args(["src", "dst"]);
+    backend.apply(&mut cmd, &dir.path().join("report"));
+    limit_descriptors(&mut cmd, limit);
+    // SAFETY: open is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            for _ in 0..inherited {
+                libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{backend:?} {args:?}: {stderr}");
+    assert_eq!(
+        deep_shape(&dir.path().join("dst")),
+        (levels, 0o750, b"leaf data\n".to_vec()),
+        "{backend:?} {args:?}"
+    );
+    backend.assert_report_clean(&dir.path().join("report"));
 }
 
 /// A wide tree (200 files of up to 100 KB beside a subdirectory) under a limit of 12

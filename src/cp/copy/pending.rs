@@ -2,7 +2,17 @@
 //! and what a stop undoes of them.
 
 use crate::sys::stat::{FileId, Stat};
-use std::path::PathBuf;
+use std::fs::Metadata;
+use std::path::{Path, PathBuf};
+
+/// What `path` names now, if it is still the inode `id` this run made: a stop removes only
+/// what it made, never what another process put at the name since.
+fn still_ours(path: &Path, id: FileId) -> Option<Metadata> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| (m.dev(), m.ino()) == id)
+}
 
 /// A queued file, as the walk left it.
 pub(super) struct Pending {
@@ -20,9 +30,7 @@ impl Pending {
     /// Removes the DEST this run made for the file, checked to be that inode (and still
     /// `empty`, where it must never have been written).
     pub(super) fn remove_made(&self, empty: bool) {
-        use std::os::unix::fs::MetadataExt;
-        let ours = std::fs::symlink_metadata(&self.dst_path)
-            .is_ok_and(|m| (m.dev(), m.ino()) == self.dst_id && (!empty || m.len() == 0));
+        let ours = still_ours(&self.dst_path, self.dst_id).is_some_and(|m| !empty || m.len() == 0);
         if self.created && ours {
             let _ = std::fs::remove_file(&self.dst_path);
         }
@@ -38,10 +46,7 @@ pub(super) struct MadeDir {
 impl MadeDir {
     /// Removes the directory, checked to be that inode, if it is empty.
     pub(super) fn remove(&self) {
-        use std::os::unix::fs::MetadataExt;
-        let ours = std::fs::symlink_metadata(&self.path)
-            .is_ok_and(|m| m.is_dir() && (m.dev(), m.ino()) == self.id);
-        if ours {
+        if still_ours(&self.path, self.id).is_some_and(|m| m.is_dir()) {
             let _ = std::fs::remove_dir(&self.path);
         }
     }
