@@ -255,8 +255,9 @@ fn a_stop_in_a_read_only_directory_leaves_no_file_unnamed() {
     }
 }
 
-/// A stop while the first file in flight is held (its worker took it; the walk went on,
-/// making the next directories and queuing their files): the files that never began are
+/// A stop while the first file in flight is held (one file worker: it took the file and the
+/// files behind it wait; the walk went on, making the next directories and queuing their
+/// files): the files that never began are
 /// removed, and so are the directories made behind them, which cp, dying at the signal,
 /// never reached. What is left is what `-v` named. Before, those directories were left,
 /// empty and unnamed.
@@ -274,9 +275,12 @@ fn a_stop_removes_the_directories_made_after_its_point() {
     let mut cmd = aiscp_command();
     cmd.current_dir(d)
         .env("AISCP_BACKEND", "host")
-        .args(["-rv", "src", "dst"]);
+        .args(["-rv", "--streams", "1", "src", "dst"]);
     let out = crate::support::paused_at_pid(cmd, "file-started", d, |pid| {
         kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+        // The worker goes on once the pause ends: it must find the stop already set, which
+        // on a loaded machine the handler could otherwise set only after it ran on.
+        signal_taken(pid, Signal::SIGTERM);
     });
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");
@@ -299,4 +303,25 @@ fn a_stop_removes_the_directories_made_after_its_point() {
     left.sort();
     assert!(named.len() < 21, "not stopped: {named:?}");
     assert_eq!(left, named, "left in DEST against named by -v");
+}
+
+/// Waits until `pid` has taken `sig` (no longer pending for the process: its handler ran),
+/// then a moment more for the handler's store to be seen.
+fn signal_taken(pid: u32, sig: Signal) {
+    let bit = 1u64 << (sig as u32 - 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let pending = status
+            .lines()
+            .find_map(|l| l.strip_prefix("ShdPnd:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0);
+        if pending & bit == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{sig:?} never taken");
+        thread::sleep(Duration::from_millis(1));
+    }
+    thread::sleep(Duration::from_millis(20));
 }
