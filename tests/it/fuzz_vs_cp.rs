@@ -69,7 +69,7 @@ const NAMES: [&str; 5] = ["a", "b", "c", "d1", "d2"];
 
 /// Options cp 9.1 and aiscp share, each independently on or off (conflicting ones are
 /// resolved by both programs the same way: the last wins or cp refuses).
-const OPTIONS: [&str; 22] = [
+const OPTIONS: [&str; 32] = [
     "-r",
     "-a",
     "-p",
@@ -92,6 +92,16 @@ const OPTIONS: [&str; 22] = [
     "--sparse=always",
     "-x",
     "--strip-trailing-slashes",
+    "--parents",
+    "--backup=numbered",
+    "--backup=existing",
+    "-Sx",
+    "--copy-contents",
+    "--preserve=all",
+    "--no-preserve=all",
+    "--reflink=never",
+    "--sparse=never",
+    "--one-file-system",
 ];
 
 fn entry() -> impl Strategy<Value = Entry> {
