@@ -144,6 +144,32 @@ pub fn through_a_service() -> bool {
     std::env::var_os("AISCP_TESTS_THROUGH_SERVICE").is_some_and(|v| v == "1")
 }
 
+/// The order cp visits a tree in: each directory's names sorted by inode number, stably over
+/// readdir's order (GNU's savedir). Two trees built alike can still differ here, as the
+/// filesystem numbers inodes wherever it finds them free.
+pub fn cp_order(root: &Path) -> Vec<PathBuf> {
+    fn visit(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        let mut names: Vec<_> = entries
+            .map_while(Result::ok)
+            .map(|e| (std::os::unix::fs::DirEntryExt::ino(&e), e.file_name()))
+            .collect();
+        names.sort_by_key(|&(ino, _)| ino);
+        for (_, name) in names {
+            let (path, rel) = (dir.join(&name), rel.join(&name));
+            out.push(rel.clone());
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                visit(&path, &rel, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    visit(root, Path::new(""), &mut out);
+    out
+}
+
 /// Every entry under `root` (symlinks not followed): path, kind, mode, size and bytes or target, link count (links
 /// kept or not); not times (cp and aiscp run at different moments).
 pub fn listing(root: &Path) -> Vec<String> {

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use super::tree::{build, snapshot, Entry};
 pub use crate::support::Backend;
-use crate::support::{hermetic, program, skip, Report};
+use crate::support::{cp_order, hermetic, program, skip, Report};
 
 #[derive(Default, Clone)]
 pub struct Scenario {
@@ -184,11 +184,31 @@ pub(crate) fn nobody_runs() -> Result<(), String> {
         .clone()
 }
 
-pub fn run(s: &Scenario, aiscp: Option<Backend>) -> Outcome {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// Two trees of the scenario that cp walks in the same order, both built afresh until they
+/// do: cp's choices depend on that order (which of two names `-u` finds up to date, the order
+/// of `-v` lines), and the filesystem numbers inodes wherever it finds them free, so two trees
+/// built alike beside other tests can differ.
+fn twins(s: &Scenario) -> [tempfile::TempDir; 2] {
+    let mut tries = 0;
+    loop {
+        let trees = [(); 2].map(|()| {
+            let tmp = tempfile::tempdir().unwrap();
+            build(tmp.path(), s.setup);
+            tmp
+        });
+        tries += 1;
+        if cp_order(trees[0].path()) == cp_order(trees[1].path()) || tries == 50 {
+            return trees;
+        }
+        for t in &trees {
+            drop(Cleanup(t.path(), s.cleanup));
+        }
+    }
+}
+
+/// Runs cp (or aiscp on `aiscp`) in `dir`, a tree of the scenario.
+pub fn run(s: &Scenario, aiscp: Option<Backend>, dir: &Path) -> Outcome {
     let _cleanup = Cleanup(dir, s.cleanup);
-    build(dir, s.setup);
     let mut cmd = if s.as_nobody {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let mut c = Command::new("setpriv");
@@ -293,8 +313,9 @@ pub fn check(s: &Scenario, backend: Backend) {
             return;
         }
     }
-    let gnu = run(s, None);
-    let mut ours = run(s, Some(backend));
+    let [gnu_tree, our_tree] = twins(s);
+    let gnu = run(s, None, gnu_tree.path());
+    let mut ours = run(s, Some(backend), our_tree.path());
     if s.unordered_stdout {
         let sorted = |t: &str| {
             let mut l: Vec<&str> = t.lines().collect();
