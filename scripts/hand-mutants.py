@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "walk-sorts-a-directory-backwards",
+        "src/cp/copy/walk.rs",
+        "            entries.sort_by_key(|&(ino, _)| ino);",
+        "            entries.sort_by_key(|&(ino, _)| std::cmp::Reverse(ino));",
+        ["fuzz_vs_cp"],
+    ),
+    (
         "walk-assumes-three-open-descriptors",
         "src/cp/copy/walk.rs",
         "    let spare = limit.saturating_sub(open + OTHER_DESCRIPTORS);",

@@ -1,12 +1,13 @@
 //! Differential fuzzing against GNU cp: random small SOURCE trees, DEST states and option
 //! sets, each run by `cp` and by aiscp (invoked through a link named `cp`, so even the
-//! program name in messages must match) in two identical directories; exit status, stdout,
-//! stderr and the resulting tree must be the same.
+//! program name in messages must match) in two directories built alike and walked by cp in
+//! the same order; exit status, stdout and stderr (line for line, in order) and the resulting
+//! tree must be the same.
 //!
 //! 300 cases of a fixed seed run by default; `AISCP_FUZZ_CASES=N` runs N and
 //! `AISCP_FUZZ_SEED=S` draws others (a failure prints the minimal case proptest shrank it to).
 
-use crate::support::{hermetic, listing, program, Backend};
+use crate::support::{cp_order, hermetic, listing, program, Backend};
 use proptest::prelude::*;
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -157,7 +158,18 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(DestState::SymlinkToFile),
         1 => Just(DestState::Dangling),
     ];
-    let options = proptest::collection::vec(proptest::sample::select(&OPTIONS[..]), 0..4);
+    // -r and -v on their own draws, half the time each: from the list they came too seldom
+    // together to test the order of a tree's copy.
+    let common = |o: &'static str| proptest::bool::ANY.prop_map(move |on| on.then_some(o));
+    let options = (
+        proptest::collection::vec(proptest::sample::select(&OPTIONS[..]), 0..4),
+        common("-r"),
+        common("-v"),
+    )
+        .prop_map(|(mut options, r, v)| {
+            options.extend(r.into_iter().chain(v));
+            options
+        });
     let operands = prop_oneof![
         1 => Just(Operands::Tree),
         2 => proptest::collection::vec(0usize..5, 1..3).prop_map(Operands::Names),
@@ -267,10 +279,28 @@ struct Outcome {
     src: Vec<String>,
 }
 
-/// Runs `cp` found in the directory `bin` (argv[0] is then "cp" for both programs).
-fn run(case: &Case, bin: &Path, backend: Backend) -> Outcome {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = tmp.path();
+/// Two trees of the case that cp walks in the same order (see `cp_order`), both built afresh
+/// until they do, so that the two programs' outputs compare line by line.
+fn twins(case: &Case) -> [tempfile::TempDir; 2] {
+    let mut tries = 0;
+    loop {
+        let trees = [(); 2].map(|()| {
+            let tmp = tempfile::tempdir().unwrap();
+            lay_out(case, tmp.path());
+            tmp
+        });
+        tries += 1;
+        if cp_order(trees[0].path()) == cp_order(trees[1].path()) || tries == 50 {
+            return trees;
+        }
+        for t in &trees {
+            make_writable(t.path());
+        }
+    }
+}
+
+/// Builds the case's SOURCE and DEST in `d`.
+fn lay_out(case: &Case, d: &Path) {
     build(&d.join("src"), &case.src, false);
     match &case.dest {
         DestState::Absent => {}
@@ -285,6 +315,11 @@ fn run(case: &Case, bin: &Path, backend: Backend) -> Outcome {
         }
         DestState::Dangling => symlink("nowhere", d.join("dst")).unwrap(),
     }
+}
+
+/// Runs `cp` found in the directory `bin` (argv[0] is then "cp" for both programs) in `d`,
+/// a tree of the case.
+fn run(case: &Case, bin: &Path, backend: Backend, d: &Path) -> Outcome {
     let mut args: Vec<String> = case.options.iter().map(|s| s.to_string()).collect();
     match &case.operands {
         Operands::Tree => args.push("src".into()),
@@ -302,20 +337,10 @@ fn run(case: &Case, bin: &Path, backend: Backend) -> Outcome {
         .stdin(Stdio::null());
     backend.apply(&mut cmd, &d.join("report"));
     let out = cmd.output().unwrap();
-    // Both read directories in inode order, and the two trees' inode numbers differ: compare
-    // the lines as sets.
-    let lines = |b: &[u8]| {
-        let mut l: Vec<String> = String::from_utf8_lossy(b)
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        l.sort();
-        l.join("\n")
-    };
     let outcome = Outcome {
         code: out.status.code(),
-        stdout: lines(&out.stdout),
-        stderr: lines(&out.stderr),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         tree: [listing(&d.join("dst")), listing(&d.join("target"))].concat(),
         src: listing(&d.join("src")),
     };
@@ -350,8 +375,9 @@ proptest! {
     #[test]
     fn aiscp_does_what_cp_does(case in case(), fake_gpu in proptest::bool::weighted(0.2)) {
         let backend = if fake_gpu { Backend::FakeGpu } else { Backend::Host };
-        let gnu = run(&case, Path::new("/usr/bin"), Backend::Host);
-        let ours = run(&case, aiscp_as_cp(), backend);
+        let [gnu_tree, our_tree] = twins(&case);
+        let gnu = run(&case, Path::new("/usr/bin"), Backend::Host, gnu_tree.path());
+        let ours = run(&case, aiscp_as_cp(), backend, our_tree.path());
         prop_assert!(!ours.stderr.contains("panicked"), "{}", ours.stderr);
         prop_assert_eq!(ours, gnu);
     }
