@@ -61,6 +61,37 @@ fn gpu_index_without_a_gpu_warns_or_fails() {
     assert!(!stderr(&out).contains("--gpu"), "{}", stderr(&out));
 }
 
+/// The backend starts at the first file with data, deep in a tree: its failure ends the run
+/// there, and the directories already made are finished (their mode set after their
+/// contents, as every directory), not left at the owner-only mode they are made with.
+#[test]
+fn a_backend_that_cannot_start_ends_the_run_with_its_directories_finished() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::create_dir_all(d.join("s/a/b")).unwrap();
+    for sub in ["s", "s/a", "s/a/b"] {
+        fs::set_permissions(d.join(sub), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    write_random(&d.join("s/a/b/f"), 5000, 5);
+    write_random(&d.join("t"), 100, 6);
+    fs::create_dir(d.join("out")).unwrap();
+    let out = without_gpu(d, &["--backend", "gpu", "-r", "s", "t", "out"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("no usable GPU I/O library: ").count(),
+        1,
+        "{err}"
+    );
+    for sub in ["out/s", "out/s/a", "out/s/a/b"] {
+        let mode = fs::metadata(d.join(sub)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "{sub}");
+    }
+    assert!(!d.join("out/s/a/b/f").exists());
+    assert!(!d.join("out/t").exists(), "the run ended at the failure");
+}
+
 #[test]
 fn gpu_index_past_the_device_count_is_an_error_even_with_auto() {
     let dir = tempfile::tempdir().unwrap();

@@ -122,6 +122,9 @@ pub struct Copier<'a> {
     /// engine copies it here.
     pub mover: Option<Box<dyn DataMover + 'a>>,
     pub failed: bool,
+    /// The backend could not start: the run copies nothing more, but finishes the
+    /// directories it made (their modes are set after their contents) before it exits.
+    pub ended: bool,
     /// The files counted so far (see [`count`]).
     pub(super) files: Files,
 }
@@ -192,6 +195,7 @@ impl<'a> Copier<'a> {
             inflight: Inflight::new(settings.queue_limits),
             mover: None,
             failed: false,
+            ended: false,
             files: Files::default(),
         }
     }

@@ -9,7 +9,7 @@ use super::inflight::Opened;
 use super::steps::replaced;
 use super::steps::sync;
 use crate::cp::attrs;
-use crate::data::local_engine::{start_engine, LocalEngine};
+use crate::data::local_engine::{start_engine, started, LocalEngine};
 use crate::sys::messages::{fail, fail_os, Reported};
 use crate::sys::messages::{os_text, say};
 use crate::sys::open_dir::At;
@@ -35,13 +35,16 @@ impl Copier<'_> {
         let opts = self.opts;
         let (src_file, opened) = self.open_source(src, src_meta, follow)?;
         // The backend and its first buffer come before DEST is touched: if the backend
-        // cannot start the run ends, if the buffer cannot be had this file fails, and either
-        // way DEST is neither created nor truncated.
+        // cannot start the run ends (see `Copier::ended`), if the buffer cannot be had this
+        // file fails, and either way DEST is neither created nor truncated.
         let engine_here = self.mover.as_mut().is_none_or(|m| m.needs_engine());
         if !opts.attributes_only && !opts.reflink_always && engine_here {
-            start_engine(&mut self.engine, &self.config)
-                .prepare(src.path)
-                .map_err(|e| fail(e.to_string()))?;
+            let engine = started(&mut self.engine, &self.config).map_err(|e| {
+                crate::sys::signals::die_if_stopped();
+                self.ended = true;
+                fail(e.to_string())
+            })?;
+            engine.prepare(src.path).map_err(|e| fail(e.to_string()))?;
         }
         if opts.atomic && !opts.attributes_only {
             let plan = self.plan_atomic(src.path, dst, &opened, found)?;
