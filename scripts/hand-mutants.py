@@ -23,6 +23,27 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "a-failed-backend-start-leaves-directories-unfinished",
+        "src/cp/copy/file.rs",
+        "                    self.backend_failed = true;",
+        "                    crate::sys::messages::exit(1);",
+        ["flags::a_backend_that_cannot_start_ends_the_run_with_its_directories_finished"],
+    ),
+    (
+        "a-failed-backend-start-lets-the-walk-go-on",
+        "src/cp/copy/walk.rs",
+        "                || self.backend_failed",
+        "                || false",
+        ["flags::a_backend_that_cannot_start_ends_the_run_with_its_directories_finished"],
+    ),
+    (
+        "a-failed-backend-start-lets-later-operands-go-on",
+        "src/main.rs",
+        "        if signals.cancelled() || copier.backend_failed {",
+        "        if signals.cancelled() {",
+        ["flags::a_backend_that_cannot_start_ends_the_run_with_its_directories_finished"],
+    ),
+    (
         "walk-sorts-a-directory-backwards",
         "src/cp/copy/walk.rs",
         "            entries.sort_by_key(|&(ino, _)| ino);",

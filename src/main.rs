@@ -278,7 +278,7 @@ fn copy_and_exit(
         copier.mover = Some(Box::new(coordinator));
     }
     for job in jobs {
-        if signals.cancelled() || copier.ended {
+        if signals.cancelled() || copier.backend_failed {
             break;
         }
         copier.copy_top(job);

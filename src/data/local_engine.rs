@@ -1,49 +1,89 @@
 //! This process's engine as the copier uses it: started the first time a file has data to
-//! copy.
+//! copy, and never tried twice.
 
 use crate::sys::messages::{error, EngineLines};
 use aiscp_engine::{Config, Engine, StartError};
 
-/// This process's engine, brought up the first time it is asked for: a mover that moves
-/// the data elsewhere (the staging service) may never need it.
+/// This process's engine: not started until a file has data to copy here (so -s, -l,
+/// --attributes-only, directory-only runs and runs whose data a mover carries never load a
+/// GPU library), and once it could not start, not tried again (its error said once).
+#[derive(Default)]
+pub enum EngineSlot {
+    #[default]
+    Unstarted,
+    Running(Box<Engine>),
+    Failed,
+}
+
+/// Why there is no engine to copy with.
+pub enum NoEngine {
+    /// It could not start now: say why.
+    Now(StartError),
+    /// It could not start earlier, and that was said then.
+    Before,
+}
+
+impl EngineSlot {
+    pub fn running(&self) -> Option<&Engine> {
+        match self {
+            EngineSlot::Running(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub fn running_mut(&mut self) -> Option<&mut Engine> {
+        match self {
+            EngineSlot::Running(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The engine, started from `config` the first time.
+    pub fn try_start(&mut self, config: &Config) -> Result<&mut Engine, NoEngine> {
+        if let EngineSlot::Unstarted = self {
+            let diagnostics = EngineLines::new(config.quiet, String::new());
+            *self = match Engine::start(config.clone(), diagnostics) {
+                Ok(e) => EngineSlot::Running(Box::new(e)),
+                Err(e) => {
+                    *self = EngineSlot::Failed;
+                    return Err(NoEngine::Now(e));
+                }
+            };
+        }
+        match self {
+            EngineSlot::Running(e) => Ok(e),
+            _ => Err(NoEngine::Before),
+        }
+    }
+
+    /// [`EngineSlot::try_start`] where a file's copy is already under way (a mover handing
+    /// its data back): without an engine the run ends here.
+    pub fn start_or_exit(&mut self, config: &Config) -> &mut Engine {
+        match self.try_start(config) {
+            Ok(engine) => engine,
+            Err(why) => {
+                crate::sys::signals::die_if_stopped();
+                if let NoEngine::Now(e) = why {
+                    error(&e.to_string());
+                }
+                crate::sys::messages::exit(1);
+            }
+        }
+    }
+}
+
+/// The engine as a mover sees it: started when first asked for.
 pub struct LocalEngine<'e> {
-    slot: &'e mut Option<Engine>,
+    slot: &'e mut EngineSlot,
     config: &'e Config,
 }
 
 impl<'e> LocalEngine<'e> {
-    /// The engine in `slot`, started from `config` when first asked for.
-    pub fn new(slot: &'e mut Option<Engine>, config: &'e Config) -> Self {
+    pub fn new(slot: &'e mut EngineSlot, config: &'e Config) -> Self {
         LocalEngine { slot, config }
     }
 
     pub fn get(&mut self) -> &mut Engine {
-        start_engine(self.slot, self.config)
-    }
-}
-
-/// Brings the engine up the first time a file has data to copy (so -s, -l, --attributes-only
-/// and directory-only runs never load a GPU library).
-pub fn started<'e>(
-    slot: &'e mut Option<Engine>,
-    config: &Config,
-) -> Result<&'e mut Engine, StartError> {
-    if slot.is_none() {
-        let diagnostics = EngineLines::new(config.quiet, String::new());
-        *slot = Some(Engine::start(config.clone(), diagnostics)?);
-    }
-    Ok(slot.as_mut().expect("engine started above"))
-}
-
-/// [`started`] where a file's copy is under way (a mover handing the data back): a failure
-/// ends the run at once.
-pub fn start_engine<'e>(slot: &'e mut Option<Engine>, config: &Config) -> &'e mut Engine {
-    match started(slot, config) {
-        Ok(engine) => engine,
-        Err(e) => {
-            crate::sys::signals::die_if_stopped();
-            error(&e.to_string());
-            crate::sys::messages::exit(1);
-        }
+        self.slot.start_or_exit(self.config)
     }
 }

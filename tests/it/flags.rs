@@ -9,6 +9,11 @@ use std::process::{Command, Output};
 /// aiscp with every GPU library override pointing at a file that does not exist: no GPU
 /// library loads, on any machine.
 fn without_gpu(dir: &Path, args: &[&str]) -> Output {
+    without_gpu_command(dir).args(args).output().unwrap()
+}
+
+/// [`without_gpu`]'s command, run in `dir`, before its arguments.
+fn without_gpu_command(dir: &Path) -> Command {
     let missing = dir.join("none.so");
     let mut cmd = aiscp_command();
     cmd.env_remove("AISCP_BACKEND");
@@ -20,7 +25,8 @@ fn without_gpu(dir: &Path, args: &[&str]) -> Output {
     ] {
         cmd.env(var, &missing);
     }
-    cmd.args(args).current_dir(dir).output().unwrap()
+    cmd.current_dir(dir);
+    cmd
 }
 
 fn stderr(out: &Output) -> String {
@@ -62,21 +68,36 @@ fn gpu_index_without_a_gpu_warns_or_fails() {
 }
 
 /// The backend starts at the first file with data, deep in a tree: its failure ends the run
-/// there, and the directories already made are finished (their mode set after their
-/// contents, as every directory), not left at the owner-only mode they are made with.
+/// there (no later file or operand is tried, the failure said once), and the directories
+/// already made are finished (their mode set after their contents, as every directory), not
+/// left at the owner-only mode they are made with.
 #[test]
 fn a_backend_that_cannot_start_ends_the_run_with_its_directories_finished() {
     use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     fs::create_dir_all(d.join("s/a/b")).unwrap();
-    for sub in ["s", "s/a", "s/a/b"] {
+    fs::create_dir_all(d.join("s/c")).unwrap();
+    for sub in ["s", "s/a", "s/a/b", "s/c"] {
         fs::set_permissions(d.join(sub), fs::Permissions::from_mode(0o755)).unwrap();
     }
     write_random(&d.join("s/a/b/f"), 5000, 5);
+    write_random(&d.join("s/c/g"), 5000, 7);
     write_random(&d.join("t"), 100, 6);
     fs::create_dir(d.join("out")).unwrap();
-    let out = without_gpu(d, &["--backend", "gpu", "-r", "s", "t", "out"]);
+    let mut cmd = without_gpu_command(d);
+    // SAFETY: umask is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0o022);
+            Ok(())
+        });
+    }
+    let out = cmd
+        .args(["--backend", "gpu", "-rv", "s", "t", "out"])
+        .output()
+        .unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(
@@ -84,12 +105,29 @@ fn a_backend_that_cannot_start_ends_the_run_with_its_directories_finished() {
         1,
         "{err}"
     );
-    for sub in ["out/s", "out/s/a", "out/s/a/b"] {
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let made: Vec<_> = ["out/s", "out/s/a", "out/s/a/b", "out/s/c"]
+        .into_iter()
+        .filter(|sub| d.join(sub).exists())
+        .collect();
+    // s/a or s/c, whichever cp's order takes first (inode order), and not the other.
+    let entered = ["out/s/a", "out/s/c"].map(|sub| d.join(sub).exists());
+    assert_eq!(entered.iter().filter(|e| **e).count(), 1, "{made:?}");
+    for sub in made {
         let mode = fs::metadata(d.join(sub)).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o755, "{sub}");
     }
-    assert!(!d.join("out/s/a/b/f").exists());
-    assert!(!d.join("out/t").exists(), "the run ended at the failure");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !said.contains("'t' -> "),
+        "the next operand is not begun: {said}"
+    );
+    for file in ["out/s/a/b/f", "out/s/c/g", "out/t"] {
+        assert!(
+            !d.join(file).exists(),
+            "{file}: the run ended at the failure"
+        );
+    }
 }
 
 #[test]

@@ -6,6 +6,7 @@ use super::inflight::Inflight;
 use super::walk;
 use crate::cp::options::{BackupKind, Deref, Options};
 use crate::cp::plan::CopyJob;
+use crate::data::local_engine::EngineSlot;
 use crate::data::mover::DataMover;
 use crate::progress::{Files, Staged};
 use crate::settings::Settings;
@@ -13,7 +14,7 @@ use crate::sys::messages::Reported;
 use crate::sys::open_dir::{open_parent, At, OpenDir};
 use crate::sys::stat::{FileId, Stat};
 use aiscp_engine::digest::Algorithm;
-use aiscp_engine::{Config, Copied, Engine, ProgressSink, Verify};
+use aiscp_engine::{Config, Copied, ProgressSink, Verify};
 use nix::sys::stat::Mode;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -107,7 +108,7 @@ pub(super) struct RunMemory {
 pub struct Copier<'a> {
     pub(super) opts: &'a Options,
     pub(super) config: Config,
-    pub(super) engine: Option<Engine>,
+    pub(super) engine: EngineSlot,
     pub(super) progress: std::sync::Arc<dyn ProgressSink + Send + Sync>,
     pub(super) umask: u32,
     /// What the run has copied so far, for cp's rules that look back.
@@ -122,9 +123,10 @@ pub struct Copier<'a> {
     /// engine copies it here.
     pub mover: Option<Box<dyn DataMover + 'a>>,
     pub failed: bool,
-    /// The backend could not start: the run copies nothing more, but finishes the
-    /// directories it made (their modes are set after their contents) before it exits.
-    pub ended: bool,
+    /// The backend could not start (or a signal came while it started): the run copies
+    /// nothing more, but finishes the directories it made (their modes are set after their
+    /// contents) before it exits.
+    pub backend_failed: bool,
     /// The files counted so far (see [`count`]).
     pub(super) files: Files,
 }
@@ -149,7 +151,7 @@ impl<'a> Copier<'a> {
     /// their stage times; neither when no file had data to copy.
     pub fn staged(&self) -> Staged {
         Staged {
-            here: self.engine.as_ref().map(|e| (e.info(), e.run_stages())),
+            here: self.engine.running().map(|e| (e.info(), e.run_stages())),
             service: self.mover.as_ref().and_then(|m| m.info()),
         }
     }
@@ -157,7 +159,7 @@ impl<'a> Copier<'a> {
     /// Lets this process's engine end its digest kernels' compile (at most a few seconds),
     /// so that the next run finds them kept: call it once the copies are over.
     pub fn wait_for_digest_compile(&mut self) {
-        if let Some(engine) = self.engine.as_mut() {
+        if let Some(engine) = self.engine.running_mut() {
             engine.wait_for_digest_compile();
         }
     }
@@ -183,7 +185,7 @@ impl<'a> Copier<'a> {
         Copier {
             opts,
             config,
-            engine: None,
+            engine: EngineSlot::Unstarted,
             progress: progress.into(),
             umask,
             memory: RunMemory {
@@ -195,7 +197,7 @@ impl<'a> Copier<'a> {
             inflight: Inflight::new(settings.queue_limits),
             mover: None,
             failed: false,
-            ended: false,
+            backend_failed: false,
             files: Files::default(),
         }
     }

@@ -9,10 +9,11 @@ use super::inflight::Opened;
 use super::steps::replaced;
 use super::steps::sync;
 use crate::cp::attrs;
-use crate::data::local_engine::{start_engine, started, LocalEngine};
-use crate::sys::messages::{fail, fail_os, Reported};
+use crate::data::local_engine::{LocalEngine, NoEngine};
+use crate::sys::messages::{error, fail, fail_os, Reported};
 use crate::sys::messages::{os_text, say};
 use crate::sys::open_dir::At;
+use crate::sys::signals::stop_asked;
 use crate::sys::stat::{FileKind, Stat};
 use aiscp_engine::quote::quote;
 use aiscp_engine::{DataJob, SourceKind};
@@ -35,15 +36,21 @@ impl Copier<'_> {
         let opts = self.opts;
         let (src_file, opened) = self.open_source(src, src_meta, follow)?;
         // The backend and its first buffer come before DEST is touched: if the backend
-        // cannot start the run ends (see `Copier::ended`), if the buffer cannot be had this
-        // file fails, and either way DEST is neither created nor truncated.
+        // cannot start the run ends (see `Copier::backend_failed`), if the buffer cannot be
+        // had this file fails, and either way DEST is neither created nor truncated.
         let engine_here = self.mover.as_mut().is_none_or(|m| m.needs_engine());
         if !opts.attributes_only && !opts.reflink_always && engine_here {
-            let engine = started(&mut self.engine, &self.config).map_err(|e| {
-                crate::sys::signals::die_if_stopped();
-                self.ended = true;
-                fail(e.to_string())
-            })?;
+            let engine = match self.engine.try_start(&self.config) {
+                Ok(engine) => engine,
+                Err(why) => {
+                    self.backend_failed = true;
+                    // A signal that cut the start short: the run dies of it, silently.
+                    if let (NoEngine::Now(e), false) = (why, stop_asked()) {
+                        error(&e.to_string());
+                    }
+                    return Err(Reported);
+                }
+            };
             engine.prepare(src.path).map_err(|e| fail(e.to_string()))?;
         }
         if opts.atomic && !opts.attributes_only {
@@ -318,7 +325,10 @@ impl Copier<'_> {
                 let mut engine = LocalEngine::new(&mut self.engine, &self.config);
                 mover.copy(&mut engine, &job, &*self.progress)
             }
-            None => start_engine(&mut self.engine, &self.config).copy(&job, &*self.progress),
+            None => self
+                .engine
+                .start_or_exit(&self.config)
+                .copy(&job, &*self.progress),
         };
         let copied = res.map_err(|e| match e {
             // Interrupted: main dies of the signal once the engine has stopped.

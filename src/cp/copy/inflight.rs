@@ -244,7 +244,7 @@ impl Copier<'_> {
             Some(mover) if mover_queues => mover.queue(),
             _ => self
                 .engine
-                .as_mut()
+                .running_mut()
                 .map(|e| e as &mut dyn crate::data::mover::FileQueue),
         }
     }

@@ -247,8 +247,9 @@ impl Copier<'_> {
         stack.iter().for_each(|level| self.count_unread(level));
         let mut result = Ok(());
         loop {
-            let stop =
-                self.memory.into_itself || self.ended || self.config.cancel.load(Ordering::SeqCst);
+            let stop = self.memory.into_itself
+                || self.backend_failed
+                || self.config.cancel.load(Ordering::SeqCst);
             let Some(top) = stack.last_mut() else {
                 break;
             };
