@@ -144,9 +144,10 @@ pub fn through_a_service() -> bool {
     std::env::var_os("AISCP_TESTS_THROUGH_SERVICE").is_some_and(|v| v == "1")
 }
 
-/// The order cp visits a tree in: each directory's names sorted by inode number, stably over
-/// readdir's order (GNU's savedir). Two trees built alike can still differ here, as the
-/// filesystem numbers inodes wherever it finds them free.
+/// The order cp visits the directories under `root` in: each one's names sorted by inode
+/// number, stably over readdir's order (GNU's savedir). Two trees built alike can still differ
+/// here, as the filesystem numbers inodes wherever it finds them free. `root`'s own names are
+/// taken by name: tests name operands in it, whose order is the command line's.
 pub fn cp_order(root: &Path) -> Vec<PathBuf> {
     fn visit(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = fs::read_dir(dir) else {
@@ -156,7 +157,11 @@ pub fn cp_order(root: &Path) -> Vec<PathBuf> {
             .map_while(Result::ok)
             .map(|e| (std::os::unix::fs::DirEntryExt::ino(&e), e.file_name()))
             .collect();
-        names.sort_by_key(|&(ino, _)| ino);
+        if rel.as_os_str().is_empty() {
+            names.sort_by(|a, b| a.1.cmp(&b.1));
+        } else {
+            names.sort_by_key(|&(ino, _)| ino);
+        }
         for (_, name) in names {
             let (path, rel) = (dir.join(&name), rel.join(&name));
             out.push(rel.clone());
