@@ -152,6 +152,8 @@ when a GPU route is possible.
 No GPU library loaded (or no GPU driver is present), so data is copied through host memory.
 To silence it on a machine meant to have no GPU, give \fB\-q\fR or set
 \fBAISCP_BACKEND=host\fR; to insist on a GPU, \fB\-\-backend gpu\fR makes it an error.
+The error comes at the first file with data to copy; the run ends there, and the
+directories it made before are finished (their modes set) as at the end of any run.
 .TP
 .B Which library did it load?
 \fBaiscp \-\-debug\fR prints the backend, the library paths and versions, the GPU, the chunk
