@@ -48,7 +48,7 @@ MUTANTS = [
         "src/cp/copy/walk.rs",
         "            entries.sort_by_key(|&(ino, _)| ino);",
         "            entries.sort_by_key(|&(ino, _)| std::cmp::Reverse(ino));",
-        ["fuzz_vs_cp"],
+        ["fuzz_vs_cp", "parity::host::directory_verbose", "parity::host::in_flight_tree"],
     ),
     (
         "walk-assumes-three-open-descriptors",
