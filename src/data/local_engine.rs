@@ -7,9 +7,7 @@ use aiscp_engine::{Config, Engine, StartError};
 /// This process's engine: not started until a file has data to copy here (so -s, -l,
 /// --attributes-only, directory-only runs and runs whose data a mover carries never load a
 /// GPU library), and once it could not start, not tried again (its error said once).
-#[derive(Default)]
 pub enum EngineSlot {
-    #[default]
     Unstarted,
     Running(Box<Engine>),
     Failed,
@@ -21,6 +19,15 @@ pub enum NoEngine {
     Now(StartError),
     /// It could not start earlier, and that was said then.
     Before,
+}
+
+impl NoEngine {
+    /// Says why there is no engine, unless that was said before.
+    pub fn say(self) {
+        if let NoEngine::Now(e) = self {
+            error(&e.to_string());
+        }
+    }
 }
 
 impl EngineSlot {
@@ -42,13 +49,13 @@ impl EngineSlot {
     pub fn try_start(&mut self, config: &Config) -> Result<&mut Engine, NoEngine> {
         if let EngineSlot::Unstarted = self {
             let diagnostics = EngineLines::new(config.quiet, String::new());
-            *self = match Engine::start(config.clone(), diagnostics) {
-                Ok(e) => EngineSlot::Running(Box::new(e)),
+            match Engine::start(config.clone(), diagnostics) {
+                Ok(e) => *self = EngineSlot::Running(Box::new(e)),
                 Err(e) => {
                     *self = EngineSlot::Failed;
                     return Err(NoEngine::Now(e));
                 }
-            };
+            }
         }
         match self {
             EngineSlot::Running(e) => Ok(e),
@@ -63,9 +70,7 @@ impl EngineSlot {
             Ok(engine) => engine,
             Err(why) => {
                 crate::sys::signals::die_if_stopped();
-                if let NoEngine::Now(e) = why {
-                    error(&e.to_string());
-                }
+                why.say();
                 crate::sys::messages::exit(1);
             }
         }

@@ -7,7 +7,7 @@
 //! 300 cases of a fixed seed run by default; `AISCP_FUZZ_CASES=N` runs N and
 //! `AISCP_FUZZ_SEED=S` draws others (a failure prints the minimal case proptest shrank it to).
 
-use crate::support::{cp_order, hermetic, listing, program, Backend};
+use crate::support::{hermetic, listing, program, walked_alike, Backend};
 use proptest::prelude::*;
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -279,26 +279,6 @@ struct Outcome {
     src: Vec<String>,
 }
 
-/// Two trees of the case that cp walks in the same order (see `cp_order`), both built afresh
-/// until they do, so that the two programs' outputs compare line by line.
-fn twins(case: &Case) -> [tempfile::TempDir; 2] {
-    const TRIES: usize = 200;
-    for _ in 0..TRIES {
-        let trees = [(); 2].map(|()| {
-            let tmp = tempfile::tempdir().unwrap();
-            lay_out(case, tmp.path());
-            tmp
-        });
-        if cp_order(trees[0].path()) == cp_order(trees[1].path()) {
-            return trees;
-        }
-        for t in &trees {
-            make_writable(t.path());
-        }
-    }
-    panic!("{TRIES} pairs of trees of {case:?}, none walked alike by cp");
-}
-
 /// Builds the case's SOURCE and DEST in `d`.
 fn lay_out(case: &Case, d: &Path) {
     build(&d.join("src"), &case.src, false);
@@ -375,7 +355,12 @@ proptest! {
     #[test]
     fn aiscp_does_what_cp_does(case in case(), fake_gpu in proptest::bool::weighted(0.2)) {
         let backend = if fake_gpu { Backend::FakeGpu } else { Backend::Host };
-        let [gnu_tree, our_tree] = twins(&case);
+        let tree = || {
+            let tmp = tempfile::tempdir().unwrap();
+            lay_out(&case, tmp.path());
+            tmp
+        };
+        let [gnu_tree, our_tree] = walked_alike(&case, tree, |t| make_writable(t.path()));
         let gnu = run(&case, Path::new("/usr/bin"), Backend::Host, gnu_tree.path());
         let ours = run(&case, aiscp_as_cp(), backend, our_tree.path());
         prop_assert!(!ours.stderr.contains("panicked"), "{}", ours.stderr);

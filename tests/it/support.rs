@@ -175,6 +175,27 @@ pub fn cp_order(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Two trees from `build` that cp walks in the same order ([`cp_order`]), both built afresh
+/// until they do: cp's choices follow that order (the order of `-v` lines, which of two
+/// names `-u` finds up to date), and the filesystem numbers inodes wherever it finds them
+/// free, so two trees built alike beside other tests can differ. `discard` readies a pair
+/// that differed for removal; `what` names the trees if 200 pairs never agree.
+pub fn walked_alike<T: AsRef<Path>>(
+    what: &dyn std::fmt::Debug,
+    mut build: impl FnMut() -> T,
+    discard: impl Fn(&T),
+) -> [T; 2] {
+    const TRIES: usize = 200;
+    for _ in 0..TRIES {
+        let trees = [build(), build()];
+        if cp_order(trees[0].as_ref()) == cp_order(trees[1].as_ref()) {
+            return trees;
+        }
+        trees.iter().for_each(&discard);
+    }
+    panic!("{TRIES} pairs of trees of {what:?}, none walked alike by cp");
+}
+
 /// Every entry under `root` (symlinks not followed): path, kind, mode, size and bytes or target, link count (links
 /// kept or not); not times (cp and aiscp run at different moments).
 pub fn listing(root: &Path) -> Vec<String> {

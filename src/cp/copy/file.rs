@@ -9,8 +9,8 @@ use super::inflight::Opened;
 use super::steps::replaced;
 use super::steps::sync;
 use crate::cp::attrs;
-use crate::data::local_engine::{LocalEngine, NoEngine};
-use crate::sys::messages::{error, fail, fail_os, Reported};
+use crate::data::local_engine::LocalEngine;
+use crate::sys::messages::{fail, fail_os, Reported};
 use crate::sys::messages::{os_text, say};
 use crate::sys::open_dir::At;
 use crate::sys::signals::stop_asked;
@@ -45,8 +45,8 @@ impl Copier<'_> {
                 Err(why) => {
                     self.backend_failed = true;
                     // A signal that cut the start short: the run dies of it, silently.
-                    if let (NoEngine::Now(e), false) = (why, stop_asked()) {
-                        error(&e.to_string());
+                    if !stop_asked() {
+                        why.say();
                     }
                     return Err(Reported);
                 }

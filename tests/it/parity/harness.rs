@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use super::tree::{build, snapshot, Entry};
 pub use crate::support::Backend;
-use crate::support::{cp_order, hermetic, program, skip, Report};
+use crate::support::{hermetic, program, skip, walked_alike, Report};
 
 #[derive(Default, Clone)]
 pub struct Scenario {
@@ -128,6 +128,12 @@ impl Tree {
     }
 }
 
+impl AsRef<Path> for Tree {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
 impl Drop for Tree {
     fn drop(&mut self) {
         if let Some(command) = self.cleanup {
@@ -187,27 +193,6 @@ pub(crate) fn nobody_runs() -> Result<(), String> {
         })
         .clone()
 }
-
-/// Two trees of the scenario that cp walks in the same order, both built afresh until they
-/// do: cp's choices depend on that order (which of two names `-u` finds up to date, the order
-/// of `-v` lines), and the filesystem numbers inodes wherever it finds them free, so two trees
-/// built alike beside other tests can differ.
-fn twins(s: &Scenario) -> [Tree; 2] {
-    for _ in 0..TRIES {
-        let trees = [(); 2].map(|()| Tree::build(s));
-        if cp_order(trees[0].path()) == cp_order(trees[1].path()) {
-            return trees;
-        }
-    }
-    panic!(
-        "{TRIES} pairs of trees of {:?}, none walked alike by cp",
-        s.setup
-    );
-}
-
-/// How many pairs [`twins`] builds before it gives up: under two loops freeing inodes beside
-/// the suite, a pair differed one time in a few.
-const TRIES: usize = 200;
 
 /// Runs cp (or aiscp on `aiscp`) in `dir`, a tree of the scenario.
 pub fn run(s: &Scenario, aiscp: Option<Backend>, dir: &Path) -> Outcome {
@@ -315,7 +300,7 @@ pub fn check(s: &Scenario, backend: Backend) {
             return;
         }
     }
-    let [gnu_tree, our_tree] = twins(s);
+    let [gnu_tree, our_tree] = walked_alike(&s.setup, || Tree::build(s), |_| {});
     let gnu = run(s, None, gnu_tree.path());
     let ours = run(s, Some(backend), our_tree.path());
     assert_eq!(
