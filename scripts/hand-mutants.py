@@ -23,6 +23,20 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "a-torn-read-keeps-its-zeros",
+        "crates/engine/src/fileio.rs",
+        "    if size == 0 || size >= end {",
+        "    if true || size == 0 || size >= end {",
+        ["source_changes::a_read_torn_by_a_truncate_ends_at_the_cut"],
+    ),
+    (
+        "a-size-of-zero-ends-a-read",
+        "crates/engine/src/fileio.rs",
+        "    if size == 0 || size >= end {",
+        "    if size >= end {",
+        ["source_changes::a_proc_file_of_size_zero_is_copied_as_read"],
+    ),
+    (
         "a-failed-backend-start-leaves-directories-unfinished",
         "src/cp/copy/file.rs",
         "                    self.backend_failed = true;",

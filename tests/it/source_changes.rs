@@ -10,8 +10,9 @@
 
 use crate::support::{aiscp_command, paused_at, random_bytes, Backend};
 use std::fs::{self, OpenOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// One way a file's bytes can go: the backend and the flags that pick the scheduler and
 /// the route.
@@ -327,23 +328,92 @@ fn a_sparse_source_cut_between_the_looks_at_its_hole_ends_at_the_cut() {
     }
 }
 
-/// A /proc/sys file reports size 0 and answers SEEK_DATA with ENXIO, yet holds bytes: DEST
-/// ends where reading ended, not where SEEK_DATA and fstat say the file does (cp reads it).
+/// The preload shim that tears one buffered read of SOURCE (`tests/it/shims/torn_read.c`),
+/// built once per test process.
+fn torn_read_shim() -> &'static Path {
+    static SHIM: OnceLock<PathBuf> = OnceLock::new();
+    SHIM.get_or_init(|| {
+        let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/shims/torn_read.c");
+        let so = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("torn_read-{}.so", std::process::id()));
+        let status = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+            .arg(&so)
+            .arg(&c)
+            .arg("-ldl")
+            .status()
+            .expect("run gcc");
+        assert!(status.success(), "gcc {} failed", c.display());
+        so
+    })
+}
+
+/// A buffered read torn by a truncate, as the page cache can tear one: the read answers with
+/// the bytes up to the cut, zeros to the end of the cut's page, then the old bytes, and SOURCE
+/// now ends at the cut. DEST must end at the cut, with the digest of what it holds, on every
+/// way: the cut lies in the unaligned tail, which every route reads with buffered I/O.
+#[test]
+fn a_read_torn_by_a_truncate_ends_at_the_cut() {
+    const CUT: u64 = 198_000;
+    for (w, way) in WAYS.iter().enumerate() {
+        for (s, sparse) in SPARSE.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path().canonicalize().unwrap();
+            let (a, fired) = (d.join("a"), d.join("fired"));
+            let old = random_bytes(200_000, (w * 10 + s) as u64);
+            fs::write(&a, &old).unwrap();
+            let mut cmd = aiscp_command();
+            cmd.current_dir(&d)
+                .args(way.args)
+                .args(["--sums", sparse, "a", "b"])
+                .env("LD_PRELOAD", torn_read_shim())
+                .env("AISCP_TEST_TORN_FILE", &a)
+                .env("AISCP_TEST_TORN_AT", CUT.to_string())
+                .env("AISCP_TEST_TORN_FIRED", &fired);
+            way.backend.apply(&mut cmd, &d.join("report"));
+            let out = cmd.output().unwrap();
+            way.backend.assert_report_clean(&d.join("report"));
+            let what = format!("{} {sparse}", way.name);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+            assert!(fired.exists(), "{what}: no read of SOURCE was torn");
+            let got = fs::read(d.join("b")).unwrap();
+            assert_eq!(got.len() as u64, CUT, "{what}: DEST's size");
+            assert!(
+                got == old[..CUT as usize],
+                "{what}: DEST differs from SOURCE as cut"
+            );
+            let want = format!("{}  b\n", blake3::hash(&got).to_hex());
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                want,
+                "{what}: the digest"
+            );
+        }
+    }
+}
+
+/// A /proc file reports size 0 (and /proc/sys answers SEEK_DATA with ENXIO), yet holds
+/// bytes: DEST ends where reading ended, not where SEEK_DATA and fstat say the file does (cp
+/// reads it). This process's cmdline holds NUL bytes past that size of 0, which are not a
+/// read torn by a truncate.
 #[test]
 fn a_proc_file_of_size_zero_is_copied_as_read() {
-    let src = "/proc/sys/kernel/ostype";
-    let want = fs::read(src).unwrap();
-    assert!(!want.is_empty());
-    for backend in [Backend::Host, Backend::FakeGpu] {
-        for sparse in SPARSE {
-            let dir = tempfile::tempdir().unwrap();
-            let mut cmd = aiscp_command();
-            cmd.args([sparse, src, "b"]).current_dir(dir.path());
-            backend.apply(&mut cmd, &dir.path().join("report"));
-            let out = cmd.output().unwrap();
-            assert_eq!(out.status.code(), Some(0), "{backend:?} {sparse}");
-            let got = fs::read(dir.path().join("b")).unwrap();
-            assert_eq!(got, want, "{backend:?} {sparse}: DEST of {src}");
+    let cmdline = format!("/proc/{}/cmdline", std::process::id());
+    for src in ["/proc/sys/kernel/ostype", &cmdline] {
+        let want = fs::read(src).unwrap();
+        assert!(!want.is_empty());
+        for backend in [Backend::Host, Backend::FakeGpu] {
+            for sparse in SPARSE {
+                let dir = tempfile::tempdir().unwrap();
+                let mut cmd = aiscp_command();
+                cmd.args([sparse, src, "b"]).current_dir(dir.path());
+                backend.apply(&mut cmd, &dir.path().join("report"));
+                let out = cmd.output().unwrap();
+                assert_eq!(out.status.code(), Some(0), "{backend:?} {sparse}");
+                let got = fs::read(dir.path().join("b")).unwrap();
+                assert_eq!(got, want, "{backend:?} {sparse}: DEST of {src}");
+            }
         }
     }
 }

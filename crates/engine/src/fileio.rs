@@ -123,9 +123,16 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
         let end = buf.len().min(done + most);
         match file.read_at(&mut buf[done..end], offset + done as u64) {
             Ok(0) => break,
+            Ok(n) if !direct => {
+                let kept = untorn(file, &buf[done..done + n], offset + done as u64)?;
+                done += kept;
+                if kept < n {
+                    break;
+                }
+            }
             Ok(n) => {
                 done += n;
-                if direct && (offset + done as u64) % MIN_ALIGN != 0 {
+                if (offset + done as u64) % MIN_ALIGN != 0 {
                     break;
                 }
             }
@@ -135,6 +142,27 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
         }
     }
     Ok(done)
+}
+
+/// How many of the bytes a buffered read returned at `at` are SOURCE's. A truncate racing
+/// the read zeroes the tail of the page holding SOURCE's new end, and the kernel can hand
+/// that page out, zeros and all (docs/GUARANTEES.md, "A SOURCE that changes"): where SOURCE,
+/// looked at just after the read, ends inside what was read and a zero lies past that end,
+/// the read counts as one that ended there, and the caller reads on from it. Bytes past the
+/// end with no zero among them were read before the cut and stay. A size of 0 is no end: a
+/// /proc file says 0 whatever it holds, and a truncate to 0 zeroes no page.
+fn untorn(file: &File, got: &[u8], at: u64) -> io::Result<usize> {
+    let size = file.metadata()?.len();
+    let end = at + got.len() as u64;
+    if size == 0 || size >= end {
+        return Ok(got.len());
+    }
+    let keep = size.saturating_sub(at) as usize;
+    Ok(if got[keep..].contains(&0) {
+        keep
+    } else {
+        got.len()
+    })
 }
 
 /// For a read of `asked` bytes refused with ENOMEM: halves `most`, kept a multiple of
