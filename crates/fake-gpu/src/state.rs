@@ -149,6 +149,8 @@ pub struct Registry {
     pub device_allocs: BTreeMap<usize, usize>,
     /// Pinned host allocations: base address -> length.
     pub host_allocs: BTreeMap<usize, usize>,
+    /// Host ranges pinned by hipHostRegister: base -> length.
+    pub host_registrations: BTreeMap<usize, usize>,
     /// Created streams; the null (default) stream is key 0 and always present.
     pub streams: HashMap<usize, StreamEntry>,
     misuse: Vec<String>,
@@ -170,6 +172,7 @@ impl Registry {
             buffers: HashMap::new(),
             device_allocs: BTreeMap::new(),
             host_allocs: BTreeMap::new(),
+            host_registrations: BTreeMap::new(),
             streams: HashMap::from([(0, StreamEntry::default())]),
             misuse: Vec::new(),
             misuse_dropped: 0,
@@ -199,8 +202,10 @@ impl Registry {
         alloc_holding(&self.device_allocs, addr, size)
     }
 
+    /// The pinned host range (allocated or registered) that holds `[addr, addr + size)`.
     pub fn host_alloc_holding(&self, addr: usize, size: usize) -> Option<(usize, usize)> {
         alloc_holding(&self.host_allocs, addr, size)
+            .or_else(|| alloc_holding(&self.host_registrations, addr, size))
     }
 
     /// Opens the driver implicitly (the first registration does so when the count is 0).
@@ -278,6 +283,12 @@ impl Registry {
             let _ = writeln!(
                 out,
                 "leak: pinned host allocation {base:#x} ({len} bytes) not freed"
+            );
+        }
+        for (base, len) in &self.host_registrations {
+            let _ = writeln!(
+                out,
+                "leak: pinned host range {base:#x} ({len} bytes) not unregistered"
             );
         }
         let mut streams: Vec<_> = self.streams.iter().filter(|(id, _)| **id != 0).collect();

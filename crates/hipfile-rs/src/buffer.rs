@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::device::Device;
+use crate::host_pages::HostPages;
 use crate::Error;
 
 impl Device {
@@ -20,15 +21,28 @@ impl Device {
         Ok(DeviceBuffer::new(self.clone(), addr, len))
     }
 
-    /// Pinned host memory (hipHostMalloc / cuMemHostAlloc) for the bounce path, freed on drop.
+    /// Pinned host memory for the bounce path: our own mapping on huge pages, pinned with
+    /// hipHostRegister / cuMemHostRegister ([`HostPages`]); unpinned and unmapped on drop.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, Error> {
-        let mut ptr = NonNull::dangling();
-        if len > 0 {
-            self.make_current()?;
-            let p = self.runtime().host_alloc(len)?;
-            ptr = NonNull::new(p.cast()).expect("host_alloc never returns null");
+        if len == 0 {
+            return Ok(PinnedBuffer {
+                device: self.clone(),
+                pages: None,
+                len,
+            });
         }
-        Ok(PinnedBuffer::new(self.clone(), ptr, len))
+        self.make_current()?;
+        let pages = HostPages::new(len)?;
+        // SAFETY: the pages stay mapped until PinnedBuffer's drop, which unpins them first.
+        unsafe {
+            self.runtime()
+                .host_register(pages.start().as_ptr().cast(), len)?
+        };
+        Ok(PinnedBuffer {
+            device: self.clone(),
+            pages: Some(pages),
+            len,
+        })
     }
 }
 
@@ -199,7 +213,8 @@ impl RegisteredBuffer {
 /// Pinned host memory, usable as a byte slice.
 pub struct PinnedBuffer {
     device: Device,
-    ptr: NonNull<u8>,
+    /// None when `len` is 0.
+    pages: Option<HostPages>,
     len: usize,
 }
 
@@ -210,25 +225,26 @@ unsafe impl Sync for PinnedBuffer {}
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
-        if self.len == 0 {
+        let Some(pages) = &self.pages else {
             return;
-        }
+        };
         let _ = self.device.make_current();
-        // SAFETY: allocated by Device::alloc_pinned; no slice outlives self.
+        // SAFETY: registered by Device::alloc_pinned; no slice or copy outlives self. The
+        // pages are unmapped after this, when `pages` drops.
         unsafe {
             self.device
                 .runtime()
-                .host_free(self.ptr.as_ptr().cast::<c_void>())
+                .host_unregister(pages.start().as_ptr().cast::<c_void>())
         };
     }
 }
 
 impl PinnedBuffer {
-    /// Takes ownership of `len` pinned bytes at `ptr` from `device` (dangling when `len` is 0).
-    pub(crate) fn new(device: Device, ptr: NonNull<u8>, len: usize) -> PinnedBuffer {
-        PinnedBuffer { device, ptr, len }
+    fn start(&self) -> *mut u8 {
+        self.pages
+            .as_ref()
+            .map_or(NonNull::dangling().as_ptr(), |p| p.start().as_ptr())
     }
-
     pub fn len(&self) -> usize {
         self.len
     }
@@ -236,11 +252,11 @@ impl PinnedBuffer {
         self.len == 0
     }
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `len` bytes allocated by the runtime (or dangling with len 0).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        // SAFETY: `len` mapped bytes (or dangling with len 0).
+        unsafe { std::slice::from_raw_parts(self.start(), self.len) }
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and `&mut self` makes the slice unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.start(), self.len) }
     }
 }

@@ -59,6 +59,7 @@ mod buffer;
 mod device;
 mod file;
 mod flavor;
+mod host_pages;
 mod io_ops;
 mod library;
 mod load;

@@ -265,6 +265,55 @@ unsafe fn hip_host_free(ptr: *mut c_void) -> HipError {
     HIP_SUCCESS
 }
 
+#[no_mangle]
+pub unsafe extern "C" fn hipHostRegister(
+    ptr: *mut c_void,
+    size: usize,
+    _flags: c_uint,
+) -> HipError {
+    // SAFETY: the caller keeps hipHostRegister's contract.
+    record(unsafe { hip_host_register(ptr, size) })
+}
+
+/// Pins nothing (the fake's copies are memcpy), but counts the call for `hostmalloc` rules,
+/// and keeps the range so that copies to and from it count as pinned and a range never
+/// unregistered is a leak.
+unsafe fn hip_host_register(ptr: *mut c_void, size: usize) -> HipError {
+    if let Err(e) = need_device() {
+        return e;
+    }
+    if ptr.is_null() || size == 0 {
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let fake = fake();
+    let addr = ptr as usize;
+    if fake.registry().host_alloc_holding(addr, size).is_some() {
+        fake.registry().misuse(format!(
+            "hipHostRegister of {addr:#x} ({size} bytes), already pinned host memory"
+        ));
+        return HIP_ERROR_INVALID_VALUE;
+    }
+    let call = fake.calls.hostmalloc.fetch_add(1, Ordering::SeqCst) + 1;
+    if fake.faults.hostmalloc_fails(call) {
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
+    fake.registry().host_registrations.insert(addr, size);
+    HIP_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn hipHostUnregister(ptr: *mut c_void) -> HipError {
+    let addr = ptr as usize;
+    let mut reg = fake().registry();
+    if reg.host_registrations.remove(&addr).is_none() {
+        reg.misuse(format!(
+            "hipHostUnregister of {addr:#x}, not a registered host range's base"
+        ));
+        return record(HIP_ERROR_INVALID_VALUE);
+    }
+    record(HIP_SUCCESS)
+}
+
 /// Numbers the call of `call` and returns the fault a rule puts on it.
 fn runtime_fault(call: RuntimeCall) -> Option<RuntimeFault> {
     let fake = fake();

@@ -1,6 +1,6 @@
 //! Devices: the count, PCI bus ids and the current device, and the leak report.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
 use std::os::unix::process::ExitStatusExt;
 
 use crate::api::*;
@@ -47,6 +47,37 @@ pub fn scenario_leaks(api: &Api) {
     assert_eq!(unsafe { (api.stream_register)(stream, 0) }, OK);
     let _ = (fh, buf);
     std::mem::forget(file);
+}
+
+/// Host memory of our own pinned with hipHostRegister: counted as pinned for copies, refused
+/// twice, unregistered once; a range left registered is a leak. With `hostmalloc#2=oom` the
+/// second pinning (the allocation below) fails with 2 (out of memory).
+pub fn scenario_host_register(api: &Api) {
+    let mut host = vec![5u8; 8192];
+    let p = host.as_mut_ptr().cast::<c_void>();
+    assert_eq!(unsafe { (api.host_register)(p, 8192, 0) }, 0);
+    let dev = api.malloc(8192).unwrap();
+    assert_eq!(unsafe { (api.memcpy)(dev, p, 8192, 1) }, 0);
+    assert_eq!(
+        unsafe { (api.host_register)(p, 4096, 0) },
+        1,
+        "already pinned"
+    );
+    let mut pinned = std::ptr::null_mut();
+    let second = unsafe { (api.host_malloc)(&mut pinned, 4096, 0) };
+    std::fs::write(dir().join("result"), second.to_string()).unwrap();
+    if second == 0 {
+        assert_eq!(unsafe { (api.host_free)(pinned) }, 0);
+    }
+    assert_eq!(unsafe { (api.host_unregister)(p) }, 0);
+    assert_eq!(unsafe { (api.host_unregister)(p) }, 1, "unregistered twice");
+    assert_eq!(unsafe { (api.free)(dev) }, 0);
+    let mut kept = vec![0u8; 4096];
+    assert_eq!(
+        unsafe { (api.host_register)(kept.as_mut_ptr().cast(), 4096, 0) },
+        0
+    );
+    std::mem::forget(kept);
 }
 
 /// Runs with 2 devices and `AISCP_FAKE_GPU_BUS_IDS=0000:03:00.0,0000:81:00.0`.
@@ -112,6 +143,35 @@ fn bus_ids_and_current_device_checks() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn host_ranges_registered_count_as_pinned_and_leak_when_kept() {
+    let out = run("host_register", &[]);
+    out.assert_passed();
+    assert_eq!(out.result, "0");
+    let report = out.report();
+    assert_eq!(report.leaks.len(), 1, "{report}");
+    assert!(
+        report.leaks[0].contains("pinned host range")
+            && report.leaks[0].contains("(4096 bytes) not unregistered"),
+        "{report}"
+    );
+    for needle in [
+        "already pinned host memory",
+        "not a registered host range's base",
+    ] {
+        assert!(
+            report.misuse.iter().any(|m| m.contains(needle)),
+            "{needle}: {report}"
+        );
+    }
+    let out = run(
+        "host_register",
+        &[("AISCP_FAKE_GPU_FAULTS", "hostmalloc#2=oom")],
+    );
+    out.assert_passed();
+    assert_eq!(out.result, "2", "the second pinning, an allocation, fails");
 }
 
 #[test]

@@ -96,6 +96,7 @@ pub fn child_scenario_entry() {
         "devices" => crate::devices::scenario_devices(api),
         "bus_ids" => crate::devices::scenario_bus_ids(api),
         "leaks" => crate::devices::scenario_leaks(api),
+        "host_register" => crate::devices::scenario_host_register(api),
         "async" => crate::streams::scenario_async(api),
         "async_misuse" => crate::streams::scenario_async_misuse(api),
         "threads" => crate::streams::scenario_threads(api),
