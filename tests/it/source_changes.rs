@@ -8,7 +8,9 @@
 //! rewrites a tree while `-r` copies it. Every paused copy takes --sums, whose digest must be
 //! DEST's as it ends.
 
-use crate::support::{aiscp_command, paused_at, random_bytes, Backend};
+use crate::support::{
+    aiscp_command, not_here, paused_at, random_bytes, through_a_service, Backend,
+};
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -328,69 +330,113 @@ fn a_sparse_source_cut_between_the_looks_at_its_hole_ends_at_the_cut() {
     }
 }
 
-/// The preload shim that tears one buffered read of SOURCE (`tests/it/shims/torn_read.c`),
-/// built once per test process.
+/// The preload shim that tears one read of SOURCE (`tests/it/shims/torn_read.c`), built once
+/// per test process and put in place with a rename, so that one name serves every run.
 fn torn_read_shim() -> &'static Path {
     static SHIM: OnceLock<PathBuf> = OnceLock::new();
     SHIM.get_or_init(|| {
         let c = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/shims/torn_read.c");
-        let so = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("torn_read-{}.so", std::process::id()));
-        let status = Command::new("gcc")
-            .args(["-shared", "-fPIC", "-Wall", "-Werror", "-o"])
-            .arg(&so)
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let so = dir.join("torn_read.so");
+        let building = dir.join(format!("torn_read.so.{}", std::process::id()));
+        let status = Command::new("cc")
+            .args(["-shared", "-fPIC", "-Wall", "-o"])
+            .arg(&building)
             .arg(&c)
             .arg("-ldl")
             .status()
-            .expect("run gcc");
-        assert!(status.success(), "gcc {} failed", c.display());
+            .expect("run cc");
+        assert!(status.success(), "cc {} failed", c.display());
+        fs::rename(&building, &so).unwrap();
         so
     })
 }
 
-/// A buffered read torn by a truncate, as the page cache can tear one: the read answers with
-/// the bytes up to the cut, zeros to the end of the cut's page, then the old bytes, and SOURCE
-/// now ends at the cut. DEST must end at the cut, with the digest of what it holds, on every
-/// way: the cut lies in the unaligned tail, which every route reads with buffered I/O.
+/// A read torn by a truncate, as the page cache can tear one: the read answers with the bytes
+/// up to the cut, zeros to the end of the cut's page, then the old bytes, and SOURCE now ends
+/// at the cut. DEST must end at the cut, with the digest of what it holds. The cut in the
+/// unaligned tail is read with buffered I/O on every way; the one in the aligned part is read
+/// through the engine's own reads (O_DIRECT where the filesystem has it) on the ways that do
+/// not hand the aligned part to the GPU library.
 #[test]
 fn a_read_torn_by_a_truncate_ends_at_the_cut() {
-    const CUT: u64 = 198_000;
-    for (w, way) in WAYS.iter().enumerate() {
-        for (s, sparse) in SPARSE.iter().enumerate() {
-            let dir = tempfile::tempdir().unwrap();
-            let d = dir.path().canonicalize().unwrap();
-            let (a, fired) = (d.join("a"), d.join("fired"));
-            let old = random_bytes(200_000, (w * 10 + s) as u64);
-            fs::write(&a, &old).unwrap();
-            let mut cmd = aiscp_command();
-            cmd.current_dir(&d)
-                .args(way.args)
-                .args(["--sums", sparse, "a", "b"])
-                .env("LD_PRELOAD", torn_read_shim())
-                .env("AISCP_TEST_TORN_FILE", &a)
-                .env("AISCP_TEST_TORN_AT", CUT.to_string())
-                .env("AISCP_TEST_TORN_FIRED", &fired);
-            way.backend.apply(&mut cmd, &d.join("report"));
-            let out = cmd.output().unwrap();
-            way.backend.assert_report_clean(&d.join("report"));
-            let what = format!("{} {sparse}", way.name);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
-            assert!(fired.exists(), "{what}: no read of SOURCE was torn");
-            let got = fs::read(d.join("b")).unwrap();
-            assert_eq!(got.len() as u64, CUT, "{what}: DEST's size");
-            assert!(
-                got == old[..CUT as usize],
-                "{what}: DEST differs from SOURCE as cut"
-            );
-            let want = format!("{}  b\n", blake3::hash(&got).to_hex());
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout),
-                want,
-                "{what}: the digest"
-            );
+    if through_a_service() {
+        return not_here("the service reads SOURCE without the test's preload shim");
+    }
+    // The aligned part goes through the GPU library on the library ways, not through aiscp's
+    // reads; the tail goes through aiscp's reads on every way.
+    for (cut, library_too) in [(198_000u64, true), (100_000, false)] {
+        let ways = WAYS.iter().enumerate();
+        for (w, way) in ways.filter(|(_, w)| library_too || !w.args.contains(&"library")) {
+            for (s, sparse) in SPARSE.iter().enumerate() {
+                let seed = (w * 10 + s) as u64;
+                let (out, got) = copy_torn(way, sparse, cut, None, seed);
+                let what = format!("{} {sparse}, cut at {cut}", way.name);
+                assert_eq!(got.len() as u64, cut, "{what}: DEST's size");
+                assert_torn_copy(&what, &out, &got, seed);
+            }
         }
     }
+}
+
+/// The same tear, then SOURCE emptied before the read returns: a file that now ends before
+/// the read began says nothing about where the zeros are, so none of the read is kept and
+/// DEST ends where reading ended, a prefix of what SOURCE held.
+#[test]
+fn a_read_torn_then_emptied_keeps_none_of_its_zeros() {
+    if through_a_service() {
+        return not_here("the service reads SOURCE without the test's preload shim");
+    }
+    for (w, way) in WAYS.iter().enumerate() {
+        let (out, got) = copy_torn(way, "--sparse=auto", 198_000, Some(0), w as u64);
+        let what = format!("{}, cut at 198000 then emptied", way.name);
+        assert!(got.len() <= 198_000, "{what}: DEST's size {}", got.len());
+        assert_torn_copy(&what, &out, &got, w as u64);
+    }
+}
+
+/// DEST must be a prefix of SOURCE's bytes as written (200,000 random bytes from `seed`), the
+/// copy exit 0 and --sums give DEST's digest.
+fn assert_torn_copy(what: &str, out: &Output, got: &[u8], seed: u64) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+    let old = random_bytes(200_000, seed);
+    assert!(
+        got == &old[..got.len()],
+        "{what}: DEST is not a prefix of SOURCE"
+    );
+    let want = format!("{}  b\n", blake3::hash(got).to_hex());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        want,
+        "{what}: the digest"
+    );
+}
+
+/// Copies 200,000 random bytes from `seed` the `way` given while the shim tears the read
+/// that crosses `cut` (and cuts SOURCE to `then` after it); returns the run and DEST's bytes.
+fn copy_torn(way: &Way, sparse: &str, cut: u64, then: Option<u64>, seed: u64) -> (Output, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().canonicalize().unwrap();
+    let (a, fired) = (d.join("a"), d.join("fired"));
+    fs::write(&a, random_bytes(200_000, seed)).unwrap();
+    let mut cmd = aiscp_command();
+    cmd.current_dir(&d)
+        .args(way.args)
+        .args(["--sums", sparse, "a", "b"])
+        .env("LD_PRELOAD", torn_read_shim())
+        .env("AISCP_TEST_TORN_FILE", &a)
+        .env("AISCP_TEST_TORN_AT", cut.to_string())
+        .env("AISCP_TEST_TORN_FIRED", &fired);
+    if let Some(then) = then {
+        cmd.env("AISCP_TEST_TORN_THEN", then.to_string());
+    }
+    way.backend.apply(&mut cmd, &d.join("report"));
+    let out = cmd.output().unwrap();
+    way.backend.assert_report_clean(&d.join("report"));
+    assert!(fired.exists(), "{}: no read of SOURCE was torn", way.name);
+    let got = fs::read(d.join("b")).unwrap();
+    (out, got)
 }
 
 /// A /proc file reports size 0 (and /proc/sys answers SEEK_DATA with ENXIO), yet holds

@@ -110,9 +110,10 @@ fn readable_within(fd: BorrowedFd<'_>, ms: u16) -> io::Result<bool> {
     }
 }
 
-/// Reads into all of `buf` at `offset`; fewer bytes only at EOF. With `direct` (an O_DIRECT
-/// fd), a count that leaves the offset unaligned also means end of file: asking again there
-/// would be refused with EINVAL instead of answering 0.
+/// Reads into all of `buf` at `offset`; fewer bytes only at EOF, or where the read was torn
+/// by a truncate ([`untorn`]). With `direct` (an O_DIRECT fd), a count that leaves the offset
+/// unaligned also means end of file: asking again there would be refused with EINVAL instead
+/// of answering 0.
 ///
 /// A read refused with ENOMEM is asked again for half as much (down to [`MIN_ALIGN`]):
 /// /proc/sys files allocate the whole count in the kernel and refuse more than a few MiB.
@@ -123,16 +124,10 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
         let end = buf.len().min(done + most);
         match file.read_at(&mut buf[done..end], offset + done as u64) {
             Ok(0) => break,
-            Ok(n) if !direct => {
-                let kept = untorn(file, &buf[done..done + n], offset + done as u64)?;
-                done += kept;
-                if kept < n {
-                    break;
-                }
-            }
             Ok(n) => {
-                done += n;
-                if (offset + done as u64) % MIN_ALIGN != 0 {
+                let kept = untorn(file, &mut buf[done..done + n], offset + done as u64)?;
+                done += kept;
+                if kept < n || (direct && (offset + done as u64) % MIN_ALIGN != 0) {
                     break;
                 }
             }
@@ -144,25 +139,42 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
     Ok(done)
 }
 
-/// How many of the bytes a buffered read returned at `at` are SOURCE's. A truncate racing
-/// the read zeroes the tail of the page holding SOURCE's new end, and the kernel can hand
-/// that page out, zeros and all (docs/GUARANTEES.md, "A SOURCE that changes"): where SOURCE,
-/// looked at just after the read, ends inside what was read and a zero lies past that end,
-/// the read counts as one that ended there, and the caller reads on from it. Bytes past the
-/// end with no zero among them were read before the cut and stay. A size of 0 is no end: a
-/// /proc file says 0 whatever it holds, and a truncate to 0 zeroes no page.
-fn untorn(file: &File, got: &[u8], at: u64) -> io::Result<usize> {
-    let size = file.metadata()?.len();
-    let end = at + got.len() as u64;
-    if size == 0 || size >= end {
+/// Whether `file` has a byte at `at`: one read, whose byte is not kept (so it needs none of
+/// [`pread_full`]'s looks).
+pub fn has_byte_at(file: &File, at: u64) -> io::Result<bool> {
+    let mut byte = [0u8; 1];
+    loop {
+        match file.read_at(&mut byte, at) {
+            Ok(n) => return Ok(n > 0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How many of the bytes a read just returned at `at` (in `got`) are the file's. A truncate
+/// racing the read zeroes the tail of the page holding the new end, and the kernel can hand
+/// that page out, zeros and all, to buffered reads and to O_DIRECT reads that go through the
+/// page cache, as on tmpfs (docs/GUARANTEES.md, "A SOURCE that changes"). So where the file,
+/// looked at after the read, says it ends inside what was read with a zero past that end, the
+/// range is read again into `got` and that read's count is kept: a file whose size describes
+/// it gives no byte past its end, and one that does (a /proc file says 0) was not torn by a
+/// size it does not have. The caller reads on from the end kept.
+fn untorn(file: &File, got: &mut [u8], at: u64) -> io::Result<usize> {
+    let Ok(size) = file.metadata().map(|m| m.len()) else {
+        return Ok(got.len());
+    };
+    let below = size.saturating_sub(at).min(got.len() as u64) as usize;
+    if below == got.len() || !got[below..].contains(&0) {
         return Ok(got.len());
     }
-    let keep = size.saturating_sub(at) as usize;
-    Ok(if got[keep..].contains(&0) {
-        keep
-    } else {
-        got.len()
-    })
+    loop {
+        match file.read_at(got, at) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// For a read of `asked` bytes refused with ENOMEM: halves `most`, kept a multiple of

@@ -1,9 +1,12 @@
-/* A read torn by a truncate, as the Linux page cache can tear one: the first buffered
- * pread64 of the file AISCP_TEST_TORN_FILE whose answer reaches past AISCP_TEST_TORN_AT
+/* A read torn by a truncate, as the Linux page cache can tear one (a buffered read, or an
+ * O_DIRECT one on tmpfs): the first pread64 of the file AISCP_TEST_TORN_FILE whose answer
+ * reaches past AISCP_TEST_TORN_AT
  * returns the bytes read, then cuts the file there and zeroes the rest of that page in the
  * answer, as truncate_pagecache zeroes the page holding the new end while a reader copies
- * it. It fires once per process and creates AISCP_TEST_TORN_FIRED, so a test knows the
- * tear happened. Loaded with LD_PRELOAD into the aiscp under test. */
+ * it. With AISCP_TEST_TORN_THEN the file is cut again to that size before the read returns
+ * (another truncate, or a rewrite, before anyone looks). It fires once per process and
+ * creates AISCP_TEST_TORN_FIRED, so a test knows the tear happened. Loaded with LD_PRELOAD
+ * into the aiscp under test. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -25,7 +28,7 @@ static int is_the_file(int fd, const char *want)
     if (len < 0)
         return 0;
     path[len] = 0;
-    return strcmp(path, want) == 0 && !(fcntl(fd, F_GETFL) & O_DIRECT);
+    return strcmp(path, want) == 0;
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off_t offset)
@@ -50,6 +53,9 @@ ssize_t pread64(int fd, void *buf, size_t count, off_t offset)
     if (page_end > offset + n)
         page_end = offset + n;
     memset((char *)buf + (cut - offset), 0, page_end - cut);
+    const char *then = getenv("AISCP_TEST_TORN_THEN");
+    if (then && truncate(want, atoll(then)) != 0)
+        return n;
     close(open(mark, O_CREAT | O_WRONLY, 0600));
     return n;
 }

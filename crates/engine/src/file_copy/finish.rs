@@ -231,8 +231,7 @@ impl FileCopy<'_> {
         if self.sparse != SparseMode::Never {
             // The usual end: SOURCE ends where the slices did, and one read says so before
             // any seek for data or holes.
-            let mut byte = [0u8; 1];
-            if fileio::pread_full(self.src, &mut byte, from, false).map_err(read_err(from))? == 0 {
+            if !fileio::has_byte_at(self.src, from).map_err(read_err(from))? {
                 return Ok(from);
             }
         }
