@@ -23,6 +23,20 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "pinned-windows-never-fall-back",
+        "crates/hipfile-rs/src/buffer.rs",
+        "                Err(e) if e.code() == Some(sys::RUNTIME_OUT_OF_MEMORY) => return Err(e),",
+        "                Err(e) if true => return Err(e),",
+        ["faults::setup::pinned_windows_fall_back_where_registration_is_refused"],
+    ),
+    (
+        "pinned-windows-fall-back-when-memory-runs-out",
+        "crates/hipfile-rs/src/buffer.rs",
+        "                Err(e) if e.code() == Some(sys::RUNTIME_OUT_OF_MEMORY) => return Err(e),",
+        "                Err(e) if false => return Err(e),",
+        ["faults::setup::pinned_memory_failure_leaves_an_existing_dst_intact", "source_changes::pinned_memory_running_out"],
+    ),
+    (
         "a-torn-read-keeps-its-zeros",
         "crates/engine/src/fileio.rs",
         "    if below == got.len() || !got[below..].contains(&0) {",

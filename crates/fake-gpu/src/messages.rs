@@ -14,6 +14,7 @@ pub const HIP_ERROR_INVALID_MEMCPY_DIRECTION: i32 = 21;
 pub const HIP_ERROR_NO_DEVICE: i32 = 100;
 pub const HIP_ERROR_INVALID_DEVICE: i32 = 101;
 pub const HIP_ERROR_INVALID_HANDLE: i32 = 400;
+pub const HIP_ERROR_NOT_SUPPORTED: i32 = 801;
 
 pub fn hip_error_string(code: i32) -> &'static CStr {
     match code {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::device::Device;
 use crate::host_pages::HostPages;
+use crate::sys;
 use crate::Error;
 
 impl Device {
@@ -22,25 +23,36 @@ impl Device {
     }
 
     /// Pinned host memory for the bounce path: our own mapping on huge pages, pinned with
-    /// hipHostRegister / cuMemHostRegister ([`HostPages`]); unpinned and unmapped on drop.
+    /// hipHostRegister / cuMemHostRegister (`HostPages`). Where the runtime refuses to pin
+    /// it for any reason but memory (a driver or a container that does not allow it), the
+    /// runtime's own pinned memory instead (hipHostMalloc / cuMemHostAlloc): slower reads,
+    /// the same copy. Given back on drop.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, Error> {
-        if len == 0 {
-            return Ok(PinnedBuffer {
-                device: self.clone(),
-                pages: None,
-                len,
-            });
-        }
-        self.make_current()?;
-        let pages = HostPages::new(len)?;
-        // SAFETY: the pages stay mapped until PinnedBuffer's drop, which unpins them first.
-        unsafe {
-            self.runtime()
-                .host_register(pages.start().as_ptr().cast(), len)?
+        let memory = if len == 0 {
+            Pinned::Empty
+        } else {
+            self.make_current()?;
+            let pages = HostPages::new(len)?;
+            // SAFETY: the pages stay mapped until PinnedBuffer's drop, which unpins them
+            // first.
+            match unsafe {
+                self.runtime()
+                    .host_register(pages.start().as_ptr().cast(), len)
+            } {
+                Ok(()) => Pinned::Registered(pages),
+                Err(e) if e.code() == Some(sys::RUNTIME_OUT_OF_MEMORY) => return Err(e),
+                Err(_) => {
+                    drop(pages);
+                    let p = self.runtime().host_alloc(len)?;
+                    Pinned::Allocated(
+                        NonNull::new(p.cast()).expect("host_alloc never returns null"),
+                    )
+                }
+            }
         };
         Ok(PinnedBuffer {
             device: self.clone(),
-            pages: Some(pages),
+            memory,
             len,
         })
     }
@@ -210,11 +222,20 @@ impl RegisteredBuffer {
     }
 }
 
+/// Where a [`PinnedBuffer`]'s bytes are.
+enum Pinned {
+    /// `len` is 0.
+    Empty,
+    /// Our own mapping, registered with the runtime.
+    Registered(HostPages),
+    /// The runtime's own allocation.
+    Allocated(NonNull<u8>),
+}
+
 /// Pinned host memory, usable as a byte slice.
 pub struct PinnedBuffer {
     device: Device,
-    /// None when `len` is 0.
-    pages: Option<HostPages>,
+    memory: Pinned,
     len: usize,
 }
 
@@ -225,26 +246,32 @@ unsafe impl Sync for PinnedBuffer {}
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
-        let Some(pages) = &self.pages else {
+        if let Pinned::Empty = self.memory {
             return;
-        };
+        }
         let _ = self.device.make_current();
-        // SAFETY: registered by Device::alloc_pinned; no slice or copy outlives self. The
-        // pages are unmapped after this, when `pages` drops.
+        let runtime = self.device.runtime();
+        // SAFETY: pinned by Device::alloc_pinned; no slice or copy outlives self. Registered
+        // pages are unmapped after this, when `memory` drops.
         unsafe {
-            self.device
-                .runtime()
-                .host_unregister(pages.start().as_ptr().cast::<c_void>())
+            match &self.memory {
+                Pinned::Empty => {}
+                Pinned::Registered(pages) => runtime.host_unregister(pages.start().as_ptr().cast()),
+                Pinned::Allocated(p) => runtime.host_free(p.as_ptr().cast::<c_void>()),
+            }
         };
     }
 }
 
 impl PinnedBuffer {
     fn start(&self) -> *mut u8 {
-        self.pages
-            .as_ref()
-            .map_or(NonNull::dangling().as_ptr(), |p| p.start().as_ptr())
+        match &self.memory {
+            Pinned::Empty => NonNull::dangling().as_ptr(),
+            Pinned::Registered(pages) => pages.start().as_ptr(),
+            Pinned::Allocated(p) => p.as_ptr(),
+        }
     }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -255,6 +255,45 @@ impl Runtime {
         }
     }
 
+    /// hipHostMalloc / cuMemHostAlloc: `len` (> 0) bytes of pinned host memory, never null.
+    pub(crate) fn host_alloc(&self, len: usize) -> Result<*mut c_void, Error> {
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        let call = match &self.inner.table {
+            sys::RuntimeFunctions::Hip(hip) => {
+                // SAFETY: valid out pointer.
+                self.check("hipHostMalloc", unsafe {
+                    (hip.host_malloc)(&mut ptr, len, sys::HOST_ALLOC_DEFAULT)
+                })?;
+                "hipHostMalloc"
+            }
+            sys::RuntimeFunctions::Cuda(cu) => {
+                // SAFETY: valid out pointer.
+                self.check("cuMemHostAlloc", unsafe {
+                    (cu.mem_host_alloc)(&mut ptr, len, sys::HOST_ALLOC_DEFAULT)
+                })?;
+                "cuMemHostAlloc"
+            }
+        };
+        if ptr.is_null() {
+            return Err(self.error(call, sys::RUNTIME_OUT_OF_MEMORY));
+        }
+        Ok(ptr)
+    }
+
+    /// hipHostFree / cuMemFreeHost; a failure cannot be acted on.
+    ///
+    /// # Safety
+    /// `ptr` came from [`Runtime::host_alloc`], is freed once, and nothing uses it afterwards.
+    pub(crate) unsafe fn host_free(&self, ptr: *mut c_void) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match &self.inner.table {
+                sys::RuntimeFunctions::Hip(hip) => (hip.host_free)(ptr),
+                sys::RuntimeFunctions::Cuda(cu) => (cu.mem_free_host)(ptr),
+            };
+        }
+    }
+
     /// hipHostRegister / cuMemHostRegister: pins `len` (> 0) bytes of host memory at `ptr`
     /// for the device's copies, until [`Runtime::host_unregister`].
     ///

@@ -182,6 +182,8 @@ pub const HIP_MEMCPY_HOST_TO_DEVICE: c_int = 1;
 pub const HIP_MEMCPY_DEVICE_TO_HOST: c_int = 2;
 /// `hipStreamNonBlocking` / `CU_STREAM_NON_BLOCKING`.
 pub const STREAM_NON_BLOCKING: c_uint = 1;
+/// `hipHostMallocDefault` / no `CU_MEMHOSTALLOC_*` flag.
+pub const HOST_ALLOC_DEFAULT: c_uint = 0;
 /// `hipHostRegisterDefault` / no `CU_MEMHOSTREGISTER_*` flag.
 pub const HOST_REGISTER_DEFAULT: c_uint = 0;
 
@@ -263,6 +265,8 @@ pub struct HipFunctions {
     pub memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> RuntimeStatus,
     pub memcpy_async:
         unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, StreamRaw) -> RuntimeStatus,
+    pub host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> RuntimeStatus,
+    pub host_free: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub host_register: unsafe extern "C" fn(*mut c_void, usize, c_uint) -> RuntimeStatus,
     pub host_unregister: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub stream_create_with_flags: unsafe extern "C" fn(*mut StreamRaw, c_uint) -> RuntimeStatus,
@@ -294,6 +298,8 @@ pub struct CudaFunctions {
         unsafe extern "C" fn(CuDevicePtr, *const c_void, usize, StreamRaw) -> RuntimeStatus,
     pub memcpy_dtoh_async:
         unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize, StreamRaw) -> RuntimeStatus,
+    pub mem_host_alloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> RuntimeStatus,
+    pub mem_free_host: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub mem_host_register: unsafe extern "C" fn(*mut c_void, usize, c_uint) -> RuntimeStatus,
     pub mem_host_unregister: unsafe extern "C" fn(*mut c_void) -> RuntimeStatus,
     pub stream_create: unsafe extern "C" fn(*mut StreamRaw, c_uint) -> RuntimeStatus,

@@ -195,3 +195,33 @@ fn the_fake_library_is_really_loaded() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A runtime that will not pin memory it did not allocate (hipHostRegister refused with 801):
+/// the windows fall back to the runtime's own pinned memory, and every GPU route copies as
+/// before, with nothing leaked. Out of memory is not refused support: it still fails the file
+/// (`pinned_memory_failure_leaves_an_existing_dst_intact`).
+#[test]
+fn pinned_windows_fall_back_where_registration_is_refused() {
+    use crate::routes::GPU_ROUTES;
+    for route in GPU_ROUTES {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let data = random_bytes(BIG, 41);
+        fs::write(d.join("a"), &data).unwrap();
+        let report = d.join("report");
+        let out = route
+            .aiscp(d, &report)
+            .env("AISCP_FAKE_GPU_HOST_REGISTER", "refuse")
+            .args(["--chunk-size", "64K", "a", "b"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{route:?}: {stderr}");
+        assert_same_bytes(
+            &fs::read(d.join("b")).unwrap(),
+            &data,
+            &format!("{route:?}: b"),
+        );
+        Backend::FakeGpu.assert_report_clean(&report);
+    }
+}

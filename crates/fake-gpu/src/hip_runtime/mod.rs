@@ -285,6 +285,10 @@ unsafe fn hip_host_register(ptr: *mut c_void, size: usize) -> HipError {
     if ptr.is_null() || size == 0 {
         return HIP_ERROR_INVALID_VALUE;
     }
+    // A runtime that cannot pin memory it did not allocate (some drivers and containers).
+    if std::env::var_os("AISCP_FAKE_GPU_HOST_REGISTER").is_some_and(|v| v == "refuse") {
+        return HIP_ERROR_NOT_SUPPORTED;
+    }
     let fake = fake();
     let addr = ptr as usize;
     if fake.registry().host_alloc_holding(addr, size).is_some() {
