@@ -82,6 +82,17 @@ one() {
     echo "$what	$variant	$way	$bin	$round	${times// /	}" | tee -a "$rows"
 }
 ENVX=()
+# sources: the 4 GiB file and the 4,000 x 256 KiB tree, made once.
+sources() {
+    [[ -e $S/big ]] || gen_random "$S/big" "$BIG"
+    if [[ ! -d $S/tree ]]; then
+        for d in $(seq -w 0 $((TREE_FILES / 100 - 1))); do
+            mkdir -p "$S/tree/d$d"
+            for f in $(seq -w 0 99); do head -c $((256 << 10)) /dev/urandom > "$S/tree/d$d/f$f"; done
+        done
+    fi
+    sync
+}
 
 for phase in "$@"; do
     case $phase in
@@ -136,13 +147,7 @@ for phase in "$@"; do
         ;;
     sched)
         step "sched: data"
-        if [[ ! -d $S/tree ]]; then
-            for d in $(seq -w 0 $((TREE_FILES / 100 - 1))); do
-                mkdir -p "$S/tree/d$d"
-                for f in $(seq -w 0 99); do head -c $((256 << 10)) /dev/urandom > "$S/tree/d$d/f$f"; done
-            done
-        fi
-        sync
+        sources
         # The kernels compiled once, so that every timed run finds them kept.
         AISCP_SERVICE=off "$B/aiscp-exp" --backend gpu --sums /tmp/warm /tmp/warm.out > /dev/null
         for round in $(seq "$ROUNDS"); do
@@ -167,14 +172,7 @@ for phase in "$@"; do
         # The bounce window's size (aiscp-win reads AISCP_EXP_WINDOW_MIB): 4 GiB and the
         # 4,000 x 256 KiB tree, in-process on the GPU, beside the host engine.
         step "window: data"
-        [[ -e $S/big ]] || gen_random "$S/big" "$BIG"
-        if [[ ! -d $S/tree ]]; then
-            for d in $(seq -w 0 $((TREE_FILES / 100 - 1))); do
-                mkdir -p "$S/tree/d$d"
-                for f in $(seq -w 0 99); do head -c $((256 << 10)) /dev/urandom > "$S/tree/d$d/f$f"; done
-            done
-        fi
-        sync
+        sources
         for round in $(seq "$ROUNDS"); do
             for what in big tree; do
                 ENVX=()
@@ -192,14 +190,7 @@ for phase in "$@"; do
         # AISCP_EXP_HOSTREG, AISCP_EXP_THP) against cuMemHostAlloc, and the host engine's
         # buffers with and without huge pages.
         step "reg: data"
-        [[ -e $S/big ]] || gen_random "$S/big" "$BIG"
-        if [[ ! -d $S/tree ]]; then
-            for d in $(seq -w 0 $((TREE_FILES / 100 - 1))); do
-                mkdir -p "$S/tree/d$d"
-                for f in $(seq -w 0 99); do head -c $((256 << 10)) /dev/urandom > "$S/tree/d$d/f$f"; done
-            done
-        fi
-        sync
+        sources
         for round in $(seq "$ROUNDS"); do
             for what in big tree; do
                 ENVX=(); one $what plain host aiscp-reg "$round"
@@ -228,14 +219,7 @@ for phase in "$@"; do
         # 4,000 x 256 KiB tree, host engine and GPU, in-process and through a warm service of
         # each build and backend.
         step "ab: data"
-        [[ -e $S/big ]] || gen_random "$S/big" "$BIG"
-        if [[ ! -d $S/tree ]]; then
-            for d in $(seq -w 0 $((TREE_FILES / 100 - 1))); do
-                mkdir -p "$S/tree/d$d"
-                for f in $(seq -w 0 99); do head -c $((256 << 10)) /dev/urandom > "$S/tree/d$d/f$f"; done
-            done
-        fi
-        sync
+        sources
         serve host host; serve gpu gpu
         serve host-base host aiscp-base; serve gpu-base gpu aiscp-base
         for round in $(seq "$ROUNDS"); do
