@@ -15,6 +15,12 @@
 #            of DEST, and both at once (what a read-back overlapping the copy can reach)
 #   sched    4,000 x 256 KiB in-process with --sums=blake3 and without, under each CUDA
 #            scheduling mode (unset, spin, yield, blocking), ROUNDS rounds; wall, user, sys
+#   window   4 GiB and the tree, in-process on the GPU, with bounce windows of WINDOWS MiB
+#            (BIN_DIR/aiscp-win reads AISCP_EXP_WINDOW_MIB), beside the host engine
+#   reg      the same with the windows' memory from cuMemHostRegister, on 4 KiB or huge
+#            pages (BIN_DIR/aiscp-reg reads AISCP_EXP_HOSTREG, AISCP_EXP_THP)
+#   ab       BIN_DIR/aiscp beside BIN_DIR/aiscp-base: 4 GiB and the tree, host and GPU,
+#            in-process and through a warm service of each build and backend
 # For a dry run elsewhere: S and D name existing folders (no RAM disks made), BIG the file
 # size in bytes, TREE_FILES the tree's file count.
 # Rows land in $OUT/rows.tsv (what, variant, way, bin, round, wall, user, sys); thread tables

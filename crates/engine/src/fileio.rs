@@ -125,7 +125,7 @@ pub fn pread_full(file: &File, buf: &mut [u8], offset: u64, direct: bool) -> io:
         match file.read_at(&mut buf[done..end], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => {
-                let kept = untorn(file, &mut buf[done..done + n], offset + done as u64)?;
+                let kept = untorn(file, &mut buf[done..end], n, offset + done as u64)?;
                 done += kept;
                 if kept < n || (direct && (offset + done as u64) % MIN_ALIGN != 0) {
                     break;
@@ -152,24 +152,26 @@ pub fn has_byte_at(file: &File, at: u64) -> io::Result<bool> {
     }
 }
 
-/// How many of the bytes a read just returned at `at` (in `got`) are the file's. A truncate
+/// How many of the `n` bytes a read of `asked` just returned at `at` are the file's. A truncate
 /// racing the read zeroes the tail of the page holding the new end, and the kernel can hand
 /// that page out, zeros and all, to buffered reads and to O_DIRECT reads that go through the
 /// page cache, as on tmpfs (docs/GUARANTEES.md, "A SOURCE that changes"). So where the file,
 /// looked at after the read, says it ends inside what was read with a zero past that end, the
-/// range is read again into `got` and that read's count is kept: a file whose size describes
-/// it gives no byte past its end, and one that does (a /proc file says 0) was not torn by a
-/// size it does not have. The caller reads on from the end kept.
-fn untorn(file: &File, got: &mut [u8], at: u64) -> io::Result<usize> {
+/// same request is made again (its length stays what O_DIRECT allows) and that read's count is
+/// kept: a file whose size describes it gives no byte past its end, and one that does (a
+/// /proc file says 0) was not torn by a size it does not have. The caller reads on from the
+/// end kept. The second read is not looked at again: on a file whose size says nothing, it
+/// would never end.
+fn untorn(file: &File, asked: &mut [u8], n: usize, at: u64) -> io::Result<usize> {
     let Ok(size) = file.metadata().map(|m| m.len()) else {
-        return Ok(got.len());
+        return Ok(n);
     };
-    let below = size.saturating_sub(at).min(got.len() as u64) as usize;
-    if below == got.len() || !got[below..].contains(&0) {
-        return Ok(got.len());
+    let below = size.saturating_sub(at).min(n as u64) as usize;
+    if below == n || !asked[below..n].contains(&0) {
+        return Ok(n);
     }
     loop {
-        match file.read_at(got, at) {
+        match file.read_at(asked, at) {
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

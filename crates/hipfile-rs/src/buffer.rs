@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::device::Device;
 use crate::host_pages::HostPages;
-use crate::sys;
 use crate::Error;
 
 impl Device {
@@ -23,10 +22,10 @@ impl Device {
     }
 
     /// Pinned host memory for the bounce path: our own mapping on huge pages, pinned with
-    /// hipHostRegister / cuMemHostRegister (`HostPages`). Where the runtime refuses to pin
-    /// it for any reason but memory (a driver or a container that does not allow it), the
-    /// runtime's own pinned memory instead (hipHostMalloc / cuMemHostAlloc): slower reads,
-    /// the same copy. Given back on drop.
+    /// hipHostRegister / cuMemHostRegister (`HostPages`). Where the runtime will not pin it
+    /// (a driver or container that does not allow it; ROCm 5 answers "out of memory" for any
+    /// refusal), the runtime's own pinned memory instead (hipHostMalloc / cuMemHostAlloc),
+    /// whose failure is the file's: slower reads, the same copy. Given back on drop.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, Error> {
         let memory = if len == 0 {
             Pinned::Empty
@@ -40,7 +39,6 @@ impl Device {
                     .host_register(pages.start().as_ptr().cast(), len)
             } {
                 Ok(()) => Pinned::Registered(pages),
-                Err(e) if e.code() == Some(sys::RUNTIME_OUT_OF_MEMORY) => return Err(e),
                 Err(_) => {
                     drop(pages);
                     let p = self.runtime().host_alloc(len)?;
@@ -251,15 +249,20 @@ impl Drop for PinnedBuffer {
         }
         let _ = self.device.make_current();
         let runtime = self.device.runtime();
-        // SAFETY: pinned by Device::alloc_pinned; no slice or copy outlives self. Registered
-        // pages are unmapped after this, when `memory` drops.
-        unsafe {
-            match &self.memory {
-                Pinned::Empty => {}
-                Pinned::Registered(pages) => runtime.host_unregister(pages.start().as_ptr().cast()),
-                Pinned::Allocated(p) => runtime.host_free(p.as_ptr().cast::<c_void>()),
+        match std::mem::replace(&mut self.memory, Pinned::Empty) {
+            Pinned::Empty => {}
+            Pinned::Registered(pages) => {
+                // SAFETY: registered by Device::alloc_pinned; no slice or copy outlives self.
+                let unpinned = unsafe { runtime.host_unregister(pages.start().as_ptr().cast()) };
+                // Pages the runtime may still pin stay mapped: a later mapping at the same
+                // address must not meet the driver's stale pinning.
+                if !unpinned {
+                    std::mem::forget(pages);
+                }
             }
-        };
+            // SAFETY: allocated by Device::alloc_pinned; no slice or copy outlives self.
+            Pinned::Allocated(p) => unsafe { runtime.host_free(p.as_ptr().cast::<c_void>()) },
+        }
     }
 }
 

@@ -41,17 +41,22 @@ impl HostPages {
             return Err(Error::Os(std::io::Error::last_os_error()));
         }
         let map = NonNull::new(map).expect("mmap never maps address 0");
+        let addr = map.as_ptr() as usize;
         let skip = if huge {
-            map.as_ptr().cast::<u8>().align_offset(HUGE_PAGE)
+            addr.next_multiple_of(HUGE_PAGE) - addr
         } else {
             0
         };
         // SAFETY: skip < HUGE_PAGE, so `len` bytes from the start lie inside the mapping.
         let start = unsafe { NonNull::new_unchecked(map.as_ptr().cast::<u8>().add(skip)) };
-        if huge {
-            // SAFETY: advice on our own mapping; a refusal (no THP in this kernel) only
-            // leaves the pages at 4 KiB.
-            unsafe { libc::madvise(start.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+        // SAFETY: advice on our own mapping. A child this process forks must not copy pages
+        // the device reads and writes; a refusal of huge pages (no THP in this kernel) only
+        // leaves them at 4 KiB.
+        unsafe {
+            libc::madvise(map.as_ptr(), map_len, libc::MADV_DONTFORK);
+            if huge {
+                libc::madvise(start.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+            }
         }
         Ok(HostPages {
             map,

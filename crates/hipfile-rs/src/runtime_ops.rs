@@ -312,19 +312,20 @@ impl Runtime {
         }
     }
 
-    /// hipHostUnregister / cuMemHostUnregister; a failure cannot be acted on.
+    /// hipHostUnregister / cuMemHostUnregister: whether the range is unpinned now.
     ///
     /// # Safety
     /// `ptr` was registered by [`Runtime::host_register`], is unregistered once, and no copy
     /// still uses it.
-    pub(crate) unsafe fn host_unregister(&self, ptr: *mut c_void) {
+    pub(crate) unsafe fn host_unregister(&self, ptr: *mut c_void) -> bool {
         // SAFETY: forwarded from the caller.
-        unsafe {
+        let status = unsafe {
             match &self.inner.table {
                 sys::RuntimeFunctions::Hip(hip) => (hip.host_unregister)(ptr),
                 sys::RuntimeFunctions::Cuda(cu) => (cu.mem_host_unregister)(ptr),
-            };
-        }
+            }
+        };
+        status == 0
     }
 
     /// hipStreamCreateWithFlags / cuStreamCreate: a non-blocking stream on the current

@@ -121,11 +121,12 @@ fn device_allocation_failure_leaves_an_existing_dst_intact() {
 #[test]
 fn pinned_memory_failure_leaves_an_existing_dst_intact() {
     // The first slot's host window (pinned memory: the bounce route and every unaligned tail
-    // go through it) is allocated before DEST is opened too.
+    // go through it) is allocated before DEST is opened too. Pinning it takes two calls when
+    // the first fails: the registration of aiscp's own pages, then the runtime's allocation.
     let scene = Scene::new(13);
     let old = random_bytes(70_000, 98);
     fs::write(scene.path("out/big"), &old).unwrap();
-    let out = scene.run("hostmalloc#1=oom", &["big", "out/big"]);
+    let out = scene.run("hostmalloc#1=oom;hostmalloc#2=oom", &["big", "out/big"]);
     assert_one_error(
         &out,
         &[
