@@ -12,7 +12,7 @@ use crate::faults::{RuntimeCall, RuntimeFault};
 use crate::io::{run_async, set_errno};
 use crate::memory;
 use crate::messages::*;
-use crate::state::{fake, Queued, StreamEntry};
+use crate::state::{fake, Fake, Queued, StreamEntry};
 
 pub use crate::current::HipError;
 use crate::current::{current_device, set_current_device};
@@ -228,8 +228,7 @@ unsafe fn hip_host_malloc(ptr: *mut *mut c_void, size: usize, _flags: c_uint) ->
         return HIP_SUCCESS;
     }
     let fake = fake();
-    let call = fake.calls.hostmalloc.fetch_add(1, Ordering::SeqCst) + 1;
-    if fake.faults.hostmalloc_fails(call) {
+    if pinning_fails(fake) {
         *ptr = std::ptr::null_mut();
         return HIP_ERROR_OUT_OF_MEMORY;
     }
@@ -297,8 +296,7 @@ unsafe fn hip_host_register(ptr: *mut c_void, size: usize) -> HipError {
         ));
         return HIP_ERROR_INVALID_VALUE;
     }
-    let call = fake.calls.hostmalloc.fetch_add(1, Ordering::SeqCst) + 1;
-    if fake.faults.hostmalloc_fails(call) {
+    if pinning_fails(fake) {
         return HIP_ERROR_OUT_OF_MEMORY;
     }
     fake.registry().host_registrations.insert(addr, size);
@@ -316,6 +314,13 @@ pub unsafe extern "C" fn hipHostUnregister(ptr: *mut c_void) -> HipError {
         return record(HIP_ERROR_INVALID_VALUE);
     }
     record(HIP_SUCCESS)
+}
+
+/// Numbers one pinning of host memory (hipHostMalloc and hipHostRegister count alike) and
+/// says whether a `hostmalloc#N=oom` rule fails it.
+fn pinning_fails(fake: &Fake) -> bool {
+    let call = fake.calls.hostmalloc.fetch_add(1, Ordering::SeqCst) + 1;
+    fake.faults.hostmalloc_fails(call)
 }
 
 /// Numbers the call of `call` and returns the fault a rule puts on it.
