@@ -20,7 +20,8 @@
 #   reg      the same with the windows' memory from cuMemHostRegister, on 4 KiB or huge
 #            pages (BIN_DIR/aiscp-reg reads AISCP_EXP_HOSTREG, AISCP_EXP_THP)
 #   ab       BIN_DIR/aiscp beside BIN_DIR/aiscp-base: 4 GiB and the tree, host and GPU,
-#            in-process and through a warm service of each build and backend
+#            in-process and through a warm service of each build and backend; then each GPU
+#            service's AnonHugePages and the --debug line of how windows were pinned
 # For a dry run elsewhere: S and D name existing folders (no RAM disks made), BIG the file
 # size in bytes, TREE_FILES the tree's file count.
 # Rows land in $OUT/rows.tsv (what, variant, way, bin, round, wall, user, sys); thread tables
@@ -237,6 +238,14 @@ for phase in "$@"; do
                 done
             done
         done
+        # Whether each GPU service's windows are on huge pages (the runtime's pinned memory
+        # shows none), and how the build under test says it pinned them.
+        for s in gpu gpu-base; do
+            echo "$s service: $(grep AnonHugePages "/proc/${spid[$s]}/smaps_rollup")" | tee -a "$out/env.txt"
+        done
+        rm -rf "${D:?}/big"
+        AISCP_SERVICE=off "$B/aiscp" --backend gpu --debug "$S/big" "$D/big" 2>&1 |
+            grep -E "route:|pinned windows" | tee -a "$out/env.txt"
         kill "${spid[host]}" "${spid[gpu]}" "${spid[host-base]}" "${spid[gpu-base]}"
         wait 2> /dev/null
         ;;

@@ -39,12 +39,13 @@ impl Device {
                     .host_register(pages.start().as_ptr().cast(), len)
             } {
                 Ok(()) => Pinned::Registered(pages),
-                Err(_) => {
+                Err(refusal) => {
                     drop(pages);
                     let p = self.runtime().host_alloc(len)?;
-                    Pinned::Allocated(
-                        NonNull::new(p.cast()).expect("host_alloc never returns null"),
-                    )
+                    Pinned::Allocated {
+                        start: NonNull::new(p.cast()).expect("host_alloc never returns null"),
+                        refusal: refusal.to_string(),
+                    }
                 }
             }
         };
@@ -226,8 +227,18 @@ enum Pinned {
     Empty,
     /// Our own mapping, registered with the runtime.
     Registered(HostPages),
-    /// The runtime's own allocation.
-    Allocated(NonNull<u8>),
+    /// The runtime's own allocation, and why ours was not pinned.
+    Allocated { start: NonNull<u8>, refusal: String },
+}
+
+/// How a [`PinnedBuffer`]'s memory was pinned: what `--debug` reports, since the runtime's
+/// own pinned memory makes the bounce route's reads slower.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pinning {
+    /// Our own mapping, asking for huge pages, registered with the runtime.
+    Registered,
+    /// The runtime's own pinned memory, because it refused to register ours (its message).
+    Allocated { refusal: String },
 }
 
 /// Pinned host memory, usable as a byte slice.
@@ -261,7 +272,9 @@ impl Drop for PinnedBuffer {
                 }
             }
             // SAFETY: allocated by Device::alloc_pinned; no slice or copy outlives self.
-            Pinned::Allocated(p) => unsafe { runtime.host_free(p.as_ptr().cast::<c_void>()) },
+            Pinned::Allocated { start, .. } => unsafe {
+                runtime.host_free(start.as_ptr().cast::<c_void>())
+            },
         }
     }
 }
@@ -271,7 +284,18 @@ impl PinnedBuffer {
         match &self.memory {
             Pinned::Empty => NonNull::dangling().as_ptr(),
             Pinned::Registered(pages) => pages.start().as_ptr(),
-            Pinned::Allocated(p) => p.as_ptr(),
+            Pinned::Allocated { start, .. } => start.as_ptr(),
+        }
+    }
+
+    /// How the memory was pinned; None for an empty buffer.
+    pub fn pinning(&self) -> Option<Pinning> {
+        match &self.memory {
+            Pinned::Empty => None,
+            Pinned::Registered(_) => Some(Pinning::Registered),
+            Pinned::Allocated { refusal, .. } => Some(Pinning::Allocated {
+                refusal: refusal.clone(),
+            }),
         }
     }
 

@@ -4,6 +4,10 @@
 //! 8 MiB windows are 15-20% faster on huge pages (bench/results/HISTORY.md, "Where the GPU
 //! engine's time goes"; the copies they speed up are in BENCHMARKS.md, "Pinned windows on
 //! huge pages").
+//!
+//! Where THP's defrag setting is `madvise` (the kernel's default), the faults that pinning
+//! makes may compact memory synchronously to find huge pages. That is paid when a window is
+//! pinned, once per slot and run (or per warm service), not per copy.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;

@@ -72,7 +72,7 @@ mod stats;
 mod stream;
 mod window;
 
-pub use buffer::{DeviceBuffer, PinnedBuffer, RegisteredBuffer};
+pub use buffer::{DeviceBuffer, PinnedBuffer, Pinning, RegisteredBuffer};
 pub use device::Device;
 pub use error::{Error, LoadError};
 pub use file::FileHandle;

@@ -3,7 +3,7 @@
 //! other windows overlaps them, and so that copies of different threads never queue behind
 //! one another on the legacy default stream, as synchronous hipMemcpy / cuMemcpy do.
 
-use crate::{sys, Device, DeviceBuffer, Error, Kernel, PinnedBuffer};
+use crate::{sys, Device, DeviceBuffer, Error, Kernel, PinnedBuffer, Pinning};
 use std::ffi::c_void;
 
 /// Pinned host memory plus the stream its copies (and any kernels queued between them, see
@@ -46,6 +46,10 @@ impl CopyWindow {
     }
     pub fn is_empty(&self) -> bool {
         self.window.is_empty()
+    }
+    /// How the window's memory was pinned; None for an empty window.
+    pub fn pinning(&self) -> Option<Pinning> {
+        self.window.pinning()
     }
 
     /// The window's bytes, once every queued copy has finished.

@@ -226,3 +226,38 @@ fn pinned_windows_fall_back_where_registration_is_refused() {
         Backend::FakeGpu.assert_report_clean(&report);
     }
 }
+
+/// --debug says how the bounce windows were pinned: on aiscp's own huge-page mapping, or on
+/// the runtime's memory with the refusal that sent them there, so a slower run can be told
+/// apart without a profiler.
+#[test]
+fn debug_says_how_the_windows_were_pinned() {
+    use crate::routes::Route;
+    for (refuse, said) in [
+        (
+            false,
+            "pinned windows: 2 on aiscp's own huge-page mapping, pinned with hipHostRegister",
+        ),
+        (
+            true,
+            "pinned windows: 2 from hipHostMalloc, because hipHostRegister refused ours: ",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("a"), random_bytes(BIG, 42)).unwrap();
+        let report = d.join("report");
+        let mut cmd = Route::Bounce.aiscp(d, &report);
+        if refuse {
+            cmd.env("AISCP_FAKE_GPU_HOST_REGISTER", "refuse");
+        }
+        let out = cmd
+            .args(["--debug", "--streams", "1", "--chunk-size", "64K", "a", "b"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains(said), "refuse {refuse}: {stderr}");
+        Backend::FakeGpu.assert_report_clean(&report);
+    }
+}

@@ -3,6 +3,7 @@
 
 use super::gpu_open::{chosen_gpus, describe_backend, describe_load, gpu_labels, OpenError};
 use super::kind::Backend;
+use super::pinnings::Pinnings;
 use super::request::{resolve_route, Request};
 use super::staging::{LibraryIo, Staging};
 use crate::digest::launch::Scratch;
@@ -92,6 +93,8 @@ pub struct GpuStaging {
     /// The digest kernels (compiled when digests are first asked for); boxed, as only runs
     /// with digests use it.
     pub(super) digests: Box<GpuDigests>,
+    /// How the bounce windows were pinned, for --debug.
+    pinnings: Pinnings,
 }
 
 impl GpuStaging {
@@ -183,6 +186,7 @@ impl GpuStaging {
             version,
             driver,
             stats_started,
+            pinnings: Pinnings::default(),
         })
     }
 
@@ -261,12 +265,14 @@ impl GpuSlot {
     fn window_len(&self) -> usize {
         self.device.buffer().len().min(WINDOW)
     }
-    /// Window `k`, allocated (pinned memory and its stream) on first use.
-    fn window_mut(&mut self, k: usize) -> Result<&mut CopyWindow, Error> {
+    /// Window `k`, allocated (pinned memory and its stream) on first use and counted in
+    /// `pinnings`.
+    fn window_mut(&mut self, k: usize, pinnings: &Pinnings) -> Result<&mut CopyWindow, Error> {
         let len = self.window_len();
         if self.windows[k].is_none() {
             // On the slot's own GPU: its copies go to and from this slot's memory.
             let window = self.device.buffer().device().alloc_window(len)?;
+            pinnings.record(window.pinning());
             self.windows[k] = Some(window);
         }
         let window = &mut self.windows[k];
@@ -337,7 +343,7 @@ impl Staging for GpuStaging {
         k: usize,
         _slot_off: usize,
     ) -> Result<&'s mut [u8], Error> {
-        slot.window_mut(k)?.host()
+        slot.window_mut(k, &self.pinnings)?.host()
     }
     fn upload(
         &self,
@@ -356,7 +362,7 @@ impl Staging for GpuStaging {
         slot_off: usize,
         len: usize,
     ) -> Result<(), Error> {
-        slot.window_mut(k)?;
+        slot.window_mut(k, &self.pinnings)?;
         let GpuSlot {
             windows, device, ..
         } = slot;
@@ -395,6 +401,9 @@ impl Staging for GpuStaging {
     }
     fn digests_computed(&self) -> Option<String> {
         self.digests.describe()
+    }
+    fn windows_pinned(&self) -> Option<String> {
+        self.pinnings.describe(self.flavor)
     }
     fn wait_for_digest_compile(&self, stop: &AtomicBool) -> Option<Duration> {
         self.digests.wait_for_compile(stop)

@@ -17,6 +17,7 @@ pub(crate) mod gpu_stream;
 pub mod host;
 mod kind;
 pub mod library_paths;
+mod pinnings;
 mod request;
 pub mod runtime_env;
 mod staging;

@@ -113,6 +113,11 @@ pub trait Staging: Sync {
     fn digests_computed(&self) -> Option<String> {
         None
     }
+    /// For --debug at the end of the run: how the bounce windows' host memory was pinned;
+    /// None when there is nothing to pin (host memory) or no window was allocated.
+    fn windows_pinned(&self) -> Option<String> {
+        None
+    }
     /// At the end of a one-off run: waits, briefly and until `stop` is set, for the digest
     /// kernels' compile still under way, so that it reaches the kernel cache; returns how
     /// long it waited (None: no wait).

@@ -69,7 +69,11 @@ impl Drop for Engine {
     /// Frees the staging memory first and says how long that took (--debug), so a run's
     /// shutdown can be told apart: memory here, the GPU context and libraries after.
     fn drop(&mut self) {
-        if let Some(line) = with_pipeline!(&self.backend, p => p.staging().digests_computed()) {
+        let said = with_pipeline!(&self.backend, p => {
+            let staging = p.staging();
+            [staging.digests_computed(), staging.windows_pinned()]
+        });
+        for line in said.into_iter().flatten() {
             self.diag.debug(&line);
         }
         let freed = with_pipeline!(&mut self.backend, p => p.free_slots());
