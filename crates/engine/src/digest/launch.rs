@@ -17,6 +17,15 @@ const CRC_BLOCK: u64 = 4096;
 /// start's alignment, far below this for any slice up to 2^64 bytes.
 const MAX_NODES: usize = 256;
 
+/// The names of kernels.cu's kernels, in the order [`Kernels`] holds them: BLAKE3's chunk
+/// and subtree kernels, then the CRC's block and combine kernels.
+pub const KERNEL_NAMES: [&str; 4] = [
+    "aiscp_blake3_chunks",
+    "aiscp_blake3_subtrees",
+    "aiscp_crc_blocks",
+    "aiscp_crc_combine",
+];
+
 /// The four kernels of kernels.cu, loaded on one GPU.
 pub(super) struct Kernels {
     chunks: Kernel,
@@ -82,11 +91,12 @@ fn blocks(threads: u64) -> u32 {
 impl Kernels {
     pub(super) fn load(device: &Device, image: &[u8]) -> Result<Kernels, Error> {
         let module = device.load_module(image)?;
+        let [chunks, subtrees, crc_blocks, crc_combine] = KERNEL_NAMES;
         Ok(Kernels {
-            chunks: module.kernel("aiscp_blake3_chunks")?,
-            subtrees: module.kernel("aiscp_blake3_subtrees")?,
-            crc_blocks: module.kernel("aiscp_crc_blocks")?,
-            crc_combine: module.kernel("aiscp_crc_combine")?,
+            chunks: module.kernel(chunks)?,
+            subtrees: module.kernel(subtrees)?,
+            crc_blocks: module.kernel(crc_blocks)?,
+            crc_combine: module.kernel(crc_combine)?,
         })
     }
 

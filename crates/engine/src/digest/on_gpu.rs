@@ -29,6 +29,21 @@ const COMPILE_WAIT: Duration = Duration::from_secs(5);
 /// The kernels' source: plain C++ that NVRTC, hiprtc and g++ all take.
 pub const SOURCE: &str = include_str!("kernels.cu");
 
+/// The compiler options the kernels are built with for a GPU of architecture `arch`
+/// ("sm_90", "gfx90a"; None: the compiler's default). NVRTC optimizes fully by default and
+/// wants the real architecture for a CUBIN; hiprtc takes clang's -O3, and compiles for the
+/// current device unless told.
+pub fn compile_options(flavor: Flavor, arch: Option<&str>) -> Vec<String> {
+    let mut options: Vec<String> = arch
+        .map(|arch| format!("--gpu-architecture={arch}"))
+        .into_iter()
+        .collect();
+    if flavor == Flavor::HipFile {
+        options.push("-O3".to_owned());
+    }
+    options
+}
+
 /// Where the compiled image stands.
 enum Build {
     NotStarted,
@@ -324,17 +339,9 @@ struct Recipe {
 
 impl Recipe {
     fn new(flavor: Flavor, path: Option<PathBuf>, arch: Option<&str>) -> Recipe {
-        // NVRTC optimizes fully by default and wants the real architecture for a CUBIN;
-        // hiprtc takes clang's -O3, and compiles for the current device unless told. The
-        // architecture is in the options, so in the key: an image kept for one GPU is never
-        // offered to another.
-        let mut options: Vec<String> = arch
-            .map(|arch| format!("--gpu-architecture={arch}"))
-            .into_iter()
-            .collect();
-        if flavor == Flavor::HipFile {
-            options.push("-O3".to_owned());
-        }
+        // The architecture is in the options, so in the key: an image kept for one GPU is
+        // never offered to another.
+        let options = compile_options(flavor, arch);
         let chosen = path
             .as_deref()
             .map(|p| p.as_os_str().as_encoded_bytes())

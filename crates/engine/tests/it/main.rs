@@ -3,6 +3,7 @@
 
 mod fake_gpu;
 mod host;
+mod kernel_hiprtc;
 mod kernel_source;
 mod plan;
 mod queue;
