@@ -231,13 +231,15 @@ enum Pinned {
     Allocated { start: NonNull<u8>, refusal: String },
 }
 
-/// How a [`PinnedBuffer`]'s memory was pinned: what `--debug` reports, since the runtime's
-/// own pinned memory makes the bounce route's reads slower.
+/// How a [`PinnedBuffer`]'s memory was pinned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pinning {
-    /// Our own mapping, asking for huge pages, registered with the runtime.
-    Registered,
-    /// The runtime's own pinned memory, because it refused to register ours (its message).
+    /// Our own mapping, registered with hipHostRegister / cuMemHostRegister; `huge_pages`:
+    /// it is large enough to have asked the kernel for 2 MiB pages (a hint the kernel may
+    /// not follow).
+    Registered { huge_pages: bool },
+    /// hipHostMalloc / cuMemHostAlloc's memory, because the runtime refused to register
+    /// ours (the refusal as the runtime gave it, naming the call).
     Allocated { refusal: String },
 }
 
@@ -292,7 +294,9 @@ impl PinnedBuffer {
     pub fn pinning(&self) -> Option<Pinning> {
         match &self.memory {
             Pinned::Empty => None,
-            Pinned::Registered(_) => Some(Pinning::Registered),
+            Pinned::Registered(pages) => Some(Pinning::Registered {
+                huge_pages: pages.huge(),
+            }),
             Pinned::Allocated { refusal, .. } => Some(Pinning::Allocated {
                 refusal: refusal.clone(),
             }),

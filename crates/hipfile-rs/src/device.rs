@@ -130,6 +130,12 @@ impl Device {
         self.library().runtime()
     }
 
+    /// The file of the runtime (HIP or CUDA) driving this device: where
+    /// [`crate::Compiler::load_for`] looks last.
+    pub fn runtime_path(&self) -> &std::path::Path {
+        self.runtime().path()
+    }
+
     /// What makes the device current (its CUDA device handle, for attribute queries).
     pub(crate) fn context(&self) -> &DeviceContext {
         &self.inner.ctx

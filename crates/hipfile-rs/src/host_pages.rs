@@ -6,8 +6,8 @@
 //! huge pages").
 //!
 //! Where THP's defrag setting is `madvise` (the kernel's default), the faults that pinning
-//! makes may compact memory synchronously to find huge pages. That is paid when a window is
-//! pinned, once per slot and run (or per warm service), not per copy.
+//! makes may compact memory synchronously to find huge pages: paid when the memory is
+//! pinned, not when it is used.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -22,6 +22,8 @@ pub(crate) struct HostPages {
     map: NonNull<c_void>,
     map_len: usize,
     start: NonNull<u8>,
+    /// The mapping asked for huge pages.
+    huge: bool,
 }
 
 impl HostPages {
@@ -66,11 +68,17 @@ impl HostPages {
             map,
             map_len,
             start,
+            huge,
         })
     }
 
     pub(crate) fn start(&self) -> NonNull<u8> {
         self.start
+    }
+
+    /// Whether the mapping asked for huge pages (it is at least one huge page long).
+    pub(crate) fn huge(&self) -> bool {
+        self.huge
     }
 }
 
@@ -91,6 +99,7 @@ mod tests {
         for len in [4096, HUGE_PAGE - 1, HUGE_PAGE, 8 << 20, (8 << 20) + 1] {
             let pages = HostPages::new(len).unwrap();
             let start = pages.start().as_ptr();
+            assert_eq!(pages.huge(), len >= HUGE_PAGE, "{len}");
             if len >= HUGE_PAGE {
                 assert_eq!(start as usize % HUGE_PAGE, 0, "{len}");
             }

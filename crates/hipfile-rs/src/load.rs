@@ -63,8 +63,6 @@ pub(crate) const HIPRTC: Wanted = Wanted {
         "libhiprtc.so.6",
         "libhiprtc.so.5",
         "libhiprtc.so",
-        // ROCm 5.2 (Debian's libamdhip64-5) exports hiprtc from the runtime itself.
-        "libamdhip64.so.5",
     ],
 };
 pub(crate) const NVRTC: Wanted = Wanted {

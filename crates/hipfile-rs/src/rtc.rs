@@ -18,8 +18,7 @@ pub struct Compiler {
 }
 
 /// Where the compilers are looked for: `libhiprtc.so.7`, `.6`, `.5`, `libhiprtc.so` (AMD)
-/// (then `libamdhip64.so.5`: ROCm 5.2 exports hiprtc from the runtime) and
-/// `libnvrtc.so.13`, `.12`, `.11.2`, `.11.1`, `libnvrtc.so` (NVIDIA), on the loader
+/// and `libnvrtc.so.13`, `.12`, `.11.2`, `.11.1`, `libnvrtc.so` (NVIDIA), on the loader
 /// path, then in the flavor's directories (see the crate's search list).
 impl Compiler {
     /// Finds and loads `flavor`'s compiler.
@@ -31,6 +30,23 @@ impl Compiler {
     pub fn load_from(flavor: Flavor, path: Option<&Path>) -> Result<Compiler, LoadError> {
         let (table, lib) = load::load_compiler(flavor, path)?;
         Ok(Compiler { flavor, table, lib })
+    }
+
+    /// The compiler for GPUs that `runtime` (the loaded HIP or CUDA runtime's file) drives:
+    /// `path` alone when given, else the one found; where none is found, a HIP runtime that
+    /// exports hiprtc itself (ROCm 5) is its own compiler. Never another ROCm's runtime: an
+    /// older hiprtc given a newer GPU's architecture aborts the process (ROCm 5.2 on gfx942).
+    pub fn load_for(
+        flavor: Flavor,
+        path: Option<&Path>,
+        runtime: &Path,
+    ) -> Result<Compiler, LoadError> {
+        match Compiler::load_from(flavor, path) {
+            Err(not_found) if path.is_none() && flavor == Flavor::HipFile => {
+                Compiler::load_from(flavor, Some(runtime)).map_err(|_| not_found)
+            }
+            loaded => loaded,
+        }
     }
 
     /// "hiprtc" or "NVRTC", for messages.

@@ -227,20 +227,28 @@ fn pinned_windows_fall_back_where_registration_is_refused() {
     }
 }
 
-/// --debug says how the bounce windows were pinned: on aiscp's own huge-page mapping, or on
-/// the runtime's memory with the refusal that sent them there, so a slower run can be told
-/// apart without a profiler.
+/// --debug says how the bounce windows were pinned: on aiscp's own memory (asking for huge
+/// pages where a window is large enough), or on the runtime's memory with the refusal that
+/// sent them there, so a slower run can be told apart without a profiler.
 #[test]
 fn debug_says_how_the_windows_were_pinned() {
     use crate::routes::Route;
-    for (refuse, said) in [
+    for (chunk, refuse, said) in [
         (
+            "4M",
             false,
-            "pinned windows: 2 on aiscp's own huge-page mapping, pinned with hipHostRegister",
+            "pinned windows: 2 on aiscp's own memory, huge pages asked for\n",
         ),
         (
+            "64K",
+            false,
+            "pinned windows: 2 on aiscp's own memory, 4 KiB pages (each under 2 MiB)\n",
+        ),
+        (
+            "4M",
             true,
-            "pinned windows: 2 from hipHostMalloc, because hipHostRegister refused ours: ",
+            "pinned windows: 2 on the runtime's pinned memory, as registering ours was \
+             refused: hipHostRegister: operation not supported (error 801)\n",
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -252,12 +260,12 @@ fn debug_says_how_the_windows_were_pinned() {
             cmd.env("AISCP_FAKE_GPU_HOST_REGISTER", "refuse");
         }
         let out = cmd
-            .args(["--debug", "--streams", "1", "--chunk-size", "64K", "a", "b"])
+            .args(["--debug", "--streams", "1", "--chunk-size", chunk, "a", "b"])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
-        assert!(stderr.contains(said), "refuse {refuse}: {stderr}");
+        assert!(stderr.contains(said), "{chunk}, refuse {refuse}: {stderr}");
         Backend::FakeGpu.assert_report_clean(&report);
     }
 }

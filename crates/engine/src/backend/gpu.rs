@@ -403,7 +403,7 @@ impl Staging for GpuStaging {
         self.digests.describe()
     }
     fn windows_pinned(&self) -> Option<String> {
-        self.pinnings.describe(self.flavor)
+        self.pinnings.describe()
     }
     fn wait_for_digest_compile(&self, stop: &AtomicBool) -> Option<Duration> {
         self.digests.wait_for_compile(stop)

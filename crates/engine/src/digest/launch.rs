@@ -17,8 +17,8 @@ const CRC_BLOCK: u64 = 4096;
 /// start's alignment, far below this for any slice up to 2^64 bytes.
 const MAX_NODES: usize = 256;
 
-/// The names of kernels.cu's kernels, in the order [`Kernels`] holds them: BLAKE3's chunk
-/// and subtree kernels, then the CRC's block and combine kernels.
+/// The names of kernels.cu's kernels, as the loaded module is asked for them: BLAKE3's
+/// chunk and subtree kernels, then the CRC's block and combine kernels.
 pub const KERNEL_NAMES: [&str; 4] = [
     "aiscp_blake3_chunks",
     "aiscp_blake3_subtrees",

@@ -17,7 +17,7 @@ use super::kernel_cache::{self, KernelCache};
 use super::launch::{Kernels, Scratch};
 use super::piece::{Piece, CHUNK_LEN};
 use hipfile::{Compiler, Device, DeviceBuffer, Error, Flavor};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -119,7 +119,11 @@ impl GpuDigests {
             return;
         }
         let recipe = match device.compile_arch() {
-            Ok(arch) => Recipe::new(self.flavor, self.compiler_path.clone(), arch.as_deref()),
+            Ok(arch) => Recipe::new(
+                self.flavor,
+                (self.compiler_path.clone(), device.runtime_path()),
+                arch.as_deref(),
+            ),
             Err(e) => {
                 *build = Build::Failed(e.to_string());
                 return;
@@ -331,6 +335,8 @@ struct Recipe {
     flavor: Flavor,
     /// The compiler's exact file, else searched.
     path: Option<PathBuf>,
+    /// The runtime's file, the compiler of last resort ([`Compiler::load_for`]).
+    runtime: PathBuf,
     options: Vec<String>,
     key: String,
     /// Where the image is looked for and kept, opened once; Err says why there is none.
@@ -338,7 +344,11 @@ struct Recipe {
 }
 
 impl Recipe {
-    fn new(flavor: Flavor, path: Option<PathBuf>, arch: Option<&str>) -> Recipe {
+    fn new(
+        flavor: Flavor,
+        (path, runtime): (Option<PathBuf>, &Path),
+        arch: Option<&str>,
+    ) -> Recipe {
         // The architecture is in the options, so in the key: an image kept for one GPU is
         // never offered to another.
         let options = compile_options(flavor, arch);
@@ -355,6 +365,7 @@ impl Recipe {
         Recipe {
             flavor,
             path,
+            runtime: runtime.to_path_buf(),
             options,
             key,
             cache: KernelCache::open(),
@@ -380,7 +391,8 @@ impl Recipe {
         // which is also the runtime, was unmapped under the main thread). At most one a
         // process: a cache hit loads none.
         let compiler: &Compiler = Box::leak(Box::new(
-            Compiler::load_from(self.flavor, self.path.as_deref()).map_err(|e| e.to_string())?,
+            Compiler::load_for(self.flavor, self.path.as_deref(), &self.runtime)
+                .map_err(|e| e.to_string())?,
         ));
         let name = compiler
             .version()

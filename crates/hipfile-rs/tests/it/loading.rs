@@ -339,6 +339,33 @@ fn genuine_hiprtc_compiles_the_digest_kernels() {
     );
 }
 
+/// Where no libhiprtc is installed, the ROCm 5 runtime in use is its own compiler; a runtime
+/// that exports no hiprtc (ROCm 6 split it out; libc stands in) gives the search's own
+/// error, and no runtime other than the one in use is ever taken: an older hiprtc given a
+/// newer GPU's architecture aborts the process.
+#[test]
+fn hiprtc_falls_back_to_the_runtime_in_use_only() {
+    if !Path::new(REAL_HIP).exists() {
+        missing(&format!(
+            "{REAL_HIP} absent (apt-get install libamdhip64-5)"
+        ));
+        return;
+    }
+    if hipfile::Compiler::load(Flavor::HipFile).is_ok() {
+        test_support::skip::not_here("a libhiprtc is installed: the search finds it first");
+        return;
+    }
+    let own = hipfile::Compiler::load_for(Flavor::HipFile, None, Path::new(REAL_HIP)).unwrap();
+    assert_eq!(own.path(), Path::new(REAL_HIP));
+    let err = hipfile::Compiler::load_for(Flavor::HipFile, None, &libc_path())
+        .err()
+        .expect("libc exports no hiprtc");
+    assert!(
+        matches!(&err, LoadError::NotFound { library: "libhiprtc", .. }),
+        "{err:?}"
+    );
+}
+
 /// Set by scripts/vendor-artefacts.sh to the genuine libnvrtc.so.12 of PyPI
 /// nvidia-cuda-nvrtc-cu12.
 const VENDOR_NVRTC: &str = "HIPFILE_RS_VENDOR_NVRTC_LIB";
