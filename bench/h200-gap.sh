@@ -84,8 +84,11 @@ one() {
     rm -rf "${D:?}/$what"
     drop
     local times
-    times=$( { TIMEFORMAT='%R %U %S'; time env "${env[@]}" "${ENVX[@]}" "$B/$bin" "${args[@]}" "$S/$what" "$D/$what" 2> "$out/last.err" && sync; } 2>&1 ) ||
-        { echo "FAILED $what $variant $way: $(tail -3 "$out/last.err")" | tee -a "$rows"; }
+    # The sync inside the timed group: `time a && b` would time `a` alone.
+    if ! times=$( { TIMEFORMAT='%R %U %S'; time { env "${env[@]}" "${ENVX[@]}" "$B/$bin" "${args[@]}" "$S/$what" "$D/$what" 2> "$out/last.err" && sync; }; } 2>&1 ); then
+        echo "FAILED $what $variant $way $bin $round: $(tail -3 "$out/last.err")" | tee -a "$out/failed.txt"
+        return
+    fi
     echo "$what	$variant	$way	$bin	$round	${times// /	}" | tee -a "$rows"
 }
 ENVX=()
