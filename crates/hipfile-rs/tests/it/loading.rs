@@ -361,7 +361,13 @@ fn hiprtc_falls_back_to_the_runtime_in_use_only() {
         .err()
         .expect("libc exports no hiprtc");
     assert!(
-        matches!(&err, LoadError::NotFound { library: "libhiprtc", .. }),
+        matches!(
+            &err,
+            LoadError::NotFound {
+                library: "libhiprtc",
+                ..
+            }
+        ),
         "{err:?}"
     );
 }
