@@ -23,10 +23,34 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "a-turn-alone-never-gives-way",
+        "src/service/server/scheduler.rs",
+        "            true => (u64::MAX, Some(&files_waiting as GiveWay<'_>)),",
+        "            true => (u64::MAX, None),",
+        [
+            "service::clients::a_file_alone_in_turn_is_one_part_that_gives_way",
+            "service::clients::a_long_file_in_turn_does_not_hold_another_clients_small_one",
+        ],
+    ),
+    (
+        "a-part-that-gave-way-skips-the-rest",
+        "crates/engine/src/worker.rs",
+        "                let upto = self.good.unwrap_or(part.start);",
+        "                let upto = part.end;",
+        ["service::clients::a_file_alone_in_turn_is_one_part_that_gives_way"],
+    ),
+    (
+        "a-turn-alone-is-cut-in-parts",
+        "src/service/server/scheduler.rs",
+        "            true => (u64::MAX, Some(&files_waiting as GiveWay<'_>)),",
+        "            true => (self.turn_part, Some(&files_waiting as GiveWay<'_>)),",
+        ["service::clients::a_file_alone_in_turn_is_one_part_that_gives_way"],
+    ),
+    (
         "pinned-windows-never-fall-back",
         "crates/hipfile-rs/src/buffer.rs",
-        "                Err(_) => {",
-        "                Err(e) => { return Err(e);",
+        "                Err(refusal) => {",
+        "                Err(refusal) => { return Err(refusal);",
         ["faults::setup::pinned_windows_fall_back_where_registration_is_refused"],
     ),
     (

@@ -7,9 +7,10 @@
 //! the clients with work), taken round-robin. A file too large to fly as its client sees it
 //! flies all the same, on one slot, while other clients have work (so no client with work
 //! waits behind another's large file); with no one else waiting it is copied in turn with
-//! every slot, on this thread, a part of 16 chunks at a time, other clients' files scheduled
-//! between parts and other files in turn (the library route's, where nothing else flies)
-//! given parts in rotation. A source without a length (read to its end) always flies, so it
+//! every slot, on this thread: alone, as one part to its end that gives way at its next
+//! slice when a client sends files; beside other work, a part of 16 chunks at a time, other
+//! clients' files scheduled between parts and other files in turn (the library route's,
+//! where nothing else flies) given parts in rotation. A source without a length (read to its end) always flies, so it
 //! never holds this thread. Each client has its own cancel flag: Cancel from it, or its
 //! connection closing, stops its files (and only its files) before their next write, and
 //! its queued files are dropped at once; the engine then leaves its DESTs as they are.
@@ -35,7 +36,7 @@ use connections::{accept_loop, bind, listen};
 use scheduler::Scheduler;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -245,6 +246,9 @@ struct Shared {
     staging_bytes: u64,
     /// What the engine's slots hold now, as the scheduler last saw it.
     staging_held: AtomicU64,
+    /// Messages of files that clients' threads have sent (or are sending) and the scheduler
+    /// has not taken yet: a file copied in turn alone gives way while there are any.
+    files_unseen: AtomicUsize,
 }
 
 impl Shared {
@@ -273,7 +277,29 @@ impl Shared {
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             staging_held: AtomicU64::new(0),
+            files_unseen: AtomicUsize::new(0),
         }
+    }
+
+    /// Sends `event` to the scheduler, files counted unseen from before they are sent until
+    /// it takes them ([`Shared::seen`]); false once the scheduler is gone.
+    fn send(&self, events: &mpsc::Sender<connections::Event>, event: connections::Event) -> bool {
+        if matches!(event, connections::Event::Jobs(..)) {
+            self.files_unseen.fetch_add(1, Ordering::SeqCst);
+        }
+        events.send(event).is_ok()
+    }
+
+    /// The scheduler took `event`.
+    fn seen(&self, event: &connections::Event) {
+        if matches!(event, connections::Event::Jobs(..)) {
+            self.files_unseen.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether files have been sent that the scheduler has not taken yet.
+    fn files_waiting(&self) -> bool {
+        self.files_unseen.load(Ordering::SeqCst) > 0
     }
 
     /// Counts a file copied.

@@ -93,6 +93,9 @@ pub(crate) enum OnStop {
 pub(crate) struct Stop<'a> {
     pub(crate) cancel: &'a AtomicBool,
     pub(crate) on_stop: OnStop,
+    /// True once a copy of part of a file is to end early, where the slices already begun
+    /// end: no new slice starts, and what was copied stands (see [`crate::PartRan`]).
+    pub(crate) give_way: Option<GiveWay<'a>>,
 }
 
 impl Stop<'_> {
@@ -101,6 +104,7 @@ impl Stop<'_> {
         Stop {
             cancel,
             on_stop: OnStop::CutBack,
+            give_way: None,
         }
     }
 
@@ -109,14 +113,21 @@ impl Stop<'_> {
         Stop {
             cancel,
             on_stop: OnStop::Leave,
+            give_way: None,
         }
     }
 }
+
+/// Whether a part should end now, where its slices begun end
+/// ([`crate::Engine::copy_part_cancellable`]); asked by every worker before each slice.
+pub type GiveWay<'a> = &'a (dyn Fn() -> bool + Sync);
 
 /// What one bounce needs besides the bytes' place.
 pub(crate) struct Ctx<'a> {
     pub(crate) names: &'a Names<'a>,
     pub(crate) cancel: &'a AtomicBool,
+    /// [`Stop::give_way`].
+    pub(crate) give_way: Option<GiveWay<'a>>,
     /// What `cancel` leaves DEST to.
     pub(crate) on_stop: OnStop,
     pub(crate) clock: &'a StageClock,

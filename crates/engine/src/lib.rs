@@ -44,6 +44,7 @@ pub mod verify;
 mod worker;
 
 pub use backend::{Backend, BackendChoice, GpuChoice, RouteChoice};
+pub use bounce::GiveWay;
 pub use config::{ChunkSize, ChunkSizeError, Config, Verify, DEFAULT_SLOTS_PER_GPU, MAX_CHUNK};
 pub use error::{CopyError, Side};
 pub use file_copy::Timed;
@@ -53,7 +54,7 @@ pub use quote::os_text;
 pub use read_back_pool::ReadBackPool;
 pub use route::Route;
 pub use stages::StageTimes;
-pub use worker::PartEnd;
+pub use worker::{PartEnd, PartRan};
 
 pub use chunk_plan::ChunkPlan;
 pub use engine::{prepare_process, Diagnostics, Engine, EngineInfo, StartError};

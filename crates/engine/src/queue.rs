@@ -341,6 +341,7 @@ fn copy_queued<S: Staging>(
             let stop = Stop {
                 cancel: &cancel,
                 on_stop,
+                give_way: None,
             };
             copy_whole(shared, stop, slot, &job, &setup, &mut debug)
         }

@@ -3,7 +3,7 @@
 //! slice, read it into the slot, write it out (by the library or the bounce route).
 
 use crate::backend::{LibraryIo, Staging};
-use crate::bounce::{self, Ctx, PieceToAdd, Reader, Writer};
+use crate::bounce::{self, Ctx, GiveWay, PieceToAdd, Reader, Writer};
 use crate::digest::Piece;
 use crate::error::CopyError;
 use crate::fileio;
@@ -55,10 +55,14 @@ pub(crate) struct Phase {
     /// The ranges the plan left to no slice (the finish looks at those before `good` again),
     /// as SOURCE had them when the plan was made.
     pub(crate) holes: Vec<Range<u64>>,
+    /// It ended early because it was asked to give way ([`crate::bounce::Stop::give_way`]):
+    /// every slice begun was copied whole, and none after them was begun.
+    pub(crate) gave_way: bool,
 }
 
 /// How one part of a file's data phase ended, for schedulers that split a file between
-/// processes (MPI ranks) and end it with [`crate::Engine::finish_parts`].
+/// processes (MPI ranks) or turns (a staging service) and end it with
+/// [`crate::Engine::finish_parts`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartEnd {
     /// The end of the last whole slice in the part's leading run; None when there was none.
@@ -92,6 +96,7 @@ impl Phase {
                             whole: false,
                             error: None,
                             holes,
+                            gave_way: false,
                         };
                     }
                 }
@@ -101,6 +106,7 @@ impl Phase {
                         whole: false,
                         error: Some(e),
                         holes,
+                        gave_way: false,
                     }
                 }
             }
@@ -110,6 +116,7 @@ impl Phase {
             whole: true,
             error: None,
             holes,
+            gave_way: false,
         }
     }
 
@@ -130,21 +137,48 @@ impl Phase {
             whole: next.whole,
             error: next.error,
             holes: self.holes,
+            gave_way: next.gave_way,
         }
     }
 
-    /// A part's end, as [`Phase::of_parts`] takes it back.
-    pub(crate) fn part_end(self) -> Result<PartEnd, CopyError> {
-        match self.error {
-            Some(e) => Err(e),
-            None => Ok(PartEnd {
-                good: self.good,
-                whole: self.whole,
-                holes: self.holes,
-                pieces: Vec::new(),
-            }),
+    /// How the copy of `part` ended, as [`Phase::of_parts`] takes it back. A part that gave
+    /// way stands for its leading run alone, `part.start..upto`, copied whole: the holes its
+    /// plan saw past that are planned again with the rest of the file.
+    pub(crate) fn part_end(self, part: &Range<u64>) -> Result<PartRan, CopyError> {
+        if let Some(e) = self.error {
+            return Err(e);
         }
+        let (upto, holes) = match self.gave_way {
+            false => (part.end, self.holes),
+            true => {
+                let upto = self.good.unwrap_or(part.start);
+                let holes = self
+                    .holes
+                    .into_iter()
+                    .filter(|h| h.start < upto)
+                    .map(|h| h.start..h.end.min(upto))
+                    .collect();
+                (upto, holes)
+            }
+        };
+        Ok(PartRan {
+            end: PartEnd {
+                good: self.good,
+                whole: self.whole || self.gave_way,
+                holes,
+                pieces: Vec::new(),
+            },
+            upto,
+        })
     }
+}
+
+/// A part's copy that may have been asked to give way: how it ended, and how far it
+/// reached (the part's end, or where it gave way, which is where the next part begins).
+#[derive(Debug)]
+pub struct PartRan {
+    pub end: PartEnd,
+    pub upto: u64,
 }
 
 /// State the workers of one file share.
@@ -155,6 +189,8 @@ pub(crate) struct Work<'a> {
     done: Vec<AtomicBool>,
     stop: AtomicBool,
     cancel: &'a AtomicBool,
+    /// Set: no slice begins any more, and the copy ends where the slices begun end.
+    give_way: Option<GiveWay<'a>>,
     error: Mutex<Option<(u64, CopyError)>>,
     /// Lowest offset where a slice found SOURCE ending (u64::MAX: none did). A failure at or
     /// past it is not the copy's: a serial copy would have stopped at SOURCE's end first (a
@@ -165,14 +201,20 @@ pub(crate) struct Work<'a> {
 }
 
 impl<'a> Work<'a> {
-    /// No slice taken yet of `src`'s `slices`; `cancel` stops the workers between slices.
-    pub(crate) fn new(slices: &'a [Range<u64>], src: &'a File, cancel: &'a AtomicBool) -> Work<'a> {
+    /// No slice taken yet of `src`'s `slices`; `cancel` stops the workers between slices,
+    /// as `give_way` does without making it a failure.
+    pub(crate) fn new(
+        slices: &'a [Range<u64>],
+        src: &'a File,
+        (cancel, give_way): (&'a AtomicBool, Option<GiveWay<'a>>),
+    ) -> Work<'a> {
         Work {
             slices,
             next: AtomicUsize::new(0),
             done: slices.iter().map(|_| AtomicBool::new(false)).collect(),
             stop: AtomicBool::new(false),
             cancel,
+            give_way,
             error: Mutex::new(None),
             eof_at: AtomicU64::new(u64::MAX),
             src,
@@ -202,7 +244,10 @@ impl<'a> Work<'a> {
         }
     }
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst) || self.cancel.load(Ordering::SeqCst)
+        self.stop.load(Ordering::SeqCst) || self.cancel.load(Ordering::SeqCst) || self.giving_way()
+    }
+    fn giving_way(&self) -> bool {
+        self.give_way.is_some_and(|g| g())
     }
     /// The end of the last slice of the leading run of whole slices (None: the first slice
     /// is not whole), and whether every slice is whole.
@@ -244,11 +289,14 @@ impl<'a> Work<'a> {
             let cancelled = self.cancel.load(Ordering::SeqCst) && !whole;
             cancelled.then_some(CopyError::Interrupted)
         });
+        // Short because it gave way, not because SOURCE ended or a slice failed.
+        let gave_way = !whole && error.is_none() && eof_at == u64::MAX && self.giving_way();
         Phase {
             good,
             whole,
             error,
             holes: self.holes(range),
+            gave_way,
         }
     }
 }

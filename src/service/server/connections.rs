@@ -321,7 +321,7 @@ fn read_client(
         unanswered: Arc::clone(&unanswered),
         _seat: seat,
     };
-    if events.send(Event::Join(id, joined)).is_err() {
+    if !shared.send(events, Event::Join(id, joined)) {
         return;
     }
     // However this thread ends (a panic included), the client's files stop and its seat is
@@ -350,7 +350,7 @@ fn read_client(
         };
         match event {
             Ok(e) => {
-                if events.send(e).is_err() {
+                if !shared.send(events, e) {
                     break;
                 }
             }

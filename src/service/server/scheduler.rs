@@ -7,7 +7,9 @@ use super::recorder::{progress_to, Recorder};
 use super::turn::{Turn, TURN_CHUNKS};
 use super::{debug_line, ClientId, Shared};
 use crate::service::wire::{self, FileDone, Handover, Outcome, Reply, Stages};
-use aiscp_engine::{Copied, CopyError, Engine, ProgressSink, QueueLimits, QueuedJob, Ticket};
+use aiscp_engine::{
+    Copied, CopyError, Engine, GiveWay, ProgressSink, QueueLimits, QueuedJob, Ticket,
+};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,6 +184,7 @@ impl Scheduler {
     }
 
     fn take(&mut self, event: Event) {
+        self.shared.seen(&event);
         match event {
             Event::Join(id, joined) => {
                 if self.debug {
@@ -380,7 +383,20 @@ impl Scheduler {
             return true; // its client is forgotten: the files close with it
         };
         let cancel = Arc::clone(&c.joined.cancel);
-        match turn.step(&mut self.engine, self.turn_part, &cancel) {
+        // Alone, the file is copied to its end in one part that gives way when anything
+        // comes (a part's end drains the pipeline: BENCHMARKS.md, "Pinned windows on huge
+        // pages"); beside other work, a part of TURN_CHUNKS chunks at a time.
+        let alone = self.turns.is_empty()
+            && self.engine.in_flight() == 0
+            && self.clients.values().all(|c| c.pending.is_empty())
+            && !self.shared.files_waiting();
+        let shared = Arc::clone(&self.shared);
+        let files_waiting = move || shared.files_waiting();
+        let (span, give_way) = match alone {
+            true => (u64::MAX, Some(&files_waiting as GiveWay<'_>)),
+            false => (self.turn_part, None),
+        };
+        match turn.step(&mut self.engine, span, (&cancel, give_way)) {
             Some(result) => self.end_turn(turn, result),
             None => self.turns.push_back(turn),
         }

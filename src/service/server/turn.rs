@@ -5,13 +5,15 @@ use super::connections::Job;
 use super::recorder::Recorder;
 use super::ClientId;
 use crate::service::wire::Handover;
-use aiscp_engine::{Copied, CopyError, DataJob, Engine, PartEnd, SourceKind, StageTimes};
+use aiscp_engine::{Copied, CopyError, DataJob, Engine, GiveWay, PartEnd, SourceKind, StageTimes};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 
-/// Chunks of a file copied in turn that one part holds: four per slot of the default four,
-/// 1 GiB at the default chunk (a few tenths of a second at storage speed), about the
-/// longest another client's file waits for its turn.
+/// Chunks of a file copied in turn that one part holds beside other work: four per slot of
+/// the default four, 1 GiB at the default chunk (a few tenths of a second at storage speed),
+/// about the longest another client's file waits for its turn. A file alone is one part
+/// that gives way instead: each part's end drains the pipeline, which cost a 16 GiB copy
+/// 1.16x on the H200 (BENCHMARKS.md, "Pinned windows on huge pages").
 pub(super) const TURN_CHUNKS: u64 = 16;
 
 /// The file copied in turn: a regular file a part at a time (so other clients' files go
@@ -48,24 +50,28 @@ impl Turn {
     }
 
     /// Copies the file's next part of at most `span` bytes, or ends the file (the finish
-    /// of its parts, or a file without a length copied whole); stopped by `cancel`. Returns
-    /// how the file ended once it has; None while parts remain.
+    /// of its parts, or a file without a length copied whole); stopped by `cancel`, the part
+    /// ended early by `give_way` (the next part begins where it reached). Returns how the
+    /// file ended once it has; None while parts remain.
     pub(super) fn step(
         &mut self,
         engine: &mut Engine,
         span: u64,
-        cancel: &AtomicBool,
+        (cancel, give_way): (&AtomicBool, Option<GiveWay<'_>>),
     ) -> Option<Result<Copied, CopyError>> {
         let part = self.next_part(span);
         let stopped = matches!(self.parts.last(), Some(Err(_)));
         match (self.len, part) {
             (Some(_), Some(part)) if !stopped => {
-                let end = part.end;
-                let ran =
-                    engine.copy_part_cancellable(&self.data_job(), part, &self.recorder, cancel);
+                let ran = engine.copy_part_cancellable(
+                    &self.data_job(),
+                    part.clone(),
+                    &self.recorder,
+                    (cancel, give_way),
+                );
                 self.stages.add(&ran.stages);
-                self.parts.push(ran.result);
-                self.next = end;
+                self.next = ran.result.as_ref().map_or(part.end, |r| r.upto);
+                self.parts.push(ran.result.map(|r| r.end));
                 None
             }
             (Some(_), _) => {

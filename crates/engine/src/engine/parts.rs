@@ -2,11 +2,11 @@
 //! parts copied one at a time, the file begun before them and ended after them here.
 
 use super::state::{with_pipeline, Engine, Pipelines};
-use crate::bounce::Stop;
+use crate::bounce::{GiveWay, Stop};
 use crate::error::CopyError;
 use crate::file_copy::{FileCopy, Setup, Timed};
 use crate::job::{Copied, DataJob, NoProgress, ProgressSink};
-use crate::worker::PartEnd;
+use crate::worker::{PartEnd, PartRan};
 use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -22,19 +22,27 @@ impl Engine {
         let cancel = Arc::clone(&self.config.cancel);
         self.copy_part_with(job, part, &NoProgress, Stop::cut_back(&cancel))
             .result
+            .map(|ran| ran.end)
     }
 
     /// [`Engine::copy_part`] of a file copied in turns (a staging service gives other
     /// clients theirs between its parts), its progress shown, stopped by `cancel` as
-    /// [`Engine::copy_cancellable`] is; with the part's stage times.
+    /// [`Engine::copy_cancellable`] is; with the part's stage times. Once `give_way` says so
+    /// no further slice begins, and the part ends where the slices begun end: a long part
+    /// stays as responsive to another client as a short one, without a short one's pause
+    /// for the pipeline to drain and fill (BENCHMARKS.md, "Pinned windows on huge pages").
     pub fn copy_part_cancellable(
         &mut self,
         job: &DataJob<'_>,
         part: Range<u64>,
         progress: &dyn ProgressSink,
-        cancel: &AtomicBool,
-    ) -> Timed<PartEnd> {
-        self.copy_part_with(job, part, progress, Stop::leave(cancel))
+        (cancel, give_way): (&AtomicBool, Option<GiveWay<'_>>),
+    ) -> Timed<PartRan> {
+        let stop = Stop {
+            give_way,
+            ..Stop::leave(cancel)
+        };
+        self.copy_part_with(job, part, progress, stop)
     }
 
     fn copy_part_with(
@@ -43,7 +51,7 @@ impl Engine {
         part: Range<u64>,
         progress: &dyn ProgressSink,
         stop: Stop<'_>,
-    ) -> Timed<PartEnd> {
+    ) -> Timed<PartRan> {
         self.land();
         let diag = &mut |line: &str| self.diag.debug(line);
         with_pipeline!(&mut self.backend, p => p.copy_part(job, part, progress, stop, diag)).timed

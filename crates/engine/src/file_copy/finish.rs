@@ -84,7 +84,9 @@ impl FileCopy<'_> {
             whole,
             error,
             holes,
+            gave_way,
         } = phase;
+        debug_assert!(!gave_way, "only a part gives way, and a part has no finish");
         let good = good.unwrap_or(0);
         // DEST began empty: a data phase whose slices were all written whole, the last
         // ending at `good`, with no zero block left unwritten (--sparse=always), left it

@@ -42,6 +42,7 @@ impl<'p> Setup<'p> {
         Ctx {
             names: &self.names,
             cancel: stop.cancel,
+            give_way: stop.give_way,
             on_stop: stop.on_stop,
             clock: &self.clock,
             pause,
@@ -189,7 +190,7 @@ impl FileCopy<'_> {
                 skip_zeros: self.sparse == SparseMode::Always,
                 align: plan.align,
             };
-            let work = Work::new(&plan.slices, self.src, cx.cancel);
+            let work = Work::new(&plan.slices, self.src, (cx.cancel, cx.give_way));
             reported += scheduler.run(&io, &work, progress);
             work.phase(&plan.window)
         });

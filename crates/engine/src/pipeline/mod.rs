@@ -10,7 +10,7 @@ use crate::file_copy::{FileCopy, FinalSize, Setup, Timed};
 use crate::fileio::MIN_ALIGN;
 use crate::job::{Copied, DataJob, ProgressSink, SourceKind, SparseMode};
 use crate::stages::{Stage, StageTimes};
-use crate::worker::{PartEnd, Phase};
+use crate::worker::{PartEnd, PartRan, Phase};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -170,20 +170,26 @@ impl<S: Staging> Pipeline<S> {
         progress: &dyn ProgressSink,
         stop: Stop<'_>,
         diag: &mut dyn FnMut(&str),
-    ) -> Ran<PartEnd> {
+    ) -> Ran<PartRan> {
         let mut setup = Setup::new(job.src_name, job.dst_name, job.digest);
         let result = (|| {
             let cx = setup.cx(stop, self.pause);
             self.first_slot(cx.names.src_path, diag)?;
             let file = FileCopy::of(job, cx.names);
             let staging = Arc::clone(&self.staging);
-            let (phase, _) =
-                file.data_phase(&*staging, self, (part, false), &cx, progress, Some(diag))?;
-            phase.part_end()
+            let (phase, _) = file.data_phase(
+                &*staging,
+                self,
+                (part.clone(), false),
+                &cx,
+                progress,
+                Some(diag),
+            )?;
+            phase.part_end(&part)
         })();
-        let result = result.map(|mut end| {
-            end.pieces = setup.pieces.take().map(|p| p.take()).unwrap_or_default();
-            end
+        let result = result.map(|mut ran| {
+            ran.end.pieces = setup.pieces.take().map(|p| p.take()).unwrap_or_default();
+            ran
         });
         self.ran(result, &setup)
     }
