@@ -26,6 +26,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-digests.sh BIN_DIR PHASE...}" && pwd)
 shift
 out=${OUT:?set OUT}
+mkdir -p "$out"
 ROUNDS=${ROUNDS:-3}
 t0=$SECONDS
 step() { echo "# [$((SECONDS - t0)) s] $*"; }

@@ -31,6 +31,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-gap.sh BIN_DIR PHASE...}" && pwd)
 shift
 out=${OUT:?set OUT}
+mkdir -p "$out"
 ROUNDS=${ROUNDS:-3}
 t0=$SECONDS
 step() { echo "# [$((SECONDS - t0)) s] $*"; }
@@ -50,6 +51,7 @@ fi
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     nproc
     "$B/aiscp" --version | head -1
+    echo "BIG=$BIG TREE_FILES=$TREE_FILES ROUNDS=$ROUNDS phases: $*"
 } | tee "$out/env.txt"
 export XDG_RUNTIME_DIR=/tmp/xdg-gap
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
@@ -244,11 +246,14 @@ for phase in "$@"; do
         # Whether each GPU service's windows are on huge pages (the runtime's pinned memory
         # shows none), and how the build under test says it pinned them.
         for s in gpu gpu-base; do
-            echo "$s service: $(grep AnonHugePages "/proc/${spid[$s]}/smaps_rollup")" | tee -a "$out/env.txt"
+            huge=$(grep AnonHugePages "/proc/${spid[$s]}/smaps_rollup" 2> /dev/null) ||
+                huge="not running (service-$s.log)"
+            echo "$s service: $huge" | tee -a "$out/env.txt"
         done
         rm -rf "${D:?}/big"
-        AISCP_SERVICE=off "$B/aiscp" --backend gpu --debug "$S/big" "$D/big" 2>&1 |
-            grep -E "route:|pinned windows" | tee -a "$out/env.txt"
+        said=$(AISCP_SERVICE=off "$B/aiscp" --backend gpu --debug "$S/big" "$D/big" 2>&1 |
+            grep -E "route:|pinned windows") || said="no route or pinned-windows line (--debug)"
+        echo "$said" | tee -a "$out/env.txt"
         kill "${spid[host]}" "${spid[gpu]}" "${spid[host-base]}" "${spid[gpu-base]}"
         wait 2> /dev/null
         ;;
