@@ -25,12 +25,19 @@ MUTANTS = [
     (
         "a-turn-alone-never-gives-way",
         "src/service/server/scheduler.rs",
-        "            true => (u64::MAX, Some(&files_waiting as GiveWay<'_>)),",
+        "            true => (u64::MAX, Some(&give_way_now as GiveWay<'_>)),",
         "            true => (u64::MAX, None),",
         [
             "service::clients::a_file_alone_in_turn_is_one_part_that_gives_way",
             "service::clients::a_long_file_in_turn_does_not_hold_another_clients_small_one",
         ],
+    ),
+    (
+        "a-turn-alone-ignores-the-stop",
+        "src/service/server/scheduler.rs",
+        "        let give_way_now = || shared.files_waiting() || stop.load(Ordering::SeqCst);",
+        "        let give_way_now = || shared.files_waiting();",
+        ["service::clients::a_stop_signal_ends_a_file_alone_in_turn_at_its_next_slice"],
     ),
     (
         "a-part-that-gave-way-skips-the-rest",
@@ -42,8 +49,8 @@ MUTANTS = [
     (
         "a-turn-alone-is-cut-in-parts",
         "src/service/server/scheduler.rs",
-        "            true => (u64::MAX, Some(&files_waiting as GiveWay<'_>)),",
-        "            true => (self.turn_part, Some(&files_waiting as GiveWay<'_>)),",
+        "            true => (u64::MAX, Some(&give_way_now as GiveWay<'_>)),",
+        "            true => (self.turn_part, Some(&give_way_now as GiveWay<'_>)),",
         ["service::clients::a_file_alone_in_turn_is_one_part_that_gives_way"],
     ),
     (

@@ -84,7 +84,7 @@ impl Scheduler {
         let mut worked_at = Instant::now();
         let mut nap = Duration::ZERO;
         while !stop.load(Ordering::SeqCst) {
-            let moved = self.pass();
+            let moved = self.pass(stop);
             if self.has_work() {
                 worked_at = Instant::now();
             } else if !idle_release.is_zero() && worked_at.elapsed() >= idle_release {
@@ -120,13 +120,14 @@ impl Scheduler {
     }
 
     /// One pass over the work: answers for the files that ended, new files started, the
-    /// next part of a file in turn, clients gone forgotten. Whether anything moved.
-    fn pass(&mut self) -> bool {
+    /// next part of a file in turn (cut short once `stop` is set), clients gone forgotten.
+    /// Whether anything moved.
+    fn pass(&mut self, stop: &AtomicBool) -> bool {
         let mut moved = self.collect_finished();
         self.send_answers();
         moved |= self.schedule();
         self.send_answers();
-        moved |= self.step_turn();
+        moved |= self.step_turn(stop);
         self.reap();
         moved
     }
@@ -375,7 +376,7 @@ impl Scheduler {
     /// Copies the next part of the first file in turn, or ends it (the finish, its
     /// answer), then puts it last; whether there was one. Between parts the scheduler
     /// serves everyone else, and the other files in turn get theirs.
-    fn step_turn(&mut self) -> bool {
+    fn step_turn(&mut self, stop: &AtomicBool) -> bool {
         let Some(mut turn) = self.turns.pop_front() else {
             return false;
         };
@@ -383,17 +384,18 @@ impl Scheduler {
             return true; // its client is forgotten: the files close with it
         };
         let cancel = Arc::clone(&c.joined.cancel);
-        // Alone, the file is copied to its end in one part that gives way when anything
-        // comes (a part's end drains the pipeline: BENCHMARKS.md, "Pinned windows on huge
-        // pages"); beside other work, a part of TURN_CHUNKS chunks at a time.
+        // Alone, the file is copied to its end in one part that gives way when a client
+        // sends files or the service is to stop (a part's end drains the pipeline:
+        // BENCHMARKS.md, "Pinned windows on huge pages"); beside other work, a part of
+        // TURN_CHUNKS chunks at a time.
         let alone = self.turns.is_empty()
             && self.engine.in_flight() == 0
             && self.clients.values().all(|c| c.pending.is_empty())
             && !self.shared.files_waiting();
         let shared = Arc::clone(&self.shared);
-        let files_waiting = move || shared.files_waiting();
+        let give_way_now = || shared.files_waiting() || stop.load(Ordering::SeqCst);
         let (span, give_way) = match alone {
-            true => (u64::MAX, Some(&files_waiting as GiveWay<'_>)),
+            true => (u64::MAX, Some(&give_way_now as GiveWay<'_>)),
             false => (self.turn_part, None),
         };
         match turn.step(&mut self.engine, span, (&cancel, give_way)) {

@@ -756,57 +756,111 @@ fn sparse_source(path: &Path, len: u64, seed: u64) -> Vec<u8> {
 
 /// A file copied in turn with no other work is one part to its end (a part's end drains
 /// the pipeline), which gives way at its next slice to whatever comes: here three clients'
-/// small files, each copied before the long one ends. The long file has holes and lands over
-/// a longer DEST of other bytes, with --sums: DEST ends as SOURCE, and the digest that comes
-/// back is DEST's, however its parts were cut.
+/// small files, each copied before the long one ends. On each route and with each
+/// --sparse, the long file has holes and lands over a longer DEST of other bytes, with
+/// --sums: DEST ends as SOURCE, and the digest that comes back is DEST's, however its parts
+/// were cut.
 #[test]
 fn a_file_alone_in_turn_is_one_part_that_gives_way() {
-    let d = dir();
-    let slow = ("AISCP_FAKE_GPU_FAULTS", "write=stall:20");
-    let args = ["--route", "library", "--chunk-size", "64K", "--debug"];
-    let svc = Service::start(Backend::FakeGpu, d.path(), &args, &[slow]);
-    let copies = |svc: &Service, name: &str| {
-        svc.log()
-            .lines()
-            .filter(|l| l.contains(&format!("{name}': ")) && l.contains(" slice(s)"))
-            .count()
-    };
-    // Alone: 40 chunks, over twice a part of 16, in one part.
-    let alone = sparse_source(&d.path().join("alone"), (40 << 16) + 777, 33);
-    assert_copies(&svc, &d.path().join("alone"), &d.path().join("alone.copy"));
-    assert_eq!(fs::read(d.path().join("alone.copy")).unwrap(), alone);
-    assert_eq!(copies(&svc, "alone.copy"), 1, "{}", svc.log());
+    for (route, sparse) in [
+        ("--route=library", "--sparse=auto"),
+        ("--route=bounce", "--sparse=never"),
+        ("--async", "--sparse=always"),
+    ] {
+        let d = dir();
+        let slow = ("AISCP_FAKE_GPU_FAULTS", "write=stall:20");
+        let args = [route, "--chunk-size", "64K", "--debug"];
+        let svc = Service::start(Backend::FakeGpu, d.path(), &args, &[slow]);
+        let copies = |svc: &Service, name: &str| {
+            svc.log()
+                .lines()
+                .filter(|l| l.contains(&format!("{name}': ")) && l.contains(" slice(s)"))
+                .count()
+        };
+        // Alone: 40 chunks, over twice a part of 16, in one part.
+        let alone = sparse_source(&d.path().join("alone"), (40 << 16) + 777, 33);
+        assert_copies(&svc, &d.path().join("alone"), &d.path().join("alone.copy"));
+        assert_eq!(fs::read(d.path().join("alone.copy")).unwrap(), alone);
+        assert_eq!(copies(&svc, "alone.copy"), 1, "{route}: {}", svc.log());
 
-    let long = sparse_source(&d.path().join("long"), (160 << 16) + 4097, 34);
-    fs::write(d.path().join("long.copy"), vec![0xa5; 200 << 16]).unwrap();
+        let long = sparse_source(&d.path().join("long"), (160 << 16) + 4097, 34);
+        fs::write(d.path().join("long.copy"), vec![0xa5; 200 << 16]).unwrap();
+        let started = Instant::now();
+        let run = svc
+            .client()
+            .current_dir(d.path())
+            .args(["--sums=blake3", sparse, "long", "long.copy"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once the long file is moving: it was cut to 0, then written from its start.
+        while fs::metadata(d.path().join("long.copy")).map_or(0, |m| m.len()) >= 200 << 16 {
+            assert!(started.elapsed() < Duration::from_secs(20), "{}", svc.log());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for i in 0..3 {
+            let small = d.path().join(format!("small{i}"));
+            write_random(&small, 100_000, 40 + i);
+            assert_copies(&svc, &small, &d.path().join(format!("small{i}.copy")));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = run.wait_with_output().unwrap();
+        assert!(out.status.success(), "{route}: {}", svc.log());
+        let dest = fs::read(d.path().join("long.copy")).unwrap();
+        assert!(dest == long, "{route} {sparse}: DEST differs from SOURCE");
+        let want = format!("{}  long.copy\n", blake3::hash(&dest).to_hex());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            want,
+            "{route} {sparse}"
+        );
+        // It gave way to the small files: more than one part, fewer than parts of 16
+        // chunks (11) would have made.
+        let parts = copies(&svc, "long.copy");
+        assert!(
+            (2..11).contains(&parts),
+            "{route}: {parts} parts: {}",
+            svc.log()
+        );
+        assert!(svc.stop().success());
+    }
+}
+
+/// SIGTERM reaches a file copied in turn alone at its next slice, as it reached one between
+/// parts before: the service stops within about a slice's time, not the file's, and the
+/// client copies the file in-process instead.
+#[test]
+fn a_stop_signal_ends_a_file_alone_in_turn_at_its_next_slice() {
+    let d = dir();
+    let slow = ("AISCP_FAKE_GPU_FAULTS", "write=stall:40");
+    let args = ["--route", "library", "--chunk-size", "64K"];
+    let svc = Service::start(Backend::FakeGpu, d.path(), &args, &[slow]);
+    write_random(&d.path().join("long"), 32 << 20, 35);
     let started = Instant::now();
-    let run = svc
+    let mut long = svc
         .client()
-        .current_dir(d.path())
-        .args(["--sums=blake3", "long", "long.copy"])
-        .stdout(Stdio::piped())
+        .arg(d.path().join("long"))
+        .arg(d.path().join("long.copy"))
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Once the long file is moving: it was cut to 0, then written from its start.
-    while fs::metadata(d.path().join("long.copy")).map_or(0, |m| m.len()) >= 200 << 16 {
+    while fs::metadata(d.path().join("long.copy")).map_or(0, |m| m.len()) == 0 {
         assert!(started.elapsed() < Duration::from_secs(20), "{}", svc.log());
         std::thread::sleep(Duration::from_millis(5));
     }
-    for i in 0..3 {
-        let small = d.path().join(format!("small{i}"));
-        write_random(&small, 100_000, 40 + i);
-        assert_copies(&svc, &small, &d.path().join(format!("small{i}.copy")));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = run.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", svc.log());
-    let dest = fs::read(d.path().join("long.copy")).unwrap();
-    assert!(dest == long, "DEST differs from SOURCE");
-    let want = format!("{}  long.copy\n", blake3::hash(&dest).to_hex());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
-    // It gave way to the small files: more than one part, fewer than parts of 16 chunks
-    // (11) would have made.
-    let parts = copies(&svc, "long.copy");
-    assert!((2..11).contains(&parts), "{parts} parts: {}", svc.log());
-    assert!(svc.stop().success());
+    // 32 MiB is 512 slices, 128 rounds of 40 ms writes: seconds still to go.
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let status = svc.stop();
+    let took = asked.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "the service took {took:?} to stop"
+    );
+    assert!(wait_for(&mut long, Duration::from_secs(120)).success());
+    assert_eq!(
+        fs::read(d.path().join("long")).unwrap(),
+        fs::read(d.path().join("long.copy")).unwrap()
+    );
 }
