@@ -147,10 +147,8 @@ fn compiled_kernels_are_kept_for_the_next_run_and_a_bad_copy_is_compiled_again()
     fs::write(&cached, &bytes).unwrap();
     let third = copy_with_sums("blake3", "");
     assert!(third.contains("compiled in "), "{third}");
-    assert_eq!(
-        cached_at(&copy_with_sums("crc32c", "")),
-        Some(cached.clone())
-    );
+    let kept = copy_with_sums("crc32c", "");
+    assert_eq!(cached_at(&kept), Some(cached.clone()), "{kept}");
 
     // A whole file whose image the GPU refuses: removed, compiled afresh within the run,
     // and every digest still right.
@@ -162,7 +160,8 @@ fn compiled_kernels_are_kept_for_the_next_run_and_a_bad_copy_is_compiled_again()
     fs::write(&cached, &bad).unwrap();
     let fourth = copy_with_sums("blake3", "");
     assert!(fourth.contains("compiled in "), "{fourth}");
-    assert_eq!(cached_at(&copy_with_sums("blake3", "")), Some(cached));
+    let kept = copy_with_sums("blake3", "");
+    assert_eq!(cached_at(&kept), Some(cached), "{kept}");
 }
 
 /// Kernels compiled for one GPU architecture are kept for it alone: a run on another

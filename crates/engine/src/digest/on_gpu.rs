@@ -207,15 +207,17 @@ impl GpuDigests {
                 let why = format!("the cached kernels did not load ({why}); compiling them");
                 *loaded = None;
                 drop(loaded);
-                kernel_cache::forget(&path, &image);
                 self.skip_cache.store(true, Ordering::Relaxed);
-                // Once, whichever GPU finds it first.
+                // Once, whichever worker finds it first, and under the lock: a worker that
+                // found the refusal late must not remove the image that the compile started
+                // by the first one has stored meanwhile (seen once in CI, under load).
                 let mut build = self.build.lock().unwrap();
                 if let Build::Ready(Image {
                     origin: Origin::Cached(_),
                     ..
                 }) = &*build
                 {
+                    kernel_cache::forget(&path, &image);
                     *build = Build::NotStarted;
                     drop(build);
                     self.prepare(device);
