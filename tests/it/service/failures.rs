@@ -77,8 +77,9 @@ fn service_killed_mid_tree_client_finishes_as_in_process() {
 fn a_file_redone_after_the_service_died_counts_once() {
     for backend in BACKENDS {
         let d = dir();
-        // One worker: the slice before the pause has been reported when the service stops.
-        let (mut svc, flag) = paused_between_slices(backend, d.path(), &["--streams", "1"]);
+        // The paused service's one worker: the slice before the pause has been reported
+        // when the service stops.
+        let (mut svc, flag) = paused_between_slices(backend, d.path(), &[]);
         let len = (4 << 20) + 4097;
         let (a, b) = (d.path().join("a"), d.path().join("b"));
         write_random(&a, len, 41);

@@ -251,12 +251,14 @@ fn dir() -> tempfile::TempDir {
 }
 
 /// Waits for the pause flag `flag` (AISCP_TEST_PAUSE) to appear.
-/// A service on `backend` whose copies stop between slices of 64 KiB (and `args`) until the
-/// pause flag it returns is removed.
+/// A service on `backend` with one worker whose copies stop between slices of 64 KiB (and
+/// `args`) until the pause flag it returns is removed.
 fn paused_between_slices(backend: Backend, dir: &Path, args: &[&str]) -> (Service, PathBuf) {
     let flag = dir.join("paused");
     let pause = format!("between-slices:{}", flag.display());
-    let args: Vec<&str> = ["--chunk-size", "64K"]
+    // One worker: the pause holds the file itself mid-way, whatever its parts (a file alone
+    // in turn is one part now, which other workers would otherwise copy to its end).
+    let args: Vec<&str> = ["--chunk-size", "64K", "--streams", "1"]
         .iter()
         .chain(args)
         .copied()
