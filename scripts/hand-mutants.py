@@ -35,8 +35,8 @@ MUTANTS = [
     (
         "a-turn-alone-ignores-the-stop",
         "src/service/server/scheduler.rs",
-        "        let give_way_now = || shared.files_waiting() || stop.load(Ordering::SeqCst);",
-        "        let give_way_now = || shared.files_waiting();",
+        "        let give_way_now = || self.shared.files_waiting() || stop.load(Ordering::SeqCst);",
+        "        let give_way_now = || self.shared.files_waiting();",
         ["service::clients::a_stop_signal_ends_a_file_alone_in_turn_at_its_next_slice"],
     ),
     (

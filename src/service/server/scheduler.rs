@@ -392,8 +392,7 @@ impl Scheduler {
             && self.engine.in_flight() == 0
             && self.clients.values().all(|c| c.pending.is_empty())
             && !self.shared.files_waiting();
-        let shared = Arc::clone(&self.shared);
-        let give_way_now = || shared.files_waiting() || stop.load(Ordering::SeqCst);
+        let give_way_now = || self.shared.files_waiting() || stop.load(Ordering::SeqCst);
         let (span, give_way) = match alone {
             true => (u64::MAX, Some(&give_way_now as GiveWay<'_>)),
             false => (self.turn_part, None),
