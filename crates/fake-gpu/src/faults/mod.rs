@@ -108,6 +108,9 @@ pub enum RuntimeFault {
     Code(i32),
     /// A copy runs, then every bit of its first byte is flipped in the destination.
     Corrupt,
+    /// A copy's call sleeps this many milliseconds, then runs normally: the bounce route's
+    /// slow transfer, as `write=stall:MS` is the library route's.
+    Stall(u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -132,11 +132,14 @@ impl FaultPlan {
             return Err(format!("`{name}` takes no @OFFSET selector"));
         }
         let copy = matches!(call, RuntimeCall::HostToDevice | RuntimeCall::DeviceToHost);
+        let stall = rhs.strip_prefix("stall:");
+        if !copy && (rhs == "corrupt" || stall.is_some()) {
+            return Err(format!("only htod and dtoh take `{rhs}`, not `{name}`"));
+        }
         let fault = if rhs == "corrupt" {
-            if !copy {
-                return Err(format!("only htod and dtoh take `corrupt`, not `{name}`"));
-            }
             RuntimeFault::Corrupt
+        } else if let Some(ms) = stall {
+            RuntimeFault::Stall(number(ms)?)
         } else {
             let code = number(rhs.strip_prefix("hiperr:").unwrap_or(rhs))?;
             if code == 0 || code > i32::MAX as u64 {
@@ -228,7 +231,7 @@ fn number(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::faults::{CompileFault, FaultPlan, IoFault, Selector};
+    use crate::faults::{CompileFault, FaultPlan, IoFault, RuntimeFault, Selector};
 
     #[test]
     fn parses_every_form() {
@@ -261,6 +264,11 @@ mod tests {
             FaultPlan::parse("compile=fail").unwrap().compile,
             Some(CompileFault::Fail)
         );
+        let copies = FaultPlan::parse("dtoh=stall:20;htod#2=corrupt")
+            .unwrap()
+            .runtime;
+        assert_eq!(copies[0].fault, RuntimeFault::Stall(20));
+        assert_eq!(copies[1].fault, RuntimeFault::Corrupt);
     }
 
     #[test]
@@ -279,6 +287,8 @@ mod tests {
             "read%1=EIO",
             "setdevice@4096=101",
             "setdevice#1=corrupt",
+            "streamsync=stall:5",
+            "dtoh=stall:x",
             "streamsync#1=0",
             "dtoh#1=EIO",
             "htod#x=1",

@@ -45,6 +45,11 @@ fn admit_copy(
     match copy_fault(dst, src, size, kind) {
         Some(RuntimeFault::Code(code)) => Err(code),
         Some(RuntimeFault::Corrupt) => Ok((dst, src, true)),
+        Some(RuntimeFault::Stall(ms)) => {
+            // Without the registry lock: other threads' calls go on meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            Ok((dst, src, false))
+        }
         None => Ok((dst, src, false)),
     }
 }
