@@ -13,7 +13,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-final.sh BIN_DIR}" && pwd)
 out=${OUT:?set OUT}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 export AISCP_BIN=$B/aiscp XCP_BIN=$B/xcp
 
 step setup

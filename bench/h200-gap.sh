@@ -34,8 +34,7 @@ out=${OUT:?set OUT}
 mkdir -p "$out"
 ROUNDS=${ROUNDS:-3}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
 source "$HERE/../scripts/lib.sh"
 
 BIG=${BIG:-$((4 << 30))}

@@ -6,10 +6,10 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 A=$(cd "$1" && pwd)/aiscp B=$(cd "$2" && pwd)/aiscp gib=${3:-4}
 out=${OUT:?set OUT}
-source "$HERE/../scripts/lib.sh"
 S=/mnt/fast D=/mnt/fast2
 now() { date +%s%N; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 export XDG_RUNTIME_DIR=/tmp/xdg-ab
 mkdir -p -m 700 "$XDG_RUNTIME_DIR"
 "$A" --serve --backend gpu --socket "$XDG_RUNTIME_DIR/old.sock" 2> /dev/null & p1=$!

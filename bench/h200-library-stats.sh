@@ -27,8 +27,8 @@ B=$(cd "${1:?usage: bench/h200-library-stats.sh BIN_DIR}" && pwd)/aiscp
 out=${OUT:?set OUT}
 tsv=$out/library-stats.tsv
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 export AISCP_SERVICE=off
 

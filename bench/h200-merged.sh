@@ -14,7 +14,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-merged.sh BIN_DIR}" && pwd)
 out=${OUT:?set OUT}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 
 step setup
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mnt /mnt/$m | grep -v '^env'; done

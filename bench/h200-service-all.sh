@@ -23,10 +23,9 @@ part=${1:?usage: bench/h200-service-all.sh a|b BIN_DIR}
 B=$(cd "${2:?usage: bench/h200-service-all.sh a|b BIN_DIR}" && pwd)
 out=${OUT:?set OUT}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
-now() { date +%s%N; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
 source "$HERE/../scripts/lib.sh"
+now() { date +%s%N; }
 
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 40G --mnt /mnt/$m | grep -v '^env'; done
 S=/mnt/fast D=/mnt/fast2

@@ -12,10 +12,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-service-slots.sh BIN_DIR}" && pwd)
 out=${OUT:?set OUT}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
-now() { date +%s%N; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
 source "$HERE/../scripts/lib.sh"
+now() { date +%s%N; }
 
 step setup
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 20G --mnt /mnt/$m | grep -v '^env'; done

@@ -16,10 +16,9 @@ B=$(cd "${1:?usage: bench/h200-service-targets.sh BIN_DIR}" && pwd)
 out=${OUT:?set OUT}
 ROUNDS=${ROUNDS:-3}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
-now() { date +%s%N; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
 source "$HERE/../scripts/lib.sh"
+now() { date +%s%N; }
 
 step setup
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 40G --mnt /mnt/$m | grep -v '^env'; done

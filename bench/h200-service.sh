@@ -17,10 +17,10 @@ LOOP_FILES=${LOOP_FILES:-200}
 LOOP_GPU=${LOOP_GPU:-40}
 tsv=$out/service.tsv
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 row() { printf '%s\n' "$*" | tee -a "$tsv"; }
 now() { date +%s%N; }
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 step setup

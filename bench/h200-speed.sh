@@ -18,7 +18,8 @@ out=${OUT:?set OUT}
 # Rounds of each tree (the 4 GiB rows take 3).
 TREE_ROUNDS=${TREE_ROUNDS:-3}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 
 step setup
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mnt /mnt/$m | grep -v '^env' ; done

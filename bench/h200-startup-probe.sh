@@ -14,7 +14,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "${1:?usage: bench/h200-startup-probe.sh BIN_DIR probe|env|connections}" && pwd)
 mode=${2:?mode: probe|env|connections}
 cd "$HERE/.."
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 now() { date +%s.%N; }
 steps() { awk -v l="$1" '/init|context|release/{printf "%s=%s ", $1 (NF>3?$2:""), $(NF-1)} END{print l}'; }
 fastdisks() { mountpoint -q /mnt/fast2 || for m in fast fast2; do bash scripts/gpu-setup.sh --fastdisk 12G --mnt /mnt/$m | grep -v '^env'; done; }

@@ -16,7 +16,8 @@ B=$(cd "${1:?usage: bench/h200-trees.sh BIN_DIR}" && pwd)
 export AISCP_BIN=$B/aiscp XCP_BIN=$B/xcp
 out=${OUT:?set OUT}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 
 step setup
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mnt /mnt/$m | grep -v '^env'; done

@@ -21,7 +21,8 @@ export AISCP_BIN=$B/aiscp
 out=${OUT:?set OUT}
 files=${TREE_FILES:-20000} size=${FILE_SIZE:-4G} rounds=${ROUNDS:-3}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 
 step setup
 for m in fast fast2; do bash "$HERE/../scripts/gpu-setup.sh" --fastdisk 12G --mnt /mnt/$m | grep -v '^env'; done

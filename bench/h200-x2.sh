@@ -16,7 +16,8 @@ B=$(cd "${1:?usage: bench/h200-x2.sh BIN_DIR [PARTS]}" && pwd)
 parts=,${2:-check,debug,memory,big,virtio,tree},
 out=${OUT:?set OUT}
 t0=$SECONDS
-step() { echo "# [$((SECONDS - t0)) s] $*"; }
+# shellcheck source=scripts/lib.sh
+source "$HERE/../scripts/lib.sh"
 want() { [[ $parts == *,$1,* ]]; }
 export AISCP_BIN=$B/aiscp BENCH_SHARED=$B
 
@@ -51,8 +52,6 @@ if want check; then
     done
 fi
 
-# shellcheck source=scripts/lib.sh
-source "$HERE/../scripts/lib.sh"
 gen() { gen_random "$1" "$(parse_size "$2")"; }
 if want debug || want memory; then
     gen "$S/big" 4G

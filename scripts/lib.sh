@@ -19,6 +19,10 @@ fi
 die() { echo "error: $*" >&2; exit 2; }
 # A comment line in a script's output (results are the other lines).
 say() { echo "# $*"; }
+# step TEXT: a progress comment, after the seconds since the calling script set t0.
+step() { echo "# [$((SECONDS - ${t0:-0})) s] $*"; }
+# drop: every cache dropped (root), dirty pages written first.
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # --help: the calling script's header comment, without the leading '# '.
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0; }
 
