@@ -39,7 +39,7 @@ fn two_hundred_megabytes_copy_whole_at_100m_and_the_largest_chunk() {
             if route != Route::Host {
                 let report = Report::read(&report);
                 report.assert_clean();
-                if matches!(route, Route::Library | Route::Async) {
+                if matches!(route, Route::Library | Route::Async | Route::Auto) {
                     // Through the library, not a fallback: all but the unaligned tail.
                     let aligned = SIZE as u64 & !4095;
                     assert!(report.stats.read_bytes >= aligned, "{what}: {report}");

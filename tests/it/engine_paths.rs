@@ -383,9 +383,11 @@ fn old_dest_bytes_never_show_through_holes() {
                         Report::read(&report).assert_clean();
                     }
                 }
-                // Files fly on the host and bounce routes; the library's own route and
+                // Files fly on the host and bounce routes, and (all of these being under
+                // 1 MiB) on the route auto chooses; the library's own route asked for and
                 // --async copy them in turn.
-                let should_fly = flies && matches!(route, Route::Host | Route::Bounce);
+                let should_fly =
+                    flies && matches!(route, Route::Host | Route::Bounce | Route::Auto);
                 assert_eq!(in_flight, should_fly, "{what}: files in flight");
                 for ((name, got), (_, cp)) in dests(ours.path()).iter().zip(&want) {
                     if got != cp {

@@ -120,8 +120,9 @@ fn small_files_take_turns_on_the_devices() {
     for i in 0..4 {
         data.push(write_random(&src.join(format!("s{i}")), 9000 + i, i as u64));
     }
+    // Copied in turn, as the library route asked for copies every file.
     let out = aiscp(&report, 2)
-        .args(["-r", "--gpu", "0,1", "--debug"])
+        .args(["-r", "--route=library", "--gpu", "0,1", "--debug"])
         .arg(&src)
         .arg(dir.path().join("dst"))
         .output()

@@ -1,5 +1,6 @@
-//! The four ways a file's bytes can go, for tests that must cover each: host memory, the
-//! fake GPU's library route, its bounce route and `--async`.
+//! The ways a file's bytes can go, for tests that must cover each: host memory, the fake
+//! GPU's library route, its bounce route, `--async`, and the route `auto` chooses on it (the
+//! library's, with files under 1 MiB in flight on the bounce route).
 
 use crate::support::{aiscp_command, Backend};
 use std::path::Path;
@@ -11,11 +12,19 @@ pub enum Route {
     Library,
     Bounce,
     Async,
+    /// No --route: what `auto` chooses on hipFile.
+    Auto,
 }
 
-pub const ROUTES: [Route; 4] = [Route::Host, Route::Library, Route::Bounce, Route::Async];
+pub const ROUTES: [Route; 5] = [
+    Route::Host,
+    Route::Library,
+    Route::Bounce,
+    Route::Async,
+    Route::Auto,
+];
 /// The fake GPU's routes only.
-pub const GPU_ROUTES: [Route; 3] = [Route::Library, Route::Bounce, Route::Async];
+pub const GPU_ROUTES: [Route; 4] = [Route::Library, Route::Bounce, Route::Async, Route::Auto];
 
 impl Route {
     /// `aiscp` set up for this route, in `dir`, its fake GPU report (if any) at `report`, no
@@ -33,7 +42,7 @@ impl Route {
         };
         backend.apply(&mut cmd, report);
         match self {
-            Route::Host => {}
+            Route::Host | Route::Auto => {}
             Route::Library => {
                 cmd.args(["--route", "library"]);
             }

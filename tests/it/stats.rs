@@ -204,7 +204,7 @@ fn library_counters_reconcile_with_aiscp_bytes_on_the_fake() {
     let out = run(
         Backend::FakeGpu,
         &report,
-        &["-r", "--stats=json", "src", "dst"],
+        &["-r", "--route=library", "--stats=json", "src", "dst"],
         d,
     );
     assert!(out.status.success(), "{out:?}");

@@ -23,8 +23,9 @@ const SMALL: usize = 5_000;
 /// An offset inside `big`'s eighth slice, past the end of the other two files.
 const FAULT_AT: usize = 500_000;
 
-/// The engines every fault applies to: the threaded workers and `--async` streams.
-const ENGINES: [&[&str]; 2] = [&[], &["--async"]];
+/// The engines every fault applies to: the threaded workers and `--async` streams, both on
+/// the library route (`auto` would send the files under 1 MiB in flight on the bounce route).
+const ENGINES: [&[&str]; 2] = [&["--route=library"], &["--async"]];
 
 /// One run's directory: the three sources, an empty `out/`, and the fake's report path.
 struct Scene {

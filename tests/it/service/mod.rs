@@ -18,6 +18,7 @@ mod after_client;
 mod clients;
 mod failures;
 mod hostile;
+mod routes;
 mod users;
 mod wire;
 

@@ -4,7 +4,7 @@
 use super::gpu_open::{chosen_gpus, describe_backend, describe_load, gpu_labels, OpenError};
 use super::kind::Backend;
 use super::pinnings::Pinnings;
-use super::request::{resolve_route, Request};
+use super::request::{bounce_below, resolve_route, Request};
 use super::staging::{LibraryIo, Staging};
 use crate::digest::launch::Scratch;
 use crate::digest::on_gpu::GpuDigests;
@@ -84,6 +84,9 @@ pub struct GpuStaging {
     flavor: Flavor,
     /// Whether registered files go through the library (else through the bounce route).
     library_route: bool,
+    /// On the library route, the size below which files in flight bounce
+    /// ([`super::request::bounce_below`]).
+    bounce_below: Option<u64>,
     /// The library's own version text ("hipFile 0.2.0"), for the run's summary.
     version: Option<String>,
     /// The open I/O driver (library route only), asked for its statistics at the end.
@@ -162,13 +165,21 @@ impl GpuStaging {
                 super::runtime_env::describe()
             ));
         }
+        let bounce_below = bounce_below(request, library_route);
         diag(&format!(
-            "route: {} ({why})",
+            "route: {} ({why}){}",
             if library_route {
                 "library I/O on registered files"
             } else {
                 "own bounce: POSIX I/O into pinned windows, copied through the GPU buffer on \
                  one stream per window; I/O driver not opened"
+            },
+            match bounce_below {
+                Some(size) => format!(
+                    "; files under {} in flight through the bounce windows",
+                    crate::units::size(size)
+                ),
+                None => String::new(),
             }
         ));
         let stats_started = start_stats(driver.as_ref(), request, diag);
@@ -183,11 +194,18 @@ impl GpuStaging {
             bus_ids,
             flavor,
             library_route,
+            bounce_below,
             version,
             driver,
             stats_started,
             pinnings: Pinnings::default(),
         })
+    }
+
+    /// On the library route, the size below which files in flight bounce; None where every
+    /// file takes the library.
+    pub(crate) fn bounce_below(&self) -> Option<u64> {
+        self.bounce_below
     }
 
     /// The library's own counters since [`GpuStaging::open`], or why there are none.

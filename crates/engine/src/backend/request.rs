@@ -87,6 +87,22 @@ pub struct Request {
 #[error("{0}")]
 pub struct NoBackend(pub String);
 
+/// Files in flight smaller than this bounce through the slots' windows where `auto` chose the
+/// library route. On the library route every file is copied in turn, one at a time on the
+/// caller's thread, each registered with the library; a tree of small files then runs on
+/// one thread (bench/results/HISTORY.md, "Small files on the library route"). Small
+/// requests gain little from the library's DMA: KvikIO, NVIDIA's own cuFile wrapper, sends
+/// reads and writes under 1 MiB to POSIX by default for that reason.
+pub const LIBRARY_FROM: u64 = 1 << 20;
+
+/// The size below which files in flight bounce on a library route that `auto` chose
+/// ([`LIBRARY_FROM`]); None where the library route was asked for (`--route library`,
+/// `--async`), and every file takes it.
+pub fn bounce_below(request: &Request, library_route: bool) -> Option<u64> {
+    let chosen = request.route == RouteChoice::Auto && !request.async_io;
+    (library_route && chosen).then_some(LIBRARY_FROM)
+}
+
 /// Whether registered files take the library route on `flavor`, and why: every choice of
 /// route is made here.
 pub fn resolve_route(flavor: Flavor, request: &Request) -> (bool, &'static str) {

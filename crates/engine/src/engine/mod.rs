@@ -135,14 +135,20 @@ impl Engine {
     }
 
     /// The largest file [`Engine::submit`] takes: a file that fits one slot, on the bounce
-    /// route (the library route and `--async` copy files in turn). None: nothing is queued.
+    /// route; on a library route that `auto` chose, a file small enough to bounce
+    /// (under 1 MiB, `LIBRARY_FROM` in the backend). None: nothing is queued (the library route asked
+    /// for, and `--async`, copy every file in turn).
     pub fn queue_max(&self) -> Option<u64> {
-        let library = match &self.backend {
-            Pipelines::Host(_) => false,
-            Pipelines::Gpu(p) => p.staging().library().is_some() || p.async_io(),
+        let chunk = with_pipeline!(&self.backend, p => p.chunk()) as u64;
+        let max = match &self.backend {
+            Pipelines::Host(_) => Some(chunk),
+            Pipelines::Gpu(p) if p.async_io() => None,
+            Pipelines::Gpu(p) => match p.staging().library() {
+                None => Some(chunk),
+                Some(l) => l.bounce_below().map(|b| chunk.min(b - 1)),
+            },
         };
-        let chunk = with_pipeline!(&self.backend, p => p.chunk());
-        (self.limits.files > 0 && !library).then_some(chunk as u64)
+        max.filter(|_| self.limits.files > 0)
     }
 
     /// Gives the staging memory back (device buffers, pinned windows, host slots) once the
