@@ -179,20 +179,26 @@ pub fn cp_order(root: &Path) -> Vec<PathBuf> {
 /// until they do: cp's choices follow that order (the order of `-v` lines, which of two
 /// names `-u` finds up to date), and the filesystem numbers inodes wherever it finds them
 /// free, so two trees built alike beside other tests can differ. `discard` readies a pair
-/// that differed for removal; `what` names the trees if 200 pairs never agree.
+/// that differed for removal; `what` names the trees if 200 pairs never agree. A pair that
+/// differed is kept until the end: removed at once, its inodes would be the next pair's,
+/// placed as they were (on ext4 a /tmp whose free inodes fell so gave 200 such pairs in a
+/// row).
 pub fn walked_alike<T: AsRef<Path>>(
     what: &dyn std::fmt::Debug,
     mut build: impl FnMut() -> T,
     discard: impl Fn(&T),
 ) -> [T; 2] {
     const TRIES: usize = 200;
+    let mut differed = Vec::new();
     for _ in 0..TRIES {
         let trees = [build(), build()];
         if cp_order(trees[0].as_ref()) == cp_order(trees[1].as_ref()) {
+            differed.iter().for_each(&discard);
             return trees;
         }
-        trees.iter().for_each(&discard);
+        differed.extend(trees);
     }
+    differed.iter().for_each(&discard);
     panic!("{TRIES} pairs of trees of {what:?}, none walked alike by cp");
 }
 
