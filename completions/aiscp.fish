@@ -39,7 +39,7 @@ hipfile\t''
 cufile\t''
 host\t''"
 complete -c aiscp -l gpu -d 'GPU(s) to stage through: an index, a list (0,2,3), all, or auto (each file on the GPU nearest its storage by PCI path and NUMA node, all GPUs where that is unknown). With several, each GPU gets STREAMS slots and a file\'s slices go to whichever is free' -r
-complete -c aiscp -l route -d 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), for files of 1 MiB and more (smaller ones bounce, many at once), bounce where cuFile would only emulate it (compatibility mode)' -r -f -a "auto\t''
+complete -c aiscp -l route -d 'How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile, cuFile with nvidia-fs), except that files under 1 MiB copied many at once (in flight) bounce; bounce where cuFile would only emulate it (compatibility mode)' -r -f -a "auto\t''
 library\t''
 bounce\t''"
 complete -c aiscp -l chunk-size -d 'Bytes per slice; GPU memory used = STREAMS x SIZE on each GPU. E.g. 64M, 1GiB, 0x7ffff000 (at most that), rounded up to a multiple of 4 KiB, and down to a file\'s direct-I/O alignment where that is larger [default: 64M on a GPU, 16M on host memory]' -r

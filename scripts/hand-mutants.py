@@ -23,6 +23,37 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "the-library-flies-large-files",
+        "crates/engine/src/engine/mod.rs",
+        "        self.queue_max().is_some() && !library",
+        "        self.queue_max().is_some()",
+        ["service::routes::a_large_file_stays_on_the_library_while_another_client_is_busy"],
+    ),
+    (
+        "auto-flies-nothing-on-the-library",
+        "crates/engine/src/backend/request.rs",
+        "    (library_route && chosen).then_some(LIBRARY_FROM)",
+        "    None",
+        [
+            "engine_route::auto_on_hipfile_flies",
+            "service::routes::a_service_on_hipfile_flies_files_under_a_mebibyte",
+        ],
+    ),
+    (
+        "library-from-taken-as-a-maximum",
+        "crates/engine/src/engine/mod.rs",
+        "                Some(l) => l.bounce_below().map(|b| chunk.min(b - 1)),",
+        "                Some(l) => l.bounce_below().map(|b| chunk.min(b)),",
+        ["engine_route::auto_on_hipfile_flies"],
+    ),
+    (
+        "library-asked-for-flies-too",
+        "crates/engine/src/backend/request.rs",
+        "    let chosen = request.route == RouteChoice::Auto && !request.async_io;",
+        "    let chosen = !request.async_io;",
+        ["engine_route::auto_on_hipfile_flies", "engine_paths::"],
+    ),
+    (
         "a-turn-alone-never-gives-way",
         "src/service/server/scheduler.rs",
         "            true => (u64::MAX, Some(&give_way_now as GiveWay<'_>)),",

@@ -68,8 +68,8 @@ pub struct StagingArgs {
     /// How bytes reach GPU memory: library = hipFileRead/Write (cuFileRead/Write) on
     /// registered files; bounce = O_DIRECT reads into pinned host memory, copied into the GPU
     /// buffer and back out, then O_DIRECT writes; auto = library where it can DMA (hipFile,
-    /// cuFile with nvidia-fs), for files of 1 MiB and more (smaller ones bounce, many at
-    /// once), bounce where cuFile would only emulate it (compatibility mode)
+    /// cuFile with nvidia-fs), except that files under 1 MiB copied many at once (in flight)
+    /// bounce; bounce where cuFile would only emulate it (compatibility mode)
     #[arg(
         long,
         value_enum,

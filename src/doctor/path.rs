@@ -218,13 +218,20 @@ fn report_route(first: &Ready, probe: &Probe, out: &mut String) {
     // it does with the registration's answer.
     let bounce = "bounce: O_DIRECT into pinned memory, copied through the GPU buffer";
     let (library, why) = aiscp_engine::probe::auto_route(first.flavor);
+    // Where auto takes the library, files under 1 MiB copied many at once bounce all the same.
+    let small = format!(
+        "; files under {} in flight: {bounce}",
+        aiscp_engine::units::size(aiscp_engine::probe::LIBRARY_FROM)
+    );
     let route = match (library, registration) {
         (false, _) => format!("{bounce} ({why})"),
         (true, Ok(())) => match first.flavor {
             Flavor::HipFile => {
-                "library: hipFileRead/hipFileWrite on the registered file".to_owned()
+                format!("library: hipFileRead/hipFileWrite on the registered file{small}")
             }
-            Flavor::CuFile => "library: cuFileRead/cuFileWrite, DMA through nvidia-fs".to_owned(),
+            Flavor::CuFile => {
+                format!("library: cuFileRead/cuFileWrite, DMA through nvidia-fs{small}")
+            }
         },
         (true, Err(Some(e))) if !refusal_bounces(&e) => format!(
             "none: a copy here fails (cannot register with {}: {e})",

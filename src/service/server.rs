@@ -10,7 +10,7 @@
 //! every slot, on this thread: alone, as one part to its end that gives way at its next
 //! slice when a client sends files; beside other work, a part of 16 chunks at a time, other
 //! clients' files scheduled between parts and other files in turn (the library route's,
-//! where nothing else flies) given parts in rotation. A source without a length (read to its end) always flies, so it
+//! whose large files never fly) given parts in rotation. A source without a length (read to its end) always flies, so it
 //! never holds this thread. Each client has its own cancel flag: Cancel from it, or its
 //! connection closing, stops its files (and only its files) before their next write, and
 //! its queued files are dropped at once; the engine then leaves its DESTs as they are.

@@ -53,6 +53,10 @@ fn doctor_on_the_fake_library_finds_a_gpu_route() {
                 section.contains("route (--route auto): library: hipFileRead/hipFileWrite"),
                 "{section}"
             );
+            assert!(
+                section.contains("; files under 1.00 MiB in flight: bounce: O_DIRECT"),
+                "{section}"
+            );
         }
     }
     assert!(text.ends_with("verdict: a GPU route is possible through hipFile on GPU 0\n"));

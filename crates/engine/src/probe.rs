@@ -6,6 +6,7 @@ use hipfile::Flavor;
 
 pub use crate::backend::gpu::{refusal_bounces, NVIDIA_FS};
 pub use crate::backend::library_paths::{compiler_path, library_paths};
+pub use crate::backend::LIBRARY_FROM;
 
 /// Whether registered files take the library route on `flavor` under `--route auto` (no
 /// `--async`), and why.

@@ -15,15 +15,24 @@ pub(super) struct Flying {
     pub(super) reports: Option<ProgressTo>,
 }
 
+/// What the engine queues: the largest file ([`aiscp_engine::Engine::queue_max`]; None:
+/// none), and whether a larger one may fly all the same, on one slot
+/// ([`aiscp_engine::Engine::flies_large_files`]).
+pub(super) struct Queues {
+    pub(super) max: Option<u64>,
+    pub(super) large: bool,
+}
+
 /// Whether the client's first waiting file (`front`, its client on `sock`) flies, and how;
-/// None: it is copied in turn. `queue_max` is the largest file the engine queues (None:
-/// none), `others_busy` whether another client has files waiting or in flight.
+/// None: it is copied in turn. `others_busy`: another client has files waiting or in
+/// flight.
 pub(super) fn how_it_flies(
     front: &Job,
     sock: &Arc<OwnedFd>,
-    queue_max: Option<u64>,
+    queues: &Queues,
     others_busy: bool,
 ) -> Option<Flying> {
+    let queue_max = queues.max;
     let flying = |len, truncate, reports| {
         Some(Flying {
             len,
@@ -42,8 +51,8 @@ pub(super) fn how_it_flies(
         // A file too large to fly as the client sees it is copied with every slot, a
         // part at a time, while no other client has work; while others do, it flies
         // on one slot beside their files, so no client waits behind another's large
-        // file.
-        Handover::InTurn { len: Some(len) } if queue_max.is_some() && others_busy => {
+        // file (not on the library route, whose large files are the library's).
+        Handover::InTurn { len: Some(len) } if queues.large && others_busy => {
             flying(len, true, Some(progress_to(sock, front.id)))
         }
         _ => None,

@@ -2,7 +2,7 @@
 //! round-robin, a file too large to fly copied in turn, and each file's answer sent back.
 
 use super::connections::{Event, Job, Joined};
-use super::handover::{how_it_flies, Flying};
+use super::handover::{how_it_flies, Flying, Queues};
 use super::recorder::{progress_to, Recorder};
 use super::turn::{Turn, TURN_CHUNKS};
 use super::{debug_line, ClientId, Shared};
@@ -273,7 +273,10 @@ impl Scheduler {
 
     /// Starts the first waiting file of client `id`, if its share and the engine allow.
     fn start_one(&mut self, id: ClientId, share: usize) -> bool {
-        let queue_max = self.engine.queue_max();
+        let queues = Queues {
+            max: self.engine.queue_max(),
+            large: self.engine.flies_large_files(),
+        };
         let others_busy = self
             .clients
             .iter()
@@ -284,7 +287,7 @@ impl Scheduler {
         let Some(front) = c.pending.front() else {
             return false;
         };
-        let Some(flying) = how_it_flies(front, &c.joined.sock, queue_max, others_busy) else {
+        let Some(flying) = how_it_flies(front, &c.joined.sock, &queues, others_busy) else {
             if self.turns.iter().any(|t| t.client == id) {
                 return false; // its client waits for that one first
             }

@@ -176,7 +176,7 @@ impl GpuStaging {
             },
             match bounce_below {
                 Some(size) => format!(
-                    "; files under {} in flight through the bounce windows",
+                    "; files in flight (under {}) bounce",
                     crate::units::size(size)
                 ),
                 None => String::new(),

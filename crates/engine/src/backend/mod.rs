@@ -24,6 +24,7 @@ mod staging;
 
 use hipfile::{Error, Flavor};
 pub use kind::Backend;
+pub use request::LIBRARY_FROM;
 pub use request::{resolve_route, BackendChoice, GpuChoice, NoBackend, Request, RouteChoice};
 pub use staging::{LibraryIo, Staging, StreamIo};
 

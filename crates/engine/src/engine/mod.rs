@@ -136,7 +136,7 @@ impl Engine {
 
     /// The largest file [`Engine::submit`] takes: a file that fits one slot, on the bounce
     /// route; on a library route that `auto` chose, a file small enough to bounce
-    /// (under 1 MiB, `LIBRARY_FROM` in the backend). None: nothing is queued (the library route asked
+    /// ([`crate::probe::LIBRARY_FROM`]). None: nothing is queued (the library route asked
     /// for, and `--async`, copy every file in turn).
     pub fn queue_max(&self) -> Option<u64> {
         let chunk = with_pipeline!(&self.backend, p => p.chunk()) as u64;
@@ -149,6 +149,18 @@ impl Engine {
             },
         };
         max.filter(|_| self.limits.files > 0)
+    }
+
+    /// Whether a file larger than [`Engine::queue_max`] may still be queued, on one slot
+    /// (the staging service's choice while other clients have work): only where files in
+    /// flight take the route a file copied in turn would. On the library route a large file
+    /// is the library's, and is copied in turn.
+    pub fn flies_large_files(&self) -> bool {
+        let library = match &self.backend {
+            Pipelines::Host(_) => false,
+            Pipelines::Gpu(p) => p.staging().library().is_some() || p.async_io(),
+        };
+        self.queue_max().is_some() && !library
     }
 
     /// Gives the staging memory back (device buffers, pinned windows, host slots) once the
