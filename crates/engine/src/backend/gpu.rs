@@ -100,6 +100,24 @@ pub struct GpuStaging {
     pinnings: Pinnings,
 }
 
+/// --debug's line for the route registered files take, and why.
+fn describe_route(library_route: bool, why: &str, bounce_below: Option<u64>) -> String {
+    let route = if library_route {
+        "library I/O on registered files"
+    } else {
+        "own bounce: POSIX I/O into pinned windows, copied through the GPU buffer on one stream \
+         per window; I/O driver not opened"
+    };
+    let small = match bounce_below {
+        Some(size) => format!(
+            "; files in flight (under {}) bounce",
+            crate::units::size(size)
+        ),
+        None => String::new(),
+    };
+    format!("route: {route} ({why}){small}")
+}
+
 impl GpuStaging {
     /// Each GPU's PCI address, in the run's device order.
     pub fn bus_ids(&self) -> &[Option<String>] {
@@ -166,22 +184,7 @@ impl GpuStaging {
             ));
         }
         let bounce_below = bounce_below(request, library_route);
-        diag(&format!(
-            "route: {} ({why}){}",
-            if library_route {
-                "library I/O on registered files"
-            } else {
-                "own bounce: POSIX I/O into pinned windows, copied through the GPU buffer on \
-                 one stream per window; I/O driver not opened"
-            },
-            match bounce_below {
-                Some(size) => format!(
-                    "; files in flight (under {}) bounce",
-                    crate::units::size(size)
-                ),
-                None => String::new(),
-            }
-        ));
+        diag(&describe_route(library_route, why, bounce_below));
         let stats_started = start_stats(driver.as_ref(), request, diag);
         let digests = Box::new(GpuDigests::new(
             flavor,
