@@ -25,7 +25,7 @@ MUTANTS = [
     (
         "the-library-flies-large-files",
         "crates/engine/src/engine/mod.rs",
-        "        self.queue_max().is_some() && !library",
+        "        self.library_in_turn().is_none() && self.queue_max().is_some()",
         "        self.queue_max().is_some()",
         ["service::routes::a_large_file_stays_on_the_library_while_another_client_is_busy"],
     ),
@@ -42,8 +42,8 @@ MUTANTS = [
     (
         "library-from-taken-as-a-maximum",
         "crates/engine/src/engine/mod.rs",
-        "                Some(l) => l.bounce_below().map(|b| chunk.min(b - 1)),",
-        "                Some(l) => l.bounce_below().map(|b| chunk.min(b)),",
+        "            Some(staging) => staging.bounce_below().map(|b| chunk.min(b - 1)),",
+        "            Some(staging) => staging.bounce_below().map(|b| chunk.min(b)),",
         ["engine_route::auto_on_hipfile_flies"],
     ),
     (

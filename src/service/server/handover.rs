@@ -32,7 +32,6 @@ pub(super) fn how_it_flies(
     queues: &Queues,
     others_busy: bool,
 ) -> Option<Flying> {
-    let queue_max = queues.max;
     let flying = |len, truncate, reports| {
         Some(Flying {
             len,
@@ -41,7 +40,7 @@ pub(super) fn how_it_flies(
         })
     };
     match front.handover {
-        Handover::InFlight { len, truncate } if queue_max.is_some_and(|m| len <= m) => {
+        Handover::InFlight { len, truncate } if queues.max.is_some_and(|m| len <= m) => {
             flying(len, truncate, None)
         }
         // A source read to its end (a /proc file) may take any time: it flies on one

@@ -121,7 +121,8 @@ impl GpuDigests {
         let recipe = match device.compile_arch() {
             Ok(arch) => Recipe::new(
                 self.flavor,
-                (self.compiler_path.clone(), device.runtime_path()),
+                self.compiler_path.clone(),
+                device.runtime_path(),
                 arch.as_deref(),
             ),
             Err(e) => {
@@ -346,11 +347,7 @@ struct Recipe {
 }
 
 impl Recipe {
-    fn new(
-        flavor: Flavor,
-        (path, runtime): (Option<PathBuf>, &Path),
-        arch: Option<&str>,
-    ) -> Recipe {
+    fn new(flavor: Flavor, path: Option<PathBuf>, runtime: &Path, arch: Option<&str>) -> Recipe {
         // The architecture is in the options, so in the key: an image kept for one GPU is
         // never offered to another.
         let options = compile_options(flavor, arch);

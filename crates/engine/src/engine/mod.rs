@@ -140,13 +140,10 @@ impl Engine {
     /// for, and `--async`, copy every file in turn).
     pub fn queue_max(&self) -> Option<u64> {
         let chunk = with_pipeline!(&self.backend, p => p.chunk()) as u64;
-        let max = match &self.backend {
-            Pipelines::Host(_) => Some(chunk),
-            Pipelines::Gpu(p) if p.async_io() => None,
-            Pipelines::Gpu(p) => match p.staging().library() {
-                None => Some(chunk),
-                Some(l) => l.bounce_below().map(|b| chunk.min(b - 1)),
-            },
+        let max = match self.library_in_turn() {
+            // None under --async or the library route asked for.
+            Some(staging) => staging.bounce_below().map(|b| chunk.min(b - 1)),
+            None => Some(chunk),
         };
         max.filter(|_| self.limits.files > 0)
     }
@@ -156,11 +153,17 @@ impl Engine {
     /// flight take the route a file copied in turn would. On the library route a large file
     /// is the library's, and is copied in turn.
     pub fn flies_large_files(&self) -> bool {
-        let library = match &self.backend {
-            Pipelines::Host(_) => false,
-            Pipelines::Gpu(p) => p.staging().library().is_some() || p.async_io(),
-        };
-        self.queue_max().is_some() && !library
+        self.library_in_turn().is_none() && self.queue_max().is_some()
+    }
+
+    /// The GPU staging whose library copies files in turn (its route; `--async` is only
+    /// ever on where that route is); None where files in turn take the bounce route or
+    /// host memory.
+    fn library_in_turn(&self) -> Option<&backend::gpu::GpuStaging> {
+        match &self.backend {
+            Pipelines::Host(_) => None,
+            Pipelines::Gpu(p) => p.staging().library(),
+        }
     }
 
     /// Gives the staging memory back (device buffers, pinned windows, host slots) once the

@@ -62,11 +62,6 @@ impl<S: Staging> Pipeline<S> {
         self.async_io = true;
     }
 
-    /// Whether `--async` is on (checked at start to be supported).
-    pub(crate) fn async_io(&self) -> bool {
-        self.async_io
-    }
-
     /// Gives every slot back (device memory, pinned windows): the next file allocates
     /// again. The files in flight must have landed (their workers hold slots).
     pub(crate) fn release_slots(&mut self) {
