@@ -23,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # name, file, text, replacement, test filters (`cargo test --test it -- FILTERS`)
 MUTANTS = [
     (
+        "a-stopped-bounce-writes-its-slice",
+        "crates/engine/src/bounce.rs",
+        "        // No write begins once the copy is stopped.\n        cx.check_cancel().map_err(|e| (written, e))?;\n",
+        "        // No write begins once the copy is stopped.\n",
+        ["service::after_client::a_client_killed_mid_tree_has_no_file_in_flight_written_after"],
+    ),
+    (
         "the-library-flies-large-files",
         "crates/engine/src/engine/mod.rs",
         "        self.library_in_turn().is_none() && self.queue_max().is_some()",

@@ -49,6 +49,11 @@ const WAYS: &[Way] = &[
         args: &["--route", "bounce"],
     },
     Way {
+        name: "auto on hipFile: the library's route, files under 1 MiB in flight",
+        backend: Backend::FakeGpu,
+        args: &["--route", "auto"],
+    },
+    Way {
         name: "bounce, slices on one worker",
         backend: Backend::FakeGpu,
         args: &["--route", "bounce", "--chunk-size", "64K", "--streams", "1"],

@@ -138,3 +138,54 @@ fn a_sigint_during_a_stalled_write_waits_for_the_service() {
     assert_untouched(&dst, &new, "a stalled library write");
     assert!(svc.stop().success());
 }
+
+/// The files in flight of a client killed mid-tree, on the route `auto` takes on hipFile
+/// (small files bounce in flight): each download stalls inside the runtime, out of reach of
+/// the client's cancel, so files are between their download and their write when the client
+/// dies. GNU cp then writes every DEST that exists anew, and not one is written again.
+#[test]
+fn a_client_killed_mid_tree_has_no_file_in_flight_written_after() {
+    let d = dir();
+    let slow = ("AISCP_FAKE_GPU_FAULTS", "dtoh=stall:100");
+    let svc = Service::start(Backend::FakeGpu, d.path(), &["--chunk-size", "4M"], &[slow]);
+    let (src, dst, new) = (
+        d.path().join("src"),
+        d.path().join("dst"),
+        d.path().join("n"),
+    );
+    fs::create_dir(&src).unwrap();
+    for i in 0..64 {
+        write_random(&src.join(format!("f{i}")), 20_000 + i as usize, 0x4b + i);
+    }
+    write_random(&new, 3000, 27);
+    let mut client = svc.client().arg("-r").arg(&src).arg(&dst).spawn().unwrap();
+    // Some files written, more in flight (4 workers, 100 ms a download).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs::read_dir(&dst).map_or(0, |e| e.count()) < 8 {
+        assert!(Instant::now() < deadline, "{}", svc.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = client.id();
+    signal(pid as i32, Signal::SIGKILL);
+    wait_for(&mut client, Duration::from_secs(5));
+    let dests: Vec<_> = fs::read_dir(&dst)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for dest in &dests {
+        cp_over(&new, dest);
+    }
+    wait_left(&svc, pid);
+    // Longer than a stalled download: a worker held in one when the client died is out.
+    std::thread::sleep(Duration::from_millis(300));
+    let want = fs::read(&new).unwrap();
+    for dest in &dests {
+        let got = fs::read(dest).unwrap();
+        assert!(
+            got == want,
+            "{}: written after its client died",
+            dest.display()
+        );
+    }
+    assert!(svc.stop().success());
+}
